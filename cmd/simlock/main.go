@@ -1,0 +1,32 @@
+// Command simlock leases iOS simulators and Android emulators to coding
+// agents. See simlock --help.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/simlock/simlock/internal/cli"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	code := cli.Run(ctx, os.Args[1:], cli.Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		StderrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+		Executable:       exe, Version: version, PPID: os.Getppid(),
+	})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,145 @@
+// Package cli is the simlock command line: cobra commands that translate
+// flags into contract operations through the typed client, and render what
+// comes back. Results go to stdout as JSON; progress and errors go to stderr,
+// as JSON lines when stderr is not a terminal. Each failure maps its contract
+// code to one exit code.
+//
+// Nothing here decides anything about leases: the daemon does.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Env is what the CLI takes from its process; tests give their own.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// StderrIsTerminal decides the default progress rendering.
+	StderrIsTerminal bool
+	// Executable is the simlock binary, started as the daemon on demand.
+	Executable string
+	Version    string
+	PPID       int
+}
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+	// quiet means the command already printed what went wrong.
+	quiet bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+// Run executes the CLI and returns the process exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if !ee.quiet {
+			printError(env.Stderr, ee.err)
+		}
+		return ee.code
+	}
+	// cobra's own errors: unknown command, bad flag, missing argument.
+	printError(env.Stderr, contract.Errorf(contract.CodeUsage, "%s; see simlock --help", strings.TrimSuffix(err.Error(), ".")))
+	return contract.CodeUsage.ExitCode()
+}
+
+// printError writes the one stderr line of a failure.
+func printError(w io.Writer, err error) {
+	ce := contract.AsError(err)
+	b, _ := json.Marshal(map[string]any{"error": ce})
+	fmt.Fprintln(w, string(b))
+}
+
+// fail turns an error into the command's exit.
+func fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	ce := contract.AsError(err)
+	return &exitError{code: ce.Code.ExitCode(), err: ce}
+}
+
+func usage(format string, args ...any) error {
+	return &exitError{code: 2, err: contract.Errorf(contract.CodeUsage, format, args...)}
+}
+
+// printJSON writes one JSON line to stdout.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// home is SIMLOCK_HOME, defaulting to ~/.simlock.
+func (env Env) home() (string, error) {
+	h := env.Getenv("SIMLOCK_HOME")
+	if h == "" {
+		dir, err := os.UserHomeDir()
+		if err != nil {
+			return "", usage("SIMLOCK_HOME is unset and the home directory is unknown: %v", err)
+		}
+		h = filepath.Join(dir, ".simlock")
+	}
+	abs, err := filepath.Abs(h)
+	if err != nil {
+		return "", usage("SIMLOCK_HOME %q: %v", h, err)
+	}
+	// A unix socket path has a small fixed limit (104 bytes on macOS).
+	if n := len(filepath.Join(abs, "daemon.sock")); n > 103 {
+		return "", usage("SIMLOCK_HOME is too long for a socket path (%d bytes; at most 103 with /daemon.sock)", n)
+	}
+	return abs, nil
+}
+
+func newRoot(env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "simlock",
+		Short: "Lease iOS simulators and Android emulators to coding agents",
+		Long: `simlock hands out booted, health-checked iOS simulators and Android emulators
+as leases. An agent asks for a device, waits in a fair queue if none is free,
+sees each step of the wait, and gets a device nobody else touches until it
+releases it or its TTL runs out.
+
+Results are JSON on stdout; progress and errors are JSON lines on stderr.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       env.Version,
+	}
+	root.PersistentFlags().String("token", "", "admin credential (default: SIMLOCK_ADMIN_TOKEN, then $SIMLOCK_HOME/admin.token)")
+	root.AddCommand(
+		leaseCmd(env), releaseCmd(env), statusCmd(env), listCmd(env), catalogCmd(env),
+		eventsCmd(env), daemonCmd(env), configCmd(env),
+	)
+	return root
+}

@@ -1,0 +1,401 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/shirou/gopsutil/v4/cpu"
+	"github.com/shirou/gopsutil/v4/mem"
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
+)
+
+func daemonCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run, start, stop or inspect the daemon of SIMLOCK_HOME",
+	}
+	cmd.AddCommand(daemonRunCmd(env), daemonStartCmd(env), daemonStopCmd(env), daemonStatusCmd(env), daemonLogsCmd(env))
+	return cmd
+}
+
+func daemonRunCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "Run the daemon in the foreground (the CLI starts it on demand otherwise)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
+			opts, err := daemonOptions(env, home)
+			if err != nil {
+				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
+			}
+			logFile, err := os.OpenFile(filepath.Join(home, daemon.LogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return fail(fmt.Errorf("open daemon log: %w", err))
+			}
+			defer logFile.Close()
+			var level slog.Level
+			_ = level.UnmarshalText([]byte(opts.Config.String("log.level")))
+			opts.Logger = slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+			for _, w := range opts.Config.Warnings {
+				opts.Logger.Warn(w)
+				fmt.Fprintln(env.Stderr, "warning: "+w)
+			}
+			err = daemon.Run(cmd.Context(), opts)
+			if errors.Is(err, daemon.ErrAlreadyRunning) {
+				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
+			}
+			return fail(err)
+		},
+	}
+}
+
+// daemonOptions wires the real config, drivers and host facts.
+func daemonOptions(env Env, home string) (daemon.Options, error) {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return daemon.Options{}, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	}
+	cfg, err := config.Load(home)
+	if err != nil {
+		return daemon.Options{}, err
+	}
+	drivers, notes, err := buildDrivers(cfg, env.Getenv("SIMLOCK_DRIVERS"))
+	if err != nil {
+		return daemon.Options{}, err
+	}
+	return daemon.Options{
+		Home: home, Version: env.Version, Config: cfg, Drivers: drivers, DriverNotes: notes, Host: readHost(),
+	}, nil
+}
+
+// buildDrivers picks the drivers: SIMLOCK_DRIVERS (a comma list) overrides
+// config. Only the demo driver exists in this build; it serves both
+// platforms and is used only when asked for.
+func buildDrivers(cfg *config.Config, envList string) (map[contract.Platform]driver.Driver, map[contract.Platform]string, error) {
+	useDemo := cfg.Bool("drivers.demo.enabled")
+	if envList != "" {
+		useDemo = false
+		for _, name := range strings.Split(envList, ",") {
+			switch name = strings.TrimSpace(name); name {
+			case "demo":
+				useDemo = true
+			case "":
+			case "ios", "android":
+				return nil, nil, fmt.Errorf("SIMLOCK_DRIVERS: the %s driver is not part of this build; use demo", name)
+			default:
+				return nil, nil, fmt.Errorf("SIMLOCK_DRIVERS: unknown driver %q (known: demo)", name)
+			}
+		}
+	}
+	drivers := map[contract.Platform]driver.Driver{}
+	notes := map[contract.Platform]string{}
+	for _, p := range contract.Platforms() {
+		if !useDemo {
+			notes[p] = "no driver enabled; SIMLOCK_DRIVERS=demo or drivers.demo.enabled serves simulated devices"
+			continue
+		}
+		d, err := demo.New(demo.Options{
+			Platform:      p,
+			ProvisionTime: time.Duration(cfg.Int("drivers.demo.provisionMs")) * time.Millisecond,
+			BootTime:      time.Duration(cfg.Int("drivers.demo.bootMs")) * time.Millisecond,
+			ReclaimTime:   time.Duration(cfg.Int("drivers.demo.reclaimMs")) * time.Millisecond,
+			Fail:          cfg.List("drivers.demo.fail"),
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("demo driver: %w", err)
+		}
+		drivers[p] = d
+	}
+	return drivers, notes, nil
+}
+
+func readHost() core.Host {
+	h := core.Host{CPUs: runtime.NumCPU()}
+	if n, err := cpu.Counts(true); err == nil && n > 0 {
+		h.CPUs = n
+	}
+	if vm, err := mem.VirtualMemory(); err == nil {
+		h.RAMBytes = int64(vm.Total)
+	}
+	return h
+}
+
+func daemonStartCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "start",
+		Short: "Start the daemon in the background if it is not running",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := connect(cmd.Context(), cmd, env, session{principal: "simlock-cli", autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			s, err := c.Status(cmd.Context())
+			if err != nil {
+				return fail(err)
+			}
+			return printJSON(env.Stdout, map[string]any{"status": "running", "pid": s.Daemon.PID, "version": s.Daemon.Version})
+		},
+	}
+}
+
+func daemonStopCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the daemon gracefully, waiting for device cleans in flight",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
+			c, err := connect(ctx, cmd, env, session{principal: "simlock-cli", admin: true})
+			if err != nil {
+				if ce := contract.AsError(err); ce.Code == contract.CodeDaemonConnectionLost {
+					return printJSON(env.Stdout, map[string]any{"status": "stopped"})
+				}
+				return fail(err)
+			}
+			defer c.Close()
+			if err := c.Stop(ctx); err != nil {
+				return fail(err)
+			}
+			// The daemon holds its lock until it has fully stopped.
+			if err := waitUnlocked(ctx, filepath.Join(home, daemon.LockName), time.Minute); err != nil {
+				return fail(err)
+			}
+			return printJSON(env.Stdout, map[string]any{"status": "stopped"})
+		},
+	}
+}
+
+func daemonStatusCmd(env Env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Say whether the daemon runs (never starts it)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := connect(cmd.Context(), cmd, env, session{principal: "simlock-cli"})
+			out := map[string]any{"status": "stopped"}
+			code := 0
+			if err != nil {
+				if ce := contract.AsError(err); ce.Code != contract.CodeDaemonConnectionLost {
+					out = map[string]any{"status": "handshake-refused", "error": ce}
+					code = 1
+				}
+			} else {
+				defer c.Close()
+				s, err := c.Status(cmd.Context())
+				if err != nil {
+					return fail(err)
+				}
+				out = map[string]any{"status": "running", "health": s.Daemon.Health, "pid": s.Daemon.PID,
+					"version": s.Daemon.Version, "startedAt": s.Daemon.StartedAt, "home": s.Daemon.Home}
+			}
+			if asJSON {
+				if err := printJSON(env.Stdout, out); err != nil {
+					return err
+				}
+			} else if out["status"] == "running" {
+				fmt.Fprintf(env.Stdout, "running (pid %v, %v, version %v)\n", out["pid"], out["health"], out["version"])
+			} else {
+				fmt.Fprintln(env.Stdout, out["status"])
+			}
+			if code != 0 {
+				return &exitError{code: code, err: errors.New("handshake refused"), quiet: true}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func daemonLogsCmd(env Env) *cobra.Command {
+	var follow bool
+	var lines int
+	cmd := &cobra.Command{
+		Use:   "logs [--follow]",
+		Short: "Print the daemon log's last lines (works when the daemon is down)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
+			path := filepath.Join(home, daemon.LogName)
+			offset, err := tailFile(env.Stdout, path, lines)
+			if err != nil {
+				return fail(err)
+			}
+			if !follow {
+				return nil
+			}
+			return fail(followFile(cmd.Context(), env.Stdout, path, offset))
+		},
+	}
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new lines")
+	cmd.Flags().IntVar(&lines, "lines", 100, "how many lines to print")
+	return cmd
+}
+
+// tailFile prints the last n lines of path and returns the size read.
+func tailFile(w io.Writer, path string, n int) (int64, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	all := strings.SplitAfter(string(b), "\n")
+	if len(all) > 0 && all[len(all)-1] == "" {
+		all = all[:len(all)-1]
+	}
+	if len(all) > n {
+		all = all[len(all)-n:]
+	}
+	_, err = io.WriteString(w, strings.Join(all, ""))
+	return int64(len(b)), err
+}
+
+// followFile prints what is appended to path, polling; it starts over when
+// the file shrinks (rotated or truncated).
+func followFile(ctx context.Context, w io.Writer, path string, offset int64) error {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		if st, err := f.Stat(); err == nil && st.Size() < offset {
+			offset = 0
+		}
+		if _, err := f.Seek(offset, io.SeekStart); err == nil {
+			r := bufio.NewReader(f)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					break // a partial line waits for its newline
+				}
+				offset += int64(len(line))
+				if _, err := io.WriteString(w, line); err != nil {
+					f.Close()
+					return err
+				}
+			}
+		}
+		f.Close()
+	}
+}
+
+func configCmd(env Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Read or change $SIMLOCK_HOME/config.json",
+	}
+	get := &cobra.Command{
+		Use:   "get [key]",
+		Short: "Print the effective config, or one key (from the running daemon, else the file)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key := ""
+			if len(args) == 1 {
+				key = args[0]
+			}
+			c, err := connect(cmd.Context(), cmd, env, session{principal: "simlock-cli", admin: true})
+			if err == nil {
+				defer c.Close()
+				res, err := c.Config(cmd.Context(), key)
+				if err != nil {
+					return fail(err)
+				}
+				return printJSON(env.Stdout, res)
+			}
+			if ce := contract.AsError(err); ce.Code != contract.CodeDaemonConnectionLost {
+				return fail(err)
+			}
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
+			cfg, err := config.Load(home)
+			if err != nil {
+				return fail(contract.Errorf(contract.CodeBadRequest, "%v", err))
+			}
+			if key == "" {
+				return printJSON(env.Stdout, map[string]any{"config": cfg.Nested()})
+			}
+			v, ok := cfg.Get(key)
+			if !ok {
+				return fail(contract.BadRequest("key", "unknown config key %q", key))
+			}
+			return printJSON(env.Stdout, map[string]any{"key": key, "value": v})
+		},
+	}
+	set := &cobra.Command{
+		Use:   "set <key> <value>",
+		Short: "Validate and write one setting; the daemon uses it at its next start",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
+			v, err := config.Set(home, args[0], args[1])
+			if err != nil {
+				var ce *config.Error
+				if errors.As(err, &ce) {
+					return fail(contract.BadRequest(ce.Key, "%s", ce.Msg))
+				}
+				return fail(err)
+			}
+			return printJSON(env.Stdout, map[string]any{"key": args[0], "value": v, "appliesAt": "next daemon start"})
+		},
+	}
+	keys := &cobra.Command{
+		Use:   "keys",
+		Short: "List every config key with its default",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, k := range config.Keys() {
+				def := "unset"
+				if k.Default != nil {
+					def = fmt.Sprint(k.Default)
+				}
+				fmt.Fprintf(env.Stdout, "%s (default %s): %s\n", k.Key, def, k.Doc)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(get, set, keys)
+	return cmd
+}

@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func statusCmd(env Env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the daemon, capacity, devices, leases and the queue",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			s, err := c.Status(cmd.Context())
+			if err != nil {
+				return fail(err)
+			}
+			if asJSON {
+				return printJSON(env.Stdout, s)
+			}
+			renderStatus(env.Stdout, s, time.Now())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// renderStatus is the human status view.
+func renderStatus(w io.Writer, s contract.Status, now time.Time) {
+	fmt.Fprintf(w, "Daemon: %s (pid %d, version %s, protocol %d-%d)\n", s.Daemon.Health, s.Daemon.PID, s.Daemon.Version,
+		s.Daemon.Protocol.Min, s.Daemon.Protocol.Max)
+	fmt.Fprintf(w, "Home: %s\n", s.Daemon.Home)
+	fmt.Fprintf(w, "Host: %s/%s, %d CPUs, %s RAM\n", s.Host.OS, s.Host.Arch, s.Host.CPUs, bytesHuman(s.Host.RAMBytes))
+	if s.Daemon.Health == "starting" {
+		return
+	}
+	for _, d := range s.Drivers {
+		if d.Enabled {
+			fmt.Fprintf(w, "Driver %s: %s\n", d.Platform, d.Driver)
+		} else {
+			fmt.Fprintf(w, "Driver %s: none (%s)\n", d.Platform, d.Reason)
+		}
+	}
+	if c := s.Capacity; c != nil {
+		fmt.Fprintf(w, "Capacity (%s): %d/%d running, %d starting, %d warm\n", c.Strategy, c.Global.Running, c.Global.MaxRunning, c.Global.Reserved, c.Global.Warm)
+		for _, p := range contract.Platforms() {
+			pc := c.Platforms[p]
+			fmt.Fprintf(w, "  %s: %d/%d running, %d starting, %d/%d devices, %d warm\n", p, pc.Running, pc.MaxRunning, pc.Reserved, pc.Devices, pc.MaxDevices, pc.Warm)
+		}
+		if r := c.RAMBudget; r != nil {
+			fmt.Fprintf(w, "  RAM budget: %s of %s\n", bytesHuman(r.UsedBytes), bytesHuman(r.LimitBytes))
+		}
+	}
+	fmt.Fprintf(w, "Devices: %d\n", len(s.Devices))
+	for _, d := range s.Devices {
+		lease := ""
+		if d.LeaseID != "" {
+			lease = ", lease " + d.LeaseID
+		}
+		fmt.Fprintf(w, "  %s %s %s %s: %s for %s%s\n", d.ID, d.Spec.Platform, d.Spec.Model, d.Spec.OSVersion, d.State,
+			roundDur(now.Sub(time.UnixMilli(d.StateSince))), lease)
+	}
+	fmt.Fprintf(w, "Leases: %d\n", len(s.Leases))
+	for _, l := range s.Leases {
+		fmt.Fprintf(w, "  %s: %s on %s, since %s, renewed %s ago, expires in %s\n", l.ID, l.RequesterID, l.DeviceID,
+			time.UnixMilli(l.GrantedAt).UTC().Format(time.RFC3339), roundDur(now.Sub(time.UnixMilli(l.LastRenewedAt))),
+			roundDur(time.UnixMilli(l.TTLDeadline).Sub(now)))
+	}
+	fmt.Fprintf(w, "Queue: %d waiting\n", s.QueueDepth)
+	for _, r := range s.Waiting {
+		what := r.Spec.Model
+		if what == "" {
+			what = string(r.Spec.Class)
+		}
+		if what == "" {
+			what = "phone"
+		}
+		place := "starting"
+		if r.Stage == "queued" {
+			place = fmt.Sprintf("queued at %d", r.QueuePosition)
+		}
+		fmt.Fprintf(w, "  %s: %s, %s %s %s, %s, waiting %s\n", r.RequestID, r.RequesterID, r.Spec.Platform, what, r.Spec.OSVersion,
+			place, roundDur(time.Duration(r.WaitingMs)*time.Millisecond))
+	}
+}
+
+func bytesHuman(b int64) string {
+	const gib = 1 << 30
+	if b >= gib {
+		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
+	}
+	return fmt.Sprintf("%d MiB", b>>20)
+}
+
+func listCmd(env Env) *cobra.Command {
+	var devices, leases, requests bool
+	cmd := &cobra.Command{
+		Use:   "list [--devices|--leases|--requests]",
+		Short: "Print devices (default), leases or waiting requests as JSON (admin)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n := 0
+			for _, b := range []bool{devices, leases, requests} {
+				if b {
+					n++
+				}
+			}
+			if n > 1 {
+				return usage("give one of --devices, --leases, --requests")
+			}
+			kind := contract.ListDevices
+			switch {
+			case leases:
+				kind = contract.ListLeases
+			case requests:
+				kind = contract.ListRequests
+			}
+			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			res, err := c.List(cmd.Context(), kind)
+			if err != nil {
+				return fail(err)
+			}
+			switch kind {
+			case contract.ListLeases:
+				return printJSON(env.Stdout, map[string]any{"leases": nonNil(res.Leases)})
+			case contract.ListRequests:
+				return printJSON(env.Stdout, map[string]any{"requests": nonNil(res.Requests)})
+			}
+			return printJSON(env.Stdout, map[string]any{"devices": nonNil(res.Devices)})
+		},
+	}
+	cmd.Flags().BoolVar(&devices, "devices", false, "devices (the default)")
+	cmd.Flags().BoolVar(&leases, "leases", false, "active leases")
+	cmd.Flags().BoolVar(&requests, "requests", false, "open lease requests")
+	return cmd
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func catalogCmd(env Env) *cobra.Command {
+	var platform string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "catalog [--platform ios|android] [--json]",
+		Short: "Show the models and runtimes each platform offers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := contract.CatalogGetInput{Platform: contract.Platform(platform)}
+			if err := in.Validate(); err != nil {
+				return fail(err)
+			}
+			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			res, err := c.Catalog(cmd.Context(), in.Platform)
+			if err != nil {
+				return fail(err)
+			}
+			if asJSON {
+				return printJSON(env.Stdout, res)
+			}
+			renderCatalog(env.Stdout, res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&platform, "platform", "", "only this platform")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// renderCatalog is the human catalog: models grouped by class.
+func renderCatalog(w io.Writer, res contract.CatalogResult) {
+	if len(res.Platforms) == 0 {
+		fmt.Fprintln(w, "No platform is served: enable a driver (SIMLOCK_DRIVERS=demo for simulated devices).")
+		return
+	}
+	for i, cat := range res.Platforms {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s (runtimes %s; default %s)\n", cat.Platform, strings.Join(cat.Runtimes, ", "), cat.DefaultRuntime)
+		byClass := map[contract.DeviceClass][]string{}
+		for _, m := range cat.Models {
+			byClass[cat.ModelClasses[m]] = append(byClass[cat.ModelClasses[m]], m)
+		}
+		classes := make([]string, 0, len(byClass))
+		for c := range byClass {
+			classes = append(classes, string(c))
+		}
+		sort.Strings(classes)
+		for _, c := range classes {
+			models := byClass[contract.DeviceClass(c)]
+			slices.Sort(models)
+			fmt.Fprintf(w, "  %s: %s\n", c, strings.Join(models, ", "))
+		}
+	}
+}
+
+func eventsCmd(env Env) *cobra.Command {
+	var follow bool
+	var since string
+	cmd := &cobra.Command{
+		Use:   "events [--follow] [--since <duration>]",
+		Short: "Print daemon events as JSON lines (admin)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			q := contract.EventsReplayInput{}
+			if since != "" {
+				d, err := parseDuration(since)
+				if err != nil {
+					return usage("--since: %v", err)
+				}
+				q.SinceTs = max(time.Now().Add(-d).UnixMilli(), 1)
+			}
+			c, err := connect(ctx, cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			return fail(streamEvents(ctx, c, env.Stdout, q, follow))
+		},
+	}
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events")
+	cmd.Flags().StringVar(&since, "since", "", "start this long ago (e.g. 10m); default: the most recent events")
+	return cmd
+}
+
+// eventSource is what streamEvents needs of a client.
+type eventSource interface {
+	Subscribe(ctx context.Context) (<-chan contract.Event, int64, error)
+	Replay(ctx context.Context, in contract.EventsReplayInput) ([]contract.Event, error)
+}
+
+// streamEvents prints history, then (with follow) live events, joined with
+// no gap and no duplicate: it subscribes before it reads history, and prints
+// a live event only if its seq is past the last one printed.
+func streamEvents(ctx context.Context, c eventSource, w io.Writer, q contract.EventsReplayInput, follow bool) error {
+	var live <-chan contract.Event
+	if follow {
+		var err error
+		live, _, err = c.Subscribe(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	var last int64
+	for {
+		evs, err := c.Replay(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if err := printJSON(w, ev); err != nil {
+				return err
+			}
+			last = ev.Seq
+		}
+		// A page shorter than the limit is the end of history.
+		if len(evs) < 1000 || q.SinceTs == 0 && q.AfterSeq == 0 {
+			break
+		}
+		q = contract.EventsReplayInput{AfterSeq: last, Limit: 1000}
+	}
+	if !follow {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-live:
+			if !ok {
+				return contract.Errorf(contract.CodeDaemonConnectionLost, "the event stream ended")
+			}
+			if ev.Seq <= last {
+				continue
+			}
+			if err := printJSON(w, ev); err != nil {
+				return err
+			}
+			last = ev.Seq
+		}
+	}
+}

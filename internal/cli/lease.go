@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func leaseCmd(env Env) *cobra.Command {
+	var (
+		platform, device, class, osVersion, agent, progressMode string
+		ttl, timeout                                            string
+		noWait, detach                                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lease --platform <ios|android> [flags]",
+		Short: "Lease a device and hold it until exit (or --detach)",
+		Long: `Lease a device. The grant is one JSON line on stdout; progress goes to stderr.
+
+Without --detach the command holds the lease: it renews it every TTL/3 and
+releases it when it exits, on SIGINT or SIGTERM. It exits 14 if the daemon
+ends the lease (expired, killed, device lost).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := contract.LeaseRequestInput{
+				Platform: contract.Platform(platform), Model: device, Class: contract.DeviceClass(class),
+				OSVersion: osVersion, NoWait: noWait,
+			}
+			if ttl != "" {
+				d, err := parseDuration(ttl)
+				if err != nil {
+					return usage("--ttl: %v", err)
+				}
+				if d < time.Millisecond {
+					return usage("--ttl must be at least 1ms")
+				}
+				in.TTLMs = d.Milliseconds()
+			}
+			if timeout != "" {
+				d, err := parseDuration(timeout)
+				if err != nil {
+					return usage("--timeout: %v", err)
+				}
+				in.TimeoutMs = max(d.Milliseconds(), 1)
+			}
+			if err := in.Validate(); err != nil {
+				return fail(err)
+			}
+			mode, err := progressModeFor(progressMode, env)
+			if err != nil {
+				return err
+			}
+			id := agentID(agent, env.Getenv, env.PPID)
+			return runLease(cmd.Context(), cmd, env, id, in, mode, detach)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&platform, "platform", "", "ios or android (required)")
+	f.StringVar(&device, "device", "", "exact model, e.g. \"iPhone 17\" (default: the platform's phone)")
+	f.StringVar(&class, "class", "", "phone, tablet, watch, tv, vision, auto or desktop")
+	f.StringVar(&osVersion, "os", "", "OS version, e.g. 26.1, or a major such as 18")
+	f.StringVar(&ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
+	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10)")
+	f.BoolVar(&noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
+	f.BoolVar(&detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
+	f.StringVar(&agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
+	f.StringVar(&progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	cmd.AddCommand(renewCmd(env))
+	return cmd
+}
+
+func progressModeFor(flag string, env Env) (string, error) {
+	switch flag {
+	case "json", "human", "none":
+		return flag, nil
+	case "":
+		if env.StderrIsTerminal {
+			return "human", nil
+		}
+		return "json", nil
+	}
+	return "", usage("--progress must be json, human or none, got %q", flag)
+}
+
+func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach bool) error {
+	c, err := connect(ctx, cmd, env, session{principal: id, autostart: true})
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	pr := newProgressPrinter(env.Stderr, mode)
+	grant, err := c.RequestLease(ctx, in, pr.show)
+	pr.stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted while waiting: closing the session withdraws the
+			// request; a device already being started is kept by the daemon.
+			return fail(contract.Errorf(contract.CodeCancelled, "stopped waiting for a device"))
+		}
+		return fail(err)
+	}
+	out := struct {
+		contract.LeaseGrant
+		Role contract.Role `json:"role"`
+	}{grant, c.Hello().Role}
+	if err := printJSON(env.Stdout, out); err != nil {
+		return fail(err)
+	}
+	if detach {
+		return nil
+	}
+	return hold(ctx, c, env, grant.Lease)
+}
+
+// hold keeps a lease alive until the command is told to stop, then releases
+// it. It returns exit 14 when the daemon ends the lease.
+func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRecord) error {
+	every := time.Duration(lease.TTLMs) * time.Millisecond / 3
+	renew := time.NewTicker(max(every, 10*time.Millisecond))
+	defer renew.Stop()
+	parent := time.NewTicker(time.Second)
+	defer parent.Stop()
+	ppid := os.Getppid()
+	deadline := lease.TTLDeadline
+	release := func() error {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.Release(rctx, lease.ID)
+		var ce *contract.Error
+		if errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease {
+			return nil
+		}
+		return fail(err)
+	}
+	lost := func(reason string) error {
+		_ = printJSON(env.Stderr, map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
+		return &exitError{code: contract.ExitLeaseLost, err: fmt.Errorf("lease lost: %s", reason), quiet: true}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return release()
+		case <-parent.C:
+			if os.Getppid() != ppid {
+				return release()
+			}
+		case p := <-c.LeaseLost():
+			if p.LeaseID == lease.ID {
+				return lost(p.Reason)
+			}
+		case <-c.Done():
+			return fail(contract.Errorf(contract.CodeDaemonConnectionLost,
+				"lost the daemon while holding lease %s; it stays held until %s unless renewed",
+				lease.ID, time.UnixMilli(deadline).UTC().Format(time.RFC3339)).
+				With("leaseId", lease.ID).With("ttlDeadline", deadline))
+		case <-renew.C:
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			rec, err := c.Renew(rctx, lease.ID, 0)
+			cancel()
+			var ce *contract.Error
+			switch {
+			case err == nil:
+				deadline = rec.TTLDeadline
+			case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease:
+				return lost("expired")
+			default:
+				// A transient failure: the next tick tries again, well
+				// before the deadline.
+			}
+		}
+	}
+}
+
+// progressPrinter shows progress on stderr as JSON lines, a live line, or
+// not at all.
+type progressPrinter struct {
+	w    io.Writer
+	mode string
+
+	mu sync.Mutex
+	// mu guards the fields below.
+	cur     *contract.LeaseProgress
+	since   time.Time
+	frame   int
+	done    chan struct{}
+	drawn   bool
+	stopped bool
+}
+
+func newProgressPrinter(w io.Writer, mode string) *progressPrinter {
+	p := &progressPrinter{w: w, mode: mode, done: make(chan struct{})}
+	if mode == "human" {
+		go p.animate()
+	}
+	return p
+}
+
+func (p *progressPrinter) show(prog contract.LeaseProgress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.mode {
+	case "json":
+		fmt.Fprintln(p.w, progressJSON(prog))
+	case "human":
+		if p.cur == nil || p.cur.Stage != prog.Stage {
+			p.since = time.Now()
+		}
+		p.cur = &prog
+		p.drawLocked()
+	}
+}
+
+func (p *progressPrinter) drawLocked() {
+	if p.cur == nil || p.stopped {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", progressHuman(*p.cur, time.Since(p.since), p.frame))
+	p.drawn = true
+}
+
+func (p *progressPrinter) animate() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			p.frame++
+			p.drawLocked()
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (p *progressPrinter) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	close(p.done)
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+	}
+}
+
+func renewCmd(env Env) *cobra.Command {
+	var ttl, agent string
+	cmd := &cobra.Command{
+		Use:   "renew <lease-id>",
+		Short: "Extend a lease's deadline; prints the lease record",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := contract.LeaseRenewInput{LeaseID: args[0]}
+			if ttl != "" {
+				d, err := parseDuration(ttl)
+				if err != nil {
+					return usage("--ttl: %v", err)
+				}
+				in.TTLMs = max(d.Milliseconds(), 1)
+			}
+			if err := in.Validate(); err != nil {
+				return fail(err)
+			}
+			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			rec, err := c.Renew(cmd.Context(), in.LeaseID, in.TTLMs)
+			if err != nil {
+				return fail(err)
+			}
+			return printJSON(env.Stdout, rec)
+		},
+	}
+	cmd.Flags().StringVar(&ttl, "ttl", "", "new lifetime from now; also becomes the lease's width")
+	cmd.Flags().StringVar(&agent, "agent-id", "", "requester id (see simlock lease --help)")
+	return cmd
+}
+
+func releaseCmd(env Env) *cobra.Command {
+	var all, yes bool
+	var agent string
+	cmd := &cobra.Command{
+		Use:   "release <lease-id> | --all --yes",
+		Short: "End a lease; the device is cleaned in the background",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if all {
+				if len(args) > 0 {
+					return usage("give a lease id or --all, not both")
+				}
+				if !yes {
+					return usage("release --all ends every lease and cancels every waiting request; add --yes to confirm")
+				}
+				c, err := connect(ctx, cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
+				if err != nil {
+					return fail(err)
+				}
+				defer c.Close()
+				res, err := c.ReleaseAll(ctx)
+				if err != nil {
+					return fail(err)
+				}
+				return printJSON(env.Stdout, res)
+			}
+			if len(args) == 0 {
+				return usage("release needs a lease id, or --all --yes")
+			}
+			in := contract.LeaseIDInput{LeaseID: args[0]}
+			if err := in.Validate(); err != nil {
+				return fail(err)
+			}
+			c, err := connect(ctx, cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
+			if err != nil {
+				return fail(err)
+			}
+			defer c.Close()
+			res, err := c.Release(ctx, in.LeaseID)
+			if err != nil {
+				return fail(err)
+			}
+			return printJSON(env.Stdout, res)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "end every lease and cancel every waiting request (admin)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm --all")
+	cmd.Flags().StringVar(&agent, "agent-id", "", "requester id (see simlock lease --help)")
+	return cmd
+}

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// progressJSON is the machine form of one progress step, one line on stderr:
+// {"push":"progress","stage":"queued","queuePosition":1}.
+func progressJSON(p contract.LeaseProgress) string {
+	body, _ := json.Marshal(p)
+	return `{"push":"progress",` + string(body[1:])
+}
+
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// progressHuman is the live line a person sees: spinner, stage, and either
+// the place in line or an ETA counting down. elapsed is the time since the
+// step began; frame picks the spinner glyph.
+func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) string {
+	glyph := spinner[frame%len(spinner)]
+	switch p.Stage {
+	case contract.StageQueued:
+		ahead := "next in line"
+		if p.QueuePosition > 1 {
+			ahead = fmt.Sprintf("%d requests ahead", p.QueuePosition-1)
+		}
+		return fmt.Sprintf("%s Queued at position %d (%s), waiting %s", glyph, p.QueuePosition, ahead, roundDur(elapsed))
+	case contract.StageReclaiming, contract.StageProvisioning, contract.StageBooting:
+		left := time.Duration(p.EtaMs)*time.Millisecond - elapsed
+		eta := "about " + roundDur(left) + " left"
+		if left <= 0 {
+			eta = "taking longer than usual, " + roundDur(elapsed) + " so far"
+		}
+		return fmt.Sprintf("%s %s the device, %s", glyph, stageVerb(p.Stage), eta)
+	}
+	return glyph + " " + string(p.Stage)
+}
+
+func stageVerb(s contract.Stage) string {
+	switch s {
+	case contract.StageReclaiming:
+		return "Waiting while another lease's device is cleaned:"
+	case contract.StageProvisioning:
+		return "Creating"
+	case contract.StageBooting:
+		return "Booting"
+	}
+	return strings.ToUpper(string(s[:1])) + string(s[1:])
+}
+
+// roundDur shows a duration in whole seconds (minutes past a minute).
+func roundDur(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	s := int(d.Round(time.Second) / time.Second)
+	if s < 60 {
+		return fmt.Sprintf("%ds", s)
+	}
+	return fmt.Sprintf("%dm%02ds", s/60, s%60)
+}

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func TestProgressJSONLines(t *testing.T) {
+	cases := []struct {
+		p    contract.LeaseProgress
+		want string
+	}{
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, `{"push":"progress","stage":"queued","queuePosition":1}`},
+		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 3000}, `{"push":"progress","stage":"provisioning","etaMs":3000}`},
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 0}, `{"push":"progress","stage":"booting","etaMs":0}`},
+		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 1500}, `{"push":"progress","stage":"reclaiming","etaMs":1500}`},
+	}
+	for _, c := range cases {
+		if got := progressJSON(c.p); got != c.want {
+			t.Errorf("progressJSON(%+v) = %s, want %s", c.p, got, c.want)
+		}
+	}
+}
+
+func TestProgressHumanGolden(t *testing.T) {
+	cases := []struct {
+		p       contract.LeaseProgress
+		elapsed time.Duration
+		frame   int
+		want    string
+	}{
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, 3 * time.Second, 0, "⠋ Queued at position 1 (next in line), waiting 3s"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, 75 * time.Second, 1, "⠙ Queued at position 3 (2 requests ahead), waiting 1m15s"},
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, 10 * time.Second, 2, "⠹ Booting the device, about 30s left"},
+		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 1000}, 4 * time.Second, 3, "⠸ Creating the device, taking longer than usual, 4s so far"},
+	}
+	for _, c := range cases {
+		if got := progressHuman(c.p, c.elapsed, c.frame); got != c.want {
+			t.Errorf("progressHuman(%+v, %s) =\n  %q\nwant\n  %q", c.p, c.elapsed, got, c.want)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	good := map[string]time.Duration{
+		"1500": 1500 * time.Millisecond, "250ms": 250 * time.Millisecond, "3s": 3 * time.Second,
+		"2m": 2 * time.Minute, "1h": time.Hour, "1d": 24 * time.Hour, "1.5s": 1500 * time.Millisecond,
+	}
+	for in, want := range good {
+		got, err := parseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "s", "-3s", "3x", "1e3", "99999999999d"} {
+		if _, err := parseDuration(bad); err == nil {
+			t.Errorf("parseDuration(%q) accepted", bad)
+		}
+	}
+}
+
+func TestAgentIDResolution(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		flag string
+		env  map[string]string
+		want string
+	}{
+		{"mine", map[string]string{"SIMLOCK_AGENT_ID": "env"}, "mine"},
+		{"", map[string]string{"SIMLOCK_AGENT_ID": "env", "CLAUDE_CODE_SESSION_ID": "abc"}, "env"},
+		{"", map[string]string{"CLAUDE_CODE_SESSION_ID": "abc", "CODEX_SESSION_ID": "x"}, "claude-code:abc"},
+		{"", map[string]string{"CODEX_SESSION_ID": "x"}, "codex:x"},
+		{"", map[string]string{}, "pid:42"},
+	}
+	for _, c := range cases {
+		if got := agentID(c.flag, env(c.env), 42); got != c.want {
+			t.Errorf("agentID(%q, %v) = %q, want %q", c.flag, c.env, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// RequestLease asks for a device and waits for the grant, calling progress
+// with each step of the wait. Cancelling ctx closes nothing: callers that
+// stop waiting should close the client, which withdraws the request.
+func (c *Client) RequestLease(ctx context.Context, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
+	var g contract.LeaseGrant
+	if progress == nil {
+		progress = func(contract.LeaseProgress) {}
+	}
+	err := c.call(ctx, contract.OpLeaseRequest, in, &g, &call{progress: progress})
+	return g, err
+}
+
+// Renew extends a lease; ttlMs 0 keeps its width.
+func (c *Client) Renew(ctx context.Context, leaseID string, ttlMs int64) (contract.LeaseRecord, error) {
+	var l contract.LeaseRecord
+	err := c.Call(ctx, contract.OpLeaseRenew, contract.LeaseRenewInput{LeaseID: leaseID, TTLMs: ttlMs}, &l)
+	return l, err
+}
+
+// Release ends a lease.
+func (c *Client) Release(ctx context.Context, leaseID string) (contract.ReleaseResult, error) {
+	var r contract.ReleaseResult
+	err := c.Call(ctx, contract.OpLeaseRelease, contract.LeaseIDInput{LeaseID: leaseID}, &r)
+	return r, err
+}
+
+// ReleaseAll ends every lease and cancels every waiting request (admin).
+func (c *Client) ReleaseAll(ctx context.Context) (contract.ReleaseAllResult, error) {
+	var r contract.ReleaseAllResult
+	err := c.Call(ctx, contract.OpLeaseReleaseAll, contract.Empty{}, &r)
+	return r, err
+}
+
+// Cancel withdraws a waiting request.
+func (c *Client) Cancel(ctx context.Context, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	var r contract.LeaseCancelResult
+	err := c.Call(ctx, contract.OpLeaseCancel, in, &r)
+	return r, err
+}
+
+// Leases lists the leases this session may see.
+func (c *Client) Leases(ctx context.Context) ([]contract.LeaseRecord, error) {
+	var r contract.LeaseListResult
+	err := c.Call(ctx, contract.OpLeaseList, contract.Empty{}, &r)
+	return r.Leases, err
+}
+
+// List reads one kind of record (admin).
+func (c *Client) List(ctx context.Context, kind contract.ListKind) (contract.ListGetResult, error) {
+	var r contract.ListGetResult
+	err := c.Call(ctx, contract.OpListGet, contract.ListGetInput{Kind: kind}, &r)
+	return r, err
+}
+
+// Status reads the daemon's status.
+func (c *Client) Status(ctx context.Context) (contract.Status, error) {
+	var s contract.Status
+	err := c.Call(ctx, contract.OpStatusGet, contract.Empty{}, &s)
+	return s, err
+}
+
+// Catalog reads what the platforms offer; platform "" means all.
+func (c *Client) Catalog(ctx context.Context, platform contract.Platform) (contract.CatalogResult, error) {
+	var r contract.CatalogResult
+	err := c.Call(ctx, contract.OpCatalogGet, contract.CatalogGetInput{Platform: platform}, &r)
+	return r, err
+}
+
+// Replay reads stored events (admin).
+func (c *Client) Replay(ctx context.Context, in contract.EventsReplayInput) ([]contract.Event, error) {
+	var r contract.EventsReplayResult
+	err := c.Call(ctx, contract.OpEventsReplay, in, &r)
+	return r.Events, err
+}
+
+// Subscribe starts an event subscription (admin). Events published after
+// the call arrive on the channel, which closes when the connection ends or
+// the daemon cuts the subscription off. lastSeq is the newest seq before it.
+func (c *Client) Subscribe(ctx context.Context) (events <-chan contract.Event, lastSeq int64, err error) {
+	var r contract.EventsSubscribeResult
+	ch := make(chan contract.Event, 4096)
+	// The daemon pushes events only after its answer; registering the
+	// channel in the read loop, as the answer is routed, misses none.
+	register := func(in contract.Inbound) {
+		var res contract.EventsSubscribeResult
+		if json.Unmarshal(in.Result, &res) == nil {
+			c.mu.Lock()
+			c.subs[res.SubscriptionID] = ch
+			c.mu.Unlock()
+		}
+	}
+	if err := c.call(ctx, contract.OpEventsSubscribe, contract.Empty{}, &r, &call{onResult: register}); err != nil {
+		return nil, 0, err
+	}
+	return ch, r.LastSeq, nil
+}
+
+// Config reads the daemon's effective config, or one key of it (admin).
+func (c *Client) Config(ctx context.Context, key string) (map[string]any, error) {
+	var r map[string]any
+	err := c.Call(ctx, contract.OpConfigGet, contract.ConfigGetInput{Key: key}, &r)
+	return r, err
+}
+
+// Stop asks the daemon to stop gracefully (admin).
+func (c *Client) Stop(ctx context.Context) error {
+	return c.Call(ctx, contract.OpDaemonStop, contract.Empty{}, nil)
+}

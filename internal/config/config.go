@@ -1,0 +1,427 @@
+// Package config reads, validates and writes simlock's configuration: the file
+// $SIMLOCK_HOME/config.json merged over built-in defaults.
+//
+// The file is a nested JSON object; each setting has a dotted key
+// ("capacity.config.maxRunning") declared once in the keys table below, with
+// its kind, default and rule. Loading reports unknown keys as warnings and
+// refuses an invalid value with a message naming its key. Values are plain
+// data: a loaded *Config is never mutated and is safe to share.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+type kind int
+
+const (
+	kindInt kind = iota
+	kindBool
+	kindEnum
+	kindList
+)
+
+// keySpec declares one setting.
+type keySpec struct {
+	key  string
+	kind kind
+	def  any // int64, bool, string, []string, or nil for "unset"
+	doc  string
+	// min is the smallest int allowed.
+	min int64
+	// allowed lists the values of an enum, or of each list item.
+	allowed []string
+}
+
+// keys is read-only: the one declaration of every setting.
+var keys = []keySpec{
+	{key: "capacity.strategy", kind: kindEnum, def: "resource", allowed: []string{"resource", "fixed"},
+		doc: "how running limits are set: from CPU and RAM, or fixed numbers"},
+	{key: "capacity.config.maxRunning", kind: kindInt, def: int64(2), min: 1,
+		doc: "fixed: devices running at once, all platforms"},
+	{key: "capacity.config.ios.maxRunning", kind: kindInt, min: 1, doc: "fixed: iOS devices running at once (default: capacity.config.maxRunning)"},
+	{key: "capacity.config.ios.maxDevices", kind: kindInt, min: 1, doc: "fixed: iOS devices kept (default: its maxRunning)"},
+	{key: "capacity.config.android.maxRunning", kind: kindInt, min: 1, doc: "fixed: Android devices running at once (default: capacity.config.maxRunning)"},
+	{key: "capacity.config.android.maxDevices", kind: kindInt, min: 1, doc: "fixed: Android devices kept (default: its maxRunning)"},
+	{key: "capacity.config.limits.maxRunning", kind: kindInt, min: 1, doc: "resource: devices running at once (default: sum of the platforms' maxDevices)"},
+	{key: "capacity.config.limits.ios.maxDevices", kind: kindInt, min: 1, doc: "resource: iOS devices kept (default: max(1, cpus/2))"},
+	{key: "capacity.config.limits.ios.maxRunning", kind: kindInt, min: 1, doc: "resource: iOS devices running (default: its maxDevices)"},
+	{key: "capacity.config.limits.android.maxDevices", kind: kindInt, min: 1, doc: "resource: Android devices kept (default: max(1, min(cpus/4, GiB/8)))"},
+	{key: "capacity.config.limits.android.maxRunning", kind: kindInt, min: 1, doc: "resource: Android devices running (default: its maxDevices)"},
+	{key: "capacity.config.ramBudget.iosBytesPerDevice", kind: kindInt, def: int64(3 << 29), min: 1,
+		doc: "resource: RAM one iOS device is assumed to use"},
+	{key: "capacity.config.ramBudget.androidBytesPerDevice", kind: kindInt, def: int64(4 << 30), min: 1,
+		doc: "resource: RAM one Android device is assumed to use"},
+	{key: "lease.defaultTtlMs", kind: kindInt, def: int64(15 * 60 * 1000), min: 1,
+		doc: "lease lifetime between renewals when a request names none"},
+	{key: "lease.maxTtlMs", kind: kindInt, def: int64(4 * 60 * 60 * 1000), min: 1,
+		doc: "longest lease lifetime a request may ask for; more is refused, never clamped"},
+	{key: "drivers.demo.enabled", kind: kindBool, def: false,
+		doc: "serve both platforms with simulated devices (also SIMLOCK_DRIVERS=demo)"},
+	{key: "drivers.demo.provisionMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to create a device"},
+	{key: "drivers.demo.bootMs", kind: kindInt, def: int64(2000), min: 0, doc: "demo: time to boot a device"},
+	{key: "drivers.demo.reclaimMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to clean a device after a lease"},
+	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy"},
+		doc: "demo: operations that always fail, to try failure paths"},
+	{key: "log.level", kind: kindEnum, def: "info", allowed: []string{"debug", "info", "warn", "error"},
+		doc: "daemon log level"},
+}
+
+func lookup(key string) (keySpec, bool) {
+	for _, k := range keys {
+		if k.key == key {
+			return k, true
+		}
+	}
+	return keySpec{}, false
+}
+
+// Error is an invalid setting; Key names it.
+type Error struct {
+	Key string
+	Msg string
+}
+
+func (e *Error) Error() string { return "config " + e.Key + ": " + e.Msg }
+
+// Config is an effective configuration: defaults with the file's values over
+// them. Unset optional values are absent from Values.
+type Config struct {
+	values map[string]any
+	// Warnings lists what loading ignored (unknown keys).
+	Warnings []string
+}
+
+// Default is the configuration with no file.
+func Default() *Config {
+	c := &Config{values: map[string]any{}}
+	for _, k := range keys {
+		if k.def != nil {
+			c.values[k.key] = k.def
+		}
+	}
+	return c
+}
+
+// Path is the config file under home.
+func Path(home string) string { return filepath.Join(home, "config.json") }
+
+// Load reads home's config file over the defaults. A missing file is the
+// defaults.
+func Load(home string) (*Config, error) {
+	b, err := os.ReadFile(Path(home))
+	if errors.Is(err, os.ErrNotExist) {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse reads a config document over the defaults.
+func Parse(b []byte) (*Config, error) {
+	var doc map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("config.json is not a JSON object: %w", err)
+	}
+	flat := map[string]any{}
+	flatten("", doc, flat)
+	c := Default()
+	names := make([]string, 0, len(flat))
+	for k := range flat {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, key := range names {
+		spec, ok := lookup(key)
+		if !ok {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("unknown config key %q ignored", key))
+			continue
+		}
+		v, err := spec.fromJSON(flat[key])
+		if err != nil {
+			return nil, err
+		}
+		c.values[key] = v
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// flatten turns nested objects into dotted keys; arrays and scalars are leaves.
+func flatten(prefix string, v map[string]any, out map[string]any) {
+	for k, val := range v {
+		key := k
+		if prefix != "" {
+			key = prefix + "." + k
+		}
+		if m, ok := val.(map[string]any); ok && !isLeafObject(key) {
+			flatten(key, m, out)
+			continue
+		}
+		out[key] = val
+	}
+}
+
+func isLeafObject(key string) bool {
+	_, ok := lookup(key)
+	return ok
+}
+
+// check applies rules that span keys.
+func (c *Config) check() error {
+	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
+		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",
+			c.Int("lease.maxTtlMs"), c.Int("lease.defaultTtlMs"))}
+	}
+	return nil
+}
+
+func (k keySpec) fromJSON(v any) (any, error) {
+	bad := func(format string, args ...any) error {
+		return &Error{Key: k.key, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch k.kind {
+	case kindInt:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, bad("must be an integer, got %s", describe(v))
+		}
+		i, err := strconv.ParseInt(n.String(), 10, 64)
+		if err != nil {
+			return nil, bad("must be an integer, got %s", n)
+		}
+		return k.checkInt(i)
+	case kindBool:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, bad("must be true or false, got %s", describe(v))
+		}
+		return b, nil
+	case kindEnum:
+		s, ok := v.(string)
+		if !ok || !slices.Contains(k.allowed, s) {
+			return nil, bad("must be one of %s, got %s", strings.Join(k.allowed, ", "), describe(v))
+		}
+		return s, nil
+	case kindList:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil, bad("must be a list, got %s", describe(v))
+		}
+		out := make([]string, 0, len(arr))
+		for _, item := range arr {
+			s, ok := item.(string)
+			if !ok || (len(k.allowed) > 0 && !slices.Contains(k.allowed, s)) {
+				return nil, bad("items must be among %s, got %s", strings.Join(k.allowed, ", "), describe(item))
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	}
+	return nil, bad("unsupported")
+}
+
+func (k keySpec) checkInt(i int64) (any, error) {
+	if i < k.min {
+		if k.min == 1 {
+			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be a positive integer, got %d", i)}
+		}
+		return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be at least %d, got %d", k.min, i)}
+	}
+	if i > math.MaxInt32*int64(1000) {
+		return nil, &Error{Key: k.key, Msg: fmt.Sprintf("is too large: %d", i)}
+	}
+	return i, nil
+}
+
+func describe(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > 64 {
+		return fmt.Sprintf("a %T", v)
+	}
+	return string(b)
+}
+
+// Int is an int setting; unset optional ones are 0.
+func (c *Config) Int(key string) int64 {
+	v, _ := c.values[key].(int64)
+	return v
+}
+
+// IntSet reports an int setting and whether it has a value.
+func (c *Config) IntSet(key string) (int64, bool) {
+	v, ok := c.values[key].(int64)
+	return v, ok
+}
+
+// Bool is a bool setting.
+func (c *Config) Bool(key string) bool {
+	v, _ := c.values[key].(bool)
+	return v
+}
+
+// String is an enum setting.
+func (c *Config) String(key string) string {
+	v, _ := c.values[key].(string)
+	return v
+}
+
+// List is a list setting.
+func (c *Config) List(key string) []string {
+	v, _ := c.values[key].([]string)
+	return slices.Clone(v)
+}
+
+// Get is the value of one key for display, and whether the key exists.
+func (c *Config) Get(key string) (any, bool) {
+	if _, ok := lookup(key); !ok {
+		return nil, false
+	}
+	return c.values[key], true
+}
+
+// Flat is every set value by dotted key.
+func (c *Config) Flat() map[string]any {
+	out := make(map[string]any, len(c.values))
+	for k, v := range c.values {
+		out[k] = v
+	}
+	return out
+}
+
+// Nested is the effective configuration as a nested object, as the file
+// writes it.
+func (c *Config) Nested() map[string]any { return nest(c.values) }
+
+func nest(flat map[string]any) map[string]any {
+	root := map[string]any{}
+	for key, v := range flat {
+		parts := strings.Split(key, ".")
+		m := root
+		for _, p := range parts[:len(parts)-1] {
+			next, ok := m[p].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[p] = next
+			}
+			m = next
+		}
+		m[parts[len(parts)-1]] = v
+	}
+	return root
+}
+
+// KeyDoc describes one key for docs and help.
+type KeyDoc struct {
+	Key     string
+	Default any
+	Doc     string
+}
+
+// Keys lists every key with its default and description.
+func Keys() []KeyDoc {
+	out := make([]KeyDoc, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, KeyDoc{Key: k.key, Default: k.def, Doc: k.doc})
+	}
+	return out
+}
+
+// Set validates value (given as text, as on a command line) for key and
+// writes it into home's config file, keeping the file's other settings. The
+// file is written with mode 0600. The running daemon reads it at its next
+// start.
+func Set(home, key, value string) (any, error) {
+	spec, ok := lookup(key)
+	if !ok {
+		return nil, &Error{Key: key, Msg: "unknown key"}
+	}
+	v, err := spec.fromText(value)
+	if err != nil {
+		return nil, err
+	}
+	doc := map[string]any{}
+	b, err := os.ReadFile(Path(home))
+	switch {
+	case err == nil:
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return nil, fmt.Errorf("config.json is not a JSON object: %w", err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	flat := map[string]any{}
+	flatten("", doc, flat)
+	flat[key] = v
+	out, err := json.MarshalIndent(nest(flat), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// The whole file must still load: a value can be fine alone and wrong
+	// beside the others (lease.defaultTtlMs above lease.maxTtlMs).
+	if _, err := Parse(out); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	tmp := Path(home) + ".tmp"
+	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	if err := os.Rename(tmp, Path(home)); err != nil {
+		return nil, fmt.Errorf("write config: %w", err)
+	}
+	return v, nil
+}
+
+func (k keySpec) fromText(s string) (any, error) {
+	switch k.kind {
+	case kindInt:
+		i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be an integer, got %q", s)}
+		}
+		return k.checkInt(i)
+	case kindBool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be true or false, got %q", s)}
+		}
+		return b, nil
+	case kindEnum:
+		return k.fromJSON(strings.TrimSpace(s))
+	case kindList:
+		items := []any{}
+		if strings.HasPrefix(strings.TrimSpace(s), "[") {
+			if err := json.Unmarshal([]byte(s), &items); err != nil {
+				return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be a JSON list or comma-separated words, got %q", s)}
+			}
+		} else {
+			for _, p := range strings.Split(s, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					items = append(items, p)
+				}
+			}
+		}
+		return k.fromJSON(items)
+	}
+	return nil, &Error{Key: k.key, Msg: "unsupported"}
+}

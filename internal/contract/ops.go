@@ -1,0 +1,462 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+)
+
+// Op names an operation of the daemon protocol.
+type Op string
+
+// The operations. Every frontend calls these through one dispatcher.
+const (
+	OpHello           Op = "hello"
+	OpStatusGet       Op = "status.get"
+	OpCatalogGet      Op = "catalog.get"
+	OpLeaseRequest    Op = "lease.request"
+	OpLeaseRenew      Op = "lease.renew"
+	OpLeaseRelease    Op = "lease.release"
+	OpLeaseReleaseAll Op = "lease.release-all"
+	OpLeaseCancel     Op = "lease.cancel"
+	OpLeaseList       Op = "lease.list"
+	OpListGet         Op = "list.get"
+	OpEventsReplay    Op = "events.replay"
+	OpEventsSubscribe Op = "events.subscribe"
+	OpConfigGet       Op = "config.get"
+	OpDaemonStop      Op = "daemon.stop"
+)
+
+// Role is what a session may do.
+type Role string
+
+// The roles of the daemon protocol.
+const (
+	RoleAgent Role = "agent"
+	RoleAdmin Role = "admin"
+)
+
+// OpInfo describes how the dispatcher treats an operation.
+type OpInfo struct {
+	// AdminOnly operations answer FORBIDDEN to agents.
+	AdminOnly bool
+	// Early operations answer while the daemon is still starting; the rest
+	// wait for startup to finish.
+	Early bool
+}
+
+var ops = map[Op]OpInfo{
+	OpHello:           {Early: true},
+	OpStatusGet:       {Early: true},
+	OpCatalogGet:      {},
+	OpLeaseRequest:    {},
+	OpLeaseRenew:      {},
+	OpLeaseRelease:    {},
+	OpLeaseReleaseAll: {AdminOnly: true},
+	OpLeaseCancel:     {},
+	OpLeaseList:       {},
+	OpListGet:         {AdminOnly: true},
+	OpEventsReplay:    {AdminOnly: true},
+	OpEventsSubscribe: {AdminOnly: true},
+	OpConfigGet:       {AdminOnly: true},
+	OpDaemonStop:      {AdminOnly: true},
+}
+
+// LookupOp reports how op is treated, and whether it exists.
+func LookupOp(op Op) (OpInfo, bool) {
+	info, ok := ops[op]
+	return info, ok
+}
+
+// Ops lists every operation.
+func Ops() []Op {
+	out := make([]Op, 0, len(ops))
+	for op := range ops {
+		out = append(out, op)
+	}
+	return out
+}
+
+// Protocol versions this build speaks.
+const (
+	ProtocolMin = 1
+	ProtocolMax = 1
+)
+
+// VersionRange is an inclusive range of protocol versions.
+type VersionRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// HelloInput opens a session.
+type HelloInput struct {
+	Protocol VersionRange `json:"protocol"`
+	// Client names the program, for logs.
+	Client string `json:"client,omitempty"`
+	// Principal is the session identity; requests default their requester to it.
+	Principal string `json:"principal,omitempty"`
+	// AdminToken proves the admin role.
+	AdminToken string `json:"adminToken,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *HelloInput) Validate() error {
+	if in.Protocol.Min < 1 || in.Protocol.Max < in.Protocol.Min {
+		return BadRequest("protocol", "must be a range {min,max} with 1 <= min <= max")
+	}
+	if err := checkID("principal", in.Principal, false); err != nil {
+		return err
+	}
+	return checkLen("client", in.Client, MaxNameLen)
+}
+
+// HelloResult says what the session got.
+type HelloResult struct {
+	Protocol      int          `json:"protocol"`
+	Daemon        VersionRange `json:"daemonProtocol"`
+	DaemonVersion string       `json:"daemonVersion"`
+	Role          Role         `json:"role"`
+	Principal     string       `json:"principal"`
+}
+
+// Limits on input sizes.
+const (
+	MaxNameLen  = 256
+	MaxIDLen    = 256
+	MaxTTLMs    = 7 * 24 * 60 * 60 * 1000 // a hard ceiling above any config
+	MaxWaitMs   = 24 * 60 * 60 * 1000
+	MaxFrameLen = 1 << 20
+)
+
+// LeaseRequestInput asks for a device.
+type LeaseRequestInput struct {
+	Platform  Platform    `json:"platform"`
+	Model     string      `json:"model,omitempty"`
+	Class     DeviceClass `json:"class,omitempty"`
+	OSVersion string      `json:"osVersion,omitempty"`
+	// TTLMs is the lease's lifetime between renewals; 0 means the default.
+	TTLMs int64 `json:"ttlMs,omitempty"`
+	// TimeoutMs bounds the wait in the queue; 0 means wait until cancelled.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// NoWait refuses with NO_CAPACITY instead of queueing.
+	NoWait bool `json:"noWait,omitempty"`
+	// RequesterID attributes the request; it defaults to the session principal.
+	RequesterID    string `json:"requesterId,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the input's fields. TTL bounds from config are checked by
+// the engine.
+func (in *LeaseRequestInput) Validate() error {
+	if in.Platform == "" {
+		return BadRequest("platform", "is required (ios or android)")
+	}
+	if !in.Platform.Valid() {
+		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	if in.Model != "" && in.Class != "" {
+		return BadRequest("class", "give a model or a class, not both")
+	}
+	if err := checkLen("model", in.Model, MaxNameLen); err != nil {
+		return err
+	}
+	if in.Class != "" && !in.Class.Valid() {
+		return BadRequest("class", "must be one of phone, tablet, watch, tv, vision, auto, desktop; got %q", clip(string(in.Class)))
+	}
+	if err := checkLen("osVersion", in.OSVersion, 64); err != nil {
+		return err
+	}
+	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
+		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
+	}
+	if in.TimeoutMs < 0 || in.TimeoutMs > MaxWaitMs {
+		return BadRequest("timeoutMs", "must be between 0 and %d milliseconds, got %d", MaxWaitMs, in.TimeoutMs)
+	}
+	if err := checkID("requesterId", in.RequesterID, false); err != nil {
+		return err
+	}
+	return checkID("idempotencyKey", in.IdempotencyKey, false)
+}
+
+// LeaseRenewInput extends a lease.
+type LeaseRenewInput struct {
+	LeaseID string `json:"leaseId"`
+	// TTLMs, when set, becomes the lease's stored width.
+	TTLMs int64 `json:"ttlMs,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *LeaseRenewInput) Validate() error {
+	if err := checkID("leaseId", in.LeaseID, true); err != nil {
+		return err
+	}
+	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
+		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
+	}
+	return nil
+}
+
+// LeaseIDInput names one lease.
+type LeaseIDInput struct {
+	LeaseID string `json:"leaseId"`
+}
+
+// Validate checks the input's fields.
+func (in *LeaseIDInput) Validate() error { return checkID("leaseId", in.LeaseID, true) }
+
+// ReleaseResult answers lease.release.
+type ReleaseResult struct {
+	LeaseID  string `json:"leaseId"`
+	DeviceID string `json:"deviceId"`
+	Released bool   `json:"released"`
+}
+
+// ReleaseAllResult answers lease.release-all.
+type ReleaseAllResult struct {
+	Released  []string `json:"released"`
+	Cancelled []string `json:"cancelled"`
+}
+
+// LeaseCancelInput withdraws a requester's waiting request.
+type LeaseCancelInput struct {
+	RequesterID string `json:"requesterId,omitempty"`
+	RequestID   string `json:"requestId,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *LeaseCancelInput) Validate() error {
+	if err := checkID("requesterId", in.RequesterID, false); err != nil {
+		return err
+	}
+	return checkID("requestId", in.RequestID, false)
+}
+
+// CancelOutcome says what lease.cancel did.
+type CancelOutcome string
+
+// The cancel outcomes.
+const (
+	CancelCancelled      CancelOutcome = "cancelled"
+	CancelNotFound       CancelOutcome = "not-found"
+	CancelNotCancellable CancelOutcome = "not-cancellable"
+)
+
+// LeaseCancelResult answers lease.cancel.
+type LeaseCancelResult struct {
+	Outcome   CancelOutcome `json:"outcome"`
+	RequestID string        `json:"requestId,omitempty"`
+}
+
+// LeaseListResult answers lease.list.
+type LeaseListResult struct {
+	Leases []LeaseRecord `json:"leases"`
+}
+
+// ListKind picks what list.get returns.
+type ListKind string
+
+// The list kinds.
+const (
+	ListDevices  ListKind = "devices"
+	ListLeases   ListKind = "leases"
+	ListRequests ListKind = "requests"
+)
+
+// ListGetInput asks for one kind of record.
+type ListGetInput struct {
+	Kind ListKind `json:"kind"`
+}
+
+// Validate checks the input's fields.
+func (in *ListGetInput) Validate() error {
+	switch in.Kind {
+	case ListDevices, ListLeases, ListRequests:
+		return nil
+	case "":
+		in.Kind = ListDevices
+		return nil
+	}
+	return BadRequest("kind", "must be devices, leases or requests, got %q", clip(string(in.Kind)))
+}
+
+// ListGetResult answers list.get; only the asked-for field is set.
+type ListGetResult struct {
+	Devices  []Device             `json:"devices,omitempty"`
+	Leases   []LeaseRecord        `json:"leases,omitempty"`
+	Requests []LeaseRequestRecord `json:"requests,omitempty"`
+}
+
+// EventsReplayInput asks for stored events.
+type EventsReplayInput struct {
+	// SinceTs, epoch ms, returns events at or after it; 0 returns the newest.
+	SinceTs int64 `json:"sinceTs,omitempty"`
+	// AfterSeq returns events with a larger seq.
+	AfterSeq int64 `json:"afterSeq,omitempty"`
+	// Limit caps the count (default and ceiling 10000).
+	Limit int `json:"limit,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *EventsReplayInput) Validate() error {
+	if in.SinceTs < 0 {
+		return BadRequest("sinceTs", "must not be negative")
+	}
+	if in.AfterSeq < 0 {
+		return BadRequest("afterSeq", "must not be negative")
+	}
+	if in.Limit < 0 || in.Limit > 10000 {
+		return BadRequest("limit", "must be between 0 and 10000")
+	}
+	return nil
+}
+
+// EventsReplayResult answers events.replay, oldest first.
+type EventsReplayResult struct {
+	Events []Event `json:"events"`
+}
+
+// EventsSubscribeResult names the subscription whose pushes follow.
+type EventsSubscribeResult struct {
+	SubscriptionID string `json:"subscriptionId"`
+	// LastSeq is the newest seq at the moment of subscribing; pushes carry
+	// larger ones.
+	LastSeq int64 `json:"lastSeq"`
+}
+
+// ConfigGetInput asks for the effective config, or one key of it.
+type ConfigGetInput struct {
+	Key string `json:"key,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *ConfigGetInput) Validate() error { return checkLen("key", in.Key, MaxNameLen) }
+
+// DaemonStopResult answers daemon.stop.
+type DaemonStopResult struct {
+	Stopping bool `json:"stopping"`
+}
+
+// Empty is the input of operations that take none.
+type Empty struct{}
+
+// Validate accepts anything Empty decodes to.
+func (*Empty) Validate() error { return nil }
+
+// Validator is an input that checks itself.
+type Validator interface{ Validate() error }
+
+// DecodeInput reads raw into v strictly (unknown fields and wrong types are
+// BAD_REQUEST naming the field) and validates it. Empty raw decodes as {}.
+func DecodeInput(raw json.RawMessage, v Validator) error {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return BadRequest("", "input must be one JSON object")
+	}
+	return v.Validate()
+}
+
+func decodeError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return BadRequest("", "input must be a JSON object, got %s", typeErr.Value)
+		}
+		return BadRequest(field, "must be %s, got %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return BadRequest("", "input is not valid JSON: %v", syntaxErr)
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return BadRequest(clip(name), "unknown field")
+	}
+	return BadRequest("", "%s", strings.TrimPrefix(msg, "json: "))
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	case "struct", "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return goKind
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$`)
+
+func checkID(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return BadRequest(field, "is required")
+		}
+		return nil
+	}
+	if len(v) > MaxIDLen {
+		return BadRequest(field, "must be at most %d characters, got %d", MaxIDLen, len(v))
+	}
+	if !idPattern.MatchString(v) {
+		return BadRequest(field, "must start with a letter or digit and use only letters, digits and ._:@/+=-, got %q", clip(v))
+	}
+	return nil
+}
+
+func checkLen(field, v string, max int) error {
+	if len(v) > max {
+		return BadRequest(field, "must be at most %d characters, got %d", max, len(v))
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return BadRequest(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// clip shortens a value quoted back in a message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// ParseEnumError formats a list of allowed values.
+func ParseEnumError(field, got string, allowed ...string) *Error {
+	return BadRequest(field, "must be one of %s, got %q", strings.Join(allowed, ", "), clip(got))
+}
+
+// CatalogGetInput narrows catalog.get to one platform.
+type CatalogGetInput struct {
+	Platform Platform `json:"platform,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *CatalogGetInput) Validate() error {
+	if in.Platform != "" && !in.Platform.Valid() {
+		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	return nil
+}

@@ -1,0 +1,333 @@
+package contract
+
+import (
+	"encoding/json"
+)
+
+// Platform is a device platform.
+type Platform string
+
+// The platforms simlock serves.
+const (
+	PlatformIOS     Platform = "ios"
+	PlatformAndroid Platform = "android"
+)
+
+// Platforms lists every platform in a fixed order.
+func Platforms() []Platform { return []Platform{PlatformIOS, PlatformAndroid} }
+
+// Valid reports whether p is a known platform.
+func (p Platform) Valid() bool { return p == PlatformIOS || p == PlatformAndroid }
+
+// DeviceClass is a kind of device a request may ask for instead of a model.
+type DeviceClass string
+
+// The device classes.
+const (
+	ClassPhone   DeviceClass = "phone"
+	ClassTablet  DeviceClass = "tablet"
+	ClassWatch   DeviceClass = "watch"
+	ClassTV      DeviceClass = "tv"
+	ClassVision  DeviceClass = "vision"
+	ClassAuto    DeviceClass = "auto"
+	ClassDesktop DeviceClass = "desktop"
+)
+
+// Valid reports whether c is a known class.
+func (c DeviceClass) Valid() bool {
+	switch c {
+	case ClassPhone, ClassTablet, ClassWatch, ClassTV, ClassVision, ClassAuto, ClassDesktop:
+		return true
+	}
+	return false
+}
+
+// DeviceState is where a virtual device is in its life.
+type DeviceState string
+
+// The device states. See core.DeviceTransitions for the allowed moves.
+const (
+	DeviceProvisioning DeviceState = "provisioning"
+	DeviceReady        DeviceState = "ready"
+	DeviceLeased       DeviceState = "leased"
+	DeviceReclaiming   DeviceState = "reclaiming"
+	DeviceShutdown     DeviceState = "shutdown"
+	DeviceQuarantined  DeviceState = "quarantined"
+	DeviceDeleted      DeviceState = "deleted"
+)
+
+// DeviceSpec is what a device is: platform, model and OS version.
+type DeviceSpec struct {
+	Platform  Platform `json:"platform"`
+	Model     string   `json:"model"`
+	OSVersion string   `json:"osVersion"`
+}
+
+// Device is a device record as callers see it.
+type Device struct {
+	ID             string      `json:"id"`
+	DriverDeviceID string      `json:"driverDeviceId"`
+	Driver         string      `json:"driver"`
+	Spec           DeviceSpec  `json:"spec"`
+	State          DeviceState `json:"state"`
+	Address        string      `json:"address,omitempty"`
+	LeaseID        string      `json:"leaseId,omitempty"`
+	CreatedAt      int64       `json:"createdAt"`
+	StateSince     int64       `json:"stateSince"`
+	LastUsedAt     int64       `json:"lastUsedAt,omitempty"`
+}
+
+// LeaseRecord is a held lease. Times are epoch milliseconds.
+type LeaseRecord struct {
+	ID            string `json:"id"`
+	DeviceID      string `json:"deviceId"`
+	RequesterID   string `json:"requesterId"`
+	OwnerID       string `json:"ownerId"`
+	GrantedAt     int64  `json:"grantedAt"`
+	TTLMs         int64  `json:"ttlMs"`
+	LastRenewedAt int64  `json:"lastRenewedAt"`
+	TTLDeadline   int64  `json:"ttlDeadline"`
+}
+
+// GrantDevice is the device part of a grant.
+type GrantDevice struct {
+	ID             string     `json:"id"`
+	DriverDeviceID string     `json:"driverDeviceId"`
+	Spec           DeviceSpec `json:"spec"`
+	Address        string     `json:"address,omitempty"`
+	Mode           string     `json:"mode"`
+}
+
+// Timing carries the driver's estimates for the granted device, in ms.
+type Timing struct {
+	EstimatedProvisionMs int64 `json:"estimatedProvisionMs"`
+	EstimatedBootMs      int64 `json:"estimatedBootMs"`
+	EstimatedReclaimMs   int64 `json:"estimatedReclaimMs"`
+	EstimatedReadyMs     int64 `json:"estimatedReadyMs"`
+}
+
+// LeaseGrant is what a requester gets: the device, the lease and timings.
+type LeaseGrant struct {
+	Device      GrantDevice       `json:"device"`
+	Lease       LeaseRecord       `json:"lease"`
+	Timing      Timing            `json:"timing"`
+	Environment map[string]string `json:"environment"`
+	RequestID   string            `json:"requestId"`
+	Source      GrantSource       `json:"source"`
+}
+
+// GrantSource says how a grant's device came to be ready.
+type GrantSource string
+
+// The grant sources.
+const (
+	SourceWarm        GrantSource = "warm"
+	SourceBooted      GrantSource = "booted"
+	SourceProvisioned GrantSource = "provisioned"
+)
+
+// Stage names a step of a lease request's wait.
+type Stage string
+
+// The stages a waiting requester sees, in the order they can happen.
+const (
+	StageQueued       Stage = "queued"
+	StageReclaiming   Stage = "reclaiming"
+	StageProvisioning Stage = "provisioning"
+	StageBooting      Stage = "booting"
+)
+
+// LeaseProgress is one step of a wait, pushed to the requester as it happens.
+// Queued carries QueuePosition (from 1); the other stages carry EtaMs.
+type LeaseProgress struct {
+	Stage         Stage
+	QueuePosition int
+	EtaMs         int64
+}
+
+// MarshalJSON writes only the fields that belong to the stage.
+func (p LeaseProgress) MarshalJSON() ([]byte, error) {
+	if p.Stage == StageQueued {
+		return json.Marshal(struct {
+			Stage         Stage `json:"stage"`
+			QueuePosition int   `json:"queuePosition"`
+		}{p.Stage, p.QueuePosition})
+	}
+	return json.Marshal(struct {
+		Stage Stage `json:"stage"`
+		EtaMs int64 `json:"etaMs"`
+	}{p.Stage, p.EtaMs})
+}
+
+// UnmarshalJSON reads any stage.
+func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Stage         Stage `json:"stage"`
+		QueuePosition int   `json:"queuePosition"`
+		EtaMs         int64 `json:"etaMs"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs}
+	return nil
+}
+
+// RequestState is where a lease request is. Granted, failed and cancelled are
+// terminal.
+type RequestState string
+
+// The request states.
+const (
+	RequestQueued    RequestState = "queued"
+	RequestStarting  RequestState = "starting"
+	RequestGranted   RequestState = "granted"
+	RequestFailed    RequestState = "failed"
+	RequestCancelled RequestState = "cancelled"
+)
+
+// Terminal reports whether the request has settled.
+func (s RequestState) Terminal() bool {
+	return s == RequestGranted || s == RequestFailed || s == RequestCancelled
+}
+
+// LeaseRequestRecord is a stored lease request.
+type LeaseRequestRecord struct {
+	ID             string       `json:"id"`
+	RequesterID    string       `json:"requesterId"`
+	OwnerID        string       `json:"ownerId"`
+	IdempotencyKey string       `json:"idempotencyKey,omitempty"`
+	Spec           RequestSpec  `json:"requestSpec"`
+	State          RequestState `json:"state"`
+	Stage          Stage        `json:"stage,omitempty"`
+	QueuePosition  int          `json:"queuePosition,omitempty"`
+	CreatedAt      int64        `json:"createdAt"`
+	SettledAt      int64        `json:"settledAt,omitempty"`
+	LeaseID        string       `json:"leaseId,omitempty"`
+	Error          *Error       `json:"error,omitempty"`
+	Grant          *LeaseGrant  `json:"grant,omitempty"`
+	Policy         WaitPolicy   `json:"waitPolicy"`
+}
+
+// RequestSpec is what a request asked for.
+type RequestSpec struct {
+	Platform  Platform    `json:"platform"`
+	Model     string      `json:"model,omitempty"`
+	Class     DeviceClass `json:"class,omitempty"`
+	OSVersion string      `json:"osVersion,omitempty"`
+}
+
+// WaitPolicy is how long a request may wait and how long its lease lives.
+type WaitPolicy struct {
+	NoWait    bool  `json:"noWait"`
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	TTLMs     int64 `json:"ttlMs"`
+}
+
+// Event is the envelope of one fact, minted once where it happened.
+type Event struct {
+	ID        string          `json:"id"`
+	Seq       int64           `json:"seq"`
+	Timestamp int64           `json:"timestamp"`
+	Event     string          `json:"event"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// PlatformCapacity is one platform's line in status and capacity.changed.
+type PlatformCapacity struct {
+	Running    int `json:"running"`
+	Reserved   int `json:"reserved"`
+	MaxRunning int `json:"maxRunning"`
+	Devices    int `json:"devices"`
+	MaxDevices int `json:"maxDevices"`
+	Warm       int `json:"warm"`
+}
+
+// GlobalCapacity is the machine's line.
+type GlobalCapacity struct {
+	Running    int `json:"running"`
+	Reserved   int `json:"reserved"`
+	MaxRunning int `json:"maxRunning"`
+	Warm       int `json:"warm"`
+}
+
+// RAMCapacity is the RAM budget's line (resource strategy only).
+type RAMCapacity struct {
+	LimitBytes int64 `json:"limitBytes"`
+	UsedBytes  int64 `json:"usedBytes"`
+	OverLimit  bool  `json:"overLimit"`
+}
+
+// Capacity is the capacity report.
+type Capacity struct {
+	Strategy  string                        `json:"strategy"`
+	Global    GlobalCapacity                `json:"global"`
+	Platforms map[Platform]PlatformCapacity `json:"platforms"`
+	RAMBudget *RAMCapacity                  `json:"ramBudget,omitempty"`
+}
+
+// DaemonInfo is the daemon's line in status.
+type DaemonInfo struct {
+	Version   string       `json:"version"`
+	PID       int          `json:"pid"`
+	StartedAt int64        `json:"startedAt"`
+	Health    string       `json:"health"`
+	Home      string       `json:"home"`
+	Protocol  VersionRange `json:"protocol"`
+}
+
+// HostInfo describes the machine.
+type HostInfo struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	CPUs     int    `json:"cpus"`
+	RAMBytes int64  `json:"ramBytes"`
+}
+
+// DriverStatus says which driver serves a platform, if any.
+type DriverStatus struct {
+	Platform Platform `json:"platform"`
+	Driver   string   `json:"driver,omitempty"`
+	Enabled  bool     `json:"enabled"`
+	Reason   string   `json:"reason,omitempty"`
+}
+
+// WaitingRequest is one open request as status shows it.
+type WaitingRequest struct {
+	RequestID     string      `json:"requestId"`
+	RequesterID   string      `json:"requesterId"`
+	Spec          RequestSpec `json:"requestSpec"`
+	Stage         string      `json:"stage"`
+	QueuePosition int         `json:"queuePosition,omitempty"`
+	WaitingMs     int64       `json:"waitingMs"`
+}
+
+// Status answers status.get. While the daemon starts, only Daemon and Host
+// are set.
+type Status struct {
+	Daemon     DaemonInfo       `json:"daemon"`
+	Host       HostInfo         `json:"host"`
+	Drivers    []DriverStatus   `json:"drivers,omitempty"`
+	Capacity   *Capacity        `json:"capacity,omitempty"`
+	Devices    []Device         `json:"devices,omitempty"`
+	Leases     []LeaseRecord    `json:"leases,omitempty"`
+	Waiting    []WaitingRequest `json:"waiting,omitempty"`
+	QueueDepth int              `json:"queueDepth"`
+}
+
+// Catalog is what a platform offers.
+type Catalog struct {
+	Platform       Platform                 `json:"platform"`
+	Models         []string                 `json:"models"`
+	Runtimes       []string                 `json:"runtimes"`
+	DefaultRuntime string                   `json:"defaultRuntime,omitempty"`
+	ModelRuntimes  map[string][]string      `json:"modelRuntimes"`
+	ModelAliases   map[string][]string      `json:"modelAliases"`
+	ModelClasses   map[string]DeviceClass   `json:"modelClasses"`
+	ClassDefaults  map[DeviceClass][]string `json:"classDefaults"`
+}
+
+// CatalogResult answers catalog.get.
+type CatalogResult struct {
+	Platforms []Catalog `json:"platforms"`
+}

@@ -1,0 +1,186 @@
+package core
+
+import (
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// osRAMReserve is what the resource strategy leaves to the operating system.
+const osRAMReserve = 4 << 30
+
+// Host is what the resource strategy reads from the machine.
+type Host struct {
+	CPUs     int
+	RAMBytes int64
+}
+
+// PlatformLimits bounds one platform.
+type PlatformLimits struct {
+	MaxDevices int `json:"maxDevices"`
+	MaxRunning int `json:"maxRunning"`
+}
+
+// Limits bounds the whole machine.
+type Limits struct {
+	Strategy   string                               `json:"strategy"`
+	MaxRunning int                                  `json:"maxRunning"`
+	Platforms  map[contract.Platform]PlatformLimits `json:"platforms"`
+	RAM        *RAMBudget                           `json:"ramBudget,omitempty"`
+}
+
+// RAMBudget is the resource strategy's memory limit.
+type RAMBudget struct {
+	LimitBytes int64                       `json:"limitBytes"`
+	PerDevice  map[contract.Platform]int64 `json:"perDeviceBytes"`
+}
+
+// LimitsFrom derives limits from config and, for the resource strategy, the
+// host's CPUs and RAM.
+func LimitsFrom(cfg *config.Config, host Host) Limits {
+	if cfg.String("capacity.strategy") == "fixed" {
+		global := int(cfg.Int("capacity.config.maxRunning"))
+		l := Limits{Strategy: "fixed", MaxRunning: global, Platforms: map[contract.Platform]PlatformLimits{}}
+		for _, p := range contract.Platforms() {
+			run := intOr(cfg, "capacity.config."+string(p)+".maxRunning", global)
+			l.Platforms[p] = PlatformLimits{
+				MaxRunning: run,
+				MaxDevices: intOr(cfg, "capacity.config."+string(p)+".maxDevices", run),
+			}
+		}
+		return l
+	}
+	cpus := max(host.CPUs, 1)
+	ramGiB := int(host.RAMBytes >> 30)
+	iosDevices := intOr(cfg, "capacity.config.limits.ios.maxDevices", max(1, cpus/2))
+	androidDevices := intOr(cfg, "capacity.config.limits.android.maxDevices", max(1, min(cpus/4, ramGiB/8)))
+	l := Limits{Strategy: "resource", Platforms: map[contract.Platform]PlatformLimits{
+		contract.PlatformIOS: {MaxDevices: iosDevices,
+			MaxRunning: intOr(cfg, "capacity.config.limits.ios.maxRunning", iosDevices)},
+		contract.PlatformAndroid: {MaxDevices: androidDevices,
+			MaxRunning: intOr(cfg, "capacity.config.limits.android.maxRunning", androidDevices)},
+	}}
+	l.MaxRunning = intOr(cfg, "capacity.config.limits.maxRunning", iosDevices+androidDevices)
+	l.RAM = &RAMBudget{
+		LimitBytes: max(host.RAMBytes-osRAMReserve, 0),
+		PerDevice: map[contract.Platform]int64{
+			contract.PlatformIOS:     cfg.Int("capacity.config.ramBudget.iosBytesPerDevice"),
+			contract.PlatformAndroid: cfg.Int("capacity.config.ramBudget.androidBytesPerDevice"),
+		},
+	}
+	return l
+}
+
+func intOr(cfg *config.Config, key string, def int) int {
+	if v, ok := cfg.IntSet(key); ok {
+		return int(v)
+	}
+	return def
+}
+
+// Slot is one device as capacity sees it.
+type Slot struct {
+	Platform contract.Platform
+	State    contract.DeviceState
+	// Reserved marks a device whose boot or creation is in flight: it will
+	// hold a running slot, so it counts as one now.
+	Reserved bool
+	// Releasing marks a device being shut down to free its slot for a
+	// request; the slot is already promised, so it no longer counts.
+	Releasing bool
+}
+
+// Usage is what the current devices take of the limits.
+type Usage struct {
+	Running  map[contract.Platform]int
+	Reserved map[contract.Platform]int
+	Devices  map[contract.Platform]int
+	RAMBytes int64
+}
+
+// Measure counts slots against limits.
+func Measure(l Limits, slots []Slot) Usage {
+	u := Usage{Running: map[contract.Platform]int{}, Reserved: map[contract.Platform]int{}, Devices: map[contract.Platform]int{}}
+	for _, s := range slots {
+		if s.State == contract.DeviceDeleted {
+			continue
+		}
+		u.Devices[s.Platform]++
+		if l.RAM != nil {
+			u.RAMBytes += l.RAM.PerDevice[s.Platform]
+		}
+		switch {
+		case s.Releasing:
+		case s.Reserved:
+			u.Reserved[s.Platform]++
+		case Running(s.State):
+			u.Running[s.Platform]++
+		}
+	}
+	return u
+}
+
+func (u Usage) totalRunning() int {
+	n := 0
+	for _, p := range contract.Platforms() {
+		n += u.Running[p] + u.Reserved[p]
+	}
+	return n
+}
+
+// Block says why a start must wait.
+type Block string
+
+// The reasons a start is refused.
+const (
+	BlockNone            Block = ""
+	BlockGlobalRunning   Block = "global-running-limit"
+	BlockPlatformRunning Block = "platform-running-limit"
+	BlockDeviceLimit     Block = "device-limit"
+	BlockRAM             Block = "ram-budget"
+)
+
+// Global reports whether the block concerns every platform.
+func (b Block) Global() bool { return b == BlockGlobalRunning || b == BlockRAM }
+
+// CanStart says whether one more device of p may start running.
+func CanStart(l Limits, u Usage, p contract.Platform) Block {
+	if u.totalRunning() >= l.MaxRunning {
+		return BlockGlobalRunning
+	}
+	if u.Running[p]+u.Reserved[p] >= l.Platforms[p].MaxRunning {
+		return BlockPlatformRunning
+	}
+	return BlockNone
+}
+
+// CanCreate says whether one more device of p may be created (it will also
+// need CanStart).
+func CanCreate(l Limits, u Usage, p contract.Platform) Block {
+	if u.Devices[p] >= l.Platforms[p].MaxDevices {
+		return BlockDeviceLimit
+	}
+	if l.RAM != nil && u.RAMBytes+l.RAM.PerDevice[p] > l.RAM.LimitBytes {
+		return BlockRAM
+	}
+	return BlockNone
+}
+
+// Report summarises usage against limits; warm counts idle ready devices.
+func Report(l Limits, u Usage, warm map[contract.Platform]int) contract.Capacity {
+	c := contract.Capacity{Strategy: l.Strategy, Platforms: map[contract.Platform]contract.PlatformCapacity{}}
+	c.Global.MaxRunning = l.MaxRunning
+	for _, p := range contract.Platforms() {
+		pl := l.Platforms[p]
+		c.Platforms[p] = contract.PlatformCapacity{
+			Running: u.Running[p], Reserved: u.Reserved[p], MaxRunning: pl.MaxRunning,
+			Devices: u.Devices[p], MaxDevices: pl.MaxDevices, Warm: warm[p],
+		}
+		c.Global.Running += u.Running[p]
+		c.Global.Reserved += u.Reserved[p]
+		c.Global.Warm += warm[p]
+	}
+	if l.RAM != nil {
+		c.RAMBudget = &contract.RAMCapacity{LimitBytes: l.RAM.LimitBytes, UsedBytes: u.RAMBytes, OverLimit: u.RAMBytes > l.RAM.LimitBytes}
+	}
+	return c
+}

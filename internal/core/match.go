@@ -1,0 +1,86 @@
+package core
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// Want is a request's spec with its class settled: exactly one of Model and
+// Class is set.
+type Want struct {
+	Platform  contract.Platform
+	Model     string
+	Class     contract.DeviceClass
+	OSVersion string
+}
+
+// WantOf settles a request spec: no model and no class means a phone.
+func WantOf(s contract.RequestSpec, cat driver.Catalog) Want {
+	w := Want{Platform: s.Platform, Class: s.Class, OSVersion: s.OSVersion}
+	if s.Model != "" {
+		w.Model = canonicalModel(s.Model, cat)
+		w.Class = ""
+	} else if w.Class == "" {
+		w.Class = contract.ClassPhone
+	}
+	return w
+}
+
+// canonicalModel resolves an alias to its model; unknown names stay as given
+// for the driver to refuse.
+func canonicalModel(name string, cat driver.Catalog) string {
+	if slices.Contains(cat.Models, name) {
+		return name
+	}
+	for model, aliases := range cat.ModelAliases {
+		for _, a := range aliases {
+			if strings.EqualFold(a, name) {
+				return model
+			}
+		}
+	}
+	return name
+}
+
+// Fits reports whether an existing device of spec d serves w.
+func Fits(d contract.DeviceSpec, w Want, cat driver.Catalog) bool {
+	if d.Platform != w.Platform {
+		return false
+	}
+	if w.Model != "" && d.Model != w.Model {
+		return false
+	}
+	if w.Class != "" && cat.ModelClasses[d.Model] != w.Class {
+		return false
+	}
+	return VersionFits(d.OSVersion, w.OSVersion)
+}
+
+// VersionFits reports whether an installed version serves a wanted one: an
+// empty want takes any, "18" takes 18 and 18.x, "18.4" takes 18.4 and 18.4.x.
+func VersionFits(have, want string) bool {
+	return want == "" || have == want || strings.HasPrefix(have, want+".")
+}
+
+// ModelsFor lists, in preference order, the models that could serve w: the
+// model itself, or the class's preference list filtered to models the
+// catalog offers and (when a version is wanted) pairs with a fitting runtime.
+func ModelsFor(w Want, cat driver.Catalog) []string {
+	if w.Model != "" {
+		return []string{w.Model}
+	}
+	var out []string
+	for _, m := range cat.ClassDefaults[w.Class] {
+		if !slices.Contains(cat.Models, m) {
+			continue
+		}
+		if w.OSVersion != "" && !slices.ContainsFunc(cat.ModelRuntimes[m], func(rt string) bool { return VersionFits(rt, w.OSVersion) }) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/wire"
+)
+
+// maxInFlight bounds the calls one session may have running at once.
+const maxInFlight = 64
+
+// outboxSize is how many frames may wait for a slow reader before the daemon
+// drops the session rather than let it hold memory or block anyone.
+const outboxSize = 1024
+
+// conn is one client session.
+type conn struct {
+	d      *Daemon
+	nc     net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan []byte
+	once   sync.Once
+
+	mu sync.Mutex
+	// mu guards the fields below.
+	hello     bool
+	role      contract.Role
+	principal string
+	inFlight  int
+	subs      map[string]func()
+	nextSub   int
+}
+
+func newConn(d *Daemon, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize), subs: map[string]func(){}}
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+// send queues a frame; a session too slow to take its frames is dropped.
+func (c *conn) send(v any) {
+	b, err := wire.Encode(v)
+	if err != nil {
+		c.d.log.Error("encode frame", "err", err)
+		return
+	}
+	select {
+	case <-c.ctx.Done():
+	case c.out <- b:
+	default:
+		c.d.log.Warn("dropping a session that does not read its frames")
+		c.close()
+	}
+}
+
+func (c *conn) push(p contract.Push) { c.send(p) }
+
+func (c *conn) run() {
+	defer c.d.dropConn(c)
+	defer c.close()
+	go c.writeLoop()
+	r := wire.NewReader(c.nc, contract.MaxFrameLen)
+	for {
+		frame, err := r.Next()
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			c.send(contract.Response{ID: json.RawMessage("null"), Error: contract.Errorf(contract.CodeBadFrame,
+				"frame larger than %d bytes", contract.MaxFrameLen).With("maxBytes", contract.MaxFrameLen)})
+			continue
+		}
+		if err != nil {
+			return
+		}
+		c.handle(frame)
+	}
+}
+
+func (c *conn) writeLoop() {
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case b := <-c.out:
+			if _, err := c.nc.Write(b); err != nil {
+				c.close()
+				return
+			}
+		}
+	}
+}
+
+// handle parses one frame and dispatches it. Every malformed frame gets a
+// BAD_FRAME answer and the session goes on.
+func (c *conn) handle(frame []byte) {
+	var req contract.Request
+	dec := json.NewDecoder(bytes.NewReader(frame))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		msg := "frame is not a JSON request object"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		c.send(contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%s", msg)})
+		return
+	}
+	if !validID(req.ID) {
+		c.send(contract.Response{ID: json.RawMessage("null"), Error: contract.Errorf(contract.CodeBadFrame,
+			"id must be a string of at most 128 characters or an integer")})
+		return
+	}
+	if req.Op == "" {
+		c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeBadFrame, "op is required")})
+		return
+	}
+	c.mu.Lock()
+	if c.inFlight >= maxInFlight {
+		c.mu.Unlock()
+		c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeBadRequest,
+			"more than %d calls in flight on one connection", maxInFlight)})
+		return
+	}
+	c.inFlight++
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.inFlight--
+			c.mu.Unlock()
+		}()
+		result, err := c.dispatch(req)
+		if err != nil {
+			c.send(contract.Response{ID: req.ID, Error: contract.AsError(err)})
+			return
+		}
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeInternal, "encode result: %v", merr)})
+			return
+		}
+		c.send(contract.Response{ID: req.ID, Result: raw})
+		if after, ok := result.(afterSend); ok {
+			after.afterSend()
+		}
+	}()
+}
+
+// afterSend is a result with work to do once its response is queued (an
+// event subscription starts pushing only after its answer).
+type afterSend interface{ afterSend() }
+
+// idOf recovers the id of a frame that failed strict parsing, so the client
+// can match the error to its call.
+func idOf(frame []byte) json.RawMessage {
+	var loose struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(frame, &loose) == nil && validID(loose.ID) {
+		return loose.ID
+	}
+	return json.RawMessage("null")
+}
+
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 || len(id) > 130 {
+		return false
+	}
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		return true
+	}
+	_, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil
+}

@@ -1,0 +1,362 @@
+// Package daemon is the simlock worker daemon: it claims $SIMLOCK_HOME (one
+// daemon per home), serves the daemon protocol on a unix socket, and runs the
+// lease engine over the SQLite store and the enabled drivers.
+//
+// Startup claims first and converges after: the socket listens before the
+// engine has loaded the registry, so clients connect at once; status.get and
+// hello answer during startup and every other operation waits for it.
+//
+// A Daemon's methods are safe for concurrent use.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/events"
+	"github.com/simlock/simlock/internal/leasing"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// Files under SIMLOCK_HOME.
+const (
+	SocketName     = "daemon.sock"
+	LockName       = "daemon.lock"
+	AdminTokenName = "admin.token"
+	DBName         = "simlock.db"
+	LogName        = "daemon.log"
+)
+
+// ErrAlreadyRunning means another daemon holds this home.
+var ErrAlreadyRunning = errors.New("another simlock daemon is already running for this SIMLOCK_HOME")
+
+// Options configure a daemon. Home, Config and Drivers come from main (or a
+// test); nothing is read from the environment here.
+type Options struct {
+	Home    string
+	Version string
+	Config  *config.Config
+	Drivers map[contract.Platform]driver.Driver
+	// DriverNotes explain, per platform, why no driver serves it.
+	DriverNotes map[contract.Platform]string
+	Host        core.Host
+	Logger      *slog.Logger
+	// StopGrace bounds the wait for driver work at a graceful stop.
+	StopGrace time.Duration
+}
+
+// Daemon is a running daemon.
+type Daemon struct {
+	opts      Options
+	log       *slog.Logger
+	bus       *events.Bus
+	db        *store.DB
+	engine    *leasing.Engine
+	ln        net.Listener
+	lock      *os.File
+	tokenHash [32]byte
+	startedAt time.Time
+
+	ready    chan struct{} // closed when startup has converged
+	startErr error         // set before ready closes when startup failed
+	stopReq  chan struct{}
+	stopOnce sync.Once
+
+	mu sync.Mutex
+	// mu guards the fields below.
+	conns    map[*conn]struct{}
+	holders  map[string]map[*conn]struct{} // lease id -> sessions granted it
+	stopping bool
+}
+
+// SocketPath is the socket under home.
+func SocketPath(home string) string { return filepath.Join(home, SocketName) }
+
+// Run starts a daemon and serves until ctx ends or a client asks it to stop;
+// then it stops gracefully. It returns ErrAlreadyRunning (wrapped) when
+// another daemon holds the home.
+func Run(ctx context.Context, opts Options) error {
+	d, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-d.stopReq:
+	}
+	return d.Stop("signal")
+}
+
+// Start claims the home and begins serving; startup convergence continues in
+// the background. Call Stop to end it.
+func Start(ctx context.Context, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 30 * time.Second
+	}
+	if opts.Config == nil {
+		opts.Config = config.Default()
+	}
+	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
+		return nil, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	}
+	d := &Daemon{
+		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
+		ready: make(chan struct{}), stopReq: make(chan struct{}),
+		conns: map[*conn]struct{}{}, holders: map[string]map[*conn]struct{}{},
+	}
+	if err := d.claim(); err != nil {
+		return nil, err
+	}
+	go d.converge(ctx)
+	go d.serve()
+	return d, nil
+}
+
+// claim takes the home's lock, recovers a stale socket, listens, and writes
+// a fresh admin token.
+func (d *Daemon) claim() error {
+	lockPath := filepath.Join(d.opts.Home, LockName)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(lockPath)
+		f.Close()
+		if pid := strings.TrimSpace(string(b)); pid != "" {
+			return fmt.Errorf("%w (pid %s)", ErrAlreadyRunning, pid)
+		}
+		return ErrAlreadyRunning
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	d.lock = f
+
+	sock := SocketPath(d.opts.Home)
+	// We hold the lock, so a socket file left here belongs to a daemon that
+	// died: remove it.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.unlock()
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		d.unlock()
+		return fmt.Errorf("listen on %s: %w", sock, err)
+	}
+	_ = os.Chmod(sock, 0o600)
+	d.ln = ln
+
+	var secret [32]byte
+	_, _ = rand.Read(secret[:])
+	token := hex.EncodeToString(secret[:])
+	d.tokenHash = sha256.Sum256([]byte(token))
+	tokenPath := filepath.Join(d.opts.Home, AdminTokenName)
+	tmp := tokenPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
+		ln.Close()
+		d.unlock()
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	if err := os.Rename(tmp, tokenPath); err != nil {
+		ln.Close()
+		d.unlock()
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	return nil
+}
+
+func (d *Daemon) unlock() {
+	if d.lock != nil {
+		_ = syscall.Flock(int(d.lock.Fd()), syscall.LOCK_UN)
+		d.lock.Close()
+	}
+}
+
+// converge opens the store and starts the engine; parked operations proceed
+// when it is done.
+func (d *Daemon) converge(ctx context.Context) {
+	defer close(d.ready)
+	db, err := store.Open(ctx, filepath.Join(d.opts.Home, DBName))
+	if err != nil {
+		d.startErr = err
+		d.log.Error("startup failed", "err", err)
+		d.requestStop()
+		return
+	}
+	d.db = db
+	cfg := d.opts.Config
+	d.engine = leasing.New(leasing.Options{
+		Store:      db,
+		Drivers:    d.opts.Drivers,
+		Limits:     core.LimitsFrom(cfg, d.opts.Host),
+		DefaultTTL: time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:     time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		Logger:     d.log.With("module", "leasing"),
+		Publish:    d.bus.Publish,
+		LeaseEnded: d.leaseEnded,
+	})
+	if err := d.engine.Start(ctx); err != nil {
+		d.startErr = err
+		d.log.Error("startup failed", "err", err)
+		d.requestStop()
+		return
+	}
+	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
+}
+
+// checkAdmin reports whether token is this start's admin secret.
+func (d *Daemon) checkAdmin(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(h[:], d.tokenHash[:]) == 1
+}
+
+func (d *Daemon) requestStop() {
+	d.stopOnce.Do(func() { close(d.stopReq) })
+}
+
+// Stopped is closed when a client or a failed startup asked the daemon to
+// stop.
+func (d *Daemon) Stopped() <-chan struct{} { return d.stopReq }
+
+// Stop ends the daemon gracefully: new connections are refused, waiting
+// requests fail with DAEMON_STOPPING, driver work in flight (reclaims
+// included) gets up to StopGrace to finish, then everything closes.
+func (d *Daemon) Stop(reason string) error {
+	d.mu.Lock()
+	if d.stopping {
+		d.mu.Unlock()
+		return nil
+	}
+	d.stopping = true
+	d.mu.Unlock()
+	d.requestStop()
+	d.ln.Close()
+	<-d.ready
+	if d.engine != nil {
+		d.commitStopping(reason)
+		ctx, cancel := context.WithTimeout(context.Background(), d.opts.StopGrace)
+		if err := d.engine.Shutdown(ctx); err != nil {
+			d.log.Warn("stopped with driver work unfinished", "err", err)
+		}
+		cancel()
+	}
+	d.mu.Lock()
+	for c := range d.conns {
+		c.close()
+	}
+	d.mu.Unlock()
+	d.bus.Close()
+	if d.db != nil {
+		d.db.Close()
+	}
+	_ = os.Remove(filepath.Join(d.opts.Home, AdminTokenName))
+	_ = os.Remove(SocketPath(d.opts.Home))
+	d.unlock()
+	d.log.Info("daemon stopped", "reason", reason)
+	return d.startErr
+}
+
+func (d *Daemon) commitStopping(reason string) {
+	evs, err := d.db.Commit(context.Background(), store.Change{Events: []store.NewEvent{{
+		ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: "daemon.stopping",
+		Payload: []byte(`{"reason":` + strconv.Quote(reason) + `}`),
+	}}})
+	if err == nil {
+		d.bus.Publish(evs...)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (d *Daemon) serve() {
+	for {
+		nc, err := d.ln.Accept()
+		if err != nil {
+			return
+		}
+		c := newConn(d, nc)
+		d.mu.Lock()
+		if d.stopping {
+			d.mu.Unlock()
+			nc.Close()
+			continue
+		}
+		d.conns[c] = struct{}{}
+		d.mu.Unlock()
+		go c.run()
+	}
+}
+
+func (d *Daemon) dropConn(c *conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.conns, c)
+	for id, set := range d.holders {
+		delete(set, c)
+		if len(set) == 0 {
+			delete(d.holders, id)
+		}
+	}
+}
+
+// holds records that session c was granted lease id, so it hears if the
+// daemon ends it.
+func (d *Daemon) holds(c *conn, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	set := d.holders[id]
+	if set == nil {
+		set = map[*conn]struct{}{}
+		d.holders[id] = set
+	}
+	set[c] = struct{}{}
+}
+
+// leaseEnded tells the sessions that hold a lease the daemon ended it.
+func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
+	d.mu.Lock()
+	set := d.holders[l.ID]
+	delete(d.holders, l.ID)
+	d.mu.Unlock()
+	for c := range set {
+		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
+	}
+}
+
+func (d *Daemon) info(health string) contract.DaemonInfo {
+	return contract.DaemonInfo{
+		Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
+		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
+	}
+}
+
+func (d *Daemon) host() contract.HostInfo {
+	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes}
+}

@@ -1,0 +1,587 @@
+// Package demo is the demo driver. It serves the ios or android platform with
+// simulated devices, so that simlock runs on a machine without Xcode or the
+// Android SDK, and so that end-to-end tests meet the behaviour of the real
+// drivers: operations take time, iOS devices are erased and left shut down
+// while Android devices are restored from a snapshot and left running, and a
+// running Android device holds an emulator console port.
+//
+// The driver never runs a process, opens a file or uses the network; a device
+// is an entry in memory and is gone with the Driver.
+//
+// Waits use time.NewTimer and end early when the context is done, so under
+// testing/synctest they run on the bubble's fake clock. A call whose context
+// is done fails with a *driver.CrashError that wraps the context's error, as a
+// real driver's killed tool would.
+//
+// Failures can be injected per operation ("provision", "boot", "reclaim",
+// "shutdown", "destroy"): always, through Options.Fail, or once, through
+// FailOn. An injected failure comes after the operation's usual wait and
+// leaves the device as it was. It is always a *driver.CrashError wrapping
+// ErrInjected, boot included: the demo driver never returns
+// *driver.BootTimeoutError, since that error means a device was slow, and a
+// simulated device is exactly as slow as configured.
+//
+// A Driver is safe for concurrent use. Waits hold no lock, so operations on
+// different devices overlap as they would on a real machine; one mutex guards
+// all device state. The driver contract lets the caller rely on never running
+// two operations on the same device at once; if it does anyway, the driver
+// still stays consistent: no console port is lost or given twice.
+package demo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+var _ driver.Driver = (*Driver)(nil)
+
+// ErrInjected is the cause of every injected failure, so a test can tell an
+// injected failure from a real one with errors.Is.
+var ErrInjected = errors.New("demo: injected failure")
+
+// The operation names Options.Fail and FailOn accept. They match
+// driver.Operation where the two overlap, and the Op of a *driver.CrashError.
+const (
+	opProvision = string(driver.OpProvision)
+	opBoot      = string(driver.OpBoot)
+	opReclaim   = string(driver.OpReclaim)
+	opShutdown  = "shutdown"
+	opDestroy   = "destroy"
+)
+
+func knownOp(op string) bool {
+	switch op {
+	case opProvision, opBoot, opReclaim, opShutdown, opDestroy:
+		return true
+	}
+	return false
+}
+
+// The emulator accepts even console ports from 5554 to 5682. Starting above
+// 5584 keeps simlock's emulators out of the range adb scans by default, which
+// a user's own emulators take; the demo driver hands out what the real one
+// would.
+const (
+	firstPort = 5586
+	lastPort  = 5682
+)
+
+// Options configures a Driver.
+type Options struct {
+	// Platform is the platform served: contract.PlatformIOS or
+	// contract.PlatformAndroid.
+	Platform contract.Platform
+	// ProvisionTime, BootTime and ReclaimTime are how long Provision,
+	// MakeReady and Reclaim take. Shutdown and Destroy take ReclaimTime/4,
+	// being a part of what a reclaim does. Zero means no wait at all.
+	ProvisionTime, BootTime, ReclaimTime time.Duration
+	// Fail names operations that always fail: any of "provision", "boot",
+	// "reclaim", "shutdown" and "destroy".
+	Fail []string
+}
+
+type devState int
+
+const (
+	stateCreated devState = iota // provisioned, never booted
+	stateBooting
+	stateBooted
+	stateShutdown
+)
+
+type device struct {
+	state devState
+	// port is the console port an Android device holds while booting or
+	// booted; 0 otherwise.
+	port int
+}
+
+// Driver is the demo driver. Create it with New.
+type Driver struct {
+	platform contract.Platform
+	// catalog and alwaysFail are set by New and never changed, so they are
+	// read without the lock.
+	catalog                              driver.Catalog
+	alwaysFail                           map[string]bool
+	provisionTime, bootTime, reclaimTime time.Duration
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	devices map[string]*device
+	// ports maps a console port to the ID of the device holding it. The
+	// holder is checked before a port is freed, so a late release cannot
+	// free a port already handed to another device.
+	ports map[int]string
+	// gone holds the ids of devices this driver destroyed.
+	gone map[string]bool
+	// calls counts calls per operation, whatever their outcome.
+	calls map[string]int
+	// failAt holds, per operation, call numbers that fail once.
+	failAt map[string]map[int]bool
+}
+
+// New returns a driver for opts.Platform. It rejects an invalid platform, a
+// negative time and an unknown operation name in opts.Fail.
+func New(opts Options) (*Driver, error) {
+	if !opts.Platform.Valid() {
+		return nil, fmt.Errorf("demo: invalid platform %q: want %q or %q",
+			opts.Platform, contract.PlatformIOS, contract.PlatformAndroid)
+	}
+	for name, d := range map[string]time.Duration{
+		"ProvisionTime": opts.ProvisionTime,
+		"BootTime":      opts.BootTime,
+		"ReclaimTime":   opts.ReclaimTime,
+	} {
+		if d < 0 {
+			return nil, fmt.Errorf("demo: %s is negative: %s", name, d)
+		}
+	}
+	always := make(map[string]bool, len(opts.Fail))
+	for _, op := range opts.Fail {
+		if !knownOp(op) {
+			return nil, fmt.Errorf("demo: unknown operation %q in Fail: want one of provision, boot, reclaim, shutdown, destroy", op)
+		}
+		always[op] = true
+	}
+	return &Driver{
+		platform:      opts.Platform,
+		catalog:       catalogFor(opts.Platform),
+		alwaysFail:    always,
+		provisionTime: opts.ProvisionTime,
+		bootTime:      opts.BootTime,
+		reclaimTime:   opts.ReclaimTime,
+		devices:       make(map[string]*device),
+		ports:         make(map[int]string),
+		gone:          make(map[string]bool),
+		calls:         make(map[string]int),
+		failAt:        make(map[string]map[int]bool),
+	}, nil
+}
+
+// FailOn makes the n-th call of op from now on (1 is the next call) fail
+// once. op is one of "provision", "boot", "reclaim", "shutdown" and
+// "destroy". Every call counts, whatever its outcome. An unknown op or an n
+// below 1 is a programming error and panics.
+func (d *Driver) FailOn(op string, n int) {
+	if !knownOp(op) {
+		panic(fmt.Sprintf("demo: FailOn: unknown operation %q", op))
+	}
+	if n < 1 {
+		panic(fmt.Sprintf("demo: FailOn: n is %d, want 1 or more", n))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failAt[op] == nil {
+		d.failAt[op] = make(map[int]bool)
+	}
+	d.failAt[op][d.calls[op]+n] = true
+}
+
+// Name returns "demo".
+func (d *Driver) Name() string { return "demo" }
+
+// Platform returns the platform served.
+func (d *Driver) Platform() contract.Platform { return d.platform }
+
+// ResolveSpec matches the model by its name or, ignoring case, an alias. An
+// empty OS version picks the newest runtime paired with the model; a version
+// such as "18" picks the newest paired runtime that is "18" or starts with
+// "18.".
+func (d *Driver) ResolveSpec(_ context.Context, req driver.Request) (contract.DeviceSpec, error) {
+	if req.Platform != "" && req.Platform != d.platform {
+		return contract.DeviceSpec{}, fmt.Errorf("demo: driver serves %s, not %s", d.platform, req.Platform)
+	}
+	model, ok := d.canonicalModel(req.Model)
+	if !ok {
+		return contract.DeviceSpec{}, &driver.UnknownModelError{Platform: d.platform, Model: req.Model}
+	}
+	version, ok := pickRuntime(d.catalog.ModelRuntimes[model], req.OSVersion)
+	if !ok {
+		return contract.DeviceSpec{}, &driver.RuntimeMissingError{Platform: d.platform, OSVersion: req.OSVersion}
+	}
+	return contract.DeviceSpec{Platform: d.platform, Model: model, OSVersion: version}, nil
+}
+
+func (d *Driver) canonicalModel(name string) (string, bool) {
+	if _, ok := d.catalog.ModelClasses[name]; ok {
+		return name, true
+	}
+	for model, aliases := range d.catalog.ModelAliases {
+		for _, a := range aliases {
+			if strings.EqualFold(a, name) {
+				return model, true
+			}
+		}
+	}
+	return "", false
+}
+
+// pickRuntime relies on paired being ordered newest first.
+func pickRuntime(paired []string, want string) (string, bool) {
+	for _, v := range paired {
+		if want == "" || v == want || strings.HasPrefix(v, want+".") {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// deviceData is what Provision puts in Device.Data. Nothing reads it back; it
+// is there so the core stores realistic driver data.
+type deviceData struct {
+	Model     string `json:"model"`
+	OSVersion string `json:"osVersion"`
+}
+
+// Provision creates a device after ProvisionTime. The spec must come from
+// ResolveSpec; one outside the catalog fails as a real tool would.
+func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (driver.Device, error) {
+	fail := d.begin(opProvision)
+	if spec.Platform != d.platform || !slices.Contains(d.catalog.ModelRuntimes[spec.Model], spec.OSVersion) {
+		return driver.Device{}, crash(opProvision, fmt.Errorf("demo: %s %s %s is not in the catalog", spec.Platform, spec.Model, spec.OSVersion))
+	}
+	if err := run(ctx, opProvision, d.provisionTime, fail); err != nil {
+		return driver.Device{}, err
+	}
+	data, err := json.Marshal(deviceData{Model: spec.Model, OSVersion: spec.OSVersion})
+	if err != nil {
+		return driver.Device{}, crash(opProvision, err)
+	}
+	id := d.newID()
+	d.mu.Lock()
+	d.devices[id] = &device{state: stateCreated}
+	d.mu.Unlock()
+	return driver.Device{ID: id, Data: data}, nil
+}
+
+func (d *Driver) newID() string {
+	if d.platform == contract.PlatformAndroid {
+		var b [6]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		return "simlock_" + hex.EncodeToString(b[:])
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	// Version 4 and the RFC 4122 variant, so the UDID is a valid UUID like
+	// the ones simctl makes.
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%X-%X-%X-%X-%X", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// MakeReady boots the device after BootTime; a booted device is returned at
+// once. An Android device takes the lowest free console port when the boot
+// starts and keeps it until it stops.
+func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	fail := d.begin(opBoot)
+
+	if dev.ID == "" {
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: no device id"))
+	}
+	d.mu.Lock()
+	rec := d.adoptLocked(dev.ID, stateShutdown)
+	if rec == nil {
+		d.mu.Unlock()
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was deleted", dev.ID))
+	}
+	switch rec.state {
+	case stateBooted:
+		addr := d.address(dev.ID, rec)
+		d.mu.Unlock()
+		if err := run(ctx, opBoot, 0, fail); err != nil {
+			return driver.Device{}, err
+		}
+		dev.Address = addr
+		return dev, nil
+	case stateBooting:
+		d.mu.Unlock()
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s is already booting", dev.ID))
+	}
+	prev := rec.state
+	if d.platform == contract.PlatformAndroid {
+		port, ok := d.takePort(dev.ID)
+		if !ok {
+			d.mu.Unlock()
+			return driver.Device{}, crash(opBoot, fmt.Errorf("demo: no free emulator console port in %d-%d", firstPort, lastPort))
+		}
+		rec.port = port
+	}
+	rec.state = stateBooting
+	d.mu.Unlock()
+
+	err := run(ctx, opBoot, d.bootTime, fail)
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Destroy and Shutdown free the port themselves, so a device they took
+	// away mid-boot needs no cleanup here.
+	if d.devices[dev.ID] != rec {
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was deleted while booting", dev.ID))
+	}
+	if rec.state != stateBooting {
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was shut down while booting", dev.ID))
+	}
+	if err != nil {
+		d.freePort(dev.ID, rec)
+		rec.state = prev
+		return driver.Device{}, err
+	}
+	rec.state = stateBooted
+	dev.Address = d.address(dev.ID, rec)
+	return dev, nil
+}
+
+// address is the UDID on iOS, where simctl takes it, and the adb serial on
+// Android. d.mu must be held.
+func (d *Driver) address(id string, rec *device) string {
+	if d.platform == contract.PlatformAndroid {
+		return fmt.Sprintf("emulator-%d", rec.port)
+	}
+	return id
+}
+
+// takePort gives id the lowest free port; d.mu must be held.
+func (d *Driver) takePort(id string) (int, bool) {
+	for p := firstPort; p <= lastPort; p += 2 {
+		if _, taken := d.ports[p]; !taken {
+			d.ports[p] = id
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+// freePort releases the port rec holds, if any; d.mu must be held.
+func (d *Driver) freePort(id string, rec *device) {
+	if rec.port != 0 && d.ports[rec.port] == id {
+		delete(d.ports, rec.port)
+	}
+	rec.port = 0
+}
+
+// Reclaim cleans the device after ReclaimTime, as the real drivers do: an iOS
+// device is erased, which needs it shut down, and is left shut down; an
+// Android device is restored from its snapshot and is left running, or left
+// stopped if it was not running.
+func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.ReclaimResult, error) {
+	fail := d.begin(opReclaim)
+	if dev.ID == "" {
+		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: no device id"))
+	}
+	d.mu.Lock()
+	adopted := d.adoptLocked(dev.ID, stateBooted)
+	d.mu.Unlock()
+	if adopted == nil {
+		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: device %s was deleted", dev.ID))
+	}
+	if err := run(ctx, opReclaim, d.reclaimTime, fail); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rec, ok := d.devices[dev.ID]
+	if !ok {
+		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: device %s was deleted while reclaiming", dev.ID))
+	}
+	if d.platform == contract.PlatformIOS {
+		d.freePort(dev.ID, rec)
+		rec.state = stateShutdown
+		return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "erase"}, nil
+	}
+	if rec.state == stateBooted {
+		return driver.ReclaimResult{State: contract.DeviceReady, Strategy: "snapshot"}, nil
+	}
+	return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "snapshot"}, nil
+}
+
+// Shutdown stops a running device after ReclaimTime/4; a stopped device is
+// left as it is at once.
+func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
+	fail := d.begin(opShutdown)
+	if dev.ID == "" {
+		return crash(opShutdown, fmt.Errorf("demo: no device id"))
+	}
+	d.mu.Lock()
+	rec := d.adoptLocked(dev.ID, stateBooted)
+	running := rec != nil && (rec.state == stateBooted || rec.state == stateBooting)
+	d.mu.Unlock()
+	if rec == nil {
+		return crash(opShutdown, fmt.Errorf("demo: device %s was deleted", dev.ID))
+	}
+	wait := time.Duration(0)
+	if running {
+		wait = d.stopTime()
+	}
+	if err := run(ctx, opShutdown, wait, fail); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rec, ok := d.devices[dev.ID]; ok && running {
+		d.freePort(dev.ID, rec)
+		rec.state = stateShutdown
+	}
+	return nil
+}
+
+// Destroy deletes the device after ReclaimTime/4, stopping it first if it
+// runs. A device that does not exist is already what the caller wants, so it
+// is not an error; that lets the core retry a destroy that failed half way.
+func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
+	fail := d.begin(opDestroy)
+	wait := time.Duration(0)
+	if d.exists(dev.ID) {
+		wait = d.stopTime()
+	}
+	if err := run(ctx, opDestroy, wait, fail); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rec, ok := d.devices[dev.ID]; ok {
+		d.freePort(dev.ID, rec)
+		delete(d.devices, dev.ID)
+	}
+	d.gone[dev.ID] = true
+	return nil
+}
+
+// adoptLocked returns the record of device id, creating it in state s when
+// this driver has never seen it. Demo devices live only in memory, so after
+// a daemon restart the registry names devices this driver instance never
+// created; like a real simulator that survived the restart, they exist.
+// An adopted Android device that is running gets a console port.
+// A device this driver destroyed stays gone.
+func (d *Driver) adoptLocked(id string, s devState) *device {
+	if rec, ok := d.devices[id]; ok {
+		return rec
+	}
+	if d.gone[id] {
+		return nil
+	}
+	rec := &device{state: s}
+	d.devices[id] = rec
+	if s == stateBooted && d.platform == contract.PlatformAndroid {
+		if port, ok := d.takePort(id); ok {
+			rec.port = port
+		}
+	}
+	return rec
+}
+
+func (d *Driver) stopTime() time.Duration { return d.reclaimTime / 4 }
+
+func (d *Driver) exists(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.devices[id]
+	return ok
+}
+
+// Estimate returns the configured time of op; the spec makes no difference.
+func (d *Driver) Estimate(op driver.Operation, _ contract.DeviceSpec) time.Duration {
+	switch op {
+	case driver.OpProvision:
+		return d.provisionTime
+	case driver.OpBoot:
+		return d.bootTime
+	case driver.OpReclaim:
+		return d.reclaimTime
+	}
+	return 0
+}
+
+// ListCatalog returns a deep copy of the catalog, so a caller that changes it
+// changes neither the driver nor later answers.
+func (d *Driver) ListCatalog(context.Context) (driver.Catalog, error) {
+	return cloneCatalog(d.catalog), nil
+}
+
+// LeaseEnvironment marks the lease as served by the demo driver. A real
+// driver gives the environment its platform tools need; simulated devices
+// need no tools.
+func (d *Driver) LeaseEnvironment() map[string]string {
+	return map[string]string{"SIMLOCK_DEMO": "1"}
+}
+
+// begin counts a call of op and says whether that call is to fail.
+func (d *Driver) begin(op string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls[op]++
+	n := d.calls[op]
+	if d.failAt[op][n] {
+		delete(d.failAt[op], n)
+		return true
+	}
+	return d.alwaysFail[op]
+}
+
+// run waits dur as op and then fails if the call was picked to fail.
+func run(ctx context.Context, op string, dur time.Duration, fail bool) error {
+	if err := sleep(ctx, dur); err != nil {
+		return crash(op, err)
+	}
+	if fail {
+		return crash(op, ErrInjected)
+	}
+	return nil
+}
+
+// sleep uses a timer rather than time.Sleep so that a done context ends the
+// wait, and so that testing/synctest sees a durably blocked goroutine.
+func sleep(ctx context.Context, dur time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if dur <= 0 {
+		return nil
+	}
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("demo: %w", ctx.Err())
+	}
+}
+
+func crash(op string, err error) error { return &driver.CrashError{Op: op, Err: err} }
+
+func cloneCatalog(c driver.Catalog) driver.Catalog {
+	cloneLists := func(m map[string][]string) map[string][]string {
+		out := make(map[string][]string, len(m))
+		for k, v := range m {
+			out[k] = slices.Clone(v)
+		}
+		return out
+	}
+	defaults := make(map[contract.DeviceClass][]string, len(c.ClassDefaults))
+	for k, v := range c.ClassDefaults {
+		defaults[k] = slices.Clone(v)
+	}
+	return driver.Catalog{
+		Platform:       c.Platform,
+		Models:         slices.Clone(c.Models),
+		Runtimes:       slices.Clone(c.Runtimes),
+		DefaultRuntime: c.DefaultRuntime,
+		ModelRuntimes:  cloneLists(c.ModelRuntimes),
+		ModelAliases:   cloneLists(c.ModelAliases),
+		ModelClasses:   maps.Clone(c.ModelClasses),
+		ClassDefaults:  defaults,
+	}
+}

@@ -1,0 +1,84 @@
+// Package driver is the port between simlock's core and the code that runs
+// platform tools. A Driver serves one platform; it creates, boots, cleans,
+// shuts down and deletes devices that simlock owns, and answers what the
+// platform offers. Drivers are the only code that runs simctl, adb and their
+// kin; the core never does.
+//
+// Implementations must be safe for concurrent use: the core calls one driver
+// for several devices at once, but never twice at once for the same device.
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Driver serves one platform.
+type Driver interface {
+	// Name names the implementation ("demo", "ios", "android"); status shows it.
+	Name() string
+	// Platform is the platform served.
+	Platform() contract.Platform
+	// ResolveSpec turns an exact request (a model, maybe an OS version) into
+	// the spec to provision. It never downloads. An unknown model is
+	// *UnknownModelError; an OS version not installed is *RuntimeMissingError.
+	ResolveSpec(ctx context.Context, req Request) (contract.DeviceSpec, error)
+	// Provision creates a device. It is not booted.
+	Provision(ctx context.Context, spec contract.DeviceSpec) (Device, error)
+	// MakeReady boots the device and waits until it is usable. The returned
+	// Device carries the address to use now; it may change at every boot.
+	MakeReady(ctx context.Context, dev Device) (Device, error)
+	// Reclaim cleans a device after a lease and says what state it is left in.
+	Reclaim(ctx context.Context, dev Device) (ReclaimResult, error)
+	// Shutdown stops a running device; a stopped one is not an error.
+	Shutdown(ctx context.Context, dev Device) error
+	// Destroy shuts the device down and deletes it.
+	Destroy(ctx context.Context, dev Device) error
+	// Estimate is how long an operation usually takes, for ETAs.
+	Estimate(op Operation, spec contract.DeviceSpec) time.Duration
+	// ListCatalog says what models and runtimes the platform offers. It is a
+	// read; it never downloads.
+	ListCatalog(ctx context.Context) (Catalog, error)
+	// LeaseEnvironment is the environment a lease holder needs to reach its
+	// device with the platform's tools.
+	LeaseEnvironment() map[string]string
+}
+
+// Request is an exact request: the core has already turned a class into a
+// model.
+type Request struct {
+	Platform  contract.Platform
+	Model     string
+	OSVersion string
+}
+
+// Device is a device as the driver knows it. Data is the driver's own and is
+// stored opaquely by the core.
+type Device struct {
+	ID      string          `json:"id"`
+	Address string          `json:"address,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// ReclaimResult says where a reclaim left the device.
+type ReclaimResult struct {
+	// State is contract.DeviceReady or contract.DeviceShutdown.
+	State    contract.DeviceState
+	Strategy string
+}
+
+// Operation names an operation whose duration Estimate predicts.
+type Operation string
+
+// The estimated operations.
+const (
+	OpProvision Operation = "provision"
+	OpBoot      Operation = "boot"
+	OpReclaim   Operation = "reclaim"
+)
+
+// Catalog is what a platform offers.
+type Catalog = contract.Catalog

@@ -1,0 +1,79 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// UnknownModelError: the platform has no such model.
+type UnknownModelError struct {
+	Platform contract.Platform
+	Model    string
+}
+
+func (e *UnknownModelError) Error() string {
+	return fmt.Sprintf("unknown %s model: %s", e.Platform, e.Model)
+}
+
+// RuntimeMissingError: no installed runtime serves the request.
+type RuntimeMissingError struct {
+	Platform  contract.Platform
+	OSVersion string
+	// Downloadable says a download of Component would help.
+	Downloadable bool
+	Component    string
+}
+
+func (e *RuntimeMissingError) Error() string {
+	return fmt.Sprintf("no %s runtime %s is installed", e.Platform, e.OSVersion)
+}
+
+// BootTimeoutError: the device did not become ready in time.
+type BootTimeoutError struct {
+	DeviceID string
+	After    string
+}
+
+func (e *BootTimeoutError) Error() string {
+	return fmt.Sprintf("device %s did not become ready within %s", e.DeviceID, e.After)
+}
+
+// CrashError: a platform tool failed or timed out.
+type CrashError struct {
+	Op  string
+	Err error
+}
+
+func (e *CrashError) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *CrashError) Unwrap() error { return e.Err }
+
+// ContractError maps a driver error to the contract error a caller sees.
+// Errors that already carry a code keep it; unknown failures are INTERNAL.
+func ContractError(err error) *contract.Error {
+	var (
+		unknown *UnknownModelError
+		missing *RuntimeMissingError
+		boot    *BootTimeoutError
+		cerr    *contract.Error
+	)
+	switch {
+	case errors.As(err, &cerr):
+		return cerr
+	case errors.As(err, &unknown):
+		return contract.Errorf(contract.CodeUnknownModel, "%s", unknown.Error()).
+			With("platform", unknown.Platform).With("model", unknown.Model)
+	case errors.As(err, &missing):
+		e := contract.Errorf(contract.CodeRuntimeMissing, "%s", missing.Error()).
+			With("platform", missing.Platform).With("osVersion", missing.OSVersion).
+			With("downloadable", missing.Downloadable)
+		if missing.Component != "" {
+			e = e.With("component", missing.Component)
+		}
+		return e
+	case errors.As(err, &boot):
+		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", "boot-timeout")
+	}
+	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
+}

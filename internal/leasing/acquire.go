@@ -1,0 +1,656 @@
+package leasing
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// Acquire asks for a device and waits until one is granted, the request
+// fails, or ctx ends. Progress is called with each step of the wait; it must
+// not block. When ctx ends while the request waits in the queue, the request
+// is withdrawn (cancelled); when it ends while a device is being started for
+// it, the device is kept for the next requester and no lease is made.
+func (e *Engine) Acquire(ctx context.Context, c Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
+	if progress == nil {
+		progress = func(contract.LeaseProgress) {}
+	}
+	r, err := e.submit(ctx, c, in, progress)
+	if err != nil {
+		return contract.LeaseGrant{}, err
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		e.abandon(r)
+		<-r.done
+	}
+	if r.err != nil {
+		return contract.LeaseGrant{}, r.err
+	}
+	return *r.grant, nil
+}
+
+func (e *Engine) ttlFor(ms int64, field string) (time.Duration, *contract.Error) {
+	if ms == 0 {
+		return e.opts.DefaultTTL, nil
+	}
+	ttl := time.Duration(ms) * time.Millisecond
+	if ttl > e.opts.MaxTTL {
+		return 0, contract.BadRequest(field, "must be at most lease.maxTtlMs (%d), got %d", e.opts.MaxTTL.Milliseconds(), ms).
+			With("maxTtlMs", e.opts.MaxTTL.Milliseconds())
+	}
+	return ttl, nil
+}
+
+// submit stores the request, resolves what it needs and puts it in line.
+func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*request, error) {
+	ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
+	if cerr != nil {
+		return nil, cerr
+	}
+	requester := in.RequesterID
+	if requester == "" {
+		requester = c.Principal
+	}
+	if requester == "" {
+		return nil, contract.BadRequest("requesterId", "is required when the session has no principal")
+	}
+	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion}
+	drv, cerr := e.driverFor(in.Platform)
+
+	e.mu.Lock()
+	if e.stopping || !e.started {
+		e.mu.Unlock()
+		return nil, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	}
+	if in.IdempotencyKey != "" {
+		for _, r := range e.requests {
+			if r.rec.RequesterID == requester && r.rec.IdempotencyKey == in.IdempotencyKey {
+				defer e.mu.Unlock()
+				if r.rec.Spec != spec {
+					return nil, contract.Errorf(contract.CodeIdempotencyConflict, "idempotency key %q was used for a different request", in.IdempotencyKey)
+				}
+				r.progress = append(r.progress, progress)
+				progress(r.last)
+				return r, nil
+			}
+		}
+	}
+	if existing := e.activeForLocked(requester); existing != nil {
+		e.mu.Unlock()
+		return nil, existing
+	}
+	r := &request{
+		rec: contract.LeaseRequestRecord{
+			ID: newID("req_"), RequesterID: requester, OwnerID: c.Principal, IdempotencyKey: in.IdempotencyKey,
+			Spec: spec, State: contract.RequestQueued, CreatedAt: now(),
+			Policy: contract.WaitPolicy{NoWait: in.NoWait, TimeoutMs: in.TimeoutMs, TTLMs: ttl.Milliseconds()},
+		},
+		progress: []func(contract.LeaseProgress){progress},
+		done:     make(chan struct{}),
+	}
+	if r.rec.OwnerID == "" {
+		r.rec.OwnerID = requester
+	}
+	tx := e.begin()
+	tx.putRequest(r)
+	tx.event("lease.requested", map[string]any{
+		"requestId": r.rec.ID, "requestSpec": spec, "requester": requester,
+		"waitPolicy": r.rec.Policy,
+	})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	e.requests[r.rec.ID] = r
+	cat := e.catalogs[in.Platform]
+	e.mu.Unlock()
+
+	// Resolving may ask the driver, which can be slow: not under the lock.
+	if cerr == nil {
+		r.want = core.WantOf(spec, cat)
+		r.spec, cerr = e.resolve(ctx, drv, r.want, cat)
+	}
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cerr != nil {
+		e.settleLocked(r, nil, cerr, "unresolvable-spec")
+		return r, nil
+	}
+	if r.rec.State.Terminal() { // cancelled while resolving
+		return r, nil
+	}
+	e.queue = append(e.queue, r)
+	e.serveQueueLocked()
+	if r.rec.State == contract.RequestQueued && in.NoWait {
+		e.failQueuedLocked(r, contract.Errorf(contract.CodeNoCapacity, "no %s device is free and capacity is full", in.Platform).
+			With("platform", in.Platform), "no-wait")
+		return r, nil
+	}
+	e.reportPositionsLocked()
+	if r.rec.State == contract.RequestQueued {
+		tx := e.begin()
+		tx.event("lease.queued", map[string]any{"requestId": r.rec.ID, "queuePosition": r.rec.QueuePosition})
+		_, _ = e.commitLocked(tx)
+		if in.TimeoutMs > 0 {
+			r.timer = time.AfterFunc(time.Duration(in.TimeoutMs)*time.Millisecond, func() { e.timeout(r) })
+		}
+	}
+	return r, nil
+}
+
+// activeForLocked finds the requester's active lease or open request.
+func (e *Engine) activeForLocked(requester string) *contract.Error {
+	for _, l := range e.leases {
+		if l.RequesterID == requester {
+			return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds lease %s; release it first", requester, l.ID).
+				With("requesterId", requester).With("existingLeaseId", l.ID)
+		}
+	}
+	for _, r := range e.requests {
+		if r.rec.RequesterID == requester {
+			return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has request %s waiting", requester, r.rec.ID).
+				With("requesterId", requester).With("existingRequestId", r.rec.ID)
+		}
+	}
+	return nil
+}
+
+// resolve picks the spec a new device for w would have: the first model in
+// preference order that the driver accepts.
+func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, cat driver.Catalog) (contract.DeviceSpec, *contract.Error) {
+	models := core.ModelsFor(w, cat)
+	if len(models) == 0 {
+		return contract.DeviceSpec{}, contract.Errorf(contract.CodeUnknownModel, "no %s model of class %s is available", w.Platform, w.Class).
+			With("platform", w.Platform).With("class", w.Class)
+	}
+	var first error
+	for _, m := range models {
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: w.OSVersion})
+		if err == nil {
+			return spec, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return contract.DeviceSpec{}, e.errorf(first)
+}
+
+// plan is what serving one waiter does now.
+type plan struct {
+	grant     string // idle ready device to grant
+	boot      string // shut-down device to boot
+	provision bool
+	evict     string // idle device to shut down first, freeing a running slot
+	destroy   string // idle device to delete first, freeing a device slot
+	block     core.Block
+}
+
+func (p plan) waits() bool { return p.grant == "" && p.boot == "" && !p.provision }
+
+// planLocked decides how to serve r: an idle ready device, else boot a
+// shut-down one, else create one (making room by shutting down or deleting
+// the least recently used idle device), else wait.
+func (e *Engine) planLocked(r *request) plan {
+	cat := e.catalogs[r.want.Platform]
+	var ready, shut []*store.Device
+	for id, d := range e.devices {
+		if e.claims[id] != "" || !core.Fits(specOf(d), r.want, cat) {
+			continue
+		}
+		switch d.State {
+		case contract.DeviceReady:
+			ready = append(ready, d)
+		case contract.DeviceShutdown:
+			shut = append(shut, d)
+		}
+	}
+	if len(ready) > 0 {
+		sort.Slice(ready, func(i, j int) bool { return ready[i].LastUsedAt > ready[j].LastUsedAt })
+		return plan{grant: ready[0].ID}
+	}
+	u := e.usageLocked()
+	p := r.want.Platform
+	lim := e.opts.Limits
+	if len(shut) > 0 {
+		sort.Slice(shut, func(i, j int) bool { return shut[i].LastUsedAt > shut[j].LastUsedAt })
+		block := core.CanStart(lim, u, p)
+		if block == core.BlockNone {
+			return plan{boot: shut[0].ID}
+		}
+		if victim := e.idleLocked(contract.DeviceReady, p, block.Global(), ""); victim != "" {
+			return plan{boot: shut[0].ID, evict: victim}
+		}
+		return plan{block: block}
+	}
+	pl := plan{provision: true}
+	if block := core.CanCreate(lim, u, p); block != core.BlockNone {
+		// Room for one more device: delete an idle one of this platform.
+		victim := e.idleLocked(contract.DeviceShutdown, p, false, "")
+		if victim == "" {
+			victim = e.idleLocked(contract.DeviceReady, p, false, "")
+		}
+		if victim == "" || block == core.BlockRAM {
+			return plan{block: block}
+		}
+		pl.destroy = victim
+		if e.devices[victim].State == contract.DeviceReady {
+			return pl // deleting a running device frees its running slot too
+		}
+	}
+	if block := core.CanStart(lim, u, p); block != core.BlockNone {
+		victim := e.idleLocked(contract.DeviceReady, p, block.Global(), pl.destroy)
+		if victim == "" {
+			return plan{block: block}
+		}
+		pl.evict = victim
+	}
+	return pl
+}
+
+// idleLocked picks the least recently used unclaimed, unleased device in
+// state s, of platform p (or of any platform when anyPlatform).
+func (e *Engine) idleLocked(s contract.DeviceState, p contract.Platform, anyPlatform bool, except string) string {
+	var best *store.Device
+	for id, d := range e.devices {
+		if id == except || d.State != s || e.claims[id] != "" || (!anyPlatform && d.Platform != p) {
+			continue
+		}
+		if best == nil || d.LastUsedAt < best.LastUsedAt {
+			best = d
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.ID
+}
+
+func specOf(d *store.Device) contract.DeviceSpec {
+	return contract.DeviceSpec{Platform: d.Platform, Model: d.Model, OSVersion: d.OSVersion}
+}
+
+// serveLocked serves waiters in arrival order. A waiter that must wait
+// blocks those behind it that want the same platform (or, when the limit it
+// hit is machine-wide, everyone behind it): the head is never bypassed.
+func (e *Engine) serveLocked() {
+	e.serveQueueLocked()
+	e.reportPositionsLocked()
+}
+
+// serveQueueLocked is serveLocked without telling waiters their places.
+func (e *Engine) serveQueueLocked() {
+	if e.stopping {
+		return
+	}
+	globalBlocked := false
+	blocked := map[contract.Platform]bool{}
+	for _, r := range append([]*request(nil), e.queue...) {
+		if globalBlocked || blocked[r.want.Platform] {
+			continue
+		}
+		p := e.planLocked(r)
+		if p.waits() {
+			if p.block.Global() {
+				globalBlocked = true
+			}
+			blocked[r.want.Platform] = true
+			continue
+		}
+		e.removeFromQueueLocked(r)
+		if p.grant != "" {
+			e.grantLocked(r, p.grant, contract.SourceWarm)
+			continue
+		}
+		e.startLocked(r, p)
+	}
+}
+
+func (e *Engine) removeFromQueueLocked(r *request) {
+	for i, q := range e.queue {
+		if q == r {
+			e.queue = append(e.queue[:i], e.queue[i+1:]...)
+			break
+		}
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// reportPositionsLocked tells each waiter its place when it changed, and
+// what it waits on when that is a device being cleaned.
+func (e *Engine) reportPositionsLocked() {
+	pos := 0
+	for _, r := range e.queue {
+		pos++
+		if r.rec.QueuePosition != pos {
+			r.rec.QueuePosition = pos
+			r.rec.Stage = contract.StageQueued
+		}
+		prog := contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: pos}
+		if pos == 1 {
+			if eta, ok := e.reclaimEtaLocked(r); ok {
+				prog = contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: eta}
+			}
+		}
+		if prog.Stage != r.last.Stage || prog.QueuePosition != r.last.QueuePosition {
+			e.pushLocked(r, prog)
+		}
+	}
+}
+
+// reclaimEtaLocked reports how long until a device being cleaned that fits r
+// is back, when there is one.
+func (e *Engine) reclaimEtaLocked(r *request) (int64, bool) {
+	cat := e.catalogs[r.want.Platform]
+	for _, d := range e.devices {
+		if d.State == contract.DeviceReclaiming && core.Fits(specOf(d), r.want, cat) {
+			eta := d.StateSince + e.estimate(d.Platform, driver.OpReclaim, specOf(d)) - now()
+			return max(eta, 0), true
+		}
+	}
+	return 0, false
+}
+
+func (e *Engine) pushLocked(r *request, p contract.LeaseProgress) {
+	r.last = p
+	r.rec.Stage = p.Stage
+	for _, f := range r.progress {
+		f(p)
+	}
+}
+
+// startLocked reserves what plan p needs for r and starts the driver work.
+func (e *Engine) startLocked(r *request, p plan) {
+	tx := e.begin()
+	r.rec.State = contract.RequestStarting
+	r.rec.QueuePosition = 0
+	tx.putRequest(r)
+	devID := p.boot
+	if p.provision {
+		devID = newID("dev_")
+		t := now()
+		tx.putDevice(store.Device{
+			ID: devID, Platform: r.spec.Platform, Model: r.spec.Model, OSVersion: r.spec.OSVersion,
+			Driver: e.opts.Drivers[r.spec.Platform].Name(), State: contract.DeviceProvisioning,
+			CreatedAt: t, StateSince: t, LastUsedAt: t,
+		})
+	}
+	e.claims[devID] = "boot"
+	if p.evict != "" {
+		e.claims[p.evict] = "eviction"
+	}
+	if p.destroy != "" {
+		e.claims[p.destroy] = "destroy"
+	}
+	if _, err := e.commitLocked(tx); err != nil {
+		delete(e.claims, devID)
+		delete(e.claims, p.evict)
+		delete(e.claims, p.destroy)
+		e.settleLocked(r, nil, contract.AsError(err), "internal")
+		return
+	}
+	e.goWork(func() { e.runStart(r, devID, p) })
+}
+
+// runStart makes room, then creates and/or boots the device, then grants it.
+func (e *Engine) runStart(r *request, devID string, p plan) {
+	ctx := e.ctx
+	if p.destroy != "" {
+		e.removeDevice(ctx, p.destroy, "capacity")
+	}
+	if p.evict != "" {
+		e.shutdownDevice(ctx, p.evict, "eviction")
+	}
+	e.mu.Lock()
+	dev := *e.devices[devID]
+	e.mu.Unlock()
+	drv := e.opts.Drivers[dev.Platform]
+	spec := specOf(&dev)
+	dd := driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData}
+	source := contract.SourceBooted
+	started := time.Now()
+	if p.provision {
+		source = contract.SourceProvisioned
+		e.progress(r, contract.LeaseProgress{Stage: contract.StageProvisioning,
+			EtaMs: e.estimate(dev.Platform, driver.OpProvision, spec) + e.estimate(dev.Platform, driver.OpBoot, spec)})
+		var err error
+		dd, err = drv.Provision(ctx, spec)
+		if err != nil {
+			e.startFailed(r, devID, true, err)
+			return
+		}
+		e.mu.Lock()
+		d := *e.devices[devID]
+		d.DriverDeviceID, d.Address, d.DriverData = dd.ID, dd.Address, dd.Data
+		tx := e.begin()
+		tx.putDevice(d)
+		tx.event("device.provisioned", map[string]any{
+			"deviceId": devID, "spec": spec, "driver": drv.Name(), "duration": time.Since(started).Milliseconds(),
+		})
+		_, err = e.commitLocked(tx)
+		e.mu.Unlock()
+		if err != nil {
+			e.startFailed(r, devID, true, err)
+			return
+		}
+	}
+	e.progress(r, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: e.estimate(dev.Platform, driver.OpBoot, spec)})
+	bootStart := time.Now()
+	ready, err := drv.MakeReady(ctx, dd)
+	if err != nil {
+		e.startFailed(r, devID, p.provision, err)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.claims, devID)
+	d := *e.devices[devID]
+	d.Address, d.DriverData = ready.Address, ready.Data
+	if d.DriverData == nil {
+		d.DriverData = dd.Data
+	}
+	tx := e.begin()
+	tx.putDevice(d)
+	tx.setState(devID, contract.DeviceReady)
+	tx.event("device.ready", map[string]any{"deviceId": devID, "bootDuration": time.Since(bootStart).Milliseconds()})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.settleLocked(r, nil, contract.AsError(err), "internal")
+		return
+	}
+	if r.abandoned || r.rec.State.Terminal() {
+		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+		e.serveLocked()
+		return
+	}
+	e.grantLocked(r, devID, source)
+	e.serveLocked()
+}
+
+// progress pushes a stage to r's requesters from outside the lock.
+func (e *Engine) progress(r *request, p contract.LeaseProgress) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !r.rec.State.Terminal() {
+		e.pushLocked(r, p)
+	}
+}
+
+// startFailed settles r with the driver's error and disposes of the device.
+func (e *Engine) startFailed(r *request, devID string, created bool, err error) {
+	cerr := e.errorf(err)
+	e.log.Warn("device start failed", "deviceId", devID, "requestId", r.rec.ID, "err", err)
+	e.mu.Lock()
+	if created {
+		e.claims[devID] = "destroy"
+		e.goWork(func() { e.destroyAbandoned(devID) })
+	} else {
+		delete(e.claims, devID)
+	}
+	reason := "boot-failed"
+	if cerr.Details["reason"] == "boot-timeout" {
+		reason = "boot-timeout"
+	}
+	e.settleLocked(r, nil, cerr, reason)
+	e.serveLocked()
+	e.mu.Unlock()
+}
+
+// grantLocked leases device devID to r.
+func (e *Engine) grantLocked(r *request, devID string, source contract.GrantSource) {
+	d := e.devices[devID]
+	t := now()
+	ttl := r.rec.Policy.TTLMs
+	lease := store.Lease{
+		LeaseRecord: contract.LeaseRecord{
+			ID: newID("lse_"), DeviceID: devID, RequesterID: r.rec.RequesterID, OwnerID: r.rec.OwnerID,
+			GrantedAt: t, TTLMs: ttl, LastRenewedAt: t, TTLDeadline: t + ttl,
+		},
+		RequestID: r.rec.ID,
+	}
+	spec := specOf(d)
+	drv := e.opts.Drivers[d.Platform]
+	prov, boot, recl := e.estimate(d.Platform, driver.OpProvision, spec), e.estimate(d.Platform, driver.OpBoot, spec), e.estimate(d.Platform, driver.OpReclaim, spec)
+	grant := contract.LeaseGrant{
+		Device: contract.GrantDevice{ID: devID, DriverDeviceID: d.DriverDeviceID, Spec: spec, Address: d.Address, Mode: "full"},
+		Lease:  lease.LeaseRecord,
+		Timing: contract.Timing{EstimatedProvisionMs: prov, EstimatedBootMs: boot, EstimatedReclaimMs: recl,
+			EstimatedReadyMs: prov + boot},
+		Environment: map[string]string{},
+		RequestID:   r.rec.ID,
+		Source:      source,
+	}
+	if drv != nil {
+		for k, v := range drv.LeaseEnvironment() {
+			grant.Environment[k] = v
+		}
+	}
+	tx := e.begin()
+	nd := tx.setState(devID, contract.DeviceLeased)
+	nd.LastUsedAt = t
+	tx.putDevice(nd)
+	tx.putLease(lease)
+	r.rec.State, r.rec.Stage, r.rec.QueuePosition = contract.RequestGranted, "", 0
+	r.rec.SettledAt, r.rec.LeaseID, r.rec.Grant = t, lease.ID, &grant
+	tx.putRequest(r)
+	tx.event("lease.granted", map[string]any{
+		"leaseId": lease.ID, "deviceId": devID, "requester": r.rec.RequesterID, "requestId": r.rec.ID, "source": source,
+	})
+	if _, err := e.commitLocked(tx); err != nil {
+		r.rec.State = contract.RequestStarting
+		e.settleLocked(r, nil, contract.AsError(err), "internal")
+		return
+	}
+	e.armLocked(e.leases[lease.ID])
+	r.grant = &grant
+	e.finishLocked(r)
+}
+
+// settleLocked ends an open request with an error (grants go through
+// grantLocked), committing the record and a lease.rejected event.
+func (e *Engine) settleLocked(r *request, _ *contract.LeaseGrant, cerr *contract.Error, reason string) {
+	if _, open := e.requests[r.rec.ID]; !open {
+		return
+	}
+	e.removeFromQueueLocked(r)
+	state := contract.RequestFailed
+	if reason == "cancelled" {
+		state = contract.RequestCancelled
+	}
+	r.rec.State, r.rec.Stage, r.rec.QueuePosition, r.rec.SettledAt, r.rec.Error = state, "", 0, now(), cerr
+	tx := e.begin()
+	tx.putRequest(r)
+	tx.event("lease.rejected", map[string]any{
+		"requestId": r.rec.ID, "requester": r.rec.RequesterID, "requestSpec": r.rec.Spec, "reason": reason,
+		"code": cerr.Code,
+	})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.log.Error("could not record settled request", "requestId", r.rec.ID, "err", err)
+	}
+	r.err = cerr
+	e.finishLocked(r)
+}
+
+func (e *Engine) finishLocked(r *request) {
+	delete(e.requests, r.rec.ID)
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	close(r.done)
+}
+
+// failQueuedLocked fails a waiting request and lets the queue move.
+func (e *Engine) failQueuedLocked(r *request, cerr *contract.Error, reason string) {
+	e.settleLocked(r, nil, cerr, reason)
+	e.reportPositionsLocked()
+}
+
+func (e *Engine) timeout(r *request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.rec.State != contract.RequestQueued {
+		return
+	}
+	if _, open := e.requests[r.rec.ID]; !open {
+		return
+	}
+	e.failQueuedLocked(r, contract.Errorf(contract.CodeQueueTimeout, "no device was free within %s",
+		time.Duration(r.rec.Policy.TimeoutMs)*time.Millisecond).With("requestId", r.rec.ID), "timeout")
+	e.serveLocked()
+}
+
+// abandon is called when a requester stops waiting.
+func (e *Engine) abandon(r *request) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, open := e.requests[r.rec.ID]; !open {
+		return
+	}
+	if len(r.progress) > 1 {
+		// Another caller joined with the same idempotency key and still
+		// waits; only that caller's interest ends.
+		r.progress = r.progress[:len(r.progress)-1]
+	}
+	switch r.rec.State {
+	case contract.RequestQueued:
+		e.failQueuedLocked(r, contract.Errorf(contract.CodeCancelled, "the requester stopped waiting"), "cancelled")
+		e.serveLocked()
+	case contract.RequestStarting:
+		r.abandoned = true
+	}
+}
+
+// Cancel withdraws a waiting request, named by id or by requester.
+func (e *Engine) Cancel(c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	requester := in.RequesterID
+	if requester == "" && in.RequestID == "" {
+		requester = c.Principal
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var found *request
+	for _, r := range e.requests {
+		if (in.RequestID != "" && r.rec.ID == in.RequestID) || (in.RequestID == "" && r.rec.RequesterID == requester) {
+			found = r
+			break
+		}
+	}
+	if found == nil || (!c.Admin && found.rec.OwnerID != c.Principal && found.rec.RequesterID != c.Principal) {
+		return contract.LeaseCancelResult{Outcome: contract.CancelNotFound}, nil
+	}
+	if found.rec.State != contract.RequestQueued {
+		return contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: found.rec.ID}, nil
+	}
+	e.failQueuedLocked(found, contract.Errorf(contract.CodeCancelled, "the request was cancelled"), "cancelled")
+	e.serveLocked()
+	return contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: found.rec.ID}, nil
+}

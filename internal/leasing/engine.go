@@ -1,0 +1,318 @@
+// Package leasing is simlock's lease engine: it grants devices to requesters,
+// keeps the fair wait queue, renews, releases and expires leases, and drives
+// the drivers to create, boot and clean devices.
+//
+// One Engine owns every device, lease and open request of a daemon. Each
+// decision runs under the engine's lock and commits to the store in one
+// transaction before anyone is answered; events are published only after
+// that commit. Driver work (provisioning, booting, reclaiming) runs outside
+// the lock in goroutines the engine tracks, so a slow simulator never blocks
+// other requesters. All exported methods are safe for concurrent use.
+package leasing
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// Store is the persistence the engine needs.
+type Store interface {
+	// Commit writes one decision atomically and returns its events with
+	// their seqs.
+	Commit(ctx context.Context, c store.Change) ([]contract.Event, error)
+	// Load reads the registry at startup.
+	Load(ctx context.Context) (store.Snapshot, error)
+}
+
+// Lease-end reasons.
+const (
+	ReasonExplicit   = "explicit"
+	ReasonExpired    = "expired"
+	ReasonKilled     = "killed"
+	ReasonDeviceLost = "device-lost"
+)
+
+// Options configure an Engine. Store and Limits are required.
+type Options struct {
+	Store   Store
+	Drivers map[contract.Platform]driver.Driver
+	Limits  core.Limits
+	// DefaultTTL and MaxTTL bound lease lifetimes.
+	DefaultTTL, MaxTTL time.Duration
+	Logger             *slog.Logger
+	// Publish receives committed events in order. It must not block.
+	Publish func(...contract.Event)
+	// LeaseEnded is told when the daemon (not the holder) ends a lease, so
+	// the holder can be told at once. It must not block.
+	LeaseEnded func(lease contract.LeaseRecord, reason string)
+}
+
+// Caller is who calls an operation.
+type Caller struct {
+	Principal string
+	Admin     bool
+}
+
+// Engine is the lease engine. Make one with New, then Start it.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+
+	// ctx bounds driver work; cancel ends it at Close.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// work tracks background driver work (starts and reclaims).
+	work sync.WaitGroup
+
+	mu sync.Mutex
+	// mu guards the fields below.
+	devices   map[string]*store.Device
+	leases    map[string]*store.Lease // active only
+	byDevice  map[string]string       // device id -> active lease id
+	requests  map[string]*request     // open requests
+	queue     []*request              // waiting, in arrival order
+	claims    map[string]string       // device id -> operation in flight
+	timers    map[string]*time.Timer  // lease id -> expiry timer
+	catalogs  map[contract.Platform]driver.Catalog
+	lastCap   string
+	lastDepth int
+	started   bool
+	stopping  bool
+}
+
+// request is an open lease request and the requesters waiting on it.
+type request struct {
+	rec      contract.LeaseRequestRecord
+	want     core.Want
+	spec     contract.DeviceSpec // resolved spec to create, when one is needed
+	progress []func(contract.LeaseProgress)
+	done     chan struct{}
+	grant    *contract.LeaseGrant
+	err      *contract.Error
+	timer    *time.Timer
+	// abandoned marks a request whose requester went away while its device
+	// was being started; the device is kept, the grant is not made.
+	abandoned bool
+	last      contract.LeaseProgress
+	// Releasing is the device shut down to make room for this request.
+	releasing string
+}
+
+// New makes an engine. It does nothing until Start.
+func New(opts Options) *Engine {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Publish == nil {
+		opts.Publish = func(...contract.Event) {}
+	}
+	if opts.LeaseEnded == nil {
+		opts.LeaseEnded = func(contract.LeaseRecord, string) {}
+	}
+	if opts.DefaultTTL <= 0 {
+		opts.DefaultTTL = 15 * time.Minute
+	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = 4 * time.Hour
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Engine{
+		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
+		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
+		requests: map[string]*request{}, claims: map[string]string{}, timers: map[string]*time.Timer{},
+		catalogs: map[contract.Platform]driver.Catalog{},
+	}
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// Start loads the registry and converges it: requests left open by the last
+// run fail as daemon-restarted, leases get their expiry timers back (a
+// deadline that passed while the daemon was down expires now), devices left
+// mid-creation are removed and devices left mid-clean are cleaned again.
+func (e *Engine) Start(ctx context.Context) error {
+	for p, d := range e.opts.Drivers {
+		cat, err := d.ListCatalog(ctx)
+		if err != nil {
+			e.log.Warn("catalog unreadable", "platform", p, "err", err)
+			continue
+		}
+		e.catalogs[p] = cat
+	}
+	snap, err := e.opts.Store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load registry: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range snap.Devices {
+		d := snap.Devices[i]
+		e.devices[d.ID] = &d
+	}
+	for i := range snap.Leases {
+		l := snap.Leases[i]
+		e.leases[l.ID] = &l
+		e.byDevice[l.DeviceID] = l.ID
+	}
+	tx := e.begin()
+	for _, rec := range snap.Requests {
+		rec.State = contract.RequestFailed
+		rec.SettledAt = now()
+		rec.Stage = ""
+		rec.Error = contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon restarted while this request was open")
+		tx.change.Requests = append(tx.change.Requests, rec)
+		tx.event("lease.rejected", map[string]any{
+			"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": "daemon-restarted",
+		})
+	}
+	var reclaim, remove []string
+	for id, d := range e.devices {
+		switch d.State {
+		case contract.DeviceProvisioning:
+			remove = append(remove, id)
+		case contract.DeviceReclaiming:
+			if _, leased := e.byDevice[id]; !leased {
+				reclaim = append(reclaim, id)
+			}
+		case contract.DeviceLeased:
+			if _, leased := e.byDevice[id]; !leased {
+				// A leased device with no lease cannot be handed out as it
+				// is: clean it first.
+				nd := *d
+				nd.State = contract.DeviceReclaiming
+				nd.StateSince = now()
+				tx.putDevice(nd)
+				reclaim = append(reclaim, id)
+			}
+		}
+	}
+	tx.event("daemon.started", map[string]any{"limits": e.opts.Limits})
+	if _, err := e.commitLocked(tx); err != nil {
+		return err
+	}
+	e.started = true
+	for _, id := range remove {
+		e.claims[id] = "destroy"
+		e.goWork(func() { e.destroyAbandoned(id) })
+	}
+	for _, id := range reclaim {
+		e.startReclaimLocked(id)
+	}
+	t := time.Now()
+	var expired []string
+	for id, l := range e.leases {
+		if l.TTLDeadline <= t.UnixMilli() {
+			expired = append(expired, id)
+			continue
+		}
+		e.armLocked(l)
+	}
+	sort.Strings(expired)
+	for _, id := range expired {
+		e.expireLocked(id)
+	}
+	return nil
+}
+
+// goWork runs f as tracked background work.
+func (e *Engine) goWork(f func()) {
+	e.work.Add(1)
+	go func() {
+		defer e.work.Done()
+		f()
+	}()
+}
+
+// Shutdown stops taking requests, fails the ones still waiting with
+// DAEMON_STOPPING, and waits for driver work in flight (reclaims included)
+// until ctx ends; then it cancels what is left.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.stopping = true
+	waiting := slices.Clone(e.queue)
+	for _, r := range waiting {
+		e.failQueuedLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping"), "daemon-stopping")
+	}
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		e.work.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("driver work still in flight: %w", ctx.Err())
+	}
+	e.Close()
+	return err
+}
+
+// Close cancels driver work and stops every timer without waiting.
+func (e *Engine) Close() {
+	e.cancel()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopping = true
+	for id, t := range e.timers {
+		t.Stop()
+		delete(e.timers, id)
+	}
+	for _, r := range e.requests {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+	}
+}
+
+// Wait blocks until background driver work has finished. Tests use it.
+func (e *Engine) Wait() { e.work.Wait() }
+
+func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error) {
+	d, ok := e.opts.Drivers[p]
+	if !ok {
+		return nil, contract.Errorf(contract.CodeNoDriver, "no driver serves %s on this machine", p).With("platform", p)
+	}
+	return d, nil
+}
+
+func (e *Engine) estimate(p contract.Platform, op driver.Operation, spec contract.DeviceSpec) int64 {
+	d, ok := e.opts.Drivers[p]
+	if !ok {
+		return 0
+	}
+	return d.Estimate(op, spec).Milliseconds()
+}
+
+func marshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err))
+	}
+	return b
+}
+
+func (e *Engine) errorf(err error) *contract.Error { return driver.ContractError(err) }
+
+var errStopping = errors.New("engine stopping")

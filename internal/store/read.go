@@ -1,0 +1,234 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// defaultLimit bounds a read whose caller gave no limit, so that an API call
+// cannot pull the whole history into memory.
+const defaultLimit = 1000
+
+// Load returns what a starting daemon needs to resume: the live devices, the
+// active leases and the open requests, as of one committed state.
+func (db *DB) Load(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	// One read transaction, so the three lists agree with each other even if
+	// a commit lands between the queries.
+	tx, err := db.r.BeginTx(ctx, nil)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("store: load: %w", err)
+	}
+	defer tx.Rollback()
+
+	if s.Devices, err = loadDevices(ctx, tx); err != nil {
+		return Snapshot{}, fmt.Errorf("store: load: devices: %w", err)
+	}
+	if s.Leases, err = loadLeases(ctx, tx); err != nil {
+		return Snapshot{}, fmt.Errorf("store: load: leases: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT record FROM lease_requests
+WHERE state NOT IN `+terminalStates+` ORDER BY created_at, rowid`)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
+	}
+	if s.Requests, err = scanRecords(rows); err != nil {
+		return Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
+	}
+	return s, nil
+}
+
+func loadDevices(ctx context.Context, tx *sql.Tx) ([]Device, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, platform, model, os_version, driver,
+	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at
+FROM devices WHERE state <> ? ORDER BY created_at, id`, string(contract.DeviceDeleted))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ds []Device
+	for rows.Next() {
+		var d Device
+		var data sql.NullString
+		if err := rows.Scan(&d.ID, &d.Platform, &d.Model, &d.OSVersion, &d.Driver,
+			&d.DriverDeviceID, &d.Address, &data, &d.State, &d.CreatedAt, &d.StateSince,
+			&d.LastUsedAt); err != nil {
+			return nil, err
+		}
+		if data.Valid {
+			d.DriverData = json.RawMessage(data.String)
+		}
+		ds = append(ds, d)
+	}
+	return ds, rows.Err()
+}
+
+func loadLeases(ctx context.Context, tx *sql.Tx) ([]Lease, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, device_id, request_id, requester_id, owner_id,
+	granted_at, ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason
+FROM leases WHERE ended_at = 0 ORDER BY granted_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ls []Lease
+	for rows.Next() {
+		var l Lease
+		if err := rows.Scan(&l.ID, &l.DeviceID, &l.RequestID, &l.RequesterID, &l.OwnerID,
+			&l.GrantedAt, &l.TTLMs, &l.LastRenewedAt, &l.TTLDeadline, &l.EndedAt,
+			&l.EndReason); err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, rows.Err()
+}
+
+// Request returns the request with the given id, and whether there is one.
+func (db *DB) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	r, ok, err := db.oneRecord(ctx, `SELECT record FROM lease_requests WHERE id = ?`, id)
+	if err != nil {
+		return contract.LeaseRequestRecord{}, false, fmt.Errorf("store: request %s: %w", id, err)
+	}
+	return r, ok, nil
+}
+
+// RequestByKey returns the request requesterID made with idempotency key key,
+// and whether there is one. An empty key matches nothing: requests without a
+// key are never the same request.
+func (db *DB) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
+	if key == "" {
+		return contract.LeaseRequestRecord{}, false, nil
+	}
+	r, ok, err := db.oneRecord(ctx,
+		`SELECT record FROM lease_requests WHERE requester_id = ? AND idempotency_key = ?`,
+		requesterID, key)
+	if err != nil {
+		return contract.LeaseRequestRecord{}, false, fmt.Errorf("store: request by key: %w", err)
+	}
+	return r, ok, nil
+}
+
+func (db *DB) oneRecord(ctx context.Context, query string, args ...any) (contract.LeaseRequestRecord, bool, error) {
+	var rec string
+	err := db.r.QueryRowContext(ctx, query, args...).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return contract.LeaseRequestRecord{}, false, nil
+	}
+	if err != nil {
+		return contract.LeaseRequestRecord{}, false, err
+	}
+	var r contract.LeaseRequestRecord
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return contract.LeaseRequestRecord{}, false, err
+	}
+	return r, true, nil
+}
+
+// Requests returns up to limit requests, open or settled, newest first.
+// limit <= 0 means 1000.
+func (db *DB) Requests(ctx context.Context, limit int) ([]contract.LeaseRequestRecord, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	rows, err := db.r.QueryContext(ctx,
+		`SELECT record FROM lease_requests ORDER BY created_at DESC, rowid DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: requests: %w", err)
+	}
+	rs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: requests: %w", err)
+	}
+	return rs, nil
+}
+
+// scanRecords decodes a result set of record columns and closes it.
+func scanRecords(rows *sql.Rows) ([]contract.LeaseRequestRecord, error) {
+	defer rows.Close()
+	var rs []contract.LeaseRequestRecord
+	for rows.Next() {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
+			return nil, err
+		}
+		var r contract.LeaseRequestRecord
+		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, rows.Err()
+}
+
+// Events returns events oldest first. With SinceTs or AfterSeq set it returns
+// the oldest Limit events that match, so a reader can page forward by seq.
+// With neither set it returns the newest Limit events, which is what a reader
+// without a cursor wants to see.
+func (db *DB) Events(ctx context.Context, q EventQuery) ([]contract.Event, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	const cols = `SELECT seq, id, timestamp, event, payload FROM events`
+	var (
+		query string
+		args  []any
+	)
+	switch {
+	case q.SinceTs > 0 || q.AfterSeq > 0:
+		where := ` WHERE 1`
+		if q.SinceTs > 0 {
+			where += ` AND timestamp >= ?`
+			args = append(args, q.SinceTs)
+		}
+		if q.AfterSeq > 0 {
+			where += ` AND seq > ?`
+			args = append(args, q.AfterSeq)
+		}
+		query = cols + where + ` ORDER BY seq LIMIT ?`
+		args = append(args, limit)
+	default:
+		query = `SELECT * FROM (` + cols + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+		args = []any{limit}
+	}
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	defer rows.Close()
+	var es []contract.Event
+	for rows.Next() {
+		var e contract.Event
+		var payload sql.NullString
+		if err := rows.Scan(&e.Seq, &e.ID, &e.Timestamp, &e.Event, &payload); err != nil {
+			return nil, fmt.Errorf("store: events: %w", err)
+		}
+		if payload.Valid {
+			e.Payload = json.RawMessage(payload.String)
+		}
+		es = append(es, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	return es, nil
+}
+
+// LastSeq returns the highest seq ever assigned, or 0 if no event was ever
+// appended. It is read from SQLite's AUTOINCREMENT counter rather than the
+// events table so that pruning can never move it backwards.
+func (db *DB) LastSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := db.r.QueryRowContext(ctx,
+		`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("store: last seq: %w", err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,974 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func openAt(t testing.TB, path string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", path, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openTemp(t testing.TB) (*DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	return openAt(t, path), path
+}
+
+func commit(t testing.TB, db *DB, c Change) []contract.Event {
+	t.Helper()
+	evs, err := db.Commit(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	return evs
+}
+
+func load(t testing.TB, db *DB) Snapshot {
+	t.Helper()
+	s, err := db.Load(context.Background())
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return s
+}
+
+// count reads a table size directly, for rows no API method returns.
+func count(t testing.TB, db *DB, table string) int {
+	t.Helper()
+	var n int
+	if err := db.r.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+func userVersion(t testing.TB, path string) int {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var v int
+	if err := raw.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func device(id string, createdAt int64) Device {
+	return Device{
+		ID:             id,
+		Platform:       contract.PlatformIOS,
+		Model:          "iPhone 16",
+		OSVersion:      "18.2",
+		Driver:         "simctl",
+		DriverDeviceID: "UDID-" + id,
+		Address:        "127.0.0.1:5555",
+		DriverData:     json.RawMessage(`{"runtime":"com.apple.CoreSimulator.SimRuntime.iOS-18-2","cloned":true}`),
+		State:          contract.DeviceReady,
+		CreatedAt:      createdAt,
+		StateSince:     createdAt + 1,
+		LastUsedAt:     createdAt + 2,
+	}
+}
+
+func lease(id, deviceID string, grantedAt int64) Lease {
+	return Lease{
+		LeaseRecord: contract.LeaseRecord{
+			ID:            id,
+			DeviceID:      deviceID,
+			RequesterID:   "agent-1",
+			OwnerID:       "owner-1",
+			GrantedAt:     grantedAt,
+			TTLMs:         60_000,
+			LastRenewedAt: grantedAt + 5,
+			TTLDeadline:   grantedAt + 60_005,
+		},
+		RequestID: "req-for-" + id,
+	}
+}
+
+func request(id string, state contract.RequestState, createdAt int64) contract.LeaseRequestRecord {
+	r := contract.LeaseRequestRecord{
+		ID:          id,
+		RequesterID: "agent-1",
+		OwnerID:     "owner-1",
+		Spec:        contract.RequestSpec{Platform: contract.PlatformAndroid, Class: contract.ClassPhone, OSVersion: "15"},
+		State:       state,
+		CreatedAt:   createdAt,
+		Policy:      contract.WaitPolicy{TimeoutMs: 30_000, TTLMs: 60_000},
+	}
+	switch state {
+	case contract.RequestQueued:
+		r.Stage = contract.StageQueued
+		r.QueuePosition = 2
+	case contract.RequestStarting:
+		r.Stage = contract.StageBooting
+	}
+	if state.Terminal() {
+		r.SettledAt = createdAt + 10
+	}
+	return r
+}
+
+func event(id string, ts int64) NewEvent {
+	return NewEvent{ID: id, Timestamp: ts, Event: "lease.renewed", Payload: json.RawMessage(`{"id":"` + id + `"}`)}
+}
+
+func TestFreshDatabaseMigrates(t *testing.T) {
+	db, path := openTemp(t)
+	entries, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".sql") {
+			want++
+		}
+	}
+	if want == 0 {
+		t.Fatal("no migrations found")
+	}
+	if got := userVersion(t, path); got != want {
+		t.Errorf("user_version = %d, want %d (number of migrations)", got, want)
+	}
+	for _, table := range []string{"devices", "leases", "lease_requests", "events"} {
+		if n := count(t, db, table); n != 0 {
+			t.Errorf("fresh table %s has %d rows", table, n)
+		}
+	}
+	var mode string
+	if err := db.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+	var fk, sync int
+	if err := db.w.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.w.QueryRow("PRAGMA synchronous").Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if fk != 1 || sync != 1 {
+		t.Errorf("foreign_keys = %d, synchronous = %d; want 1 (on), 1 (NORMAL)", fk, sync)
+	}
+}
+
+func TestReopenIsIdempotent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, db, Change{Devices: []Device{device("d1", 100)}, Events: []NewEvent{event("e1", 100)}})
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v1 := userVersion(t, path)
+	for i := 0; i < 2; i++ {
+		db, err := Open(context.Background(), path)
+		if err != nil {
+			t.Fatalf("reopen %d: %v", i, err)
+		}
+		s := load(t, db)
+		if len(s.Devices) != 1 || s.Devices[0].ID != "d1" {
+			t.Errorf("reopen %d: devices = %+v, want d1", i, s.Devices)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v2 := userVersion(t, path); v2 != v1 {
+		t.Errorf("user_version changed on reopen: %d -> %d", v1, v2)
+	}
+}
+
+func TestPathIsNotADSN(t *testing.T) {
+	// A '?' in the path must name a file, not start driver options.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "odd?_txlock=bogus#name %.db")
+	db := openAt(t, path)
+	commit(t, db, Change{Devices: []Device{device("d1", 1)}})
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("database not at the given path: %v", err)
+	}
+}
+
+func TestCommitRoundTrip(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+
+	d1, d2 := device("d1", 200), device("d2", 100)
+	d2.Platform = contract.PlatformAndroid
+	d2.DriverData = nil
+	d2.State = contract.DeviceLeased
+
+	l1 := lease("l1", "d2", 500)
+	l2 := lease("l2", "d1", 400)
+
+	queued := request("r-queued", contract.RequestQueued, 300)
+	queued.IdempotencyKey = "k1"
+	starting := request("r-starting", contract.RequestStarting, 200)
+	failed := request("r-failed", contract.RequestFailed, 150)
+	failed.Error = contract.Errorf(contract.CodeQueueTimeout, "no device in %dms", 30000).With("requestId", "r-failed")
+	granted := request("r-granted", contract.RequestGranted, 100)
+	granted.LeaseID = "l1"
+	granted.Grant = &contract.LeaseGrant{
+		Device: contract.GrantDevice{
+			ID: "d2", DriverDeviceID: "emulator-5554",
+			Spec:    contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "15"},
+			Address: "127.0.0.1:5554", Mode: "headless",
+		},
+		Lease:       l1.LeaseRecord,
+		Timing:      contract.Timing{EstimatedProvisionMs: 1, EstimatedBootMs: 2, EstimatedReclaimMs: 3, EstimatedReadyMs: 4},
+		Environment: map[string]string{"ANDROID_SERIAL": "emulator-5554"},
+		RequestID:   "r-granted",
+		Source:      contract.SourceWarm,
+	}
+
+	evs := []NewEvent{event("e1", 1000), event("e2", 1001), {ID: "e3", Timestamp: 1002, Event: "device.ready"}}
+	got := commit(t, db, Change{
+		Devices:  []Device{d1, d2},
+		Leases:   []Lease{l1, l2},
+		Requests: []contract.LeaseRequestRecord{queued, starting, granted, failed},
+		Events:   evs,
+	})
+
+	if len(got) != len(evs) {
+		t.Fatalf("Commit returned %d events, want %d", len(got), len(evs))
+	}
+	for i, e := range got {
+		want := contract.Event{ID: evs[i].ID, Seq: int64(i + 1), Timestamp: evs[i].Timestamp, Event: evs[i].Event, Payload: evs[i].Payload}
+		if !reflect.DeepEqual(e, want) {
+			t.Errorf("event %d = %+v, want %+v", i, e, want)
+		}
+	}
+
+	s := load(t, db)
+	if want := []Device{d2, d1}; !reflect.DeepEqual(s.Devices, want) { // by created_at
+		t.Errorf("devices:\n got %+v\nwant %+v", s.Devices, want)
+	}
+	if want := []Lease{l2, l1}; !reflect.DeepEqual(s.Leases, want) { // by granted_at
+		t.Errorf("leases:\n got %+v\nwant %+v", s.Leases, want)
+	}
+	if want := []contract.LeaseRequestRecord{starting, queued}; !reflect.DeepEqual(s.Requests, want) { // by created_at, open only
+		t.Errorf("requests:\n got %+v\nwant %+v", s.Requests, want)
+	}
+
+	// The settled request is not in the snapshot but is kept whole.
+	r, ok, err := db.Request(ctx, "r-granted")
+	if err != nil || !ok {
+		t.Fatalf("Request(r-granted) = ok %v, err %v", ok, err)
+	}
+	if !reflect.DeepEqual(r, granted) {
+		t.Errorf("granted request:\n got %+v\nwant %+v", r, granted)
+	}
+	if r.Grant == nil || r.Grant.Environment["ANDROID_SERIAL"] != "emulator-5554" {
+		t.Errorf("grant lost: %+v", r.Grant)
+	}
+	r, ok, err = db.Request(ctx, "r-failed")
+	if err != nil || !ok || !reflect.DeepEqual(r, failed) {
+		t.Errorf("Request(r-failed) = %+v, %v, %v; want %+v", r, ok, err, failed)
+	}
+	if r.Error == nil || r.Error.Code != contract.CodeQueueTimeout || r.Error.Details["requestId"] != "r-failed" {
+		t.Errorf("error lost: %+v", r.Error)
+	}
+	if _, ok, err := db.Request(ctx, "nope"); ok || err != nil {
+		t.Errorf("Request(nope) = ok %v, err %v; want not found", ok, err)
+	}
+
+	stored, err := db.Events(ctx, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stored, got) {
+		t.Errorf("stored events:\n got %+v\nwant %+v", stored, got)
+	}
+}
+
+func TestCommitUpdates(t *testing.T) {
+	db, _ := openTemp(t)
+	d := device("d1", 100)
+	l := lease("l1", "d1", 100)
+	r := request("r1", contract.RequestQueued, 100)
+	commit(t, db, Change{Devices: []Device{d}, Leases: []Lease{l}, Requests: []contract.LeaseRequestRecord{r}})
+
+	d.State = contract.DeviceLeased
+	d.DriverData = json.RawMessage(`[1,2,3]`)
+	l.LastRenewedAt, l.TTLDeadline = 900, 60_900
+	r.State, r.Stage, r.QueuePosition = contract.RequestStarting, contract.StageProvisioning, 0
+	commit(t, db, Change{Devices: []Device{d}, Leases: []Lease{l}, Requests: []contract.LeaseRequestRecord{r}})
+
+	s := load(t, db)
+	if !reflect.DeepEqual(s.Devices, []Device{d}) {
+		t.Errorf("devices = %+v, want %+v", s.Devices, d)
+	}
+	if !reflect.DeepEqual(s.Leases, []Lease{l}) {
+		t.Errorf("leases = %+v, want %+v", s.Leases, l)
+	}
+	if !reflect.DeepEqual(s.Requests, []contract.LeaseRequestRecord{r}) {
+		t.Errorf("requests = %+v, want %+v", s.Requests, r)
+	}
+}
+
+func TestEndedAndSettledAreNotLoaded(t *testing.T) {
+	db, _ := openTemp(t)
+	active := lease("active", "d1", 100)
+	ended := lease("ended", "d1", 50)
+	ended.EndedAt, ended.EndReason = 150, "released"
+	deleted := device("gone", 10)
+	deleted.State = contract.DeviceDeleted
+	var reqs []contract.LeaseRequestRecord
+	for i, st := range []contract.RequestState{contract.RequestQueued, contract.RequestStarting,
+		contract.RequestGranted, contract.RequestFailed, contract.RequestCancelled} {
+		reqs = append(reqs, request(string(st), st, int64(i)))
+	}
+	commit(t, db, Change{
+		Devices:  []Device{device("d1", 1), deleted},
+		Leases:   []Lease{active, ended},
+		Requests: reqs,
+	})
+
+	s := load(t, db)
+	if len(s.Devices) != 1 || s.Devices[0].ID != "d1" {
+		t.Errorf("devices = %+v, want only d1", s.Devices)
+	}
+	if len(s.Leases) != 1 || s.Leases[0].ID != "active" {
+		t.Errorf("leases = %+v, want only active", s.Leases)
+	}
+	var ids []string
+	for _, r := range s.Requests {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"queued", "starting"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("requests = %v, want %v", ids, want)
+	}
+
+	// Ending an active lease in a later commit drops it from the snapshot.
+	active.EndedAt, active.EndReason = 300, "expired"
+	commit(t, db, Change{Leases: []Lease{active}})
+	if s := load(t, db); len(s.Leases) != 0 {
+		t.Errorf("leases after ending = %+v, want none", s.Leases)
+	}
+}
+
+func TestTerminalStatesMatchContract(t *testing.T) {
+	all := []contract.RequestState{contract.RequestQueued, contract.RequestStarting,
+		contract.RequestGranted, contract.RequestFailed, contract.RequestCancelled}
+	for _, s := range all {
+		in := strings.Contains(terminalStates, "'"+string(s)+"'")
+		if in != s.Terminal() {
+			t.Errorf("state %q: in terminalStates = %v, Terminal() = %v", s, in, s.Terminal())
+		}
+	}
+}
+
+func TestFailedCommitLeavesNothing(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	commit(t, db, Change{Devices: []Device{device("before", 1)}})
+
+	r := request("r1", contract.RequestQueued, 1)
+	r.IdempotencyKey = "k"
+	_, err := db.Commit(ctx, Change{
+		Devices:  []Device{device("d1", 2)},
+		Leases:   []Lease{lease("l1", "d1", 2)},
+		Requests: []contract.LeaseRequestRecord{r},
+		Events:   []NewEvent{event("dup", 2), event("other", 2), event("dup", 3)},
+	})
+	if err == nil {
+		t.Fatal("Commit with duplicate event ids succeeded")
+	}
+	if !strings.HasPrefix(err.Error(), "store: commit: ") {
+		t.Errorf("error %q lacks the store: commit: prefix", err)
+	}
+
+	s := load(t, db)
+	if len(s.Devices) != 1 || s.Devices[0].ID != "before" {
+		t.Errorf("devices = %+v, want only the earlier one", s.Devices)
+	}
+	if len(s.Leases) != 0 || len(s.Requests) != 0 {
+		t.Errorf("leases %+v, requests %+v survived a failed commit", s.Leases, s.Requests)
+	}
+	if _, ok, _ := db.RequestByKey(ctx, "agent-1", "k"); ok {
+		t.Error("request survived a failed commit")
+	}
+	if evs, _ := db.Events(ctx, EventQuery{}); len(evs) != 0 {
+		t.Errorf("events survived a failed commit: %+v", evs)
+	}
+	if seq, _ := db.LastSeq(ctx); seq != 0 {
+		t.Errorf("LastSeq = %d after a failed commit, want 0", seq)
+	}
+
+	// The writer is usable afterwards, and the rolled-back seqs are reused.
+	got := commit(t, db, Change{Events: []NewEvent{event("dup", 4)}})
+	if len(got) != 1 || got[0].Seq != 1 {
+		t.Errorf("commit after failure = %+v, want seq 1", got)
+	}
+}
+
+func TestCommitRejectsBadInput(t *testing.T) {
+	db, _ := openTemp(t)
+	bad := device("d1", 1)
+	bad.DriverData = json.RawMessage(`{not json`)
+	for name, c := range map[string]Change{
+		"device data":   {Devices: []Device{bad}},
+		"event payload": {Events: []NewEvent{{ID: "e", Payload: json.RawMessage(`{`)}}},
+		"empty id":      {Events: []NewEvent{{ID: ""}}},
+		"unknown device": {Leases: []Lease{lease("l1", "no-such-device", 1)},
+			Events: []NewEvent{event("e1", 1)}},
+	} {
+		if _, err := db.Commit(context.Background(), c); err == nil {
+			t.Errorf("%s: Commit succeeded", name)
+		}
+	}
+	if n := count(t, db, "events") + count(t, db, "devices") + count(t, db, "leases"); n != 0 {
+		t.Errorf("%d rows written by rejected commits", n)
+	}
+}
+
+func TestEmptyCommit(t *testing.T) {
+	db, _ := openTemp(t)
+	evs, err := db.Commit(context.Background(), Change{})
+	if evs != nil || err != nil {
+		t.Errorf("empty Commit = %v, %v; want nil, nil", evs, err)
+	}
+}
+
+func TestEventSeqsIncrease(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	var last int64
+	for i := 0; i < 5; i++ {
+		got := commit(t, db, Change{Events: []NewEvent{
+			event(fmt.Sprintf("a%d", i), int64(i)), event(fmt.Sprintf("b%d", i), int64(i)),
+		}})
+		for _, e := range got {
+			if e.Seq <= last {
+				t.Fatalf("seq %d after %d", e.Seq, last)
+			}
+			last = e.Seq
+		}
+		seq, err := db.LastSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seq != last {
+			t.Errorf("LastSeq = %d, want %d", seq, last)
+		}
+	}
+}
+
+func TestEventsQuery(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	if seq, err := db.LastSeq(ctx); seq != 0 || err != nil {
+		t.Errorf("LastSeq on empty = %d, %v; want 0", seq, err)
+	}
+	// Ten events, timestamps deliberately not in seq order for two of them,
+	// to tell a timestamp filter from a seq filter.
+	ts := []int64{100, 200, 300, 400, 500, 450, 700, 800, 900, 1000}
+	var in []NewEvent
+	for i, t := range ts {
+		in = append(in, event(fmt.Sprintf("e%d", i+1), t))
+	}
+	all := commit(t, db, Change{Events: in})
+
+	seqs := func(es []contract.Event) []int64 {
+		var s []int64
+		for _, e := range es {
+			s = append(s, e.Seq)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		q    EventQuery
+		want []int64
+	}{
+		{"all", EventQuery{}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"newest limit", EventQuery{Limit: 3}, []int64{8, 9, 10}},
+		{"since", EventQuery{SinceTs: 450}, []int64{5, 6, 7, 8, 9, 10}},
+		{"since limit takes oldest", EventQuery{SinceTs: 450, Limit: 2}, []int64{5, 6}},
+		{"after seq", EventQuery{AfterSeq: 7}, []int64{8, 9, 10}},
+		{"after seq limit takes oldest", EventQuery{AfterSeq: 2, Limit: 3}, []int64{3, 4, 5}},
+		{"since and after", EventQuery{SinceTs: 460, AfterSeq: 5}, []int64{7, 8, 9, 10}},
+		{"after last", EventQuery{AfterSeq: 10}, nil},
+	} {
+		got, err := db.Events(ctx, tc.q)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !reflect.DeepEqual(seqs(got), tc.want) {
+			t.Errorf("%s: seqs = %v, want %v", tc.name, seqs(got), tc.want)
+		}
+		for _, e := range got {
+			if !reflect.DeepEqual(e, all[e.Seq-1]) {
+				t.Errorf("%s: event %+v, want %+v", tc.name, e, all[e.Seq-1])
+			}
+		}
+	}
+}
+
+func TestEventsDefaultLimit(t *testing.T) {
+	db, _ := openTemp(t)
+	const n = defaultLimit + 5
+	in := make([]NewEvent, n)
+	for i := range in {
+		in[i] = event(fmt.Sprintf("e%d", i), int64(i+1))
+	}
+	commit(t, db, Change{Events: in})
+	for _, q := range []EventQuery{{}, {AfterSeq: 1}} {
+		got, err := db.Events(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1000 {
+			t.Fatalf("%+v: %d events, want 1000", q, len(got))
+		}
+		first := int64(n - 1000 + 1) // newest 1000
+		if q.AfterSeq > 0 {
+			first = 2 // oldest 1000 after seq 1
+		}
+		if got[0].Seq != first || got[999].Seq != first+999 {
+			t.Errorf("%+v: seqs %d..%d, want %d..%d", q, got[0].Seq, got[999].Seq, first, first+999)
+		}
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	a := request("a", contract.RequestQueued, 1)
+	a.IdempotencyKey = "k"
+	otherRequester := request("b", contract.RequestQueued, 2)
+	otherRequester.RequesterID, otherRequester.IdempotencyKey = "agent-2", "k"
+	noKey1, noKey2 := request("n1", contract.RequestQueued, 3), request("n2", contract.RequestQueued, 4)
+	commit(t, db, Change{Requests: []contract.LeaseRequestRecord{a, otherRequester, noKey1, noKey2}})
+
+	got, ok, err := db.RequestByKey(ctx, "agent-1", "k")
+	if err != nil || !ok || !reflect.DeepEqual(got, a) {
+		t.Errorf("RequestByKey(agent-1, k) = %+v, %v, %v; want a", got, ok, err)
+	}
+	got, ok, err = db.RequestByKey(ctx, "agent-2", "k")
+	if err != nil || !ok || got.ID != "b" {
+		t.Errorf("RequestByKey(agent-2, k) = %+v, %v, %v; want b", got, ok, err)
+	}
+	for _, q := range [][2]string{{"agent-1", "other"}, {"agent-3", "k"}, {"agent-1", ""}} {
+		if _, ok, err := db.RequestByKey(ctx, q[0], q[1]); ok || err != nil {
+			t.Errorf("RequestByKey(%q, %q) = ok %v, err %v; want not found", q[0], q[1], ok, err)
+		}
+	}
+
+	// Re-committing the same request with its key is an update, not a clash.
+	a.State = contract.RequestStarting
+	commit(t, db, Change{Requests: []contract.LeaseRequestRecord{a}})
+
+	dup := request("c", contract.RequestQueued, 5)
+	dup.IdempotencyKey = "k"
+	if _, err := db.Commit(ctx, Change{Requests: []contract.LeaseRequestRecord{dup}}); err == nil {
+		t.Error("second request with the same requester and key was accepted")
+	}
+	if _, ok, _ := db.Request(ctx, "c"); ok {
+		t.Error("the clashing request was stored")
+	}
+	got, _, _ = db.RequestByKey(ctx, "agent-1", "k")
+	if got.ID != "a" || got.State != contract.RequestStarting {
+		t.Errorf("key now maps to %+v, want a (starting)", got)
+	}
+}
+
+func TestRequestsNewestFirst(t *testing.T) {
+	db, _ := openTemp(t)
+	commit(t, db, Change{Requests: []contract.LeaseRequestRecord{
+		request("mid", contract.RequestGranted, 200),
+		request("new", contract.RequestQueued, 300),
+		request("old", contract.RequestFailed, 100),
+	}})
+	for _, tc := range []struct {
+		limit int
+		want  []string
+	}{{0, []string{"new", "mid", "old"}}, {2, []string{"new", "mid"}}} {
+		rs, err := db.Requests(context.Background(), tc.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+		if !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("Requests(%d) = %v, want %v", tc.limit, ids, tc.want)
+		}
+	}
+}
+
+func TestPruneRequests(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	// settled_at = created_at + 10 for terminal requests.
+	commit(t, db, Change{Requests: []contract.LeaseRequestRecord{
+		request("open-old", contract.RequestQueued, 1),
+		request("open-older", contract.RequestStarting, 0),
+		request("t100", contract.RequestGranted, 90),
+		request("t200", contract.RequestFailed, 190),
+		request("t300", contract.RequestCancelled, 290),
+		request("t400", contract.RequestGranted, 390),
+		request("t500", contract.RequestGranted, 490),
+	}})
+	ids := func() []string {
+		rs, err := db.Requests(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, r := range rs {
+			s = append(s, r.ID)
+		}
+		return s
+	}
+
+	// By age only: settled before 250 goes, open ones stay however old.
+	n, err := db.PruneRequests(ctx, 250, 0)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneRequests(250, 0) = %d, %v; want 2", n, err)
+	}
+	if want := []string{"t500", "t400", "t300", "open-old", "open-older"}; !reflect.DeepEqual(ids(), want) {
+		t.Errorf("after age prune: %v, want %v", ids(), want)
+	}
+
+	// By count: 5 records, keep 4 → the longest-settled terminal one goes.
+	n, err = db.PruneRequests(ctx, 0, 4)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneRequests(0, 4) = %d, %v; want 1", n, err)
+	}
+	if want := []string{"t500", "t400", "open-old", "open-older"}; !reflect.DeepEqual(ids(), want) {
+		t.Errorf("after count prune: %v, want %v", ids(), want)
+	}
+
+	// A cap below the number of open requests removes every settled one and
+	// no open one.
+	n, err = db.PruneRequests(ctx, 0, 1)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneRequests(0, 1) = %d, %v; want 2", n, err)
+	}
+	if want := []string{"open-old", "open-older"}; !reflect.DeepEqual(ids(), want) {
+		t.Errorf("after tight prune: %v, want %v", ids(), want)
+	}
+	if s := load(t, db); len(s.Requests) != 2 {
+		t.Errorf("open requests after prune = %d, want 2", len(s.Requests))
+	}
+}
+
+func TestPruneRequestsBothRules(t *testing.T) {
+	db, _ := openTemp(t)
+	var rs []contract.LeaseRequestRecord
+	for i := 0; i < 6; i++ { // settled at 10, 110, ..., 510
+		rs = append(rs, request(fmt.Sprintf("t%d", i), contract.RequestGranted, int64(i*100)))
+	}
+	commit(t, db, Change{Requests: rs})
+	// Age removes t0, t1; count then trims 4 → 3 by removing t2.
+	n, err := db.PruneRequests(context.Background(), 200, 3)
+	if err != nil || n != 3 {
+		t.Fatalf("PruneRequests(200, 3) = %d, %v; want 3", n, err)
+	}
+	for id, want := range map[string]bool{"t2": false, "t3": true, "t5": true} {
+		if _, ok, _ := db.Request(context.Background(), id); ok != want {
+			t.Errorf("%s present = %v, want %v", id, ok, want)
+		}
+	}
+}
+
+func TestPruneEvents(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	var in []NewEvent
+	for i := 0; i < 10; i++ {
+		in = append(in, event(fmt.Sprintf("e%d", i), int64(i)))
+	}
+	commit(t, db, Change{Events: in})
+
+	if n, err := db.PruneEvents(ctx, 0); n != 0 || err != nil {
+		t.Errorf("PruneEvents(0) = %d, %v; want a no-op", n, err)
+	}
+	n, err := db.PruneEvents(ctx, 3)
+	if err != nil || n != 7 {
+		t.Fatalf("PruneEvents(3) = %d, %v; want 7", n, err)
+	}
+	got, err := db.Events(ctx, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Seq != 8 || got[2].Seq != 10 {
+		t.Errorf("kept %+v, want seqs 8..10", got)
+	}
+	if n, err := db.PruneEvents(ctx, 3); n != 0 || err != nil {
+		t.Errorf("second PruneEvents(3) = %d, %v; want 0", n, err)
+	}
+
+	// Emptying the table must not let seqs go back.
+	if _, err := db.w.Exec("DELETE FROM events"); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _ := db.LastSeq(ctx); seq != 10 {
+		t.Errorf("LastSeq after emptying = %d, want 10", seq)
+	}
+	if got := commit(t, db, Change{Events: []NewEvent{event("next", 11)}}); got[0].Seq != 11 {
+		t.Errorf("next seq = %d, want 11", got[0].Seq)
+	}
+}
+
+func TestPruneLeases(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	active := lease("active", "d1", 1)
+	early := lease("early", "d1", 1)
+	early.EndedAt = 100
+	late := lease("late", "d1", 1)
+	late.EndedAt = 300
+	commit(t, db, Change{Devices: []Device{device("d1", 0)}, Leases: []Lease{active, early, late}})
+
+	n, err := db.PruneLeases(ctx, 200)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneLeases(200) = %d, %v; want 1", n, err)
+	}
+	if c := count(t, db, "leases"); c != 2 {
+		t.Errorf("%d leases left, want 2", c)
+	}
+	n, err = db.PruneLeases(ctx, 1<<62)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneLeases(max) = %d, %v; want 1 (late)", n, err)
+	}
+	if s := load(t, db); len(s.Leases) != 1 || s.Leases[0].ID != "active" {
+		t.Errorf("leases = %+v, want active kept", s.Leases)
+	}
+}
+
+func TestNewerDatabaseRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	known := userVersion(t, path)
+
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec("PRAGMA user_version = 999"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	db, err = Open(context.Background(), path)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open accepted a database from a newer schema version")
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "version 999") || !strings.Contains(msg, fmt.Sprintf("version %d", known)) {
+		t.Errorf("error %q does not name both versions (999 and %d)", msg, known)
+	}
+	if v := userVersion(t, path); v != 999 {
+		t.Errorf("refused database's user_version changed to %d", v)
+	}
+}
+
+func TestDurableAcrossClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := crashChange()
+	commit(t, db, c)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkCrashChange(t, openAt(t, path), c)
+}
+
+// TestDurableAcrossKill commits in a child process, kills it with SIGKILL
+// without letting it close anything, and checks the commit is there.
+func TestDurableAcrossKill(t *testing.T) {
+	const envPath = "SIMLOCK_STORE_CRASH_CHILD"
+	if path := os.Getenv(envPath); path != "" {
+		db, err := Open(context.Background(), path)
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(1)
+		}
+		if _, err := db.Commit(context.Background(), crashChange()); err != nil {
+			fmt.Println("commit:", err)
+			os.Exit(1)
+		}
+		fmt.Println("committed")
+		// Hold the database open until killed.
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		os.Exit(1)
+	}
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDurableAcrossKill$")
+	cmd.Env = append(os.Environ(), envPath+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "committed" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child said %q", line)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// The WAL was never checkpointed: the commit lives only there.
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Errorf("no WAL left behind by the killed process: %v", err)
+	}
+	checkCrashChange(t, openAt(t, path), crashChange())
+}
+
+func crashChange() Change {
+	r := request("r1", contract.RequestQueued, 5)
+	r.IdempotencyKey = "k1"
+	return Change{
+		Devices:  []Device{device("d1", 1)},
+		Leases:   []Lease{lease("l1", "d1", 2)},
+		Requests: []contract.LeaseRequestRecord{r},
+		Events:   []NewEvent{event("e1", 3), event("e2", 4)},
+	}
+}
+
+func checkCrashChange(t *testing.T, db *DB, c Change) {
+	t.Helper()
+	s := load(t, db)
+	if !reflect.DeepEqual(s.Devices, c.Devices) || !reflect.DeepEqual(s.Leases, c.Leases) ||
+		!reflect.DeepEqual(s.Requests, c.Requests) {
+		t.Errorf("after reopen:\n got %+v\nwant %+v", s, c)
+	}
+	evs, err := db.Events(context.Background(), EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != len(c.Events) {
+		t.Errorf("after reopen: %d events, want %d", len(evs), len(c.Events))
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	commit(t, db, Change{Devices: []Device{device("d1", 0)}})
+	const writers, perWriter = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perWriter*2)
+	seqs := make(chan int64, writers*perWriter)
+	for w := 0; w < writers; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				l := lease(fmt.Sprintf("l%d", w), "d1", int64(i))
+				evs, err := db.Commit(ctx, Change{Leases: []Lease{l}, Events: []NewEvent{event(fmt.Sprintf("w%d-%d", w, i), int64(i))}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				seqs <- evs[0].Seq
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				if _, err := db.Load(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := db.Events(ctx, EventQuery{Limit: 10}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	close(seqs)
+	for err := range errs {
+		t.Error(err)
+	}
+	seen := map[int64]bool{}
+	for s := range seqs {
+		if seen[s] {
+			t.Errorf("seq %d handed out twice", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) != writers*perWriter {
+		t.Errorf("%d distinct seqs, want %d", len(seen), writers*perWriter)
+	}
+	if last, _ := db.LastSeq(ctx); last != writers*perWriter {
+		t.Errorf("LastSeq = %d, want %d", last, writers*perWriter)
+	}
+}
+
+func BenchmarkCommitLeaseRenew(b *testing.B) {
+	db, _ := openTemp(b)
+	ctx := context.Background()
+	l := lease("l1", "d1", 1)
+	commit(b, db, Change{Devices: []Device{device("d1", 0)}, Leases: []Lease{l}})
+	b.ReportAllocs()
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		n++
+		l.LastRenewedAt = int64(i)
+		l.TTLDeadline = int64(i) + l.TTLMs
+		if _, err := db.Commit(ctx, Change{
+			Leases: []Lease{l},
+			Events: []NewEvent{event(fmt.Sprintf("renew-%d", i), int64(i))},
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tx/s")
+}
