@@ -99,11 +99,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	reason := "requested"
 	select {
 	case <-ctx.Done():
+		reason = "signal"
 	case <-d.stopReq:
 	}
-	return d.Stop("signal")
+	return d.Stop(reason)
 }
 
 // Start claims the home and begins serving; startup convergence continues in

@@ -279,11 +279,18 @@ func (e *Engine) Close() {
 		t.Stop()
 		delete(e.timers, id)
 	}
-	for _, r := range e.requests {
+	// Requests still open are answered but not settled in the store: their
+	// records stay open, and the next start settles them as
+	// daemon-restarted, as after a crash.
+	for id, r := range e.requests {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.err = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped")
+		delete(e.requests, id)
+		close(r.done)
 	}
+	e.queue = nil
 }
 
 // Wait blocks until background driver work has finished. Tests use it.

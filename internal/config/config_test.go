@@ -1,0 +1,78 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	if c.String("capacity.strategy") != "resource" || c.Int("capacity.config.maxRunning") != 2 ||
+		c.Int("lease.defaultTtlMs") != 900000 || c.Int("lease.maxTtlMs") != 14400000 || c.Bool("drivers.demo.enabled") {
+		t.Errorf("defaults = %v", c.Flat())
+	}
+	if _, set := c.IntSet("capacity.config.ios.maxRunning"); set {
+		t.Error("optional keys start unset")
+	}
+}
+
+func TestParseMergesWarnsAndRefuses(t *testing.T) {
+	c, err := Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":1}},"lease":{"defaultTtlMs":60000},"mystery":{"x":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Int("capacity.config.maxRunning") != 1 || c.Int("lease.defaultTtlMs") != 60000 || c.Int("lease.maxTtlMs") != 14400000 {
+		t.Errorf("merged = %v", c.Flat())
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "mystery.x") {
+		t.Errorf("warnings = %v", c.Warnings)
+	}
+	bad := map[string]string{
+		`{"lease":{"defaultTtlMs":-1}}`:                         "lease.defaultTtlMs",
+		`{"lease":{"defaultTtlMs":"long"}}`:                     "lease.defaultTtlMs",
+		`{"capacity":{"strategy":"magic"}}`:                     "capacity.strategy",
+		`{"drivers":{"demo":{"fail":["explode"]}}}`:             "drivers.demo.fail",
+		`{"lease":{"defaultTtlMs":7200000,"maxTtlMs":3600000}}`: "lease.defaultTtlMs",
+		`{"capacity":{"config":{"maxRunning":0}}}`:              "capacity.config.maxRunning",
+	}
+	for doc, key := range bad {
+		_, err := Parse([]byte(doc))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != key {
+			t.Errorf("%s: err = %v, want one naming %s", doc, err, key)
+		}
+	}
+}
+
+func TestSetValidatesAndKeepsOtherSettings(t *testing.T) {
+	home := t.TempDir()
+	if _, err := Set(home, "capacity.strategy", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Set(home, "drivers.demo.fail", "boot,reclaim"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Set(home, "lease.maxTtlMs", "abc"); err == nil {
+		t.Error("non-integer accepted")
+	}
+	if _, err := Set(home, "lease.maxTtlMs", "1000"); err == nil {
+		t.Error("maxTtlMs below the default TTL accepted")
+	}
+	if _, err := Set(home, "no.such.key", "1"); err == nil {
+		t.Error("unknown key accepted")
+	}
+	c, err := Load(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String("capacity.strategy") != "fixed" || strings.Join(c.List("drivers.demo.fail"), ",") != "boot,reclaim" || c.Int("lease.maxTtlMs") != 14400000 {
+		t.Errorf("after set: %v", c.Flat())
+	}
+	st, err := os.Stat(filepath.Join(home, "config.json"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("config.json mode = %v, %v", st.Mode().Perm(), err)
+	}
+}

@@ -1,0 +1,97 @@
+package contract
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestEveryCodeHasExitAndStatus(t *testing.T) {
+	want := map[Code][2]int{
+		CodeBadFrame: {2, 400}, CodeBadRequest: {2, 400}, CodeUnknownRequest: {2, 400},
+		CodeNoCapacity: {11, 503}, CodeQueueTimeout: {10, 500}, CodeRequesterAlreadyLeased: {13, 409},
+		CodeUnknownModel: {12, 422}, CodeRuntimeMissing: {12, 422}, CodeNoDriver: {12, 422},
+		CodeUnknownLease: {1, 404}, CodeForbidden: {1, 403}, CodeProtocolVersionUnsupported: {1, 400},
+		CodeAdminAuthenticationFailed: {1, 401}, CodeDaemonStopping: {1, 503}, CodeInternal: {1, 500},
+	}
+	for code, w := range want {
+		if code.ExitCode() != w[0] || code.HTTPStatus() != w[1] {
+			t.Errorf("%s: exit %d status %d, want %d %d", code, code.ExitCode(), code.HTTPStatus(), w[0], w[1])
+		}
+	}
+	for _, c := range Codes() {
+		if c.HTTPStatus() < 400 {
+			t.Errorf("%s maps to HTTP %d", c, c.HTTPStatus())
+		}
+	}
+	if Code("SOMETHING_NEW").ExitCode() != 1 {
+		t.Error("unknown codes exit 1")
+	}
+}
+
+func TestErrorJSONIsFlatAndRoundTrips(t *testing.T) {
+	e := Errorf(CodeQueueTimeout, "waited too long").With("requestId", "req_1")
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != `{"code":"QUEUE_TIMEOUT","message":"waited too long","requestId":"req_1"}` {
+		t.Errorf("json = %s", b)
+	}
+	var back Error
+	if err := json.Unmarshal(b, &back); err != nil || back.Code != CodeQueueTimeout || back.Details["requestId"] != "req_1" {
+		t.Errorf("round trip = %+v, %v", back, err)
+	}
+	if !errors.Is(e, &Error{Code: CodeQueueTimeout}) || errors.Is(e, &Error{Code: CodeNoCapacity}) {
+		t.Error("errors.Is must match by code")
+	}
+}
+
+func TestDecodeInputNamesTheField(t *testing.T) {
+	cases := []struct {
+		raw, field, msg string
+	}{
+		{`{"platform":"ios","bogus":1}`, "bogus", "unknown field"},
+		{`{"platform":"ios","ttlMs":"soon"}`, "ttlMs", "integer"},
+		{`{"platform":"ios","ttlMs":1.5}`, "ttlMs", "integer"},
+		{`{"platform":"ios","ttlMs":-1}`, "ttlMs", "positive"},
+		{`{"platform":"windows"}`, "platform", "ios or android"},
+		{`{}`, "platform", "required"},
+		{`{"platform":"ios","model":"iPhone","class":"phone"}`, "class", "not both"},
+		{`{"platform":"ios","class":"laptop"}`, "class", "one of"},
+		{`{"platform":"ios","model":"` + strings.Repeat("x", 300) + `"}`, "model", "at most"},
+		{`{"platform":"ios","requesterId":"bad id with spaces"}`, "requesterId", "letters"},
+		{`{"platform":"ios","timeoutMs":99999999999}`, "timeoutMs", "between"},
+	}
+	for _, c := range cases {
+		var in LeaseRequestInput
+		err := DecodeInput(json.RawMessage(c.raw), &in)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Code != CodeBadRequest {
+			t.Errorf("%s: err = %v, want BAD_REQUEST", c.raw[:min(len(c.raw), 60)], err)
+			continue
+		}
+		if ce.Details["field"] != c.field || !strings.Contains(ce.Message, c.msg) {
+			t.Errorf("%s: %q field %v, want field %s and %q", c.raw[:min(len(c.raw), 60)], ce.Message, ce.Details["field"], c.field, c.msg)
+		}
+	}
+	var in LeaseRequestInput
+	if err := DecodeInput(json.RawMessage(`{"platform":"android","class":"tablet","ttlMs":60000}`), &in); err != nil {
+		t.Errorf("valid input refused: %v", err)
+	}
+	if err := DecodeInput(json.RawMessage(`{"platform":"ios"} {"x":1}`), &in); err == nil {
+		t.Error("two objects accepted as one input")
+	}
+}
+
+func TestProgressJSONCarriesOnlyItsStagesFields(t *testing.T) {
+	b, _ := json.Marshal(LeaseProgress{Stage: StageQueued, QueuePosition: 2, EtaMs: 5})
+	if string(b) != `{"stage":"queued","queuePosition":2}` {
+		t.Errorf("queued = %s", b)
+	}
+	b, _ = json.Marshal(LeaseProgress{Stage: StageBooting, EtaMs: 0})
+	if string(b) != `{"stage":"booting","etaMs":0}` {
+		t.Errorf("booting = %s", b)
+	}
+}

@@ -1,0 +1,126 @@
+package core
+
+import (
+	"testing"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// TestTransitionTableIsTotal visits every (from, to) pair: each is either in
+// the table or refused, and the table names only known states.
+func TestTransitionTableIsTotal(t *testing.T) {
+	allowed := map[[2]contract.DeviceState]bool{
+		{"provisioning", "ready"}: true, {"provisioning", "quarantined"}: true, {"provisioning", "deleted"}: true,
+		{"ready", "leased"}: true, {"ready", "shutdown"}: true, {"ready", "deleted"}: true,
+		{"leased", "reclaiming"}: true,
+		{"reclaiming", "ready"}:  true, {"reclaiming", "shutdown"}: true, {"reclaiming", "quarantined"}: true,
+		{"shutdown", "ready"}: true, {"shutdown", "deleted"}: true, {"shutdown", "quarantined"}: true,
+		{"quarantined", "ready"}: true, {"quarantined", "shutdown"}: true, {"quarantined", "deleted"}: true,
+	}
+	states := DeviceStates()
+	if len(transitions) != len(states) {
+		t.Fatalf("table has %d states, want %d", len(transitions), len(states))
+	}
+	for _, from := range states {
+		for _, to := range states {
+			want := from == to || allowed[[2]contract.DeviceState{from, to}]
+			if got := CanTransition(from, to); got != want {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	if CanTransition(contract.DeviceLeased, contract.DeviceReady) {
+		t.Error("a leased device must be cleaned before it is ready again")
+	}
+}
+
+func TestResourceLimitsFollowTheFormula(t *testing.T) {
+	l := LimitsFrom(config.Default(), Host{CPUs: 10, RAMBytes: 32 << 30})
+	if l.Platforms[contract.PlatformIOS].MaxDevices != 5 || l.Platforms[contract.PlatformAndroid].MaxDevices != 2 || l.MaxRunning != 7 {
+		t.Errorf("limits = %+v, want ios 5, android 2, running 7", l)
+	}
+	if l.RAM == nil || l.RAM.LimitBytes != 28<<30 {
+		t.Errorf("RAM limit = %+v, want 28 GiB", l.RAM)
+	}
+	small := LimitsFrom(config.Default(), Host{CPUs: 2, RAMBytes: 4 << 30})
+	if small.Platforms[contract.PlatformIOS].MaxDevices != 1 || small.Platforms[contract.PlatformAndroid].MaxDevices != 1 {
+		t.Errorf("a small host still gets one device of each: %+v", small.Platforms)
+	}
+}
+
+func TestFixedLimitsDefaultToGlobal(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":3,"android":{"maxRunning":1}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitsFrom(cfg, Host{})
+	want := map[contract.Platform]PlatformLimits{
+		contract.PlatformIOS: {MaxDevices: 3, MaxRunning: 3}, contract.PlatformAndroid: {MaxDevices: 1, MaxRunning: 1},
+	}
+	if l.MaxRunning != 3 || l.Platforms[contract.PlatformIOS] != want[contract.PlatformIOS] || l.Platforms[contract.PlatformAndroid] != want[contract.PlatformAndroid] || l.RAM != nil {
+		t.Errorf("limits = %+v", l)
+	}
+}
+
+func TestCanStartAndCreate(t *testing.T) {
+	l := Limits{MaxRunning: 2, Platforms: map[contract.Platform]PlatformLimits{
+		contract.PlatformIOS: {MaxDevices: 2, MaxRunning: 1}, contract.PlatformAndroid: {MaxDevices: 1, MaxRunning: 2},
+	}}
+	u := Measure(l, []Slot{
+		{Platform: contract.PlatformIOS, State: contract.DeviceLeased},
+		{Platform: contract.PlatformIOS, State: contract.DeviceShutdown},
+		{Platform: contract.PlatformAndroid, State: contract.DeviceProvisioning, Reserved: true},
+		{Platform: contract.PlatformAndroid, State: contract.DeviceDeleted},
+	})
+	if b := CanStart(l, u, contract.PlatformIOS); b != BlockGlobalRunning {
+		t.Errorf("ios start: %q, want global limit (1 running + 1 reserved of 2)", b)
+	}
+	if b := CanCreate(l, u, contract.PlatformAndroid); b != BlockDeviceLimit {
+		t.Errorf("android create: %q, want device limit", b)
+	}
+	u2 := Measure(l, []Slot{{Platform: contract.PlatformIOS, State: contract.DeviceReady}})
+	if b := CanStart(l, u2, contract.PlatformIOS); b != BlockPlatformRunning {
+		t.Errorf("ios start with one ready: %q, want platform limit", b)
+	}
+	u3 := Measure(l, []Slot{{Platform: contract.PlatformIOS, State: contract.DeviceReady, Releasing: true}})
+	if b := CanStart(l, u3, contract.PlatformIOS); b != BlockNone {
+		t.Errorf("a device being shut down for a request frees its slot: %q", b)
+	}
+}
+
+func TestFitsAndModelsFor(t *testing.T) {
+	cat := driver.Catalog{
+		Models:        []string{"iPhone 17", "iPhone 16", "iPad Air"},
+		ModelRuntimes: map[string][]string{"iPhone 17": {"26.1"}, "iPhone 16": {"26.1", "18.6"}, "iPad Air": {"26.1"}},
+		ModelAliases:  map[string][]string{"iPhone 16": {"iphone-16"}},
+		ModelClasses:  map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPad Air": "tablet"},
+		ClassDefaults: map[contract.DeviceClass][]string{"phone": {"iPhone 18", "iPhone 17", "iPhone 16"}, "tablet": {"iPad Air"}},
+	}
+	w := WantOf(contract.RequestSpec{Platform: "ios"}, cat)
+	if w.Class != contract.ClassPhone {
+		t.Errorf("no model and no class should mean phone, got %+v", w)
+	}
+	if got := ModelsFor(w, cat); len(got) != 2 || got[0] != "iPhone 17" {
+		t.Errorf("phones = %v, want the listed ones in preference order", got)
+	}
+	w18 := WantOf(contract.RequestSpec{Platform: "ios", OSVersion: "18"}, cat)
+	if got := ModelsFor(w18, cat); len(got) != 1 || got[0] != "iPhone 16" {
+		t.Errorf("phones on 18 = %v, want iPhone 16", got)
+	}
+	alias := WantOf(contract.RequestSpec{Platform: "ios", Model: "IPHONE-16"}, cat)
+	if alias.Model != "iPhone 16" {
+		t.Errorf("alias resolved to %q", alias.Model)
+	}
+	dev := contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}
+	if !Fits(dev, w, cat) || !Fits(dev, w18, cat) || !Fits(dev, alias, cat) {
+		t.Error("an iPhone 16 on 18.6 fits a phone, a phone on 18, and iphone-16")
+	}
+	if Fits(dev, WantOf(contract.RequestSpec{Platform: "ios", Class: "tablet"}, cat), cat) {
+		t.Error("a phone fits a tablet request")
+	}
+	if VersionFits("18.6", "18.") || VersionFits("180.1", "18") || !VersionFits("18.6.1", "18.6") {
+		t.Error("version prefix matching is wrong")
+	}
+}

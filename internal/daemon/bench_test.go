@@ -1,0 +1,72 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// BenchmarkRenewRoundTrip measures lease.renew round trips over the unix
+// socket: frame, dispatch, one SQLite transaction, answer.
+func BenchmarkRenewRoundTrip(b *testing.B) {
+	_, home := startDaemon(b, nil)
+	c := dial(b, home, "bench", false)
+	ctx := context.Background()
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Renew(ctx, g.Lease.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "renews/s")
+}
+
+// BenchmarkGrantIdleReadyDevice measures the time from lease.request to the
+// grant when an idle ready device fits (demo timings at zero): the queue,
+// the plan and the grant's commit, over the socket.
+func BenchmarkGrantIdleReadyDevice(b *testing.B) {
+	_, home := startDaemon(b, nil)
+	c := dial(b, home, "bench", false)
+	admin := dial(b, home, "ops", true)
+	ctx := context.Background()
+	events, _, err := admin.Subscribe(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Android reclaims leave the device ready: one lease and release warm it.
+	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid}
+	release := func(id string) {
+		if _, err := c.Release(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		for ev := range events {
+			if ev.Event == "device.reclaimed" {
+				return
+			}
+		}
+		b.Fatal("event stream ended")
+	}
+	g, err := c.RequestLease(ctx, in, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	release(g.Lease.ID)
+	b.ResetTimer()
+	for b.Loop() {
+		g, err := c.RequestLease(ctx, in, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if g.Source != contract.SourceWarm {
+			b.Fatalf("source %s, want warm", g.Source)
+		}
+		b.StopTimer()
+		release(g.Lease.ID)
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,229 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
+)
+
+// startDaemon runs a daemon in-process on a short temporary home with demo
+// drivers whose operations take no time.
+func startDaemon(tb testing.TB, cfg *config.Config) (*Daemon, string) {
+	tb.Helper()
+	home, err := os.MkdirTemp("", "sld")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(home) })
+	drivers := map[contract.Platform]driver.Driver{}
+	for _, p := range contract.Platforms() {
+		d, err := demo.New(demo.Options{Platform: p})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		drivers[p] = d
+	}
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	d, err := Start(context.Background(), Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Stop("test over") })
+	return d, home
+}
+
+func dial(tb testing.TB, home, principal string, admin bool) *client.Client {
+	tb.Helper()
+	hello := contract.HelloInput{Principal: principal}
+	if admin {
+		b, err := os.ReadFile(filepath.Join(home, AdminTokenName))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		hello.AdminToken = strings.TrimSpace(string(b))
+	}
+	c, err := client.Dial(context.Background(), SocketPath(home), hello)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func code(err error) contract.Code {
+	var ce *contract.Error
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}
+
+func TestHelloNegotiatesVersionAndRole(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	_, err := client.Dial(context.Background(), SocketPath(home), contract.HelloInput{Protocol: contract.VersionRange{Min: 50, Max: 60}})
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code != contract.CodeProtocolVersionUnsupported {
+		t.Fatalf("err = %v", err)
+	}
+	if _, ok := ce.Details["client"]; !ok {
+		t.Errorf("details %v do not name the client range", ce.Details)
+	}
+	if _, ok := ce.Details["daemon"]; !ok {
+		t.Errorf("details %v do not name the daemon range", ce.Details)
+	}
+	_, err = client.Dial(context.Background(), SocketPath(home), contract.HelloInput{AdminToken: "guess"})
+	if code(err) != contract.CodeAdminAuthenticationFailed {
+		t.Errorf("wrong admin token: %v", err)
+	}
+	agent := dial(t, home, "a", false)
+	if agent.Hello().Role != contract.RoleAgent {
+		t.Errorf("role = %s", agent.Hello().Role)
+	}
+	if _, err := agent.List(context.Background(), contract.ListDevices); code(err) != contract.CodeForbidden {
+		t.Errorf("agent list.get: %v", err)
+	}
+	admin := dial(t, home, "ops", true)
+	if _, err := admin.List(context.Background(), contract.ListDevices); err != nil {
+		t.Errorf("admin list.get: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(home, AdminTokenName))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("admin.token mode %v, %v", st.Mode().Perm(), err)
+	}
+}
+
+func TestBadFramesGetErrorsAndTheSessionGoesOn(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	conn, err := net.Dial("unix", SocketPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReaderSize(conn, 1<<20)
+	send := func(s string) contract.Response {
+		t.Helper()
+		if _, err := conn.Write([]byte(s + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp contract.Response
+		if err := json.Unmarshal(line, &resp); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return resp
+	}
+	want := func(resp contract.Response, c contract.Code) {
+		t.Helper()
+		if resp.Error == nil || resp.Error.Code != c {
+			t.Errorf("got %+v, want %s", resp, c)
+		}
+	}
+	want(send(`this is not json`), contract.CodeBadFrame)
+	want(send(`{"id":"1","op":"status.get"}`), contract.CodeHandshakeRequired)
+	want(send(strings.Repeat("x", contract.MaxFrameLen+10)), contract.CodeBadFrame)
+	want(send(`{"id":"2","op":"hello","input":{"protocol":{"min":1,"max":1}},"extra":true}`), contract.CodeBadFrame)
+	if resp := send(`{"id":"3","op":"hello","input":{"protocol":{"min":1,"max":1},"principal":"raw"}}`); resp.Error != nil {
+		t.Fatalf("hello: %+v", resp.Error)
+	}
+	want(send(`{"id":"4","op":"no.such.op"}`), contract.CodeUnknownRequest)
+	resp := send(`{"id":"5","op":"lease.request","input":{"platform":"ios","colour":"blue"}}`)
+	want(resp, contract.CodeBadRequest)
+	if resp.Error != nil && resp.Error.Details["field"] != "colour" {
+		t.Errorf("BAD_REQUEST names %v, want colour", resp.Error.Details)
+	}
+	if string(resp.ID) != `"5"` {
+		t.Errorf("response id = %s, want the request's", resp.ID)
+	}
+	if resp := send(`{"id":6,"op":"status.get"}`); resp.Error != nil || string(resp.ID) != "6" {
+		t.Errorf("session no longer answers: %+v", resp)
+	}
+}
+
+func TestSecondDaemonOnSameHomeIsRefused(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	_, err := Start(context.Background(), Options{Home: home})
+	if !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second start: %v", err)
+	}
+	// The first still serves.
+	if _, err := dial(t, home, "a", false).Status(context.Background()); err != nil {
+		t.Errorf("first daemon after a refused second: %v", err)
+	}
+}
+
+func TestHolderHearsItsLeaseExpire(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformAndroid, TTLMs: 100}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-c.LeaseLost():
+		if p.LeaseID != g.Lease.ID || p.Reason != "expired" {
+			t.Errorf("push = %+v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lease-lost push within 10s of a 100ms TTL")
+	}
+}
+
+func TestClosingTheSessionWithdrawsItsQueuedRequest(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := startDaemon(t, cfg)
+	a := dial(t, home, "a", false)
+	if _, err := a.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := dial(t, home, "b", false)
+	queued := make(chan struct{})
+	go b.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, func(p contract.LeaseProgress) {
+		if p.Stage == contract.StageQueued {
+			close(queued)
+		}
+	})
+	<-queued
+	b.Close()
+	admin := dial(t, home, "ops", true)
+	events, _, err := admin.Subscribe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The withdrawal may already have happened; check the list, then wait
+	// for the rejection if it has not.
+	for {
+		res, err := admin.List(context.Background(), contract.ListRequests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Requests) == 0 {
+			return
+		}
+		ev := <-events
+		if ev.Event == "lease.rejected" && strings.Contains(string(ev.Payload), `"cancelled"`) {
+			return
+		}
+	}
+}
