@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -123,7 +124,7 @@ func startDaemon(ctx context.Context, env Env, home string) error {
 			if strings.Contains(msg, "already running") {
 				return nil // another CLI started it first
 			}
-			return contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon exited at startup: %s", lastLine(msg))
+			return contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon exited at startup: %s", startupReason(msg))
 		case <-deadline.C:
 			return contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon did not answer within 15s; see %s", outPath)
 		case <-tick.C:
@@ -133,6 +134,19 @@ func startDaemon(ctx context.Context, env Env, home string) error {
 			}
 		}
 	}
+}
+
+// startupReason is what a daemon that died at startup said: the message of
+// its error line when it printed one, else its last line.
+func startupReason(out string) string {
+	line := lastLine(out)
+	var e struct {
+		Error *contract.Error `json:"error"`
+	}
+	if json.Unmarshal([]byte(line), &e) == nil && e.Error != nil {
+		return e.Error.Message
+	}
+	return line
 }
 
 func lastLine(s string) string {

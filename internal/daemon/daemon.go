@@ -80,6 +80,9 @@ type Daemon struct {
 	startErr error         // set before ready closes when startup failed
 	stopReq  chan struct{}
 	stopOnce sync.Once
+	// bg tracks the daemon's own background loops; Stop waits for them
+	// before closing the store.
+	bg sync.WaitGroup
 
 	mu sync.Mutex
 	// mu guards the fields below.
@@ -227,6 +230,43 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.maintain()
+	}()
+}
+
+// Retention of settled history in the database.
+const (
+	keepEvents        = 100_000
+	requestRetention  = 10 * time.Minute
+	maxRequestRecords = 10_000
+	leaseRetention    = 7 * 24 * time.Hour
+	pruneEvery        = 10 * time.Minute
+)
+
+// maintain prunes settled history so the database stays bounded: at start,
+// then every pruneEvery until the daemon stops.
+func (d *Daemon) maintain() {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		now := time.Now()
+		_, err1 := d.db.PruneEvents(ctx, keepEvents)
+		_, err2 := d.db.PruneRequests(ctx, now.Add(-requestRetention).UnixMilli(), maxRequestRecords)
+		_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
+		cancel()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			d.log.Warn("prune history", "err", err)
+		}
+		select {
+		case <-d.stopReq:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // checkAdmin reports whether token is this start's admin secret.
@@ -271,6 +311,7 @@ func (d *Daemon) Stop(reason string) error {
 	}
 	d.mu.Unlock()
 	d.bus.Close()
+	d.bg.Wait()
 	if d.db != nil {
 		d.db.Close()
 	}

@@ -32,6 +32,7 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 	if info.AdminOnly && role != contract.RoleAdmin {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the admin role", req.Op).With("op", req.Op)
 	}
+	var e *leasing.Engine
 	if !info.Early {
 		select {
 		case <-c.d.ready:
@@ -41,9 +42,10 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if c.d.startErr != nil {
 			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "daemon startup failed: %v", c.d.startErr)
 		}
+		// Safe to read once ready is closed: converge set it before.
+		e = c.d.engine
 	}
 	caller := leasing.Caller{Principal: principal, Admin: role == contract.RoleAdmin}
-	e := c.d.engine
 	switch req.Op {
 	case contract.OpStatusGet:
 		var in contract.Empty

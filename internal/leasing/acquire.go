@@ -307,7 +307,7 @@ func (e *Engine) serveQueueLocked() {
 		}
 		e.removeFromQueueLocked(r)
 		if p.grant != "" {
-			e.grantLocked(r, p.grant, contract.SourceWarm)
+			e.grantLocked(r, p.grant, contract.SourceWarm, e.begin())
 			continue
 		}
 		e.startLocked(r, p)
@@ -463,16 +463,18 @@ func (e *Engine) runStart(r *request, devID string, p plan) {
 	tx.putDevice(d)
 	tx.setState(devID, contract.DeviceReady)
 	tx.event("device.ready", map[string]any{"deviceId": devID, "bootDuration": time.Since(bootStart).Milliseconds()})
-	if _, err := e.commitLocked(tx); err != nil {
-		e.settleLocked(r, nil, contract.AsError(err), "internal")
-		return
-	}
 	if r.abandoned || r.rec.State.Terminal() {
+		// The requester left while its device started: keep the device,
+		// ready, for whoever is next.
+		if _, err := e.commitLocked(tx); err != nil {
+			e.log.Error("could not record a ready device", "deviceId", devID, "err", err)
+		}
 		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
 		e.serveLocked()
 		return
 	}
-	e.grantLocked(r, devID, source)
+	// Ready and leased in one commit: nobody ever sees the device idle.
+	e.grantLocked(r, devID, source, tx)
 	e.serveLocked()
 }
 
@@ -505,8 +507,9 @@ func (e *Engine) startFailed(r *request, devID string, created bool, err error) 
 	e.mu.Unlock()
 }
 
-// grantLocked leases device devID to r.
-func (e *Engine) grantLocked(r *request, devID string, source contract.GrantSource) {
+// grantLocked leases device devID to r, committing it with what tx already
+// holds.
+func (e *Engine) grantLocked(r *request, devID string, source contract.GrantSource, tx *txn) {
 	d := e.devices[devID]
 	t := now()
 	ttl := r.rec.Policy.TTLMs
@@ -534,7 +537,6 @@ func (e *Engine) grantLocked(r *request, devID string, source contract.GrantSour
 			grant.Environment[k] = v
 		}
 	}
-	tx := e.begin()
 	nd := tx.setState(devID, contract.DeviceLeased)
 	nd.LastUsedAt = t
 	tx.putDevice(nd)
