@@ -95,7 +95,8 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 		if r.Stage == "queued" {
 			place = fmt.Sprintf("queued at %d", r.QueuePosition)
 		}
-		fmt.Fprintf(w, "  %s: %s, %s %s %s, %s, waiting %s\n", r.RequestID, r.RequesterID, r.Spec.Platform, what, r.Spec.OSVersion,
+		spec := strings.TrimSpace(strings.Join([]string{string(r.Spec.Platform), what, r.Spec.OSVersion}, " "))
+		fmt.Fprintf(w, "  %s: %s, %s, %s, waiting %s\n", r.RequestID, r.RequesterID, spec,
 			place, roundDur(time.Duration(r.WaitingMs)*time.Millisecond))
 	}
 }

@@ -115,10 +115,23 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 	if err := printJSON(env.Stdout, out); err != nil {
 		return fail(err)
 	}
+	if mode == "human" {
+		fmt.Fprintln(env.Stderr, grantHuman(grant, detach))
+	}
 	if detach {
 		return nil
 	}
 	return hold(ctx, c, env, grant.Lease)
+}
+
+// grantHuman is the line a person sees when the grant arrives.
+func grantHuman(g contract.LeaseGrant, detach bool) string {
+	held := "held here; Ctrl-C releases it"
+	if detach {
+		held = "detached; it lasts until released or " + time.UnixMilli(g.Lease.TTLDeadline).UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("✓ Leased %s %s (%s) as %s on %s, %s", g.Device.Spec.Platform, g.Device.Spec.Model,
+		g.Device.Spec.OSVersion, g.Lease.ID, g.Device.ID, held)
 }
 
 // hold keeps a lease alive until the command is told to stop, then releases

@@ -80,3 +80,16 @@ func TestAgentIDResolution(t *testing.T) {
 		}
 	}
 }
+
+func TestGrantHumanGolden(t *testing.T) {
+	g := contract.LeaseGrant{
+		Device: contract.GrantDevice{ID: "dev_1", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 17", OSVersion: "26.1"}},
+		Lease:  contract.LeaseRecord{ID: "lse_1", TTLDeadline: 0},
+	}
+	if got, want := grantHuman(g, false), "✓ Leased ios iPhone 17 (26.1) as lse_1 on dev_1, held here; Ctrl-C releases it"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if got, want := grantHuman(g, true), "✓ Leased ios iPhone 17 (26.1) as lse_1 on dev_1, detached; it lasts until released or 1970-01-01T00:00:00Z"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

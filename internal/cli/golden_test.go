@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", name, path, got, want)
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ms := func(d time.Duration) int64 { return now.Add(d).UnixMilli() }
+	s := contract.Status{
+		Daemon: contract.DaemonInfo{Version: "1.0.0", PID: 4242, Health: "running", Home: "/home/agent/.simlock",
+			Protocol: contract.VersionRange{Min: 1, Max: 1}},
+		Host: contract.HostInfo{OS: "darwin", Arch: "arm64", CPUs: 10, RAMBytes: 32 << 30},
+		Drivers: []contract.DriverStatus{
+			{Platform: "ios", Driver: "demo", Enabled: true},
+			{Platform: "android", Reason: "no driver enabled"},
+		},
+		Capacity: &contract.Capacity{Strategy: "fixed",
+			Global: contract.GlobalCapacity{Running: 1, MaxRunning: 2, Reserved: 1},
+			Platforms: map[contract.Platform]contract.PlatformCapacity{
+				"ios":     {Running: 1, Reserved: 1, MaxRunning: 2, Devices: 2, MaxDevices: 2},
+				"android": {MaxRunning: 2, MaxDevices: 2},
+			}},
+		Devices: []contract.Device{
+			{ID: "dev_a", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 17", OSVersion: "26.1"}, State: "leased", StateSince: ms(-90 * time.Second), LeaseID: "lse_a"},
+			{ID: "dev_b", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}, State: "provisioning", StateSince: ms(-2 * time.Second)},
+		},
+		Leases: []contract.LeaseRecord{{ID: "lse_a", DeviceID: "dev_a", RequesterID: "claude-code:1", GrantedAt: ms(-90 * time.Second),
+			LastRenewedAt: ms(-10 * time.Second), TTLDeadline: ms(5 * time.Minute)}},
+		Waiting: []contract.WaitingRequest{
+			{RequestID: "req_b", RequesterID: "agent-b", Spec: contract.RequestSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}, Stage: "starting", WaitingMs: 2000},
+			{RequestID: "req_c", RequesterID: "agent-c", Spec: contract.RequestSpec{Platform: "ios"}, Stage: "queued", QueuePosition: 1, WaitingMs: 12000},
+		},
+		QueueDepth: 1,
+	}
+	var b bytes.Buffer
+	renderStatus(&b, s, now)
+	golden(t, "status", b.Bytes())
+}
+
+func TestCatalogGolden(t *testing.T) {
+	res := contract.CatalogResult{Platforms: []contract.Catalog{{
+		Platform: "ios", Models: []string{"iPhone 17", "iPad Air 11-inch (M3)", "iPhone 16"},
+		Runtimes: []string{"26.1", "18.6"}, DefaultRuntime: "26.1",
+		ModelClasses: map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPad Air 11-inch (M3)": "tablet"},
+	}}}
+	var b bytes.Buffer
+	renderCatalog(&b, res)
+	golden(t, "catalog", b.Bytes())
+}
