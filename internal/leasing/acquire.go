@@ -62,6 +62,25 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 		return nil, contract.BadRequest("requesterId", "is required when the session has no principal")
 	}
 	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion}
+	if in.IdempotencyKey != "" {
+		// A request already settled under this key answers again with what
+		// it answered then.
+		rec, found, err := e.opts.Store.RequestByKey(ctx, requester, in.IdempotencyKey)
+		if err != nil {
+			return nil, contract.Errorf(contract.CodeInternal, "read request: %v", err)
+		}
+		if found && rec.State.Terminal() {
+			if rec.Spec != spec {
+				return nil, idempotencyConflict(in.IdempotencyKey)
+			}
+			r := &request{rec: rec, done: make(chan struct{}), grant: rec.Grant, err: rec.Error}
+			if r.err == nil && r.grant == nil {
+				r.err = contract.Errorf(contract.CodeCancelled, "request %s was %s", rec.ID, rec.State)
+			}
+			close(r.done)
+			return r, nil
+		}
+	}
 	drv, cerr := e.driverFor(in.Platform)
 
 	e.mu.Lock()
@@ -74,10 +93,12 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 			if r.rec.RequesterID == requester && r.rec.IdempotencyKey == in.IdempotencyKey {
 				defer e.mu.Unlock()
 				if r.rec.Spec != spec {
-					return nil, contract.Errorf(contract.CodeIdempotencyConflict, "idempotency key %q was used for a different request", in.IdempotencyKey)
+					return nil, idempotencyConflict(in.IdempotencyKey)
 				}
 				r.progress = append(r.progress, progress)
-				progress(r.last)
+				if r.last.Stage != "" {
+					progress(r.last)
+				}
 				return r, nil
 			}
 		}
@@ -144,6 +165,11 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 		}
 	}
 	return r, nil
+}
+
+func idempotencyConflict(key string) *contract.Error {
+	return contract.Errorf(contract.CodeIdempotencyConflict, "idempotency key %q was used for a different request", key).
+		With("idempotencyKey", key)
 }
 
 // activeForLocked finds the requester's active lease or open request.

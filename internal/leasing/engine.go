@@ -36,6 +36,8 @@ type Store interface {
 	Commit(ctx context.Context, c store.Change) ([]contract.Event, error)
 	// Load reads the registry at startup.
 	Load(ctx context.Context) (store.Snapshot, error)
+	// RequestByKey finds a stored request by its requester and idempotency key.
+	RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error)
 }
 
 // Lease-end reasons.

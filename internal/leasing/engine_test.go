@@ -557,3 +557,29 @@ func TestEventsCarryCapacityChanges(t *testing.T) {
 		}
 	})
 }
+
+func TestIdempotencyKeyReturnsTheSameAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		in := ios
+		in.IdempotencyKey = "k1"
+		first := h.acquire("a", in)
+		second := h.acquire("a", in) // joins the open request
+		g1, g2 := h.mustGrant(first), h.mustGrant(second)
+		if g1.Lease.ID != g2.Lease.ID {
+			t.Fatalf("two leases %s and %s for one key", g1.Lease.ID, g2.Lease.ID)
+		}
+		g3 := h.mustGrant(h.acquire("a", in)) // settled: the stored answer
+		if g3.Lease.ID != g1.Lease.ID {
+			t.Errorf("replay gave lease %s, want %s", g3.Lease.ID, g1.Lease.ID)
+		}
+		other := in
+		other.Model = "iPhone 16"
+		p := h.acquire("a", other)
+		<-p.done
+		wantCode(t, p.err, contract.CodeIdempotencyConflict)
+		if n := len(h.e.Leases(Caller{Admin: true})); n != 1 {
+			t.Errorf("%d leases, want 1", n)
+		}
+	})
+}

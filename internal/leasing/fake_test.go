@@ -74,6 +74,17 @@ func (m *memStore) Load(context.Context) (store.Snapshot, error) {
 	return s, nil
 }
 
+func (m *memStore) RequestByKey(_ context.Context, requester, key string) (contract.LeaseRequestRecord, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.requests {
+		if r.RequesterID == requester && r.IdempotencyKey == key {
+			return r, true, nil
+		}
+	}
+	return contract.LeaseRequestRecord{}, false, nil
+}
+
 // names lists the events stored so far, optionally only those named.
 func (m *memStore) names(only ...string) []string {
 	m.mu.Lock()
