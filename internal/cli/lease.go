@@ -184,7 +184,9 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 			case err == nil:
 				deadline = rec.TTLDeadline
 			case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease:
-				return lost("expired")
+				// The push that says why may have been missed; the daemon
+				// no longer knows the lease, which is all we can say.
+				return lost("unknown-lease")
 			default:
 				// A transient failure: the next tick tries again, well
 				// before the deadline.

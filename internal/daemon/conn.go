@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/wire"
@@ -41,13 +42,21 @@ type conn struct {
 
 func newConn(d *Daemon, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize), subs: map[string]func(){}}
+	c := &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize), subs: map[string]func(){}}
+	go c.writeLoop()
+	return c
 }
 
+// flushTimeout bounds how long a closing session may take to receive the
+// frames already queued for it (the answer to daemon.stop among them).
+const flushTimeout = 2 * time.Second
+
+// close ends the session: reading stops at once, frames already queued are
+// still written (bounded by flushTimeout), then the connection closes.
 func (c *conn) close() {
 	c.once.Do(func() {
 		c.cancel()
-		c.nc.Close()
+		_ = c.nc.SetReadDeadline(time.Now())
 	})
 }
 
@@ -72,7 +81,6 @@ func (c *conn) push(p contract.Push) { c.send(p) }
 func (c *conn) run() {
 	defer c.d.dropConn(c)
 	defer c.close()
-	go c.writeLoop()
 	r := wire.NewReader(c.nc, contract.MaxFrameLen)
 	for {
 		frame, err := r.Next()
@@ -89,10 +97,21 @@ func (c *conn) run() {
 }
 
 func (c *conn) writeLoop() {
+	defer c.nc.Close()
 	for {
 		select {
 		case <-c.ctx.Done():
-			return
+			_ = c.nc.SetWriteDeadline(time.Now().Add(flushTimeout))
+			for {
+				select {
+				case b := <-c.out:
+					if _, err := c.nc.Write(b); err != nil {
+						return
+					}
+				default:
+					return
+				}
+			}
 		case b := <-c.out:
 			if _, err := c.nc.Write(b); err != nil {
 				c.close()

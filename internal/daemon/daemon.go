@@ -382,6 +382,13 @@ func (d *Daemon) holds(c *conn, id string) {
 	set[c] = struct{}{}
 }
 
+// unhold forgets that session c holds lease id.
+func (d *Daemon) unhold(c *conn, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.holders[id], c)
+}
+
 // leaseEnded tells the sessions that hold a lease the daemon ended it.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	d.mu.Lock()

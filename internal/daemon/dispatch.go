@@ -88,6 +88,9 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
+		// A session ending its own lease needs no news of it; any other
+		// session holding it hears lease-lost.
+		c.d.unhold(c, in.LeaseID)
 		return e.Release(caller, in)
 	case contract.OpLeaseReleaseAll:
 		var in contract.Empty

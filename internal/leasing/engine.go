@@ -58,8 +58,8 @@ type Options struct {
 	Logger             *slog.Logger
 	// Publish receives committed events in order. It must not block.
 	Publish func(...contract.Event)
-	// LeaseEnded is told when the daemon (not the holder) ends a lease, so
-	// the holder can be told at once. It must not block.
+	// LeaseEnded is told whenever a lease ends, with the reason, so the
+	// sessions holding it can be told at once. It must not block.
 	LeaseEnded func(lease contract.LeaseRecord, reason string)
 }
 

@@ -116,8 +116,8 @@ func (e *Engine) expireLocked(id string) {
 	}
 }
 
-// endLocked commits a lease's end, tells its holder when the daemon ended it,
-// and starts the device's clean.
+// endLocked commits a lease's end, tells its holders, and starts the
+// device's clean.
 func (e *Engine) endLocked(id, reason string) error {
 	l, ok := e.leases[id]
 	if !ok {
@@ -143,9 +143,7 @@ func (e *Engine) endLocked(id, reason string) error {
 		t.Stop()
 		delete(e.timers, id)
 	}
-	if reason != ReasonExplicit {
-		e.opts.LeaseEnded(ended.LeaseRecord, reason)
-	}
+	e.opts.LeaseEnded(ended.LeaseRecord, reason)
 	if d, ok := e.devices[ended.DeviceID]; ok && d.State == contract.DeviceReclaiming {
 		e.startReclaimLocked(d.ID)
 	}

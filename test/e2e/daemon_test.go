@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// daemonStatus is `simlock daemon status --json`.
+func daemonStatus(t *testing.T, h *home) map[string]any {
+	t.Helper()
+	r := h.run("daemon", "status", "--json")
+	if r.code != 0 {
+		t.Fatalf("daemon status --json\n%s", r)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 {
+		t.Fatalf("daemon status --json did not print one JSON object: %v\n%s", err, r)
+	}
+	return st
+}
+
+// One daemon per home; `daemon status` reports it and never starts one.
+func TestDaemonSingleInstanceAndStatus(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	pid := h.startDaemon()
+
+	r := h.run("daemon", "run")
+	if r.code == 0 {
+		t.Fatalf("a second daemon run succeeded\n%s", r)
+	}
+	e := cliError(t, r)
+	if msg, _ := e["message"].(string); !strings.Contains(msg, "already running") {
+		t.Errorf("the second daemon's error does not say one is already running\n%s", r)
+	}
+	if e["code"] != "DAEMON_STARTUP_FAILED" {
+		t.Errorf("the second daemon's error code = %v, want DAEMON_STARTUP_FAILED", e["code"])
+	}
+	if got := lockPID(h.dir); got != pid {
+		t.Errorf("daemon.lock names pid %d after the second run, want the first daemon %d", got, pid)
+	}
+
+	st := daemonStatus(t, h)
+	if st["status"] != "running" || st["health"] != "running" {
+		t.Errorf("daemon status: %v, want status and health running", st)
+	}
+	if p, _ := st["pid"].(float64); int(p) != pid {
+		t.Errorf("daemon status pid = %v, want %d", st["pid"], pid)
+	}
+	if st["home"] != h.dir {
+		t.Errorf("daemon status home = %v, want %s", st["home"], h.dir)
+	}
+
+	r = h.run("daemon", "stop")
+	switch {
+	case r.code == 0:
+		if strings.TrimSpace(r.stdout) != `{"status":"stopped"}` {
+			t.Errorf("daemon stop printed %q", r.stdout)
+		}
+	case strings.Contains(r.stderr, "DAEMON_CONNECTION_LOST"):
+		// Known bug (see TestDaemonStopAnswersBeforeClosing): the stop
+		// happens but its answer can be lost. The lock tells.
+		t.Logf("known bug: daemon stop exited %d: %s", r.code, strings.TrimSpace(r.stderr))
+	default:
+		t.Fatalf("daemon stop\n%s", r)
+	}
+	if !waitLockFree(h.dir, waitBound) {
+		t.Fatalf("the daemon still holds its lock after daemon stop")
+	}
+
+	for range 2 {
+		r = h.run("daemon", "status", "--json")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != `{"status":"stopped"}` {
+			t.Fatalf("daemon status --json of a stopped daemon\n%s", r)
+		}
+	}
+	if lockHeld(h.dir) {
+		t.Errorf("daemon status started a daemon")
+	}
+	if _, err := os.Stat(h.path("daemon.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("daemon.sock exists after stop and status: %v", err)
+	}
+}
+
+// Bad settings are refused naming their key, over-long TTLs naming ttlMs,
+// and a daemon with an invalid config.json refuses to start, saying why.
+func TestConfigAndTTLValidation(t *testing.T) {
+	t.Parallel()
+	t.Run("config set", func(t *testing.T) {
+		h := newHome(t)
+		r := h.run("config", "set", "lease.maxTtlMs", "abc")
+		e := expectFailure(t, r, 2, "BAD_REQUEST")
+		if e["field"] != "lease.maxTtlMs" || !strings.Contains(message(e), "lease.maxTtlMs") {
+			t.Errorf("the error does not name lease.maxTtlMs\n%s", r)
+		}
+		if _, err := os.Stat(h.path("config.json")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a refused setting was written: %v", err)
+		}
+		r = h.run("config", "get", "lease.maxTtlMs") // no daemon: read from the file
+		if r.code != 0 || !strings.Contains(r.stdout, `"value":14400000`) {
+			t.Errorf("lease.maxTtlMs is not the default after a refused set\n%s", r)
+		}
+	})
+	t.Run("ttl over the maximum", func(t *testing.T) {
+		h := newHome(t, fastDemo...)
+		r := h.run("lease", "--platform", "ios", "--ttl", "5h", "--detach")
+		e := expectFailure(t, r, 2, "BAD_REQUEST")
+		if e["field"] != "ttlMs" || !strings.Contains(message(e), "ttlMs") {
+			t.Errorf("the error does not name ttlMs\n%s", r)
+		}
+		if r.stdout != "" {
+			t.Errorf("a refused lease printed on stdout: %q", r.stdout)
+		}
+		if n := len(h.leases()); n != 0 {
+			t.Errorf("%d leases exist after a refused request", n)
+		}
+	})
+	t.Run("invalid config.json", func(t *testing.T) {
+		h := newHome(t)
+		if err := os.WriteFile(h.path("config.json"), []byte(`{"lease":{"defaultTtlMs":-1}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := h.run("lease", "--platform", "ios", "--detach")
+		e := expectFailure(t, r, 1, "DAEMON_STARTUP_FAILED")
+		if !strings.Contains(message(e), "lease.defaultTtlMs") {
+			t.Errorf("the error does not name lease.defaultTtlMs\n%s", r)
+		}
+		if lockHeld(h.dir) {
+			t.Errorf("a daemon runs despite the invalid config")
+		}
+		r = h.run("status", "--json")
+		e = expectFailure(t, r, 1, "DAEMON_STARTUP_FAILED")
+		if !strings.Contains(message(e), "lease.defaultTtlMs") {
+			t.Errorf("a second command's error does not name lease.defaultTtlMs\n%s", r)
+		}
+	})
+}
+
+// `simlock daemon stop` gets its answer every time: the daemon writes the
+// frames it has queued for a session before closing it.
+func TestDaemonStopAnswersBeforeClosing(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	for i := range 10 {
+		h.startDaemon()
+		r := h.run("daemon", "stop")
+		if r.code != 0 || strings.TrimSpace(r.stdout) != `{"status":"stopped"}` {
+			t.Fatalf("stop #%d\n%s", i+1, r)
+		}
+		if !waitLockFree(h.dir, waitBound) {
+			t.Fatalf("the daemon did not stop")
+		}
+	}
+}
