@@ -27,8 +27,9 @@ func leaseCmd(env Env) *cobra.Command {
 		Long: `Lease a device. The grant is one JSON line on stdout; progress goes to stderr.
 
 Without --detach the command holds the lease: it renews it every TTL/3 and
-releases it when it exits, on SIGINT or SIGTERM. It exits 14 if the daemon
-ends the lease (expired, killed, device lost).`,
+releases it when it exits, on SIGINT or SIGTERM, or when its parent process
+exits. It exits 14 if the lease ends under it: expired, killed by an
+operator, or released by another session.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := contract.LeaseRequestInput{
@@ -50,7 +51,10 @@ ends the lease (expired, killed, device lost).`,
 				if err != nil {
 					return usage("--timeout: %v", err)
 				}
-				in.TimeoutMs = max(d.Milliseconds(), 1)
+				if d > 0 {
+					// Below a millisecond still bounds the wait.
+					in.TimeoutMs = max(d.Milliseconds(), 1)
+				}
 			}
 			if err := in.Validate(); err != nil {
 				return fail(err)
@@ -69,7 +73,7 @@ ends the lease (expired, killed, device lost).`,
 	f.StringVar(&class, "class", "", "phone, tablet, watch, tv, vision, auto or desktop")
 	f.StringVar(&osVersion, "os", "", "OS version, e.g. 26.1, or a major such as 18")
 	f.StringVar(&ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
-	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10)")
+	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
 	f.BoolVar(&noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
 	f.BoolVar(&detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
 	f.StringVar(&agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")

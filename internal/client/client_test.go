@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/wire"
@@ -118,8 +119,13 @@ func TestSubscriptionSeesPushesSentRightAfterItsAnswer(t *testing.T) {
 		t.Fatalf("subscribe: %d, %v", last, err)
 	}
 	for want := int64(8); want <= 10; want++ {
-		if ev := <-ch; ev.Seq != want {
-			t.Fatalf("event seq %d, want %d", ev.Seq, want)
+		select {
+		case ev := <-ch:
+			if ev.Seq != want {
+				t.Fatalf("event seq %d, want %d", ev.Seq, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("event %d never arrived: its push was dropped", want)
 		}
 	}
 }

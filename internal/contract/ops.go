@@ -296,7 +296,7 @@ type EventsReplayInput struct {
 	SinceTs int64 `json:"sinceTs,omitempty"`
 	// AfterSeq returns events with a larger seq.
 	AfterSeq int64 `json:"afterSeq,omitempty"`
-	// Limit caps the count (default and ceiling 10000).
+	// Limit caps the count: 0 means 1000, at most 10000.
 	Limit int `json:"limit,omitempty"`
 }
 

@@ -60,6 +60,9 @@ func LimitsFrom(cfg *config.Config, host Host) Limits {
 			MaxRunning: intOr(cfg, "capacity.config.limits.android.maxRunning", androidDevices)},
 	}}
 	l.MaxRunning = intOr(cfg, "capacity.config.limits.maxRunning", iosDevices+androidDevices)
+	if host.RAMBytes <= 0 {
+		return l // RAM unknown: no budget rather than a budget of nothing
+	}
 	l.RAM = &RAMBudget{
 		LimitBytes: max(host.RAMBytes-osRAMReserve, 0),
 		PerDevice: map[contract.Platform]int64{

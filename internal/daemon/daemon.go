@@ -204,7 +204,13 @@ func (d *Daemon) unlock() {
 // when it is done.
 func (d *Daemon) converge(ctx context.Context) {
 	defer close(d.ready)
-	db, err := store.Open(ctx, filepath.Join(d.opts.Home, DBName))
+	dbPath := filepath.Join(d.opts.Home, DBName)
+	// SQLite gives its -wal and -shm files the database file's mode: make
+	// it private before SQLite creates it.
+	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
+		f.Close()
+	}
+	db, err := store.Open(ctx, dbPath)
 	if err != nil {
 		d.startErr = err
 		d.log.Error("startup failed", "err", err)
@@ -298,9 +304,8 @@ func (d *Daemon) Stop(reason string) error {
 	d.ln.Close()
 	<-d.ready
 	if d.engine != nil {
-		d.commitStopping(reason)
 		ctx, cancel := context.WithTimeout(context.Background(), d.opts.StopGrace)
-		if err := d.engine.Shutdown(ctx); err != nil {
+		if err := d.engine.Shutdown(ctx, reason); err != nil {
 			d.log.Warn("stopped with driver work unfinished", "err", err)
 		}
 		cancel()
@@ -320,22 +325,6 @@ func (d *Daemon) Stop(reason string) error {
 	d.unlock()
 	d.log.Info("daemon stopped", "reason", reason)
 	return d.startErr
-}
-
-func (d *Daemon) commitStopping(reason string) {
-	evs, err := d.db.Commit(context.Background(), store.Change{Events: []store.NewEvent{{
-		ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: "daemon.stopping",
-		Payload: []byte(`{"reason":` + strconv.Quote(reason) + `}`),
-	}}})
-	if err == nil {
-		d.bus.Publish(evs...)
-	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (d *Daemon) serve() {

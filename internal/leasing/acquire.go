@@ -193,6 +193,11 @@ func (e *Engine) activeForLocked(requester string) *contract.Error {
 // preference order that the driver accepts.
 func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, cat driver.Catalog) (contract.DeviceSpec, *contract.Error) {
 	models := core.ModelsFor(w, cat)
+	if len(models) == 0 && w.OSVersion != "" && len(core.ModelsFor(core.Want{Platform: w.Platform, Class: w.Class}, cat)) > 0 {
+		// The class has models; none pairs with an installed runtime of
+		// that version.
+		return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion})
+	}
 	if len(models) == 0 {
 		return contract.DeviceSpec{}, contract.Errorf(contract.CodeUnknownModel, "no %s model of class %s is available", w.Platform, w.Class).
 			With("platform", w.Platform).With("class", w.Class)
@@ -252,6 +257,9 @@ func (e *Engine) planLocked(r *request) plan {
 		if block == core.BlockNone {
 			return plan{boot: shut[0].ID}
 		}
+		if victim := e.idleLocked(contract.DeviceQuarantined, p, block.Global(), ""); victim != "" {
+			return plan{boot: shut[0].ID, destroy: victim}
+		}
 		if victim := e.idleLocked(contract.DeviceReady, p, block.Global(), ""); victim != "" {
 			return plan{boot: shut[0].ID, evict: victim}
 		}
@@ -259,20 +267,36 @@ func (e *Engine) planLocked(r *request) plan {
 	}
 	pl := plan{provision: true}
 	if block := core.CanCreate(lim, u, p); block != core.BlockNone {
-		// Room for one more device: delete an idle one of this platform.
-		victim := e.idleLocked(contract.DeviceShutdown, p, false, "")
+		// Make room for one more device by deleting an idle one: of this
+		// platform for its device limit, of any for the RAM budget.
+		anyPlatform := block == core.BlockRAM
+		victim := e.idleLocked(contract.DeviceShutdown, p, anyPlatform, "")
 		if victim == "" {
-			victim = e.idleLocked(contract.DeviceReady, p, false, "")
+			victim = e.idleLocked(contract.DeviceQuarantined, p, anyPlatform, "")
 		}
-		if victim == "" || block == core.BlockRAM {
+		if victim == "" {
+			victim = e.idleLocked(contract.DeviceReady, p, anyPlatform, "")
+		}
+		if victim == "" {
 			return plan{block: block}
 		}
 		pl.destroy = victim
-		if e.devices[victim].State == contract.DeviceReady {
-			return pl // deleting a running device frees its running slot too
+		if core.Running(e.devices[victim].State) && e.devices[victim].Platform == p {
+			return pl // deleting a running device of p frees its running slot too
 		}
 	}
 	if block := core.CanStart(lim, u, p); block != core.BlockNone {
+		if pl.destroy != "" && core.Running(e.devices[pl.destroy].State) && block.Global() {
+			return pl // the device being deleted frees a machine-wide slot
+		}
+		if pl.destroy == "" {
+			// A quarantined device holds a running slot and serves nobody:
+			// delete it before shutting down a healthy one.
+			if victim := e.idleLocked(contract.DeviceQuarantined, p, block.Global(), ""); victim != "" {
+				pl.destroy = victim
+				return pl
+			}
+		}
 		victim := e.idleLocked(contract.DeviceReady, p, block.Global(), pl.destroy)
 		if victim == "" {
 			return plan{block: block}
@@ -452,7 +476,7 @@ func (e *Engine) runStart(r *request, devID string, p plan) {
 		var err error
 		dd, err = drv.Provision(ctx, spec)
 		if err != nil {
-			e.startFailed(r, devID, true, err)
+			e.startFailed(r, devID, true, "provision-failed", err)
 			return
 		}
 		e.mu.Lock()
@@ -466,7 +490,7 @@ func (e *Engine) runStart(r *request, devID string, p plan) {
 		_, err = e.commitLocked(tx)
 		e.mu.Unlock()
 		if err != nil {
-			e.startFailed(r, devID, true, err)
+			e.startFailed(r, devID, true, "internal", err)
 			return
 		}
 	}
@@ -474,7 +498,7 @@ func (e *Engine) runStart(r *request, devID string, p plan) {
 	bootStart := time.Now()
 	ready, err := drv.MakeReady(ctx, dd)
 	if err != nil {
-		e.startFailed(r, devID, p.provision, err)
+		e.startFailed(r, devID, p.provision, "boot-failed", err)
 		return
 	}
 	e.mu.Lock()
@@ -514,7 +538,7 @@ func (e *Engine) progress(r *request, p contract.LeaseProgress) {
 }
 
 // startFailed settles r with the driver's error and disposes of the device.
-func (e *Engine) startFailed(r *request, devID string, created bool, err error) {
+func (e *Engine) startFailed(r *request, devID string, created bool, reason string, err error) {
 	cerr := e.errorf(err)
 	e.log.Warn("device start failed", "deviceId", devID, "requestId", r.rec.ID, "err", err)
 	e.mu.Lock()
@@ -524,7 +548,6 @@ func (e *Engine) startFailed(r *request, devID string, created bool, err error) 
 	} else {
 		delete(e.claims, devID)
 	}
-	reason := "boot-failed"
 	if cerr.Details["reason"] == "boot-timeout" {
 		reason = "boot-timeout"
 	}
@@ -591,7 +614,7 @@ func (e *Engine) settleLocked(r *request, _ *contract.LeaseGrant, cerr *contract
 	}
 	e.removeFromQueueLocked(r)
 	state := contract.RequestFailed
-	if reason == "cancelled" {
+	if cerr.Code == contract.CodeCancelled {
 		state = contract.RequestCancelled
 	}
 	r.rec.State, r.rec.Stage, r.rec.QueuePosition, r.rec.SettledAt, r.rec.Error = state, "", 0, now(), cerr

@@ -42,10 +42,9 @@ type Store interface {
 
 // Lease-end reasons.
 const (
-	ReasonExplicit   = "explicit"
-	ReasonExpired    = "expired"
-	ReasonKilled     = "killed"
-	ReasonDeviceLost = "device-lost"
+	ReasonExplicit = "explicit"
+	ReasonExpired  = "expired"
+	ReasonKilled   = "killed"
 )
 
 // Options configure an Engine. Store and Limits are required.
@@ -181,10 +180,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		rec.State = contract.RequestFailed
 		rec.SettledAt = now()
 		rec.Stage = ""
-		rec.Error = contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon restarted while this request was open")
+		rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open")
 		tx.change.Requests = append(tx.change.Requests, rec)
 		tx.event("lease.rejected", map[string]any{
 			"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": "daemon-restarted",
+			"code": rec.Error.Code,
 		})
 	}
 	var reclaim, remove []string
@@ -245,11 +245,17 @@ func (e *Engine) goWork(f func()) {
 	}()
 }
 
-// Shutdown stops taking requests, fails the ones still waiting with
-// DAEMON_STOPPING, and waits for driver work in flight (reclaims included)
-// until ctx ends; then it cancels what is left.
-func (e *Engine) Shutdown(ctx context.Context) error {
+// Shutdown records daemon.stopping with reason, stops taking requests,
+// fails the ones still waiting with DAEMON_STOPPING, and waits for driver
+// work in flight (reclaims included) until ctx ends; then it cancels what
+// is left.
+func (e *Engine) Shutdown(ctx context.Context, reason string) error {
 	e.mu.Lock()
+	tx := e.begin()
+	tx.event("daemon.stopping", map[string]any{"reason": reason})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.log.Warn("could not record daemon.stopping", "err", err)
+	}
 	e.stopping = true
 	waiting := slices.Clone(e.queue)
 	for _, r := range waiting {

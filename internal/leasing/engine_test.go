@@ -583,3 +583,61 @@ func TestIdempotencyKeyReturnsTheSameAnswer(t *testing.T) {
 		}
 	})
 }
+
+func TestClassWithUninstalledVersionIsRuntimeMissing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(1))
+		p := h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Class: contract.ClassPhone, OSVersion: "12"})
+		<-p.done
+		ce := wantCode(t, p.err, contract.CodeRuntimeMissing)
+		if ce.Details["osVersion"] != "12" {
+			t.Errorf("details = %v", ce.Details)
+		}
+		p = h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Class: contract.ClassDesktop})
+		<-p.done
+		wantCode(t, p.err, contract.CodeUnknownModel)
+	})
+}
+
+func TestQuarantinedDeviceIsDeletedToMakeRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(1))
+		h.drivers[contract.PlatformIOS].FailOn("reclaim", 1)
+		g := h.mustGrant(h.acquire("a", ios))
+		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(reclaimTime)
+		synctest.Wait()
+		if d := h.e.Devices(); len(d) != 1 || d[0].State != contract.DeviceQuarantined {
+			t.Fatalf("devices after a failed clean = %+v, want one quarantined", d)
+		}
+		g2 := h.mustGrant(h.acquire("b", ios))
+		if g2.Device.ID == g.Device.ID || g2.Source != contract.SourceProvisioned {
+			t.Errorf("b got %s from %s, want a new device", g2.Device.ID, g2.Source)
+		}
+		if got := h.st.names("device.purge-failed", "device.quarantined", "device.deleted"); !slices.Equal(got, []string{"device.purge-failed", "device.quarantined", "device.deleted"}) {
+			t.Errorf("events = %v", got)
+		}
+	})
+}
+
+func TestReleaseAllCancelsARequestWhoseDeviceIsStarting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(1))
+		p := h.acquire("a", ios)
+		time.Sleep(provisionTime / 2)
+		res, err := h.e.ReleaseAll()
+		if err != nil || len(res.Cancelled) != 1 {
+			t.Fatalf("release-all = %+v, %v", res, err)
+		}
+		<-p.done
+		wantCode(t, p.err, contract.CodeCancelled)
+		if n := len(h.e.Leases(Caller{Admin: true})); n != 0 {
+			t.Errorf("%d leases after release-all", n)
+		}
+		if d := h.e.Devices(); len(d) != 1 || d[0].State != contract.DeviceReady {
+			t.Errorf("devices = %+v, want the started one kept ready", d)
+		}
+	})
+}

@@ -91,10 +91,17 @@ func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 	defer e.mu.Unlock()
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
 	for _, r := range e.sortedRequestsLocked() {
-		if r.rec.State == contract.RequestQueued {
+		switch r.rec.State {
+		case contract.RequestQueued:
 			e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "an operator released everything"), "killed")
-			res.Cancelled = append(res.Cancelled, r.rec.ID)
+		case contract.RequestStarting:
+			// Its device is being started: it is kept, ready, and no lease
+			// is made from it.
+			r.abandoned = true
+		default:
+			continue
 		}
+		res.Cancelled = append(res.Cancelled, r.rec.ID)
 	}
 	ids := make([]string, 0, len(e.leases))
 	for id := range e.leases {
@@ -184,6 +191,7 @@ func (e *Engine) runReclaim(d store.Device) {
 		e.log.Warn("reclaim failed", "deviceId", d.ID, "err", err)
 		tx.setState(d.ID, contract.DeviceQuarantined)
 		tx.event("device.purge-failed", map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
+		tx.event("device.quarantined", map[string]any{"deviceId": d.ID, "reason": "purge-failed"})
 	} else {
 		state := res.State
 		if state != contract.DeviceReady {
@@ -217,6 +225,7 @@ func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) {
 		e.log.Warn("shutdown failed", "deviceId", id, "err", err)
 		tx.setState(id, contract.DeviceShutdown)
 		tx.setState(id, contract.DeviceQuarantined)
+		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "shutdown-failed", "error": err.Error()})
 	} else {
 		nd := tx.setState(id, contract.DeviceShutdown)
 		nd.Address = ""
@@ -242,6 +251,7 @@ func (e *Engine) removeDevice(ctx context.Context, id, initiator string) {
 			tx.setState(id, contract.DeviceShutdown)
 		}
 		tx.setState(id, contract.DeviceQuarantined)
+		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "delete-failed", "error": err.Error()})
 	} else {
 		tx.setState(id, contract.DeviceDeleted)
 		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": initiator})
@@ -270,6 +280,7 @@ func (e *Engine) destroyAbandoned(id string) {
 	if err != nil {
 		e.log.Warn("could not delete a failed device", "deviceId", id, "err", err)
 		tx.setState(id, contract.DeviceQuarantined)
+		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "delete-failed", "error": err.Error()})
 	} else {
 		tx.setState(id, contract.DeviceDeleted)
 		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "failed-start"})

@@ -134,7 +134,7 @@ func (e *Engine) usageLocked() core.Usage {
 			Platform:  d.Platform,
 			State:     d.State,
 			Reserved:  claim == "boot" || d.State == contract.DeviceProvisioning,
-			Releasing: claim == "eviction",
+			Releasing: claim == "eviction" || claim == "destroy",
 		})
 	}
 	return core.Measure(e.opts.Limits, slots)
