@@ -307,7 +307,9 @@ func (e *Engine) Wait() { e.work.Wait() }
 func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error) {
 	d, ok := e.opts.Drivers[p]
 	if !ok {
-		return nil, contract.Errorf(contract.CodeNoDriver, "no driver serves %s on this machine", p).With("platform", p)
+		return nil, contract.Errorf(contract.CodeNoDriver,
+			"no driver serves %s in this daemon (simlock status says why; SIMLOCK_DRIVERS=demo or drivers.demo.enabled serves simulated devices from the next daemon start)", p).
+			With("platform", p)
 	}
 	return d, nil
 }
