@@ -44,6 +44,17 @@ func adminToken(cmd *cobra.Command, env Env, home string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// withClient opens a session, runs f with it, and closes it. Errors from
+// either become the command's exit.
+func withClient(cmd *cobra.Command, env Env, s session, f func(ctx context.Context, c *client.Client) error) error {
+	c, err := connect(cmd.Context(), cmd, env, s)
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+	return fail(f(cmd.Context(), c))
+}
+
 // connect opens a session with the daemon of SIMLOCK_HOME.
 func connect(ctx context.Context, cmd *cobra.Command, env Env, s session) (*client.Client, error) {
 	home, err := env.home()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -21,20 +22,17 @@ func statusCmd(env Env) *cobra.Command {
 		Short: "Show the daemon, capacity, devices, leases and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			s, err := c.Status(cmd.Context())
-			if err != nil {
-				return fail(err)
-			}
-			if asJSON {
-				return printJSON(env.Stdout, s)
-			}
-			renderStatus(env.Stdout, s, time.Now())
-			return nil
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+				s, err := c.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(env.Stdout, s)
+				}
+				renderStatus(env.Stdout, s, time.Now())
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -132,22 +130,19 @@ func listCmd(env Env) *cobra.Command {
 			case requests:
 				kind = contract.ListRequests
 			}
-			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			res, err := c.List(cmd.Context(), kind)
-			if err != nil {
-				return fail(err)
-			}
-			switch kind {
-			case contract.ListLeases:
-				return printJSON(env.Stdout, map[string]any{"leases": nonNil(res.Leases)})
-			case contract.ListRequests:
-				return printJSON(env.Stdout, map[string]any{"requests": nonNil(res.Requests)})
-			}
-			return printJSON(env.Stdout, map[string]any{"devices": nonNil(res.Devices)})
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				res, err := c.List(ctx, kind)
+				if err != nil {
+					return err
+				}
+				switch kind {
+				case contract.ListLeases:
+					return printJSON(env.Stdout, map[string]any{"leases": nonNil(res.Leases)})
+				case contract.ListRequests:
+					return printJSON(env.Stdout, map[string]any{"requests": nonNil(res.Requests)})
+				}
+				return printJSON(env.Stdout, map[string]any{"devices": nonNil(res.Devices)})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&devices, "devices", false, "devices (the default)")
@@ -175,20 +170,17 @@ func catalogCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			res, err := c.Catalog(cmd.Context(), in.Platform)
-			if err != nil {
-				return fail(err)
-			}
-			if asJSON {
-				return printJSON(env.Stdout, res)
-			}
-			renderCatalog(env.Stdout, res)
-			return nil
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+				res, err := c.Catalog(ctx, in.Platform)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(env.Stdout, res)
+				}
+				renderCatalog(env.Stdout, res)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&platform, "platform", "", "only this platform")
@@ -232,7 +224,6 @@ func eventsCmd(env Env) *cobra.Command {
 		Short: "Print daemon events as JSON lines (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			q := contract.EventsReplayInput{}
 			if since != "" {
 				d, err := parseDuration(since)
@@ -241,12 +232,9 @@ func eventsCmd(env Env) *cobra.Command {
 				}
 				q.SinceTs = max(time.Now().Add(-d).UnixMilli(), 1)
 			}
-			c, err := connect(ctx, cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			return fail(streamEvents(ctx, c, env.Stdout, q, follow))
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				return streamEvents(ctx, c, env.Stdout, q, follow)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events")

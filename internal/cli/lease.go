@@ -293,16 +293,13 @@ func renewCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			c, err := connect(cmd.Context(), cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			rec, err := c.Renew(cmd.Context(), in.LeaseID, in.TTLMs)
-			if err != nil {
-				return fail(err)
-			}
-			return printJSON(env.Stdout, rec)
+			return withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				rec, err := c.Renew(ctx, in.LeaseID, in.TTLMs)
+				if err != nil {
+					return err
+				}
+				return printJSON(env.Stdout, rec)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "new lifetime from now; also becomes the lease's width")
@@ -318,7 +315,7 @@ func releaseCmd(env Env) *cobra.Command {
 		Short: "End a lease; the device is cleaned in the background",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
+			s := session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}
 			if all {
 				if len(args) > 0 {
 					return usage("give a lease id or --all, not both")
@@ -326,16 +323,13 @@ func releaseCmd(env Env) *cobra.Command {
 				if !yes {
 					return usage("release --all ends every lease and cancels every waiting request; add --yes to confirm")
 				}
-				c, err := connect(ctx, cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
-				if err != nil {
-					return fail(err)
-				}
-				defer c.Close()
-				res, err := c.ReleaseAll(ctx)
-				if err != nil {
-					return fail(err)
-				}
-				return printJSON(env.Stdout, res)
+				return withClient(cmd, env, s, func(ctx context.Context, c *client.Client) error {
+					res, err := c.ReleaseAll(ctx)
+					if err != nil {
+						return err
+					}
+					return printJSON(env.Stdout, res)
+				})
 			}
 			if len(args) == 0 {
 				return usage("release needs a lease id, or --all --yes")
@@ -344,16 +338,13 @@ func releaseCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			c, err := connect(ctx, cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true})
-			if err != nil {
-				return fail(err)
-			}
-			defer c.Close()
-			res, err := c.Release(ctx, in.LeaseID)
-			if err != nil {
-				return fail(err)
-			}
-			return printJSON(env.Stdout, res)
+			return withClient(cmd, env, s, func(ctx context.Context, c *client.Client) error {
+				res, err := c.Release(ctx, in.LeaseID)
+				if err != nil {
+					return err
+				}
+				return printJSON(env.Stdout, res)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "end every lease and cancel every waiting request (admin)")
