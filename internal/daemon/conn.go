@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -29,6 +30,9 @@ type conn struct {
 	cancel context.CancelFunc
 	out    chan []byte
 	once   sync.Once
+	// draining is set when the daemon stops: reading has stopped, and the
+	// calls in flight still get to answer before the session closes.
+	draining atomic.Bool
 
 	mu sync.Mutex
 	// mu guards the fields below.
@@ -60,6 +64,19 @@ func (c *conn) close() {
 	})
 }
 
+// drain stops reading new calls; the session stays open for answers.
+func (c *conn) drain() {
+	c.draining.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// busy reports whether calls are still in flight.
+func (c *conn) busy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight > 0
+}
+
 // send queues a frame; a session too slow to take its frames is dropped.
 func (c *conn) send(v any) {
 	b, err := wire.Encode(v)
@@ -80,7 +97,13 @@ func (c *conn) push(p contract.Push) { c.send(p) }
 
 func (c *conn) run() {
 	defer c.d.dropConn(c)
-	defer c.close()
+	defer func() {
+		// A draining session is closed by the daemon once its calls have
+		// answered; any other end of reading ends the session now.
+		if !c.draining.Load() {
+			c.close()
+		}
+	}()
 	r := wire.NewReader(c.nc, contract.MaxFrameLen)
 	for {
 		frame, err := r.Next()

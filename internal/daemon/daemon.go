@@ -310,11 +310,7 @@ func (d *Daemon) Stop(reason string) error {
 		}
 		cancel()
 	}
-	d.mu.Lock()
-	for c := range d.conns {
-		c.close()
-	}
-	d.mu.Unlock()
+	d.closeSessions()
 	d.bus.Close()
 	d.bg.Wait()
 	if d.db != nil {
@@ -325,6 +321,27 @@ func (d *Daemon) Stop(reason string) error {
 	d.unlock()
 	d.log.Info("daemon stopped", "reason", reason)
 	return d.startErr
+}
+
+// closeSessions stops every session reading, lets the calls in flight
+// answer (the engine has already settled its waiters), then closes them.
+func (d *Daemon) closeSessions() {
+	d.mu.Lock()
+	conns := make([]*conn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		c.drain()
+	}
+	deadline := time.Now().Add(flushTimeout)
+	for _, c := range conns {
+		for c.busy() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		c.close()
+	}
 }
 
 func (d *Daemon) serve() {

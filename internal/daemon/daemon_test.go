@@ -227,3 +227,33 @@ func TestClosingTheSessionWithdrawsItsQueuedRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitersHearDaemonStoppingBeforeTheSessionCloses(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":1}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, home := startDaemon(t, cfg)
+	a := dial(t, home, "a", false)
+	if _, err := a.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := dial(t, home, "b", false)
+	queued := make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		_, err := b.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, func(p contract.LeaseProgress) {
+			if p.Stage == contract.StageQueued {
+				close(queued)
+			}
+		})
+		result <- err
+	}()
+	<-queued
+	if err := d.Stop("test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-result; code(err) != contract.CodeDaemonStopping {
+		t.Errorf("waiter got %v, want DAEMON_STOPPING", err)
+	}
+}

@@ -311,7 +311,7 @@ func (e *Engine) planLocked(r *request) plan {
 func (e *Engine) idleLocked(s contract.DeviceState, p contract.Platform, anyPlatform bool, except string) string {
 	var best *store.Device
 	for id, d := range e.devices {
-		if id == except || d.State != s || e.claims[id] != "" || (!anyPlatform && d.Platform != p) {
+		if id == except || d.State != s || e.claims[id] != "" || e.stuck[id] || (!anyPlatform && d.Platform != p) {
 			continue
 		}
 		if best == nil || d.LastUsedAt < best.LastUsedAt {
@@ -456,10 +456,16 @@ func (e *Engine) startLocked(r *request, p plan) {
 func (e *Engine) runStart(r *request, devID string, p plan) {
 	ctx := e.ctx
 	if p.destroy != "" {
-		e.removeDevice(ctx, p.destroy, "capacity")
+		if err := e.removeDevice(ctx, p.destroy, "capacity"); err != nil {
+			e.requeue(r, devID, p)
+			return
+		}
 	}
 	if p.evict != "" {
-		e.shutdownDevice(ctx, p.evict, "eviction")
+		if err := e.shutdownDevice(ctx, p.evict, "eviction"); err != nil {
+			e.requeue(r, devID, p)
+			return
+		}
 	}
 	e.mu.Lock()
 	dev := *e.devices[devID]
@@ -525,6 +531,38 @@ func (e *Engine) runStart(r *request, devID string, p plan) {
 	}
 	// Ready and leased in one commit: nobody ever sees the device idle.
 	e.grantLocked(r, devID, source, tx)
+	e.serveLocked()
+}
+
+// requeue puts r back at the head of the queue when the room it was to get
+// could not be made; its timeout keeps its original deadline.
+func (e *Engine) requeue(r *request, devID string, p plan) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.claims, devID)
+	if p.provision {
+		// The driver never created it: the record goes.
+		tx := e.begin()
+		tx.setState(devID, contract.DeviceDeleted)
+		if _, err := e.commitLocked(tx); err != nil {
+			e.log.Error("could not drop a device record", "deviceId", devID, "err", err)
+		}
+	}
+	if r.abandoned || e.stopping {
+		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+		e.serveLocked()
+		return
+	}
+	r.rec.State = contract.RequestQueued
+	e.queue = append([]*request{r}, e.queue...)
+	tx := e.begin()
+	tx.putRequest(r)
+	if _, err := e.commitLocked(tx); err != nil {
+		e.log.Error("could not record a requeued request", "requestId", r.rec.ID, "err", err)
+	}
+	if ms := r.rec.Policy.TimeoutMs; ms > 0 {
+		r.timer = time.AfterFunc(time.Until(time.UnixMilli(r.rec.CreatedAt+ms)), func() { e.timeout(r) })
+	}
 	e.serveLocked()
 }
 

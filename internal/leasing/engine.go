@@ -87,6 +87,7 @@ type Engine struct {
 	requests  map[string]*request     // open requests
 	queue     []*request              // waiting, in arrival order
 	claims    map[string]string       // device id -> operation in flight
+	stuck     map[string]bool         // devices that failed to stop or delete: never victims
 	timers    map[string]*time.Timer  // lease id -> expiry timer
 	catalogs  map[contract.Platform]driver.Catalog
 	lastCap   string
@@ -134,7 +135,7 @@ func New(opts Options) *Engine {
 	return &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
-		requests: map[string]*request{}, claims: map[string]string{}, timers: map[string]*time.Timer{},
+		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, timers: map[string]*time.Timer{},
 		catalogs: map[contract.Platform]driver.Catalog{},
 	}
 }

@@ -641,3 +641,29 @@ func TestReleaseAllCancelsARequestWhoseDeviceIsStarting(t *testing.T) {
 		}
 	})
 }
+
+func TestFailedMakeRoomDoesNotOvershootCapacity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(1))
+		g := h.mustGrant(h.acquire("a", ios))
+		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(reclaimTime) // the iPhone 17 is shut down, holding the one device slot
+		synctest.Wait()
+		h.drivers[contract.PlatformIOS].FailOn("destroy", 1)
+		b := h.acquire("b", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 16"})
+		time.Sleep(reclaimTime)
+		synctest.Wait()
+		if b.finished() {
+			t.Fatalf("b finished (%v) although no room could be made", b.err)
+		}
+		devs := h.e.Devices()
+		if len(devs) != 1 || devs[0].State != contract.DeviceQuarantined {
+			t.Fatalf("devices = %+v, want only the quarantined one", devs)
+		}
+		if got := b.stages(); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
+			t.Errorf("b's last progress = %+v, want queued at 1", got[len(got)-1])
+		}
+	})
+}

@@ -211,8 +211,9 @@ func (e *Engine) runReclaim(d store.Device) {
 	e.serveLocked()
 }
 
-// shutdownDevice stops an idle device to free its running slot.
-func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) {
+// shutdownDevice stops an idle device to free its running slot. A device
+// that fails to stop is quarantined and never chosen to make room again.
+func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) error {
 	e.mu.Lock()
 	d := *e.devices[id]
 	e.mu.Unlock()
@@ -223,6 +224,7 @@ func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) {
 	tx := e.begin()
 	if err != nil {
 		e.log.Warn("shutdown failed", "deviceId", id, "err", err)
+		e.stuck[id] = true
 		tx.setState(id, contract.DeviceShutdown)
 		tx.setState(id, contract.DeviceQuarantined)
 		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "shutdown-failed", "error": err.Error()})
@@ -232,11 +234,15 @@ func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) {
 		tx.putDevice(nd)
 		tx.event("device.shutdown", map[string]any{"deviceId": id, "initiator": initiator})
 	}
-	_, _ = e.commitLocked(tx)
+	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// removeDevice deletes an idle device to free its device slot.
-func (e *Engine) removeDevice(ctx context.Context, id, initiator string) {
+// removeDevice deletes an idle device to free its slots. A device that
+// fails to delete is quarantined and never chosen to make room again.
+func (e *Engine) removeDevice(ctx context.Context, id, initiator string) error {
 	e.mu.Lock()
 	d := *e.devices[id]
 	e.mu.Unlock()
@@ -247,6 +253,7 @@ func (e *Engine) removeDevice(ctx context.Context, id, initiator string) {
 	tx := e.begin()
 	if err != nil {
 		e.log.Warn("delete failed", "deviceId", id, "err", err)
+		e.stuck[id] = true
 		if d.State == contract.DeviceReady {
 			tx.setState(id, contract.DeviceShutdown)
 		}
@@ -256,7 +263,10 @@ func (e *Engine) removeDevice(ctx context.Context, id, initiator string) {
 		tx.setState(id, contract.DeviceDeleted)
 		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": initiator})
 	}
-	_, _ = e.commitLocked(tx)
+	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // destroyAbandoned deletes a device whose creation failed or was cut short.
