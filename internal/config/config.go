@@ -76,7 +76,26 @@ var keys = []keySpec{
 		doc: "daemon log level"},
 }
 
+// aliases are shorter spellings accepted for keys of the fixed strategy,
+// read and written as the key they stand for.
+var aliases = map[string]string{
+	"capacity.maxRunning":         "capacity.config.maxRunning",
+	"capacity.ios.maxRunning":     "capacity.config.ios.maxRunning",
+	"capacity.ios.maxDevices":     "capacity.config.ios.maxDevices",
+	"capacity.android.maxRunning": "capacity.config.android.maxRunning",
+	"capacity.android.maxDevices": "capacity.config.android.maxDevices",
+}
+
+// canonical is the key an alias stands for, or key itself.
+func canonical(key string) string {
+	if k, ok := aliases[key]; ok {
+		return k
+	}
+	return key
+}
+
 func lookup(key string) (keySpec, bool) {
+	key = canonical(key)
 	for _, k := range keys {
 		if k.key == key {
 			return k, true
@@ -154,7 +173,10 @@ func Parse(b []byte) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.values[key] = v
+		if _, both := flat[spec.key]; both && spec.key != key {
+			return nil, &Error{Key: key, Msg: "is another spelling of " + spec.key + "; give one of them"}
+		}
+		c.values[spec.key] = v
 	}
 	if err := c.check(); err != nil {
 		return nil, err
@@ -289,10 +311,11 @@ func (c *Config) List(key string) []string {
 
 // Get is the value of one key for display, and whether the key exists.
 func (c *Config) Get(key string) (any, bool) {
-	if _, ok := lookup(key); !ok {
+	spec, ok := lookup(key)
+	if !ok {
 		return nil, false
 	}
-	return c.values[key], true
+	return c.values[spec.key], true
 }
 
 // Flat is every set value by dotted key.
@@ -369,7 +392,12 @@ func Set(home, key, value string) (any, error) {
 	}
 	flat := map[string]any{}
 	flatten("", doc, flat)
-	flat[key] = v
+	for alias, k := range aliases {
+		if k == spec.key {
+			delete(flat, alias)
+		}
+	}
+	flat[spec.key] = v
 	out, err := json.MarshalIndent(nest(flat), "", "  ")
 	if err != nil {
 		return nil, err

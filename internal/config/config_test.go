@@ -76,3 +76,27 @@ func TestSetValidatesAndKeepsOtherSettings(t *testing.T) {
 		t.Errorf("config.json mode = %v, %v", st.Mode().Perm(), err)
 	}
 }
+
+func TestFixedStrategyShorthands(t *testing.T) {
+	c, err := Parse([]byte(`{"capacity":{"strategy":"fixed","maxRunning":1,"ios":{"maxDevices":3}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Int("capacity.config.maxRunning") != 1 || c.Int("capacity.config.ios.maxDevices") != 3 || len(c.Warnings) != 0 {
+		t.Errorf("shorthands not applied: %v %v", c.Flat(), c.Warnings)
+	}
+	if _, err := Parse([]byte(`{"capacity":{"maxRunning":1,"config":{"maxRunning":2}}}`)); err == nil {
+		t.Error("both spellings of one key accepted")
+	}
+	home := t.TempDir()
+	if _, err := Set(home, "capacity.maxRunning", "1"); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(home)
+	if err != nil || c.Int("capacity.config.maxRunning") != 1 {
+		t.Fatalf("after set: %v, %v", c, err)
+	}
+	if v, ok := c.Get("capacity.maxRunning"); !ok || v != int64(1) {
+		t.Errorf("get by shorthand = %v, %v", v, ok)
+	}
+}
