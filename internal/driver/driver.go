@@ -45,6 +45,66 @@ type Driver interface {
 	// LeaseEnvironment is the environment a lease holder needs to reach its
 	// device with the platform's tools.
 	LeaseEnvironment() map[string]string
+	// Root is the absolute path of the device root the driver owns ("" for
+	// a driver with no files, such as demo).
+	Root() string
+	// RevalidateRoot checks again that the root is ours; drivers call it
+	// before anything destructive, and the core may too.
+	RevalidateRoot() error
+	// ListManaged reports every device in the root and whether it runs.
+	ListManaged(ctx context.Context) (Reality, error)
+	// Passthrough turns `simlock <tool> <args>` into the command to run,
+	// scoped to the driver's root or server, or refuses it with
+	// *PassthroughRefusedError. It runs nothing.
+	Passthrough(args []string) (Command, error)
+	// ToolVersions reports the versions of the platform tools in use.
+	ToolVersions(ctx context.Context) ([]ToolVersion, error)
+}
+
+// RunState is whether an observed device runs.
+type RunState string
+
+// The run states. Transitioning never counts as a crash or a drift.
+const (
+	Running       RunState = "running"
+	Stopped       RunState = "stopped"
+	Transitioning RunState = "transitioning"
+)
+
+// Observed is a device found in the root.
+type Observed struct {
+	Device
+	Name     string
+	RunState RunState
+}
+
+// Reality is what the root holds now.
+type Reality struct {
+	Devices []Observed
+}
+
+// Command is a program to run for a passthrough: the caller runs it with
+// its own stdio.
+type Command struct {
+	Tool string   `json:"tool"`
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env,omitempty"`
+}
+
+// ToolVersion is one platform tool's version.
+type ToolVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Build   string `json:"build,omitempty"`
+}
+
+// Missing is a prerequisite a platform lacks, with what to do about it.
+type Missing struct {
+	Platform     contract.Platform `json:"platform"`
+	Prerequisite string            `json:"prerequisite"`
+	Message      string            `json:"message"`
+	Remedy       string            `json:"remedy"`
 }
 
 // Request is an exact request: the core has already turned a class into a

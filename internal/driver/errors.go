@@ -49,10 +49,20 @@ type CrashError struct {
 func (e *CrashError) Error() string { return e.Op + ": " + e.Err.Error() }
 func (e *CrashError) Unwrap() error { return e.Err }
 
+// PassthroughRefusedError: a passthrough command simlock will not run,
+// because it would reach outside the caller's lease or simlock's root.
+type PassthroughRefusedError struct {
+	Tool    string
+	Message string
+}
+
+func (e *PassthroughRefusedError) Error() string { return "simlock " + e.Tool + ": " + e.Message }
+
 // ContractError maps a driver error to the contract error a caller sees.
 // Errors that already carry a code keep it; unknown failures are INTERNAL.
 func ContractError(err error) *contract.Error {
 	var (
+		refused *PassthroughRefusedError
 		unknown *UnknownModelError
 		missing *RuntimeMissingError
 		boot    *BootTimeoutError
@@ -72,6 +82,8 @@ func ContractError(err error) *contract.Error {
 			e = e.With("component", missing.Component)
 		}
 		return e
+	case errors.As(err, &refused):
+		return contract.Errorf(contract.CodeUsage, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):
 		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", "boot-timeout")
 	}

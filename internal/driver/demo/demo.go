@@ -585,3 +585,39 @@ func cloneCatalog(c driver.Catalog) driver.Catalog {
 		ClassDefaults:  defaults,
 	}
 }
+
+// Root is empty: demo devices have no files.
+func (d *Driver) Root() string { return "" }
+
+// RevalidateRoot always passes: there is no root to lose.
+func (d *Driver) RevalidateRoot() error { return nil }
+
+// ListManaged reports the devices this driver knows, booted ones running.
+func (d *Driver) ListManaged(context.Context) (driver.Reality, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var r driver.Reality
+	for id, rec := range d.devices {
+		state := driver.Stopped
+		switch rec.state {
+		case stateBooted:
+			state = driver.Running
+		case stateBooting:
+			state = driver.Transitioning
+		}
+		r.Devices = append(r.Devices, driver.Observed{Device: driver.Device{ID: id, Address: d.address(id, rec)}, RunState: state})
+	}
+	return r, nil
+}
+
+// Passthrough refuses: simulated devices have no tool to run.
+func (d *Driver) Passthrough([]string) (driver.Command, error) {
+	tool := "simctl"
+	if d.platform == contract.PlatformAndroid {
+		tool = "adb"
+	}
+	return driver.Command{}, &driver.PassthroughRefusedError{Tool: tool, Message: "the demo driver's devices are simulated; there is no " + tool + " to run"}
+}
+
+// ToolVersions reports none: the demo driver runs no tools.
+func (d *Driver) ToolVersions(context.Context) ([]driver.ToolVersion, error) { return nil, nil }

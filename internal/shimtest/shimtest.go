@@ -1,0 +1,152 @@
+// Package shimtest builds the fake platform tools in testdata/shims and lays
+// them out as a Mac's PATH (xcrun, xcodebuild) or an Android SDK
+// (cmdline-tools/latest/bin/avdmanager and sdkmanager, emulator/emulator,
+// platform-tools/adb), each with its own state directory. Tests of the
+// drivers, the daemon and the CLI use it; it is not part of simlock itself.
+//
+// Build is safe for concurrent use; it compiles the shims once per process.
+package shimtest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// binaryPath compiles the shims once and returns the binary.
+func binaryPath() (string, error) {
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		src := filepath.Join(filepath.Dir(file), "testdata", "shims")
+		dir, err := os.MkdirTemp("", "simlock-shims")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "shims")
+		cmd := exec.Command("go", "build", "-o", binary, ".")
+		cmd.Dir = src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build shims: %v\n%s", err, out)
+		}
+	})
+	return binary, buildErr
+}
+
+// Env is a laid-out set of shims.
+type Env struct {
+	// Bin holds xcrun and xcodebuild: put it first on PATH.
+	Bin string
+	// SDK is a fake Android SDK root: set ANDROID_HOME to it.
+	SDK string
+	// State is the shims' state directory: set SIMLOCK_SHIM_STATE to it.
+	State string
+}
+
+// Build lays out a fresh set of shims under a temporary directory.
+func Build(tb testing.TB) Env {
+	tb.Helper()
+	bin, err := binaryPath()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	root, err := os.MkdirTemp("", "shm")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(root) })
+	e := Env{Bin: filepath.Join(root, "bin"), SDK: filepath.Join(root, "sdk"), State: filepath.Join(root, "state")}
+	links := map[string]string{
+		filepath.Join(e.Bin, "xcrun"):                                        bin,
+		filepath.Join(e.Bin, "xcodebuild"):                                   bin,
+		filepath.Join(e.SDK, "cmdline-tools", "latest", "bin", "avdmanager"): bin,
+		filepath.Join(e.SDK, "cmdline-tools", "latest", "bin", "sdkmanager"): bin,
+		filepath.Join(e.SDK, "emulator", "emulator"):                         bin,
+		filepath.Join(e.SDK, "platform-tools", "adb"):                        bin,
+	}
+	for link, target := range links {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(e.State, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// Environ is the environment that points programs at these shims, added to
+// base (os.Environ() when nil).
+func (e Env) Environ(base []string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	out := make([]string, 0, len(base)+3)
+	for _, kv := range base {
+		if strings.HasPrefix(kv, "PATH=") || strings.HasPrefix(kv, "ANDROID_HOME=") ||
+			strings.HasPrefix(kv, "ANDROID_SDK_ROOT=") || strings.HasPrefix(kv, "SIMLOCK_SHIM_STATE=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "PATH="+e.Bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"ANDROID_HOME="+e.SDK, "SIMLOCK_SHIM_STATE="+e.State)
+}
+
+// Call is one logged shim invocation.
+type Call struct {
+	Tool string            `json:"tool"`
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
+	At   int64             `json:"at"`
+}
+
+// Calls reads every invocation logged so far, oldest first.
+func (e Env) Calls(tb testing.TB) []Call {
+	tb.Helper()
+	f, err := os.Open(filepath.Join(e.State, "calls.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var out []Call
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var c Call
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// FailNext makes the next call of tool with subcommand sub exit with code
+// and print stderr.
+func (e Env) FailNext(tb testing.TB, tool, sub string, code int, stderr string) {
+	tb.Helper()
+	path := filepath.Join(e.State, "fail-"+tool+"-"+sub)
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n%s", code, stderr)), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
