@@ -28,6 +28,10 @@ const (
 	kindBool
 	kindEnum
 	kindList
+	// kindString is free text (a path).
+	kindString
+	// kindModels is one model name or a non-empty list of them.
+	kindModels
 )
 
 // keySpec declares one setting.
@@ -72,6 +76,14 @@ var keys = []keySpec{
 	{key: "drivers.demo.reclaimMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to clean a device after a lease"},
 	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy"},
 		doc: "demo: operations that always fail, to try failure paths"},
+	{key: "drivers.enabled", kind: kindList, allowed: []string{"ios", "android", "demo"},
+		doc: "drivers to start (default: ios and android where their tools are found; demo only when named); SIMLOCK_DRIVERS overrides"},
+	{key: "drivers.ios.deviceRoot", kind: kindString,
+		doc: "absolute directory of the simulators simlock owns (default: $SIMLOCK_HOME/devices/ios)"},
+	{key: "drivers.android.deviceRoot", kind: kindString,
+		doc: "absolute directory of the emulators (AVDs) simlock owns (default: $SIMLOCK_HOME/devices/android)"},
+	{key: "drivers.android.adbServerPort", kind: kindInt, def: int64(5038), min: 1,
+		doc: "port of simlock's own adb server (never 5037, the default server's)"},
 	{key: "log.level", kind: kindEnum, def: "info", allowed: []string{"debug", "info", "warn", "error"},
 		doc: "daemon log level"},
 }
@@ -92,6 +104,17 @@ func canonical(key string) string {
 		return k
 	}
 	return key
+}
+
+func init() {
+	// ios.defaultModels.<class> and android.defaultModels.<class>: one
+	// preference list per class, tried before the built-in one.
+	for _, p := range []string{"ios", "android"} {
+		for _, c := range []string{"phone", "tablet", "watch", "tv", "vision", "auto", "desktop"} {
+			keys = append(keys, keySpec{key: p + ".defaultModels." + c, kind: kindModels,
+				doc: p + ": models to try, in order, for a " + c + " request (a name or a list)"})
+		}
+	}
 }
 
 func lookup(key string) (keySpec, bool) {
@@ -206,6 +229,9 @@ func isLeafObject(key string) bool {
 
 // check applies rules that span keys.
 func (c *Config) check() error {
+	if port := c.Int("drivers.android.adbServerPort"); port == 5037 || port > 65535 {
+		return &Error{Key: "drivers.android.adbServerPort", Msg: fmt.Sprintf("must be a port from 1 to 65535 other than 5037 (the default adb server's), got %d", port)}
+	}
 	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
 		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",
 			c.Int("lease.maxTtlMs"), c.Int("lease.defaultTtlMs"))}
@@ -240,6 +266,29 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			return nil, bad("must be one of %s, got %s", strings.Join(k.allowed, ", "), describe(v))
 		}
 		return s, nil
+	case kindString:
+		s, ok := v.(string)
+		if !ok || s == "" || len(s) > 4096 {
+			return nil, bad("must be a non-empty string, got %s", describe(v))
+		}
+		return s, nil
+	case kindModels:
+		if s, ok := v.(string); ok {
+			v = []any{s}
+		}
+		arr, ok := v.([]any)
+		if !ok || len(arr) == 0 {
+			return nil, bad("must be a model name or a non-empty list of them, got %s", describe(v))
+		}
+		out := make([]string, 0, len(arr))
+		for _, item := range arr {
+			s, ok := item.(string)
+			if !ok || s == "" || len(s) > 256 {
+				return nil, bad("items must be model names, got %s", describe(item))
+			}
+			out = append(out, s)
+		}
+		return out, nil
 	case kindList:
 		arr, ok := v.([]any)
 		if !ok {
@@ -434,7 +483,16 @@ func (k keySpec) fromText(s string) (any, error) {
 			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be true or false, got %q", s)}
 		}
 		return b, nil
-	case kindEnum:
+	case kindEnum, kindString:
+		return k.fromJSON(strings.TrimSpace(s))
+	case kindModels:
+		if strings.HasPrefix(strings.TrimSpace(s), "[") {
+			var items []any
+			if err := json.Unmarshal([]byte(s), &items); err != nil {
+				return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be a model name or a JSON list, got %q", s)}
+			}
+			return k.fromJSON(items)
+		}
 		return k.fromJSON(strings.TrimSpace(s))
 	case kindList:
 		items := []any{}
@@ -452,4 +510,10 @@ func (k keySpec) fromText(s string) (any, error) {
 		return k.fromJSON(items)
 	}
 	return nil, &Error{Key: k.key, Msg: "unsupported"}
+}
+
+// Has reports whether key has a value (a default or a set one).
+func (c *Config) Has(key string) bool {
+	_, ok := c.values[canonical(key)]
+	return ok
 }

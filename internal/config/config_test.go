@@ -100,3 +100,41 @@ func TestFixedStrategyShorthands(t *testing.T) {
 		t.Errorf("get by shorthand = %v, %v", v, ok)
 	}
 }
+
+func TestDriverKeys(t *testing.T) {
+	c, err := Parse([]byte(`{"drivers":{"enabled":["ios","demo"],"ios":{"deviceRoot":"/srv/sims"}},"android":{"defaultModels":{"phone":"Pixel 8"}},"ios":{"defaultModels":{"tablet":["iPad Air 11-inch (M3)","iPad (A16)"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.List("drivers.enabled"), ",") != "ios,demo" || c.String("drivers.ios.deviceRoot") != "/srv/sims" {
+		t.Errorf("drivers = %v", c.Flat())
+	}
+	if got := c.List("android.defaultModels.phone"); len(got) != 1 || got[0] != "Pixel 8" {
+		t.Errorf("a single model is a one-item list: %v", got)
+	}
+	if got := c.List("ios.defaultModels.tablet"); len(got) != 2 {
+		t.Errorf("tablet list = %v", got)
+	}
+	if c.Int("drivers.android.adbServerPort") != 5038 || Default().Has("drivers.enabled") {
+		t.Error("adb port default 5038; drivers.enabled unset by default")
+	}
+	for doc, key := range map[string]string{
+		`{"drivers":{"android":{"adbServerPort":5037}}}`: "drivers.android.adbServerPort",
+		`{"drivers":{"enabled":["windows"]}}`:            "drivers.enabled",
+		`{"ios":{"defaultModels":{"phone":[]}}}`:         "ios.defaultModels.phone",
+		`{"drivers":{"ios":{"deviceRoot":7}}}`:           "drivers.ios.deviceRoot",
+	} {
+		_, err := Parse([]byte(doc))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != key {
+			t.Errorf("%s: %v, want an error naming %s", doc, err, key)
+		}
+	}
+	home := t.TempDir()
+	if _, err := Set(home, "ios.defaultModels.phone", "iPhone 16"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Set(home, "drivers.enabled", "ios,android"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -170,6 +170,9 @@ func (in *LeaseRequestInput) Validate() error {
 	if err := checkLen("osVersion", in.OSVersion, 64); err != nil {
 		return err
 	}
+	if _, err := ParseOSVersion(in.OSVersion); err != nil {
+		return err
+	}
 	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
 		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
 	}

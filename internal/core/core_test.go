@@ -102,11 +102,11 @@ func TestFitsAndModelsFor(t *testing.T) {
 	if w.Class != contract.ClassPhone {
 		t.Errorf("no model and no class should mean phone, got %+v", w)
 	}
-	if got := ModelsFor(w, cat); len(got) != 2 || got[0] != "iPhone 17" {
+	if got := ModelsFor(w, cat, nil); len(got) != 2 || got[0] != "iPhone 17" {
 		t.Errorf("phones = %v, want the listed ones in preference order", got)
 	}
 	w18 := WantOf(contract.RequestSpec{Platform: "ios", OSVersion: "18"}, cat)
-	if got := ModelsFor(w18, cat); len(got) != 1 || got[0] != "iPhone 16" {
+	if got := ModelsFor(w18, cat, nil); len(got) != 1 || got[0] != "iPhone 16" {
 		t.Errorf("phones on 18 = %v, want iPhone 16", got)
 	}
 	alias := WantOf(contract.RequestSpec{Platform: "ios", Model: "IPHONE-16"}, cat)
@@ -122,5 +122,25 @@ func TestFitsAndModelsFor(t *testing.T) {
 	}
 	if VersionFits("18.6", "18.") || VersionFits("180.1", "18") || !VersionFits("18.6.1", "18.6") {
 		t.Error("version prefix matching is wrong")
+	}
+}
+
+func TestModelsForRangesAndConfiguredPreferences(t *testing.T) {
+	cat := driver.Catalog{
+		Models:        []string{"iPhone 17", "iPhone 16", "iPhone 15"},
+		ModelRuntimes: map[string][]string{"iPhone 17": {"26.1"}, "iPhone 16": {"26.1", "18.6"}, "iPhone 15": {"17.5", "18.6"}},
+		ModelClasses:  map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPhone 15": "phone"},
+		ClassDefaults: map[contract.DeviceClass][]string{"phone": {"iPhone 17", "iPhone 16", "iPhone 15"}},
+	}
+	w := Want{Platform: "ios", Class: "phone", OSVersion: ">=18 <26"}
+	if got := ModelsFor(w, cat, nil); len(got) != 2 || got[0] != "iPhone 16" {
+		t.Errorf("phones in >=18 <26 = %v, want iPhone 16 then 15", got)
+	}
+	if got := NewestFitting(cat.ModelRuntimes["iPhone 16"], ">=18 <26"); got != "18.6" {
+		t.Errorf("newest fitting = %q", got)
+	}
+	pref := ModelsFor(Want{Platform: "ios", Class: "phone"}, cat, []string{"iPhone 15", "iPhone 99"})
+	if len(pref) != 3 || pref[0] != "iPhone 15" || pref[1] != "iPhone 17" {
+		t.Errorf("configured preference first, unknown skipped, built-in after: %v", pref)
 	}
 }

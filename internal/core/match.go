@@ -60,27 +60,41 @@ func Fits(d contract.DeviceSpec, w Want, cat driver.Catalog) bool {
 }
 
 // VersionFits reports whether an installed version serves a wanted one: an
-// empty want takes any, "18" takes 18 and 18.x, "18.4" takes 18.4 and 18.4.x.
+// empty want takes any, "18" takes 18 and 18.x, "18.4" takes 18.4 and 18.4.x,
+// and a range takes what it bounds.
 func VersionFits(have, want string) bool {
-	return want == "" || have == want || strings.HasPrefix(have, want+".")
+	spec, err := contract.ParseOSVersion(want)
+	return err == nil && spec.Matches(have)
 }
 
 // ModelsFor lists, in preference order, the models that could serve w: the
-// model itself, or the class's preference list filtered to models the
-// catalog offers and (when a version is wanted) pairs with a fitting runtime.
-func ModelsFor(w Want, cat driver.Catalog) []string {
+// model itself, or the class's preference list (the configured one first,
+// then the platform's own) filtered to models the catalog offers and, when
+// a version is wanted, pairs with a runtime that fits it.
+func ModelsFor(w Want, cat driver.Catalog, preferred []string) []string {
 	if w.Model != "" {
 		return []string{w.Model}
 	}
 	var out []string
-	for _, m := range cat.ClassDefaults[w.Class] {
-		if !slices.Contains(cat.Models, m) {
+	for _, m := range append(slices.Clone(preferred), cat.ClassDefaults[w.Class]...) {
+		if slices.Contains(out, m) || !slices.Contains(cat.Models, m) {
 			continue
 		}
-		if w.OSVersion != "" && !slices.ContainsFunc(cat.ModelRuntimes[m], func(rt string) bool { return VersionFits(rt, w.OSVersion) }) {
+		if w.OSVersion != "" && NewestFitting(cat.ModelRuntimes[m], w.OSVersion) == "" {
 			continue
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// NewestFitting is the newest of runtimes that fits want, or "".
+func NewestFitting(runtimes []string, want string) string {
+	best := ""
+	for _, rt := range runtimes {
+		if VersionFits(rt, want) && (best == "" || contract.CompareVersions(rt, best) > 0) {
+			best = rt
+		}
+	}
+	return best
 }

@@ -192,8 +192,9 @@ func (e *Engine) activeForLocked(requester string) *contract.Error {
 // resolve picks the spec a new device for w would have: the first model in
 // preference order that the driver accepts.
 func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, cat driver.Catalog) (contract.DeviceSpec, *contract.Error) {
-	models := core.ModelsFor(w, cat)
-	if len(models) == 0 && w.OSVersion != "" && len(core.ModelsFor(core.Want{Platform: w.Platform, Class: w.Class}, cat)) > 0 {
+	preferred := e.opts.ClassDefaults[w.Platform][w.Class]
+	models := core.ModelsFor(w, cat, preferred)
+	if len(models) == 0 && w.OSVersion != "" && len(core.ModelsFor(core.Want{Platform: w.Platform, Class: w.Class}, cat, preferred)) > 0 {
 		// The class has models; none pairs with an installed runtime of
 		// that version.
 		return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion})
@@ -202,9 +203,21 @@ func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, ca
 		return contract.DeviceSpec{}, contract.Errorf(contract.CodeUnknownModel, "no %s model of class %s is available", w.Platform, w.Class).
 			With("platform", w.Platform).With("class", w.Class)
 	}
+	osSpec, _ := contract.ParseOSVersion(w.OSVersion) // validated with the input
 	var first error
 	for _, m := range models {
-		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: w.OSVersion})
+		version := w.OSVersion
+		if osSpec.IsRange() {
+			// A range picks the newest installed runtime inside it; it
+			// never asks for a download.
+			if version = core.NewestFitting(cat.ModelRuntimes[m], w.OSVersion); version == "" {
+				if first == nil {
+					first = &driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion}
+				}
+				continue
+			}
+		}
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: version})
 		if err == nil {
 			return spec, nil
 		}

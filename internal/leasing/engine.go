@@ -52,6 +52,9 @@ type Options struct {
 	Store   Store
 	Drivers map[contract.Platform]driver.Driver
 	Limits  core.Limits
+	// ClassDefaults are configured model preferences per platform and
+	// class, tried before each driver's own.
+	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
 	// DefaultTTL and MaxTTL bound lease lifetimes.
 	DefaultTTL, MaxTTL time.Duration
 	Logger             *slog.Logger

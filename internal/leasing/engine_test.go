@@ -667,3 +667,40 @@ func TestFailedMakeRoomDoesNotOvershootCapacity(t *testing.T) {
 		}
 	})
 }
+
+func TestRangesAndClassesPickAsTheReferenceSays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(4))
+		g := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformIOS, OSVersion: ">=18 <26"}))
+		if g.Device.Spec.Model != "iPhone 16 Pro" && g.Device.Spec.Model != "iPhone 16" || g.Device.Spec.OSVersion != "18.6" {
+			t.Errorf("phone in >=18 <26 = %+v, want an iPhone 16 on 18.6 (iPhone 17 needs 26)", g.Device.Spec)
+		}
+		g = h.mustGrant(h.acquire("b", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Class: contract.ClassTablet}))
+		if g.Device.Spec.Model != "iPad Pro 11-inch (M5)" {
+			t.Errorf("tablet = %s, want the first of the preference list", g.Device.Spec.Model)
+		}
+		p := h.acquire("c", contract.LeaseRequestInput{Platform: contract.PlatformIOS, OSVersion: ">=19 <26"})
+		<-p.done
+		ce := wantCode(t, p.err, contract.CodeRuntimeMissing)
+		if ce.Details["downloadable"] != false {
+			t.Errorf("a range never downloads: %v", ce.Details)
+		}
+		p = h.acquire("d", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 99"})
+		<-p.done
+		wantCode(t, p.err, contract.CodeUnknownModel)
+	})
+}
+
+func TestConfiguredClassPreferenceComesFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		h := start(t, st, fixed(2))
+		h.e.opts.ClassDefaults = map[contract.Platform]map[contract.DeviceClass][]string{
+			contract.PlatformAndroid: {contract.ClassPhone: {"Pixel 8"}},
+		}
+		g := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformAndroid}))
+		if g.Device.Spec.Model != "Pixel 8" {
+			t.Errorf("phone = %s, want the configured Pixel 8", g.Device.Spec.Model)
+		}
+	})
+}
