@@ -140,6 +140,7 @@ Results are JSON on stdout; progress and errors are JSON lines on stderr.`,
 	root.AddCommand(
 		leaseCmd(env), releaseCmd(env), statusCmd(env), listCmd(env), catalogCmd(env),
 		eventsCmd(env), daemonCmd(env), configCmd(env),
+		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 	)
 	return root
 }

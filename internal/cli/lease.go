@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +21,7 @@ func leaseCmd(env Env) *cobra.Command {
 	var (
 		platform, device, class, osVersion, agent, progressMode string
 		ttl, timeout                                            string
-		noWait, detach                                          bool
+		noWait, detach, exportEnv                               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lease --platform <ios|android> [flags]",
@@ -64,7 +66,7 @@ operator, or released by another session.`,
 				return err
 			}
 			id := agentID(agent, env.Getenv, env.PPID)
-			return runLease(cmd.Context(), cmd, env, id, in, mode, detach)
+			return runLease(cmd.Context(), cmd, env, id, in, mode, detach, exportEnv)
 		},
 	}
 	f := cmd.Flags()
@@ -76,6 +78,7 @@ operator, or released by another session.`,
 	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
 	f.BoolVar(&noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
 	f.BoolVar(&detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
+	f.BoolVar(&exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
 	f.StringVar(&agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
 	f.StringVar(&progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	cmd.AddCommand(renewCmd(env))
@@ -95,7 +98,7 @@ func progressModeFor(flag string, env Env) (string, error) {
 	return "", usage("--progress must be json, human or none, got %q", flag)
 }
 
-func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach bool) error {
+func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach, exportEnv bool) error {
 	c, err := connect(ctx, cmd, env, session{principal: id, autostart: true})
 	if err != nil {
 		return fail(err)
@@ -116,7 +119,13 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		contract.LeaseGrant
 		Role contract.Role `json:"role"`
 	}{grant, c.Hello().Role}
-	if err := printJSON(env.Stdout, out); err != nil {
+	if exportEnv {
+		lines := exportLines(grant.Environment)
+		if lines == "" {
+			fmt.Fprintln(env.Stderr, "note: this lease's driver sets no environment; nothing to export")
+		}
+		fmt.Fprint(env.Stdout, lines)
+	} else if err := printJSON(env.Stdout, out); err != nil {
 		return fail(err)
 	}
 	if mode == "human" {
@@ -126,6 +135,21 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		return nil
 	}
 	return hold(ctx, c, env, grant.Lease)
+}
+
+// exportLines renders an environment as POSIX shell export lines, sorted,
+// each value single-quoted so the shell takes it literally.
+func exportLines(vars map[string]string) string {
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(vars[k], "'", `'\''`))
+	}
+	return b.String()
 }
 
 // grantHuman is the line a person sees when the grant arrives.

@@ -93,3 +93,14 @@ func TestGrantHumanGolden(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+func TestExportLinesQuoteForTheShell(t *testing.T) {
+	got := exportLines(map[string]string{"SIMLOCK_IOS_DEVICE_SET": "/Users/a b/.simlock/devices/ios", "Z": "it's"})
+	want := "export SIMLOCK_IOS_DEVICE_SET='/Users/a b/.simlock/devices/ios'\nexport Z='it'\\''s'\n"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if exportLines(nil) != "" {
+		t.Error("no environment, no lines")
+	}
+}

@@ -289,7 +289,18 @@ type DriverStatus struct {
 	Platform Platform `json:"platform"`
 	Driver   string   `json:"driver,omitempty"`
 	Enabled  bool     `json:"enabled"`
+	Root     string   `json:"root,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
+	// RootRejected is set when the platform is off because its device root
+	// failed the ownership check.
+	RootRejected *RootRejection `json:"rootRejected,omitempty"`
+}
+
+// RootRejection says why a device root was refused.
+type RootRejection struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // WaitingRequest is one open request as status shows it.

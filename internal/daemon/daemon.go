@@ -15,8 +15,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -58,8 +60,13 @@ type Options struct {
 	Drivers map[contract.Platform]driver.Driver
 	// DriverNotes explain, per platform, why no driver serves it.
 	DriverNotes map[contract.Platform]string
-	Host        core.Host
-	Logger      *slog.Logger
+	// Rejections are device roots refused at startup; each disables its
+	// platform and is recorded as driver.root-rejected.
+	Rejections map[contract.Platform]contract.RootRejection
+	// Prerequisites reports what each platform lacks, for the doctor.
+	Prerequisites func(ctx context.Context) []driver.Missing
+	Host          core.Host
+	Logger        *slog.Logger
 	// StopGrace bounds the wait for driver work at a graceful stop.
 	StopGrace time.Duration
 }
@@ -229,6 +236,12 @@ func (d *Daemon) converge(ctx context.Context) {
 		Publish:    d.bus.Publish,
 		LeaseEnded: d.leaseEnded,
 	})
+	if err := d.recordRejections(ctx); err != nil {
+		d.startErr = err
+		d.log.Error("startup failed", "err", err)
+		d.requestStop()
+		return
+	}
 	if err := d.engine.Start(ctx); err != nil {
 		d.startErr = err
 		d.log.Error("startup failed", "err", err)
@@ -275,6 +288,30 @@ func (d *Daemon) maintain() {
 	}
 }
 
+// recordRejections commits driver.root-rejected for each refused root, so
+// operators see it in the event history as well as in status and doctor.
+func (d *Daemon) recordRejections(ctx context.Context) error {
+	var evs []store.NewEvent
+	for _, p := range contract.Platforms() {
+		r, ok := d.opts.Rejections[p]
+		if !ok {
+			continue
+		}
+		d.log.Warn("device root refused; platform disabled", "platform", p, "root", r.Path, "reason", r.Reason, "detail", r.Detail)
+		payload, _ := json.Marshal(map[string]any{"platform": p, "rootPath": r.Path, "reason": r.Reason, "detail": r.Detail})
+		evs = append(evs, store.NewEvent{ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: "driver.root-rejected", Payload: payload})
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	committed, err := d.db.Commit(ctx, store.Change{Events: evs})
+	if err != nil {
+		return fmt.Errorf("record root rejections: %w", err)
+	}
+	d.bus.Publish(committed...)
+	return nil
+}
+
 // checkAdmin reports whether token is this start's admin secret.
 func (d *Daemon) checkAdmin(token string) bool {
 	h := sha256.Sum256([]byte(token))
@@ -313,6 +350,15 @@ func (d *Daemon) Stop(reason string) error {
 	d.closeSessions()
 	d.bus.Close()
 	d.bg.Wait()
+	for p, drv := range d.opts.Drivers {
+		// Drivers that run helpers of their own (Android's adb server)
+		// stop them with the daemon.
+		if c, ok := drv.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				d.log.Warn("driver close", "platform", p, "err", err)
+			}
+		}
+	}
 	if d.db != nil {
 		d.db.Close()
 	}
@@ -415,4 +461,10 @@ func (d *Daemon) info(health string) contract.DaemonInfo {
 
 func (d *Daemon) host() contract.HostInfo {
 	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -149,6 +149,21 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 			return nil, contract.BadRequest("key", "unknown config key %q", clip(in.Key))
 		}
 		return map[string]any{"key": in.Key, "value": v}, nil
+	case contract.OpPassthrough:
+		var in contract.PassthroughInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return c.d.passthrough(caller, in)
+	case contract.OpDoctorRun:
+		var in contract.DoctorInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		if in.Fix && !caller.Admin {
+			return nil, contract.Errorf(contract.CodeForbidden, "doctor --fix needs the admin role")
+		}
+		return c.d.doctor(c.ctx, in.Fix)
 	case contract.OpDaemonStop:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -262,9 +277,12 @@ func (d *Daemon) status() contract.Status {
 	for _, p := range contract.Platforms() {
 		ds := contract.DriverStatus{Platform: p}
 		if drv, ok := d.opts.Drivers[p]; ok {
-			ds.Driver, ds.Enabled = drv.Name(), true
+			ds.Driver, ds.Enabled, ds.Root = drv.Name(), true, drv.Root()
 		} else {
 			ds.Reason = d.opts.DriverNotes[p]
+			if r, ok := d.opts.Rejections[p]; ok {
+				ds.RootRejected = &r
+			}
 		}
 		s.Drivers = append(s.Drivers, ds)
 	}

@@ -122,3 +122,60 @@ func (e *Engine) Catalog(ctx context.Context, only contract.Platform) ([]driver.
 	}
 	return out, nil
 }
+
+// Vanished lists registry devices that their driver's root no longer holds.
+// Devices with work in flight are left out: their state is about to change.
+func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
+	var out []contract.Device
+	for _, p := range contract.Platforms() {
+		d, ok := e.opts.Drivers[p]
+		if !ok {
+			continue
+		}
+		reality, err := d.ListManaged(ctx)
+		if err != nil {
+			return nil, driver.ContractError(err)
+		}
+		present := map[string]bool{}
+		for _, o := range reality.Devices {
+			present[o.ID] = true
+		}
+		e.mu.Lock()
+		for id, dev := range e.devices {
+			if dev.Platform != p || e.claims[id] != "" || dev.DriverDeviceID == "" || dev.State == contract.DeviceProvisioning {
+				continue
+			}
+			if !present[dev.DriverDeviceID] {
+				out = append(out, e.deviceViewLocked(dev))
+			}
+		}
+		e.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// MarkMissing records that a device is gone from its root: it becomes
+// deleted (device.deleted, initiator doctor). A leased or busy device is
+// never touched.
+func (e *Engine) MarkMissing(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	d, ok := e.devices[id]
+	if !ok || e.byDevice[id] != "" || e.claims[id] != "" {
+		return nil
+	}
+	switch d.State {
+	case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+	default:
+		return nil // mid-transition: the next look decides
+	}
+	tx := e.begin()
+	if d.State == contract.DeviceReady {
+		tx.setState(id, contract.DeviceShutdown)
+	}
+	tx.setState(id, contract.DeviceDeleted)
+	tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "doctor"})
+	_, err := e.commitLocked(tx)
+	return err
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// passthroughCmd is `simlock simctl` or `simlock adb`: the daemon scopes the
+// command to its root or adb server (or refuses it), and the CLI runs it
+// with the caller's stdio and exits with the tool's status.
+func passthroughCmd(env Env, tool, platform string) *cobra.Command {
+	return &cobra.Command{
+		Use:   tool + " [--lease <id>] <args...>",
+		Short: "Run " + tool + " scoped to simlock's " + platform + " devices",
+		Long: "Run " + tool + " against simlock's own " + platform + " devices, with your stdio, and exit with its status.\n" +
+			"Commands that would reach other devices or simlock's own plumbing are refused (exit 2) and nothing runs.\n" +
+			"--lease <id> checks the lease is yours" + map[string]string{"adb": " and talks to its emulator unless the arguments pick a device"}[tool] + ".",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := contract.PassthroughInput{Tool: tool}
+			for len(args) > 0 {
+				a := args[0]
+				if a == "--lease" && len(args) > 1 {
+					in.LeaseID, args = args[1], args[2:]
+					continue
+				}
+				if v, ok := strings.CutPrefix(a, "--lease="); ok {
+					in.LeaseID, args = v, args[1:]
+					continue
+				}
+				if a == "--help" && len(args) == 1 {
+					return cmd.Help()
+				}
+				break
+			}
+			in.Args = args
+			if err := in.Validate(); err != nil {
+				return fail(err)
+			}
+			var res contract.PassthroughResult
+			err := withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+				return c.Call(ctx, contract.OpPassthrough, in, &res)
+			})
+			if err != nil {
+				return err
+			}
+			run := exec.CommandContext(cmd.Context(), res.Path, res.Args...)
+			run.Env = append(os.Environ(), res.Env...)
+			run.Stdin, run.Stdout, run.Stderr = env.Stdin, env.Stdout, env.Stderr
+			err = run.Run()
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+				return nil
+			case errors.As(err, &exit):
+				return &exitError{code: exit.ExitCode(), err: err, quiet: true}
+			}
+			return fail(contract.Errorf(contract.CodeInternal, "run %s: %v", res.Path, err))
+		},
+	}
+}
+
+func doctorCmd(env Env) *cobra.Command {
+	var fix bool
+	cmd := &cobra.Command{
+		Use:   "doctor [--fix]",
+		Short: "Find what stops a platform from working; --fix applies safe corrections (admin)",
+		Long: `Report missing platform tools (with the command that installs them), refused
+device roots, disabled drivers, and registry devices missing from their root.
+Findings are JSON on stdout; missing prerequisites are also listed on stderr.
+Nothing changes without --fix, which only marks vanished, unleased devices
+deleted. Findings never change the exit code.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: fix, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				var res contract.DoctorResult
+				if err := c.Call(ctx, contract.OpDoctorRun, contract.DoctorInput{Fix: fix}, &res); err != nil {
+					return err
+				}
+				for _, f := range res.Findings {
+					if f.Kind == "prerequisite-missing" {
+						fmt.Fprintf(env.Stderr, "Missing [%s] %s: %s. Run `%s`.\n", f.Platform, f.Prerequisite, strings.TrimSuffix(f.Message, "."), f.Remedy)
+					}
+				}
+				return printJSON(env.Stdout, res)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&fix, "fix", false, "apply safe corrections")
+	return cmd
+}

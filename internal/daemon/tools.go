@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/leasing"
+)
+
+// passthrough resolves `simlock simctl|adb <args>` to the command to run,
+// scoped by the platform's driver. The daemon runs nothing: the CLI runs the
+// command with its own stdio.
+func (d *Daemon) passthrough(c leasing.Caller, in contract.PassthroughInput) (contract.PassthroughResult, error) {
+	platform := contract.PlatformIOS
+	if in.Tool == "adb" {
+		platform = contract.PlatformAndroid
+	}
+	drv, ok := d.opts.Drivers[platform]
+	if !ok {
+		return contract.PassthroughResult{}, contract.Errorf(contract.CodeNoDriver, "no %s driver runs in this daemon, so there is no %s to run", platform, in.Tool).
+			With("platform", platform)
+	}
+	args := in.Args
+	if in.LeaseID != "" {
+		var lease *contract.LeaseRecord
+		for _, l := range d.engine.Leases(c) {
+			if l.ID == in.LeaseID {
+				lease = &l
+				break
+			}
+		}
+		if lease == nil {
+			return contract.PassthroughResult{}, contract.Errorf(contract.CodeUnknownLease, "no active lease %s of yours", in.LeaseID).With("leaseId", in.LeaseID)
+		}
+		if platform == contract.PlatformAndroid && !picksDevice(args) {
+			for _, dev := range d.engine.Devices() {
+				if dev.ID == lease.DeviceID && dev.Address != "" {
+					args = append([]string{"-s", dev.Address}, args...)
+				}
+			}
+		}
+	}
+	cmd, err := drv.Passthrough(args)
+	if err != nil {
+		return contract.PassthroughResult{}, driver.ContractError(err)
+	}
+	return contract.PassthroughResult{Tool: cmd.Tool, Path: cmd.Path, Args: cmd.Args, Env: cmd.Env}, nil
+}
+
+// picksDevice reports whether adb args already choose a device.
+func picksDevice(args []string) bool {
+	for _, a := range args {
+		if slices.Contains([]string{"-s", "-t", "-d", "-e", "--serial", "--transport-id"}, a) {
+			return true
+		}
+		if len(a) > 0 && a[0] != '-' {
+			return false // the subcommand: globals end here
+		}
+	}
+	return false
+}
+
+// doctor reports what stops a platform from working: missing tools, refused
+// roots, disabled drivers, and registry devices their root no longer holds.
+// With fix it marks such vanished devices deleted (never a leased one).
+func (d *Daemon) doctor(ctx context.Context, fix bool) (contract.DoctorResult, error) {
+	res := contract.DoctorResult{Findings: []contract.Finding{}}
+	if d.opts.Prerequisites != nil {
+		for _, m := range d.opts.Prerequisites(ctx) {
+			res.Findings = append(res.Findings, contract.Finding{Kind: "prerequisite-missing", Platform: m.Platform,
+				Prerequisite: m.Prerequisite, Message: m.Message, Remedy: m.Remedy})
+		}
+	}
+	for _, p := range contract.Platforms() {
+		if r, ok := d.opts.Rejections[p]; ok {
+			res.Findings = append(res.Findings, contract.Finding{Kind: "root-rejected", Platform: p, Reason: r.Reason, Path: r.Path,
+				Message: fmt.Sprintf("the %s device root %s was refused (%s): %s", p, r.Path, r.Reason, r.Detail),
+				Remedy:  "point drivers." + string(p) + ".deviceRoot at an empty directory simlock may own, or fix this one, then restart the daemon"})
+			continue
+		}
+		if _, ok := d.opts.Drivers[p]; !ok {
+			res.Findings = append(res.Findings, contract.Finding{Kind: "driver-unavailable", Platform: p, Message: d.opts.DriverNotes[p]})
+		}
+	}
+	missing, err := d.engine.Vanished(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, dev := range missing {
+		f := contract.Finding{Kind: "device-missing", Platform: dev.Spec.Platform, DeviceID: dev.ID,
+			Message: fmt.Sprintf("device %s (%s %s) is in the registry but not in its root", dev.ID, dev.Spec.Model, dev.Spec.OSVersion)}
+		if dev.LeaseID != "" {
+			f.Message += "; it is leased, so doctor leaves it"
+		} else if fix {
+			if err := d.engine.MarkMissing(dev.ID); err != nil {
+				return res, err
+			}
+			f.Fixed = true
+		} else {
+			f.Remedy = "simlock doctor --fix marks it deleted"
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	return res, nil
+}
