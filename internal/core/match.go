@@ -67,23 +67,30 @@ func VersionFits(have, want string) bool {
 	return err == nil && spec.Matches(have)
 }
 
-// ModelsFor lists, in preference order, the models that could serve w: the
-// model itself, or the class's preference list (the configured one first,
-// then the platform's own) filtered to models the catalog offers and, when
-// a version is wanted, pairs with a runtime that fits it.
+// ModelsFor lists, in preference order, the models that could serve w now:
+// the model itself, or the class's models (see ClassModels) that pair with
+// an installed runtime fitting the wanted version (any, when none is given).
 func ModelsFor(w Want, cat driver.Catalog, preferred []string) []string {
 	if w.Model != "" {
 		return []string{w.Model}
 	}
 	var out []string
+	for _, m := range ClassModels(w, cat, preferred) {
+		if NewestFitting(cat.ModelRuntimes[m], w.OSVersion) != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ClassModels lists the class's models the catalog offers, in preference
+// order: the configured list first, then the platform's own.
+func ClassModels(w Want, cat driver.Catalog, preferred []string) []string {
+	var out []string
 	for _, m := range append(slices.Clone(preferred), cat.ClassDefaults[w.Class]...) {
-		if slices.Contains(out, m) || !slices.Contains(cat.Models, m) {
-			continue
+		if !slices.Contains(out, m) && slices.Contains(cat.Models, m) {
+			out = append(out, m)
 		}
-		if w.OSVersion != "" && NewestFitting(cat.ModelRuntimes[m], w.OSVersion) == "" {
-			continue
-		}
-		out = append(out, m)
 	}
 	return out
 }

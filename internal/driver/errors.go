@@ -72,10 +72,10 @@ func ContractError(err error) *contract.Error {
 	case errors.As(err, &cerr):
 		return cerr
 	case errors.As(err, &unknown):
-		return contract.Errorf(contract.CodeUnknownModel, "%s", unknown.Error()).
+		return contract.Errorf(contract.CodeUnknownModel, "%s", err.Error()).
 			With("platform", unknown.Platform).With("model", unknown.Model)
 	case errors.As(err, &missing):
-		e := contract.Errorf(contract.CodeRuntimeMissing, "%s", missing.Error()).
+		e := contract.Errorf(contract.CodeRuntimeMissing, "%s", err.Error()).
 			With("platform", missing.Platform).With("osVersion", missing.OSVersion).
 			With("downloadable", missing.Downloadable)
 		if missing.Component != "" {

@@ -194,16 +194,25 @@ func (e *Engine) activeForLocked(requester string) *contract.Error {
 func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, cat driver.Catalog) (contract.DeviceSpec, *contract.Error) {
 	preferred := e.opts.ClassDefaults[w.Platform][w.Class]
 	models := core.ModelsFor(w, cat, preferred)
-	if len(models) == 0 && w.OSVersion != "" && len(core.ModelsFor(core.Want{Platform: w.Platform, Class: w.Class}, cat, preferred)) > 0 {
-		// The class has models; none pairs with an installed runtime of
-		// that version.
-		return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion})
+	osSpec, _ := contract.ParseOSVersion(w.OSVersion) // validated with the input
+	if all := core.ClassModels(w, cat, preferred); len(models) == 0 && len(all) > 0 {
+		if osSpec.IsRange() {
+			// A range never downloads, and nothing installed fits it.
+			return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion})
+		}
+		// The class has models but none pairs with a fitting installed
+		// runtime: let the driver say exactly what is missing for the
+		// first choice (and whether a download would help).
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: all[0], OSVersion: w.OSVersion})
+		if err != nil {
+			return contract.DeviceSpec{}, e.errorf(err)
+		}
+		return spec, nil
 	}
 	if len(models) == 0 {
 		return contract.DeviceSpec{}, contract.Errorf(contract.CodeUnknownModel, "no %s model of class %s is available", w.Platform, w.Class).
 			With("platform", w.Platform).With("class", w.Class)
 	}
-	osSpec, _ := contract.ParseOSVersion(w.OSVersion) // validated with the input
 	var first error
 	for _, m := range models {
 		version := w.OSVersion

@@ -74,6 +74,9 @@ type Process interface {
 	Signal(sig syscall.Signal) error
 }
 
+// errCmdTimeout marks a context ended by a Cmd's own Timeout.
+var errCmdTimeout = errors.New("command timeout")
+
 // OS runs real programs.
 type OS struct{}
 
@@ -90,7 +93,7 @@ func env(extra []string) []string {
 func (OS) Run(ctx context.Context, c Cmd) (Result, error) {
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, errCmdTimeout)
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
@@ -107,10 +110,12 @@ func (OS) Run(ctx context.Context, c Cmd) (Result, error) {
 	err := cmd.Run()
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: cmd.ProcessState.ExitCode()}
 	if ctx.Err() != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Timeout > 0 {
+		// Only this call's own Timeout is a TimeoutError; the caller's
+		// deadline or cancel is the caller's to report.
+		if errors.Is(context.Cause(ctx), errCmdTimeout) {
 			return res, &TimeoutError{Cmd: c, After: c.Timeout}
 		}
-		return res, fmt.Errorf("%s: %w", c, ctx.Err())
+		return res, fmt.Errorf("%s: %w", c, context.Cause(ctx))
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {

@@ -38,3 +38,13 @@ func TestMissingProgramIsAnError(t *testing.T) {
 		t.Error("no error for a missing program")
 	}
 }
+
+func TestCallersDeadlineIsNotTheCommandsTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := OS{}.Run(ctx, Cmd{Path: "sleep", Args: []string{"10"}, Timeout: time.Minute})
+	var te *TimeoutError
+	if errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the caller's deadline, not a TimeoutError", err)
+	}
+}

@@ -1,0 +1,185 @@
+// Package ios is the iOS simulator driver. It runs `xcrun simctl` and
+// `xcodebuild` through a runner.Runner and nothing else.
+//
+// Containment: simlock owns one device set, the root (drivers.ios.deviceRoot,
+// claimed with the ownership package), and every simctl call the driver
+// makes names it with `--set <root>`. A UDID does not resolve outside its
+// set, so the user's own simulators in the default set are out of reach by
+// construction. Before anything destructive (shutdown, erase, delete) the
+// driver checks again that the root is still ours and that the UDID is
+// listed in it, so that a damaged registry or a typo cannot turn into
+// someone else's device being wiped. Device names (simlock-<uuid>) are
+// cosmetic and prove nothing.
+//
+// The driver keeps no cache and no mutable state: each call reads what it
+// needs from simctl, so it always acts on what is installed now, and a
+// Driver is safe for concurrent use. The core never runs two operations on
+// the same device at once; simctl itself serialises what must be.
+//
+// Prerequisites is a separate function because it must answer when New
+// cannot: on a machine without Xcode, it says what to install.
+package ios
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/ownership"
+	"github.com/simlock/simlock/internal/runner"
+)
+
+var _ driver.Driver = (*Driver)(nil)
+
+// Timeouts of the tool calls. A boot waits much longer than anything else:
+// the first boot of a new runtime builds caches for minutes.
+const (
+	commandTimeout    = 30 * time.Second
+	bootstatusTimeout = 120 * time.Second
+	xcodebuildTimeout = 15 * time.Second
+)
+
+// The estimates the core shows as ETAs and uses for stall thresholds,
+// measured on Apple silicon with a warm runtime.
+const (
+	provisionEstimate = 500 * time.Millisecond
+	bootEstimate      = 60 * time.Second
+	reclaimEstimate   = 34 * time.Second
+)
+
+// EnvDeviceSet is the variable a lease holder gets naming the device set,
+// so its own `xcrun simctl --set "$SIMLOCK_IOS_DEVICE_SET" …` finds the
+// leased simulator.
+const EnvDeviceSet = "SIMLOCK_IOS_DEVICE_SET"
+
+// Options configures a Driver.
+type Options struct {
+	// Root is the absolute path of the device set simlock owns
+	// (drivers.ios.deviceRoot).
+	Root string
+	// Instance is this simlock home's identity; the root's marker must name
+	// it.
+	Instance ownership.Instance
+	// Runner runs the tools; nil means runner.OS{}.
+	Runner runner.Runner
+	// Env is added to the environment of every tool call and passthrough.
+	Env []string
+	// LookPath finds "xcrun" and "xcodebuild"; nil means exec.LookPath.
+	LookPath func(string) (string, error)
+	// Logger receives a debug line per tool call; nil discards.
+	Logger *slog.Logger
+}
+
+// withDefaults fills in the nil fields, so New and Prerequisites agree.
+func (o Options) withDefaults() Options {
+	if o.Runner == nil {
+		o.Runner = runner.OS{}
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Driver is the iOS simulator driver. Create it with New. All its fields
+// are set by New and never change.
+type Driver struct {
+	root       string
+	instance   ownership.Instance
+	run        runner.Runner
+	env        []string
+	xcrun      string
+	xcodebuild string
+	log        *slog.Logger
+}
+
+// New finds xcrun and xcodebuild, claims the root and returns the driver.
+// A missing tool is a *ToolsMissingError naming each; a root that is not
+// ours (or cannot be made ours) is the *ownership.RootError from
+// ownership.Claim, unwrapped, so the caller can report its reason. New runs
+// no tool: a broken Xcode shows in Prerequisites and in the first call.
+func New(ctx context.Context, opts Options) (*Driver, error) {
+	opts = opts.withDefaults()
+	var missing []string
+	xcrun, err := opts.LookPath("xcrun")
+	if err != nil {
+		missing = append(missing, "xcrun")
+	}
+	xcodebuild, err := opts.LookPath("xcodebuild")
+	if err != nil {
+		missing = append(missing, "xcodebuild")
+	}
+	if len(missing) > 0 {
+		return nil, &ToolsMissingError{Tools: missing}
+	}
+	if err := ownership.Claim(opts.Root, string(contract.PlatformIOS), opts.Instance); err != nil {
+		return nil, err
+	}
+	opts.Logger.DebugContext(ctx, "ios driver ready", "root", opts.Root, "xcrun", xcrun, "xcodebuild", xcodebuild)
+	return &Driver{
+		root:       opts.Root,
+		instance:   opts.Instance,
+		run:        opts.Runner,
+		env:        slices.Clone(opts.Env),
+		xcrun:      xcrun,
+		xcodebuild: xcodebuild,
+		log:        opts.Logger,
+	}, nil
+}
+
+// ToolsMissingError is New finding no xcrun or xcodebuild: Xcode is not
+// installed or not selected.
+type ToolsMissingError struct {
+	// Tools names each tool not found, in the order looked for.
+	Tools []string
+}
+
+func (e *ToolsMissingError) Error() string {
+	return fmt.Sprintf("ios: %s not found; install Xcode and select it with `sudo xcode-select -s /Applications/Xcode.app/Contents/Developer`",
+		strings.Join(e.Tools, " and "))
+}
+
+// Name returns "ios".
+func (d *Driver) Name() string { return "ios" }
+
+// Platform returns contract.PlatformIOS.
+func (d *Driver) Platform() contract.Platform { return contract.PlatformIOS }
+
+// Root is the device set every simctl call is scoped to.
+func (d *Driver) Root() string { return d.root }
+
+// RevalidateRoot checks the root's marker again without changing anything.
+// It returns the *ownership.RootError as is.
+func (d *Driver) RevalidateRoot() error {
+	return ownership.Check(d.root, string(contract.PlatformIOS), d.instance)
+}
+
+// LeaseEnvironment names the device set, which a lease holder's own simctl
+// calls need: the leased UDID exists only there.
+func (d *Driver) LeaseEnvironment() map[string]string {
+	return map[string]string{EnvDeviceSet: d.root}
+}
+
+// Estimate returns the usual duration of op; the spec makes no difference
+// because a full boot dominates and is alike for every model. iOS has one
+// reclaim, an erase.
+func (d *Driver) Estimate(op driver.Operation, _ contract.DeviceSpec) time.Duration {
+	switch op {
+	case driver.OpProvision:
+		return provisionEstimate
+	case driver.OpBoot:
+		return bootEstimate
+	case driver.OpReclaim:
+		return reclaimEstimate
+	}
+	return 0
+}

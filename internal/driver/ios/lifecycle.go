@@ -1,0 +1,274 @@
+package ios
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// udidPattern is a UUID, which every simctl UDID is. Checking it keeps a
+// malformed ID, or a simctl keyword such as "all" or "booted", from ever
+// reaching simctl where a device is expected.
+var udidPattern = regexp.MustCompile(`^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$`)
+
+func udidOf(op string, dev driver.Device) (string, error) {
+	if !udidPattern.MatchString(dev.ID) {
+		return "", crash(op, "device id %q is not a simulator UDID", dev.ID)
+	}
+	return dev.ID, nil
+}
+
+// NotInRootError is a device simlock refused to act on because its set does
+// not list it: the UDID belongs to another set (the user's own simulators)
+// or no longer exists. Drivers return it inside a *driver.CrashError.
+type NotInRootError struct {
+	UDID string
+	Root string
+}
+
+func (e *NotInRootError) Error() string {
+	return fmt.Sprintf("device %s is not in simlock's device set %s; simlock acts only on devices it created there", e.UDID, e.Root)
+}
+
+// deviceData is Device.Data: what simctl made. The driver needs only the
+// UDID back; the rest is for people and tools reading the registry.
+type deviceData struct {
+	UDID         string `json:"udid"`
+	Name         string `json:"name"`
+	DeviceTypeID string `json:"deviceTypeId"`
+	RuntimeID    string `json:"runtimeId"`
+}
+
+// newName names a simulator simlock-<uuid>. The name is cosmetic: it tells
+// a person in Xcode's device list whose simulator it is, and proves nothing.
+func newName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("simlock-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Provision creates a shut-down simulator for spec in the root. It reads the
+// catalog again rather than trusting a cache, so it creates on what is
+// installed now; a spec that no longer resolves fails as ResolveSpec would.
+func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (driver.Device, error) {
+	const op = string(driver.OpProvision)
+	if spec.Platform != "" && spec.Platform != contract.PlatformIOS {
+		return driver.Device{}, crash(op, "the ios driver cannot provision a %s device", spec.Platform)
+	}
+	c, err := d.catalog(ctx, op)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	t, rt, err := c.resolve(spec.Model, spec.OSVersion)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	name := newName()
+	out, err := d.simctl(ctx, op, commandTimeout, nil, "create", name, t.id, rt.id)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	udid := strings.TrimSpace(string(out))
+	if udid == "" {
+		return driver.Device{}, crash(op, "simctl create %s printed no UDID", name)
+	}
+	if !udidPattern.MatchString(udid) {
+		return driver.Device{}, crash(op, "simctl create %s printed %q, not a UDID", name, udid)
+	}
+	data, err := json.Marshal(deviceData{UDID: udid, Name: name, DeviceTypeID: t.id, RuntimeID: rt.id})
+	if err != nil {
+		return driver.Device{}, crash(op, "%w", err)
+	}
+	return driver.Device{ID: udid, Address: udid, Data: data}, nil
+}
+
+// MakeReady boots the simulator and waits until it has finished booting.
+// Booting a booted simulator is fine. A boot that is not done within two
+// minutes is shut down, best effort, so it holds no memory, and is a
+// *driver.BootTimeoutError. The address is the UDID, which never changes.
+func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	const op = string(driver.OpBoot)
+	udid, err := udidOf(op, dev)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	if _, err := d.simctl(ctx, op, commandTimeout, alreadyBooted, "boot", udid); err != nil {
+		return driver.Device{}, err
+	}
+	_, err = d.simctl(ctx, op, bootstatusTimeout, nil, "bootstatus", udid, "-b")
+	// Only bootstatus's own timeout is a slow boot; the caller's context
+	// ending is the caller's doing and stays a crash.
+	if callErr := (*CallError)(nil); errors.As(err, &callErr) && callErr.TimedOut() && ctx.Err() == nil {
+		// The clean-up gets its own time, whatever is left of the caller's.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+		defer cancel()
+		if serr := d.shutdown(sctx, op, udid); serr != nil {
+			d.log.WarnContext(ctx, "shut down after a boot timeout", "udid", udid, "err", serr)
+		}
+		return driver.Device{}, &driver.BootTimeoutError{DeviceID: udid, After: bootstatusTimeout.String()}
+	}
+	if err != nil {
+		return driver.Device{}, err
+	}
+	dev.Address = udid
+	return dev, nil
+}
+
+// guard refuses to act on udid unless the root is still ours and lists it.
+// simctl --set already keeps other sets out of reach; this catches a
+// damaged registry, a swapped root, or a device gone from under us, before
+// anything is stopped or wiped.
+func (d *Driver) guard(ctx context.Context, op, udid string) error {
+	if err := d.RevalidateRoot(); err != nil {
+		return &driver.CrashError{Op: op, Err: err}
+	}
+	devs, err := d.listDevices(ctx, op)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(devs, func(o driver.Observed) bool { return strings.EqualFold(o.ID, udid) }) {
+		return &driver.CrashError{Op: op, Err: &NotInRootError{UDID: udid, Root: d.root}}
+	}
+	return nil
+}
+
+// shutdown guards, then shuts the simulator down; one already shut down is
+// fine.
+func (d *Driver) shutdown(ctx context.Context, op, udid string) error {
+	if err := d.guard(ctx, op, udid); err != nil {
+		return err
+	}
+	_, err := d.simctl(ctx, op, commandTimeout, alreadyShutdown, "shutdown", udid)
+	return err
+}
+
+// Reclaim shuts the simulator down and erases it, which is the only clean
+// iOS has, and leaves it shut down: the warm pool decides whether to boot
+// it again.
+func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.ReclaimResult, error) {
+	const op = string(driver.OpReclaim)
+	udid, err := udidOf(op, dev)
+	if err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if err := d.shutdown(ctx, op, udid); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if _, err := d.simctl(ctx, op, commandTimeout, nil, "erase", udid); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "erase"}, nil
+}
+
+// Shutdown stops the simulator; a stopped one is not an error.
+func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
+	const op = "shutdown"
+	udid, err := udidOf(op, dev)
+	if err != nil {
+		return err
+	}
+	return d.shutdown(ctx, op, udid)
+}
+
+// Destroy shuts the simulator down and deletes it. A UDID the root does not
+// list is refused with a *NotInRootError, like every destructive call.
+func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
+	const op = "destroy"
+	udid, err := udidOf(op, dev)
+	if err != nil {
+		return err
+	}
+	if err := d.shutdown(ctx, op, udid); err != nil {
+		var gone *NotInRootError
+		if errors.As(err, &gone) {
+			// Nothing of ours by that UDID: what Destroy wants is already
+			// so, and a simulator of the same UDID elsewhere is not ours to
+			// touch. Reporting success stops the core retrying forever.
+			return nil
+		}
+		return err
+	}
+	_, err = d.simctl(ctx, op, commandTimeout, nil, "delete", udid)
+	return err
+}
+
+// ListManaged reports every simulator in the root, sorted by UDID.
+func (d *Driver) ListManaged(ctx context.Context) (driver.Reality, error) {
+	devs, err := d.listDevices(ctx, "list")
+	if err != nil {
+		return driver.Reality{}, err
+	}
+	return driver.Reality{Devices: devs}, nil
+}
+
+// listDevices runs `list -j devices` in the root. Entries without a string
+// name and udid are skipped, as nothing could be done with them.
+func (d *Driver) listDevices(ctx context.Context, op string) ([]driver.Observed, error) {
+	out, err := d.simctl(ctx, op, commandTimeout, nil, "list", "-j", "devices")
+	if err != nil {
+		return nil, err
+	}
+	devs, err := parseDevices(out)
+	if err != nil {
+		return nil, crash(op, "simctl list -j devices: %w", err)
+	}
+	return devs, nil
+}
+
+func parseDevices(b []byte) ([]driver.Observed, error) {
+	var top struct {
+		Devices map[string][]json.RawMessage `json:"devices"`
+	}
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil, fmt.Errorf("not the JSON simctl prints: %w", err)
+	}
+	if top.Devices == nil {
+		return nil, errors.New(`no "devices" object`)
+	}
+	out := []driver.Observed{}
+	for runtimeID, entries := range top.Devices {
+		for _, o := range objects(entries) {
+			name, _ := field[string](o, "name")
+			udid, _ := field[string](o, "udid")
+			if name == "" || udid == "" {
+				continue
+			}
+			state, _ := field[string](o, "state")
+			typeID, _ := field[string](o, "deviceTypeIdentifier")
+			data, err := json.Marshal(deviceData{UDID: udid, Name: name, DeviceTypeID: typeID, RuntimeID: runtimeID})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, driver.Observed{
+				Device:   driver.Device{ID: udid, Address: udid, Data: data},
+				Name:     name,
+				RunState: runState(state),
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b driver.Observed) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// runState maps CoreSimulator's state. "Booting" and "Shutting Down" are
+// transitions, which never count as a crash.
+func runState(s string) driver.RunState {
+	switch s {
+	case "Booted":
+		return driver.Running
+	case "Shutdown":
+		return driver.Stopped
+	}
+	return driver.Transitioning
+}
