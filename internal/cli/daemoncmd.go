@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,8 +22,6 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
-	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/driver/demo"
 )
 
 func daemonCmd(env Env) *cobra.Command {
@@ -44,20 +43,26 @@ func daemonRunCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts, err := daemonOptions(env, home)
-			if err != nil {
-				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
+			if err := os.MkdirAll(home, 0o700); err != nil {
+				return fail(fmt.Errorf("create SIMLOCK_HOME: %w", err))
 			}
 			logFile, err := os.OpenFile(filepath.Join(home, daemon.LogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return fail(fmt.Errorf("open daemon log: %w", err))
 			}
 			defer logFile.Close()
-			var level slog.Level
-			_ = level.UnmarshalText([]byte(opts.Config.String("log.level")))
-			opts.Logger = slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+			level := slog.LevelInfo
+			if cfg, err := config.Load(home); err == nil {
+				_ = level.UnmarshalText([]byte(cfg.String("log.level")))
+			}
+			log := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+			opts, err := daemonOptions(cmd.Context(), env, home, log)
+			if err != nil {
+				log.Error("startup failed", "err", err)
+				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
+			}
 			for _, w := range opts.Config.Warnings {
-				opts.Logger.Warn(w)
+				log.Warn(w)
 				fmt.Fprintln(env.Stderr, "warning: "+w)
 			}
 			err = daemon.Run(cmd.Context(), opts)
@@ -70,7 +75,7 @@ func daemonRunCmd(env Env) *cobra.Command {
 }
 
 // daemonOptions wires the real config, drivers and host facts.
-func daemonOptions(env Env, home string) (daemon.Options, error) {
+func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) (daemon.Options, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return daemon.Options{}, fmt.Errorf("create SIMLOCK_HOME: %w", err)
 	}
@@ -78,54 +83,30 @@ func daemonOptions(env Env, home string) (daemon.Options, error) {
 	if err != nil {
 		return daemon.Options{}, err
 	}
-	drivers, notes, err := buildDrivers(cfg, env.Getenv("SIMLOCK_DRIVERS"))
+	set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log)
 	if err != nil {
 		return daemon.Options{}, err
 	}
 	return daemon.Options{
-		Home: home, Version: env.Version, Config: cfg, Drivers: drivers, DriverNotes: notes, Host: readHost(),
+		Home: home, Version: env.Version, Config: cfg, Drivers: set.drivers, DriverNotes: set.notes,
+		Rejections: set.rejections, Prerequisites: set.prerequisites, Host: readHost(), Logger: log,
+		ClassDefaults: classDefaults(cfg),
 	}, nil
 }
 
-// buildDrivers picks the drivers: SIMLOCK_DRIVERS (a comma list) overrides
-// config. Only the demo driver exists in this build; it serves both
-// platforms and is used only when asked for.
-func buildDrivers(cfg *config.Config, envList string) (map[contract.Platform]driver.Driver, map[contract.Platform]string, error) {
-	useDemo := cfg.Bool("drivers.demo.enabled")
-	if envList != "" {
-		useDemo = false
-		for _, name := range strings.Split(envList, ",") {
-			switch name = strings.TrimSpace(name); name {
-			case "demo":
-				useDemo = true
-			case "":
-			case "ios", "android":
-				return nil, nil, fmt.Errorf("SIMLOCK_DRIVERS: the %s driver is not part of this build; use demo", name)
-			default:
-				return nil, nil, fmt.Errorf("SIMLOCK_DRIVERS: unknown driver %q (known: demo)", name)
+// classDefaults reads ios.defaultModels.<class> and android.defaultModels.<class>.
+func classDefaults(cfg *config.Config) map[contract.Platform]map[contract.DeviceClass][]string {
+	out := map[contract.Platform]map[contract.DeviceClass][]string{}
+	for _, p := range contract.Platforms() {
+		out[p] = map[contract.DeviceClass][]string{}
+		for _, c := range []contract.DeviceClass{contract.ClassPhone, contract.ClassTablet, contract.ClassWatch,
+			contract.ClassTV, contract.ClassVision, contract.ClassAuto, contract.ClassDesktop} {
+			if models := cfg.List(string(p) + ".defaultModels." + string(c)); len(models) > 0 {
+				out[p][c] = models
 			}
 		}
 	}
-	drivers := map[contract.Platform]driver.Driver{}
-	notes := map[contract.Platform]string{}
-	for _, p := range contract.Platforms() {
-		if !useDemo {
-			notes[p] = "no driver enabled; SIMLOCK_DRIVERS=demo or drivers.demo.enabled serves simulated devices"
-			continue
-		}
-		d, err := demo.New(demo.Options{
-			Platform:      p,
-			ProvisionTime: time.Duration(cfg.Int("drivers.demo.provisionMs")) * time.Millisecond,
-			BootTime:      time.Duration(cfg.Int("drivers.demo.bootMs")) * time.Millisecond,
-			ReclaimTime:   time.Duration(cfg.Int("drivers.demo.reclaimMs")) * time.Millisecond,
-			Fail:          cfg.List("drivers.demo.fail"),
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("demo driver: %w", err)
-		}
-		drivers[p] = d
-	}
-	return drivers, notes, nil
+	return out
 }
 
 func readHost() core.Host {

@@ -66,6 +66,8 @@ type Options struct {
 	// Prerequisites reports what each platform lacks, for the doctor.
 	Prerequisites func(ctx context.Context) []driver.Missing
 	Host          core.Host
+	// ClassDefaults are configured model preferences per platform and class.
+	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
 	Logger        *slog.Logger
 	// StopGrace bounds the wait for driver work at a graceful stop.
 	StopGrace time.Duration
@@ -227,14 +229,15 @@ func (d *Daemon) converge(ctx context.Context) {
 	d.db = db
 	cfg := d.opts.Config
 	d.engine = leasing.New(leasing.Options{
-		Store:      db,
-		Drivers:    d.opts.Drivers,
-		Limits:     core.LimitsFrom(cfg, d.opts.Host),
-		DefaultTTL: time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
-		MaxTTL:     time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
-		Logger:     d.log.With("module", "leasing"),
-		Publish:    d.bus.Publish,
-		LeaseEnded: d.leaseEnded,
+		Store:         db,
+		Drivers:       d.opts.Drivers,
+		Limits:        core.LimitsFrom(cfg, d.opts.Host),
+		ClassDefaults: d.opts.ClassDefaults,
+		DefaultTTL:    time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:        time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		Logger:        d.log.With("module", "leasing"),
+		Publish:       d.bus.Publish,
+		LeaseEnded:    d.leaseEnded,
 	})
 	if err := d.recordRejections(ctx); err != nil {
 		d.startErr = err

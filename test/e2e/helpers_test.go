@@ -50,6 +50,7 @@ type home struct {
 // Its cleanup stops the daemon and removes the directory.
 func newHome(t *testing.T, settings ...string) *home {
 	t.Helper()
+	consultSourcesOnce(t)
 	if len(settings)%2 != 0 {
 		t.Fatalf("newHome: settings must be key, value pairs")
 	}
@@ -419,9 +420,11 @@ type grant struct {
 		ID             string `json:"id"`
 		DriverDeviceID string `json:"driverDeviceId"`
 		Spec           spec   `json:"spec"`
+		Address        string `json:"address"`
 	} `json:"device"`
-	Lease  leaseRec `json:"lease"`
-	Timing *struct {
+	Environment map[string]string `json:"environment"`
+	Lease       leaseRec          `json:"lease"`
+	Timing      *struct {
 		EstimatedProvisionMs *int64 `json:"estimatedProvisionMs"`
 		EstimatedBootMs      *int64 `json:"estimatedBootMs"`
 		EstimatedReclaimMs   *int64 `json:"estimatedReclaimMs"`

@@ -1,0 +1,366 @@
+package android
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// profile is a device definition avdmanager knows: a model.
+type profile struct {
+	id   string // avdmanager's id, e.g. pixel_8; the model's alias
+	name string // e.g. Pixel 8; the model
+	tag  string // e.g. android-wear; empty for phones and tablets
+}
+
+// image is an installed system image: a runtime.
+type image struct {
+	pkg   string // system-images;android-35;google_apis;x86_64
+	level string // 35
+	tag   string // google_apis
+	abi   string // x86_64
+}
+
+// resolvedSpec is what Provision needs beyond the spec.
+type resolvedSpec struct {
+	profileID string
+	pkg       string
+}
+
+var (
+	profileIDLine   = regexp.MustCompile(`^id:\s*\d+\s+or\s+"([^"]+)"`)
+	profileNameLine = regexp.MustCompile(`^Name:\s*(.+)$`)
+	profileTagLine  = regexp.MustCompile(`^Tag\s*:\s*(.+)$`)
+	levelPattern    = regexp.MustCompile(`^(\d+)(?:\.(\d+))?(?:-ext(\d+))?$`)
+	plainLevel      = regexp.MustCompile(`^\d+(\.\d+)?$`)
+)
+
+// classDefaults are the models each class prefers, best first. The core
+// takes the first the catalog offers, so lists name models an SDK may lack.
+func classDefaults() map[contract.DeviceClass][]string {
+	return map[contract.DeviceClass][]string{
+		contract.ClassPhone:   {"Pixel 9", "Pixel 8", "Pixel 7", "Pixel 6", "Medium Phone"},
+		contract.ClassTablet:  {"Pixel Tablet", "Medium Tablet"},
+		contract.ClassWatch:   {"Wear OS Large Round", "Wear OS Small Round"},
+		contract.ClassTV:      {"Television (1080p)", "Television (4K)"},
+		contract.ClassAuto:    {"Automotive (1080p landscape)", "Automotive (1024p landscape)"},
+		contract.ClassDesktop: {"Medium Desktop", "Large Desktop"},
+	}
+}
+
+// parseProfiles reads `avdmanager list device`: entries separated by dashes,
+// each an `id: N or "<id>"` line followed by `Name:` and maybe `Tag :`.
+func parseProfiles(out string) []profile {
+	var ps []profile
+	var cur *profile
+	for _, raw := range strings.Split(out, "\n") {
+		line := strings.TrimSpace(raw)
+		if m := profileIDLine.FindStringSubmatch(line); m != nil {
+			ps = append(ps, profile{id: m[1]})
+			cur = &ps[len(ps)-1]
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if strings.HasPrefix(line, "---") {
+			cur = nil
+		} else if m := profileNameLine.FindStringSubmatch(line); m != nil && cur.name == "" {
+			cur.name = strings.TrimSpace(m[1])
+		} else if m := profileTagLine.FindStringSubmatch(line); m != nil && cur.tag == "" {
+			cur.tag = strings.TrimSpace(m[1])
+		}
+	}
+	out2 := ps[:0]
+	for _, p := range ps {
+		if p.name == "" {
+			p.name = p.id
+		}
+		out2 = append(out2, p)
+	}
+	return out2
+}
+
+// parseImages reads `sdkmanager --list_installed`, a table whose first
+// column is the package path.
+func parseImages(out string) []image {
+	var imgs []image
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		path, _, _ := strings.Cut(line, "|")
+		path = strings.TrimSpace(path)
+		parts := strings.Split(path, ";")
+		if len(parts) != 4 || parts[0] != "system-images" || !strings.HasPrefix(parts[1], "android-") || seen[path] {
+			continue
+		}
+		seen[path] = true
+		imgs = append(imgs, image{pkg: path, level: strings.TrimPrefix(parts[1], "android-"), tag: parts[2], abi: parts[3]})
+	}
+	return imgs
+}
+
+// classOf tells a profile's class from its tag, else its name.
+func classOf(p profile) contract.DeviceClass {
+	tag, name, id := strings.ToLower(p.tag), strings.ToLower(p.name), strings.ToLower(p.id)
+	switch {
+	case strings.Contains(tag, "wear") || strings.HasPrefix(name, "wear os") || strings.HasPrefix(id, "wearos"):
+		return contract.ClassWatch
+	case strings.Contains(tag, "tv") || strings.HasPrefix(name, "television") || strings.HasPrefix(id, "tv_"):
+		return contract.ClassTV
+	case strings.Contains(tag, "automotive") || strings.HasPrefix(name, "automotive"):
+		return contract.ClassAuto
+	case strings.Contains(tag, "desktop") || strings.Contains(name, "desktop"):
+		return contract.ClassDesktop
+	case strings.Contains(tag, "xr"):
+		return contract.ClassVision
+	case strings.Contains(name, "tablet") || slices.Contains([]string{"nexus_7", "nexus_7_2013", "nexus_9", "nexus_10", "pixel_c"}, id):
+		return contract.ClassTablet
+	}
+	return contract.ClassPhone
+}
+
+// classTags are the image tags made for a class; phones and tablets use the
+// plain ones.
+func classTags(c contract.DeviceClass) []string {
+	switch c {
+	case contract.ClassWatch:
+		return []string{"android-wear", "android-wear-cn"}
+	case contract.ClassTV:
+		return []string{"android-tv", "google-tv"}
+	case contract.ClassAuto:
+		return []string{"android-automotive", "android-automotive-playstore"}
+	case contract.ClassDesktop:
+		return []string{"android-desktop"}
+	case contract.ClassVision:
+		return []string{"android-xr"}
+	}
+	return nil
+}
+
+// specialTag reports whether tag is made for one class other than phones.
+func specialTag(tag string) bool {
+	for _, c := range []contract.DeviceClass{contract.ClassWatch, contract.ClassTV, contract.ClassAuto, contract.ClassDesktop, contract.ClassVision} {
+		if slices.Contains(classTags(c), tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostABI is the image ABI this machine runs natively; any other is either
+// unusably slow or does not boot.
+func hostABI() string {
+	if runtime.GOARCH == "arm64" {
+		return "arm64-v8a"
+	}
+	return "x86_64"
+}
+
+// pickImage chooses the image for a model of class c at level: the host's
+// ABI first, then an image made for the class, then google_apis, in the
+// order sdkmanager listed them.
+func pickImage(imgs []image, level string, c contract.DeviceClass) (image, bool) {
+	score := func(im image) [3]int {
+		var s [3]int
+		if im.abi == hostABI() {
+			s[0] = 1
+		}
+		switch {
+		case slices.Contains(classTags(c), im.tag):
+			s[1] = 2
+		case !specialTag(im.tag):
+			s[1] = 1
+		}
+		if im.tag == "google_apis" {
+			s[2] = 1
+		}
+		return s
+	}
+	var best image
+	var bestScore [3]int
+	found := false
+	for _, im := range imgs {
+		if im.level != level {
+			continue
+		}
+		if s := score(im); !found || slices.Compare(s[:], bestScore[:]) > 0 {
+			best, bestScore, found = im, s, true
+		}
+	}
+	return best, found
+}
+
+// levelsOf lists the installed API levels, newest first. Numeric levels
+// come before previews named by code name, so a preview is never the
+// default.
+func levelsOf(imgs []image) []string {
+	var levels []string
+	for _, im := range imgs {
+		if !slices.Contains(levels, im.level) {
+			levels = append(levels, im.level)
+		}
+	}
+	slices.SortStableFunc(levels, func(a, b string) int { return compareLevels(b, a) })
+	return levels
+}
+
+func compareLevels(a, b string) int {
+	ka, okA := levelKey(a)
+	kb, okB := levelKey(b)
+	switch {
+	case okA && okB:
+		return slices.Compare(ka, kb)
+	case okA:
+		return 1
+	case okB:
+		return -1
+	}
+	return strings.Compare(b, a)
+}
+
+func levelKey(l string) ([]int, bool) {
+	m := levelPattern.FindStringSubmatch(l)
+	if m == nil {
+		return nil, false
+	}
+	key := make([]int, 3)
+	for i := range key {
+		key[i], _ = strconv.Atoi(m[i+1])
+	}
+	return key, true
+}
+
+// inventory asks avdmanager for the device profiles and sdkmanager for the
+// installed images. Both are Java programs that take seconds to start, so
+// they run at once.
+func (d *Driver) inventory(ctx context.Context, op string) ([]profile, []image, error) {
+	type answer struct {
+		out string
+		err error
+	}
+	imgCh := make(chan answer, 1)
+	go func() {
+		res, err := d.call(ctx, op, d.sdk.sdkmanager, callTimeout, nil, "--list_installed")
+		_, err = ok(res, err, op, "sdkmanager --list_installed")
+		imgCh <- answer{string(res.Stdout), err}
+	}()
+	res, perr := d.call(ctx, op, d.sdk.avdmanager, callTimeout, nil, "list", "device")
+	_, perr = ok(res, perr, op, "avdmanager list device")
+	img := <-imgCh
+	if perr != nil {
+		return nil, nil, perr
+	}
+	if img.err != nil {
+		return nil, nil, img.err
+	}
+	profiles := parseProfiles(string(res.Stdout))
+	if len(profiles) == 0 {
+		return nil, nil, crashf(op, "avdmanager list device listed no device definitions")
+	}
+	return profiles, parseImages(img.out), nil
+}
+
+// ListCatalog reports the device profiles as models and the installed API
+// levels as runtimes. Every model runs on every level, as the emulator
+// allows; the image chosen for a level fits the model's class when one is
+// installed.
+func (d *Driver) ListCatalog(ctx context.Context) (driver.Catalog, error) {
+	profiles, imgs, err := d.inventory(ctx, "catalog")
+	if err != nil {
+		return driver.Catalog{}, err
+	}
+	levels := levelsOf(imgs)
+	c := driver.Catalog{
+		Platform:      contract.PlatformAndroid,
+		Runtimes:      levels,
+		ModelRuntimes: map[string][]string{},
+		ModelAliases:  map[string][]string{},
+		ModelClasses:  map[string]contract.DeviceClass{},
+		ClassDefaults: classDefaults(),
+	}
+	if c.Runtimes == nil {
+		c.Runtimes = []string{}
+	}
+	if len(levels) > 0 {
+		c.DefaultRuntime = levels[0]
+	}
+	for _, p := range profiles {
+		if _, dup := c.ModelClasses[p.name]; dup {
+			continue
+		}
+		c.Models = append(c.Models, p.name)
+		c.ModelRuntimes[p.name] = slices.Clone(c.Runtimes)
+		c.ModelClasses[p.name] = classOf(p)
+		if p.id != p.name {
+			c.ModelAliases[p.name] = []string{p.id}
+		}
+	}
+	return c, nil
+}
+
+// ResolveSpec matches the model by profile name or id, ignoring case. An
+// empty OS version takes the newest installed API level; a level or range
+// takes the newest installed level that fits. A plain level that is not
+// installed is *driver.RuntimeMissingError naming it as the component to
+// download. ResolveSpec never downloads.
+func (d *Driver) ResolveSpec(ctx context.Context, req driver.Request) (contract.DeviceSpec, error) {
+	if req.Platform != "" && req.Platform != contract.PlatformAndroid {
+		return contract.DeviceSpec{}, fmt.Errorf("android: the android driver cannot serve %s", req.Platform)
+	}
+	profiles, imgs, err := d.inventory(ctx, "resolve")
+	if err != nil {
+		return contract.DeviceSpec{}, err
+	}
+	var prof *profile
+	for i, p := range profiles {
+		if strings.EqualFold(p.name, req.Model) || strings.EqualFold(p.id, req.Model) {
+			prof = &profiles[i]
+			break
+		}
+	}
+	if prof == nil {
+		return contract.DeviceSpec{}, &driver.UnknownModelError{Platform: contract.PlatformAndroid, Model: req.Model}
+	}
+	level, err := pickLevel(levelsOf(imgs), strings.TrimSpace(req.OSVersion))
+	if err != nil {
+		return contract.DeviceSpec{}, err
+	}
+	im, _ := pickImage(imgs, level, classOf(*prof))
+	spec := contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: prof.name, OSVersion: level}
+	d.mu.Lock()
+	d.resolved[spec] = resolvedSpec{profileID: prof.id, pkg: im.pkg}
+	d.mu.Unlock()
+	return spec, nil
+}
+
+// pickLevel chooses among installed levels (newest first) for want.
+func pickLevel(levels []string, want string) (string, error) {
+	missing := &driver.RuntimeMissingError{Platform: contract.PlatformAndroid, OSVersion: want}
+	if want == "" {
+		if len(levels) == 0 {
+			return "", missing // no level to suggest
+		}
+		return levels[0], nil // numeric levels sort before previews
+	}
+	if slices.Contains(levels, want) {
+		return want, nil
+	}
+	if spec, err := contract.ParseOSVersion(want); err == nil {
+		for _, l := range levels {
+			if plainLevel.MatchString(l) && spec.Matches(l) {
+				return l, nil
+			}
+		}
+	}
+	if plainLevel.MatchString(want) {
+		missing.Downloadable, missing.Component = true, want
+	}
+	return "", missing
+}

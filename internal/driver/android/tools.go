@@ -1,0 +1,71 @@
+package android
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/simlock/simlock/internal/runner"
+)
+
+// call runs a tool with the driver's scoped environment. A program that
+// could not run or timed out is a *driver.CrashError for op; a non-zero
+// exit is left to the caller.
+func (d *Driver) call(ctx context.Context, op, path string, timeout time.Duration, stdin []byte, args ...string) (runner.Result, error) {
+	env := d.env
+	if path == d.sdk.adb {
+		env = d.adbEnv
+	}
+	cmd := runner.Cmd{Path: path, Args: args, Env: env, Timeout: timeout, Stdin: stdin}
+	res, err := d.run.Run(ctx, cmd)
+	d.log.Debug("ran", "cmd", cmd.String(), "exit", res.ExitCode, "err", err)
+	if err != nil {
+		return res, crash(op, err)
+	}
+	return res, nil
+}
+
+// adb runs adb against the private server; every call carries -P so that it
+// can reach no other server whatever the environment says.
+func (d *Driver) adb(ctx context.Context, op string, timeout time.Duration, args ...string) (runner.Result, error) {
+	return d.call(ctx, op, d.sdk.adb, timeout, nil, append([]string{"-P", strconv.Itoa(d.port)}, args...)...)
+}
+
+// serialAdb runs adb for one emulator.
+func (d *Driver) serialAdb(ctx context.Context, op string, timeout time.Duration, serial string, args ...string) (runner.Result, error) {
+	return d.adb(ctx, op, timeout, append([]string{"-s", serial}, args...)...)
+}
+
+// ok runs a tool and also turns a non-zero exit into a *driver.CrashError.
+func ok(res runner.Result, err error, op, what string) (runner.Result, error) {
+	if err != nil {
+		return res, err
+	}
+	if res.ExitCode != 0 {
+		return res, crashf(op, "%s exited with code %d: %s", what, res.ExitCode, outputOf(res))
+	}
+	return res, nil
+}
+
+// outputOf is a result's output for an error message: stderr, or stdout
+// when stderr is empty.
+func outputOf(res runner.Result) string {
+	if s := strings.TrimSpace(string(res.Stderr)); s != "" {
+		return lastLines(s)
+	}
+	return lastLines(strings.TrimSpace(string(res.Stdout)))
+}
+
+// lastLines keeps the end of a long output, where tools put the error.
+func lastLines(s string) string {
+	s = strings.TrimSpace(s)
+	lines := strings.Split(s, "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func serialOf(port int) string { return fmt.Sprintf("emulator-%d", port) }

@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/simlock/simlock/internal/shimtest"
+)
+
+// withShims points h's commands (and the daemon they start) at the fake
+// platform tools, with the given drivers enabled.
+func (h *home) withShims(e shimtest.Env, drivers string) {
+	var env []string
+	for _, kv := range e.Environ(h.env) {
+		if !strings.HasPrefix(kv, "SIMLOCK_DRIVERS=") {
+			env = append(env, kv)
+		}
+	}
+	h.env = append(env, "SIMLOCK_DRIVERS="+drivers)
+}
+
+// shim runs a fake tool directly, as a user's own script would, outside
+// simlock.
+func shim(t *testing.T, e shimtest.Env, tool string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(e.Bin, tool), args...)
+	cmd.Env = e.Environ(nil)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", tool, args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func simctlCalls(t *testing.T, e shimtest.Env) []shimtest.Call {
+	var out []shimtest.Call
+	for _, c := range e.Calls(t) {
+		if c.Tool == "xcrun" && len(c.Args) > 0 && c.Args[0] == "simctl" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func subcommand(c shimtest.Call) string {
+	args := c.Args[1:]
+	if len(args) >= 2 && args[0] == "--set" {
+		args = args[2:]
+	}
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
+// The iOS driver on the shims: create, boot, bootstatus, all scoped to the
+// root; release cleans with shutdown + erase; a simulator outside the root
+// is never touched by release, doctor --fix, or passthrough refusals.
+func TestIOSDriverLeasesThroughSimctl(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t)
+	h.withShims(e, "ios")
+	root := h.path("devices/ios")
+
+	theirs := shim(t, e, "xcrun", "simctl", "create", "My iPhone", "com.apple.CoreSimulator.SimDeviceType.iPhone-16", "com.apple.CoreSimulator.SimRuntime.iOS-18-6")
+	shim(t, e, "xcrun", "simctl", "boot", theirs)
+
+	f := h.follow()
+	r := h.run("lease", "--platform", "ios", "--device", "iPhone 16", "--detach", "--agent-id", "a")
+	if r.code != 0 {
+		t.Fatalf("lease\n%s", r)
+	}
+	g := parseGrant(t, r.stdout)
+	if g.Device.Spec.Model != "iPhone 16" || g.Device.DriverDeviceID == "" || g.Device.Address != g.Device.DriverDeviceID {
+		t.Fatalf("grant device = %+v, want an iPhone 16 addressed by its UDID", g.Device)
+	}
+	if !strings.Contains(shim(t, e, "xcrun", "simctl", "--set", root, "list", "devices"), g.Device.DriverDeviceID) {
+		t.Errorf("the granted UDID is not a simulator in simlock's root")
+	}
+	var subs []string
+	for _, c := range simctlCalls(t, e) {
+		if slices.Contains(c.Args, theirs) || c.Args[1] != "--set" {
+			continue // the test's own calls
+		}
+		if c.Args[2] != root {
+			t.Errorf("simctl call with --set %s, want %s: %q", c.Args[2], root, c.Args)
+		}
+		subs = append(subs, subcommand(c))
+	}
+	if !containsInOrder(subs, []string{"create", "boot", "bootstatus"}) {
+		t.Errorf("simctl subcommands = %q, want create, boot, bootstatus", subs)
+	}
+
+	if r := h.run("release", g.Lease.ID); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	f.find("device.reclaimed", isEvent("device.reclaimed", "deviceId", g.Device.ID))
+	subs = nil
+	for _, c := range simctlCalls(t, e) {
+		if slices.Contains(c.Args, g.Device.DriverDeviceID) {
+			subs = append(subs, subcommand(c))
+		}
+	}
+	if !containsInOrder(subs, []string{"shutdown", "erase"}) {
+		t.Errorf("calls naming the device after release = %q, want shutdown then erase", subs)
+	}
+
+	if r := h.run("doctor", "--fix"); r.code != 0 {
+		t.Fatalf("doctor --fix\n%s", r)
+	}
+	r = h.run("simctl", "erase", "all")
+	expectFailure(t, r, 2, "USAGE")
+	for _, c := range simctlCalls(t, e) {
+		if subcommand(c) == "erase" && slices.Contains(c.Args, "all") {
+			t.Errorf("simlock simctl erase all ran: %q", c.Args)
+		}
+		if slices.Contains(c.Args, theirs) && c.Args[1] == "--set" {
+			t.Errorf("simlock named the simulator outside its root: %q", c.Args)
+		}
+	}
+	if list := shim(t, e, "xcrun", "simctl", "list", "devices"); !strings.Contains(list, theirs+") (Booted)") {
+		t.Errorf("the simulator outside the root changed:\n%s", list)
+	}
+	r = h.run("simctl", "list", "devices")
+	if r.code != 0 || !strings.Contains(r.stdout, g.Device.DriverDeviceID) || strings.Contains(r.stdout, theirs) {
+		t.Errorf("simlock simctl list devices should show simlock's root only\n%s", r)
+	}
+}
+
+// The catalog reflects the tools, classes and ranges pick as the reference
+// says, and unknown models are refused.
+func TestIOSCatalogClassesAndRanges(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "4")
+	h.withShims(e, "ios")
+
+	r := h.run("catalog", "--json", "--platform", "ios")
+	var cat struct {
+		Platforms []struct {
+			Models         []string            `json:"models"`
+			Runtimes       []string            `json:"runtimes"`
+			DefaultRuntime string              `json:"defaultRuntime"`
+			ModelRuntimes  map[string][]string `json:"modelRuntimes"`
+			ModelClasses   map[string]string   `json:"modelClasses"`
+		} `json:"platforms"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &cat); err != nil || len(cat.Platforms) != 1 {
+		t.Fatalf("catalog --json: %v\n%s", err, r)
+	}
+	p := cat.Platforms[0]
+	if !slices.Contains(p.Models, "iPhone 16") || !slices.Contains(p.Runtimes, "18.6") || p.DefaultRuntime != "26.1" ||
+		!slices.Equal(p.ModelRuntimes["iPhone 17"], []string{"26.1"}) || p.ModelClasses["iPad Pro 11-inch (M5)"] != "tablet" {
+		t.Errorf("catalog = %+v", p)
+	}
+
+	g := h.leaseDetached("tab", "ios", "--class", "tablet")
+	if g.Device.Spec.Model != "iPad Pro 11-inch (M5)" {
+		t.Errorf("--class tablet got %s, want the first of the preference list", g.Device.Spec.Model)
+	}
+	g = h.leaseDetached("range", "ios", "--os", ">=18 <26")
+	if g.Device.Spec.Model != "iPhone 16" || g.Device.Spec.OSVersion != "18.6" {
+		t.Errorf("--os '>=18 <26' got %+v, want iPhone 16 on 18.6 (iPhone 17 needs 26)", g.Device.Spec)
+	}
+	r = h.run("lease", "--platform", "ios", "--device", "iPhone 99", "--detach", "--agent-id", "x")
+	expectFailure(t, r, 12, "UNKNOWN_MODEL")
+	r = h.run("lease", "--platform", "ios", "--device", "iPhone 16", "--class", "phone", "--detach", "--agent-id", "y")
+	expectFailure(t, r, 2, "BAD_REQUEST")
+}
+
+// A device root that is not simlock's disables its platform only.
+func TestUnownedRootDisablesOnlyItsPlatform(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, fastDemo...)
+	h.withShims(e, "ios,demo")
+	if err := os.MkdirAll(h.path("devices/ios/SOMEONE-ELSES-SIM"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("status", "--json")
+	var st struct {
+		Drivers []struct {
+			Platform     string `json:"platform"`
+			Enabled      bool   `json:"enabled"`
+			RootRejected *struct {
+				Reason string `json:"reason"`
+			} `json:"rootRejected"`
+		} `json:"drivers"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r)
+	}
+	for _, d := range st.Drivers {
+		switch d.Platform {
+		case "ios":
+			if d.Enabled || d.RootRejected == nil || d.RootRejected.Reason != "non-empty-unowned-root" {
+				t.Errorf("ios driver status = %+v, want disabled with non-empty-unowned-root", d)
+			}
+		case "android":
+			if !d.Enabled {
+				t.Errorf("android should still be served: %+v", d)
+			}
+		}
+	}
+	r = h.run("doctor")
+	if r.code != 0 || !strings.Contains(r.stdout, `"reason":"non-empty-unowned-root"`) {
+		t.Errorf("doctor does not report the refused root\n%s", r)
+	}
+	r = h.run("lease", "--platform", "ios", "--detach", "--agent-id", "i")
+	expectFailure(t, r, 12, "NO_DRIVER")
+	h.leaseDetached("a", "android")
+	if _, err := os.Stat(h.path("devices/ios/.simlock-owned.json")); err == nil {
+		t.Error("simlock marked a root that was not its own")
+	}
+}
+
+// containsInOrder reports whether want appears in got in order, not
+// necessarily adjacent.
+func containsInOrder(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
