@@ -37,16 +37,35 @@ func TestTransitionTableIsTotal(t *testing.T) {
 }
 
 func TestResourceLimitsFollowTheFormula(t *testing.T) {
-	l := LimitsFrom(config.Default(), Host{CPUs: 10, RAMBytes: 32 << 30})
-	if l.Platforms[contract.PlatformIOS].MaxDevices != 5 || l.Platforms[contract.PlatformAndroid].MaxDevices != 2 || l.MaxRunning != 7 {
-		t.Errorf("limits = %+v, want ios 5, android 2, running 7", l)
+	const gib = 1 << 30
+	cases := []struct {
+		cpus                  int
+		ram                   int64
+		ios, android, running int
+		ramLimit              int64
+	}{
+		{10, 32 * gib, 5, 2, 7, 28 * gib},  // the reference's example
+		{2, 4 * gib, 1, 1, 2, 0},           // a small host still gets one of each
+		{8, 16 * gib, 4, 2, 6, 12 * gib},   // android limited by CPU and RAM alike
+		{16, 16 * gib, 8, 2, 10, 12 * gib}, // android limited by RAM
+		{24, 128 * gib, 12, 6, 18, 124 * gib},
+		{1, 64 * gib, 1, 1, 2, 60 * gib}, // one CPU: max(1, ...)
 	}
-	if l.RAM == nil || l.RAM.LimitBytes != 28<<30 {
-		t.Errorf("RAM limit = %+v, want 28 GiB", l.RAM)
+	for _, c := range cases {
+		l := LimitsFrom(config.Default(), Host{CPUs: c.cpus, RAMBytes: c.ram})
+		got := [3]int{l.Platforms[contract.PlatformIOS].MaxDevices, l.Platforms[contract.PlatformAndroid].MaxDevices, l.MaxRunning}
+		if got != [3]int{c.ios, c.android, c.running} {
+			t.Errorf("%d CPUs, %d GiB: ios/android/running = %v, want %d/%d/%d", c.cpus, c.ram/gib, got, c.ios, c.android, c.running)
+		}
+		if l.Platforms[contract.PlatformIOS].MaxRunning != c.ios || l.Platforms[contract.PlatformAndroid].MaxRunning != c.android {
+			t.Errorf("%d CPUs: per-platform maxRunning should equal maxDevices: %+v", c.cpus, l.Platforms)
+		}
+		if l.RAM == nil || l.RAM.LimitBytes != c.ramLimit {
+			t.Errorf("%d GiB: RAM limit = %+v, want %d", c.ram/gib, l.RAM, c.ramLimit)
+		}
 	}
-	small := LimitsFrom(config.Default(), Host{CPUs: 2, RAMBytes: 4 << 30})
-	if small.Platforms[contract.PlatformIOS].MaxDevices != 1 || small.Platforms[contract.PlatformAndroid].MaxDevices != 1 {
-		t.Errorf("a small host still gets one device of each: %+v", small.Platforms)
+	if l := LimitsFrom(config.Default(), Host{CPUs: 4}); l.RAM != nil {
+		t.Errorf("unknown RAM should mean no RAM budget, got %+v", l.RAM)
 	}
 }
 

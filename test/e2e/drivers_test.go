@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,6 +129,10 @@ func TestIOSDriverLeasesThroughSimctl(t *testing.T) {
 	if list := shim(t, e, "xcrun", "simctl", "list", "devices"); !strings.Contains(list, theirs+") (Booted)") {
 		t.Errorf("the simulator outside the root changed:\n%s", list)
 	}
+	r = h.run("lease", "--platform", "ios", "--detach", "--export-env", "--agent-id", "env")
+	if want := "export SIMLOCK_IOS_DEVICE_SET='" + root + "'\n"; r.code != 0 || r.stdout != want {
+		t.Errorf("--export-env printed %q, want %q\n%s", r.stdout, want, r)
+	}
 	r = h.run("simctl", "list", "devices")
 	if r.code != 0 || !strings.Contains(r.stdout, g.Device.DriverDeviceID) || strings.Contains(r.stdout, theirs) {
 		t.Errorf("simlock simctl list devices should show simlock's root only\n%s", r)
@@ -178,8 +184,8 @@ func TestIOSCatalogClassesAndRanges(t *testing.T) {
 func TestUnownedRootDisablesOnlyItsPlatform(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, fastDemo...)
-	h.withShims(e, "ios,demo")
+	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h.withShims(e, "ios,android")
 	if err := os.MkdirAll(h.path("devices/ios/SOMEONE-ELSES-SIM"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -230,4 +236,85 @@ func containsInOrder(got, want []string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// freePort finds a TCP port nothing listens on, for a private adb server.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// The Android driver on a shim SDK: avdmanager creates simlock_<...> in the
+// root, the emulator starts on an even console port in 5586-5682, readiness
+// is read through simlock's own adb server on 5038, and the grant's address
+// is emulator-<port>.
+func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t)
+	h.withShims(e, "android")
+	root := h.path("devices/android")
+	f := h.follow()
+
+	g := h.leaseDetached("a", "android")
+	var avd string
+	port := -1
+	sawReadiness := false
+	for _, c := range e.Calls(t) {
+		switch {
+		case c.Tool == "avdmanager" && slices.Contains(c.Args, "create"):
+			i := slices.Index(c.Args, "-n")
+			if i < 0 || i+1 >= len(c.Args) || !strings.HasPrefix(c.Args[i+1], "simlock_") {
+				t.Errorf("avdmanager create without a simlock_ name: %q", c.Args)
+				continue
+			}
+			avd = c.Args[i+1]
+			if c.Env["ANDROID_AVD_HOME"] != root {
+				t.Errorf("avdmanager ran with ANDROID_AVD_HOME=%q, want %q", c.Env["ANDROID_AVD_HOME"], root)
+			}
+		case c.Tool == "emulator" && slices.Contains(c.Args, "-avd"):
+			if c.Args[slices.Index(c.Args, "-avd")+1] != avd {
+				t.Errorf("emulator started for %q, want %q", c.Args, avd)
+			}
+			if i := slices.Index(c.Args, "-port"); i >= 0 && i+1 < len(c.Args) {
+				port, _ = strconv.Atoi(c.Args[i+1])
+			}
+		case c.Tool == "adb" && slices.Contains(c.Args, "sys.boot_completed"):
+			sawReadiness = true
+			if i := slices.Index(c.Args, "-P"); i < 0 || c.Args[i+1] != "5038" {
+				t.Errorf("readiness asked through %q, want adb -P 5038", c.Args)
+			}
+		}
+	}
+	if avd == "" || port < 5586 || port > 5682 || port%2 != 0 || !sawReadiness {
+		t.Fatalf("avd %q, console port %d, readiness asked %v", avd, port, sawReadiness)
+	}
+	if g.Device.Address != "emulator-"+strconv.Itoa(port) || g.Device.DriverDeviceID != avd {
+		t.Errorf("grant device = %+v, want %s at emulator-%d", g.Device, avd, port)
+	}
+	if g.Environment["ANDROID_ADB_SERVER_PORT"] != "5038" {
+		t.Errorf("grant environment = %v", g.Environment)
+	}
+	if _, err := os.Stat(filepath.Join(root, avd+".ini")); err != nil {
+		t.Errorf("the AVD is not in simlock's root: %v", err)
+	}
+
+	before := len(e.Calls(t))
+	r := h.run("adb", "kill-server")
+	expectFailure(t, r, 2, "USAGE")
+	for _, c := range e.Calls(t)[before:] {
+		if c.Tool == "adb" {
+			t.Errorf("simlock adb kill-server ran adb: %q", c.Args)
+		}
+	}
+
+	if r := h.run("release", g.Lease.ID); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	f.find("device.reclaimed", isEvent("device.reclaimed", "deviceId", g.Device.ID))
 }
