@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/android"
+	"github.com/simlock/simlock/internal/runner"
 )
 
 // serverStarts counts the adb servers the driver started.
@@ -172,7 +174,7 @@ func TestAdbServerRefusesAForeignPort(t *testing.T) {
 	// Even with a record naming a dead server of simlock's on that port.
 	writeRecord(t, f.home, serverRecord{Pid: 1 << 22, Port: f.opts.AdbPort,
 		Cmdline: []string{f.tool("adb"), "-P", strconv.Itoa(f.opts.AdbPort), "nodaemon", "server"}})
-	_, err := android.New(t.Context(), f.opts)
+	err := newRefused(t, f.opts)
 	var serr *android.AdbServerError
 	if !errors.As(err, &serr) || serr.Reason != android.AdbOccupied || serr.Port != f.opts.AdbPort {
 		t.Fatalf("New on a port held by a stranger = %v, want *AdbServerError occupied on %d", err, f.opts.AdbPort)
@@ -190,7 +192,7 @@ func TestAdbPortValidation(t *testing.T) {
 	for _, port := range []int{5037, 80, 1023, 65536, -1} {
 		f := newFixture(t)
 		f.opts.AdbPort = port
-		_, err := android.New(t.Context(), f.opts)
+		err := newRefused(t, f.opts)
 		var serr *android.AdbServerError
 		if !errors.As(err, &serr) || serr.Reason != android.AdbInvalidPort || serr.Port != port {
 			t.Errorf("New with adb port %d = %v, want *AdbServerError invalid-port", port, err)
@@ -201,30 +203,51 @@ func TestAdbPortValidation(t *testing.T) {
 	}
 }
 
-// TestDefaultAdbPort checks that port 0 means 5038. It holds 5038 itself
-// when it can, so that no server is started there.
+// noStarts runs tools but refuses to start long-lived programs, recording
+// what it was asked to start.
+type noStarts struct {
+	runner.OS
+	mu      sync.Mutex
+	started []runner.Cmd
+}
+
+func (r *noStarts) Start(c runner.Cmd, _ string) (runner.Process, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = append(r.started, c)
+	return nil, errors.New("this test starts no programs")
+}
+
+// TestDefaultAdbPort checks that port 0 means 5038, without touching that
+// port: other tests run simlock's server there.
 func TestDefaultAdbPort(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.opts.AdbPort = 0
-	if l, err := net.Listen("tcp", "127.0.0.1:5038"); err == nil {
-		t.Cleanup(func() { l.Close() })
-	}
-	d, err := android.New(t.Context(), f.opts)
-	if err == nil {
-		// 5038 was free after all: the driver runs its server there.
-		defer d.Close()
-		if env := d.LeaseEnvironment(); env["ANDROID_ADB_SERVER_PORT"] != "5038" {
-			t.Errorf("LeaseEnvironment = %v, want port 5038", env)
-		}
-		return
-	}
-	var serr *android.AdbServerError
-	if !errors.As(err, &serr) || serr.Port != 5038 || serr.Reason != android.AdbOccupied {
-		t.Fatalf("New with the default port while 5038 is held = %v, want *AdbServerError occupied on 5038", err)
-	}
 	if android.DefaultAdbPort != 5038 {
-		t.Errorf("DefaultAdbPort = %d", android.DefaultAdbPort)
+		t.Errorf("DefaultAdbPort = %d, want 5038", android.DefaultAdbPort)
+	}
+	f := newFixture(t)
+	run := &noStarts{}
+	f.opts.AdbPort, f.opts.Runner = 0, run
+	err := newRefused(t, f.opts)
+	var serr *android.AdbServerError
+	if !errors.As(err, &serr) || serr.Port != 5038 {
+		t.Fatalf("New with the default port = %v, want an *AdbServerError on 5038 from a runner that starts nothing", err)
+	}
+	// 5038 is either free, and the driver tried to start its server
+	// there, or someone else's, and the driver refused it.
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	switch serr.Reason {
+	case android.AdbStartFailed:
+		if len(run.started) != 1 || !slices.Equal(run.started[0].Args, []string{"-P", "5038", "nodaemon", "server"}) {
+			t.Errorf("started %v, want adb -P 5038 nodaemon server", run.started)
+		}
+	case android.AdbOccupied:
+		if len(run.started) != 0 {
+			t.Errorf("started %v on a port held by another program", run.started)
+		}
+	default:
+		t.Errorf("reason %q", serr.Reason)
 	}
 }
 
@@ -270,6 +293,11 @@ func TestCloseStopsOnlyItsServer(t *testing.T) {
 	// A new driver, as after a restart, starts a new server, sees the
 	// emulator running and can stop it.
 	d2 := newDriver(t, f.opts)
+	var servers map[int]struct{ Announced []int }
+	readJSON(t, filepath.Join(f.shims.State, "android-adb-servers.json"), &servers)
+	if console := consolePort(t, ready.Address); !slices.Contains(servers[f.port].Announced, console+1) {
+		t.Errorf("the new server heard of adb ports %v, want the running emulator's %d", servers[f.port].Announced, console+1)
+	}
 	r, err := d2.ListManaged(ctx)
 	if err != nil {
 		t.Fatal(err)

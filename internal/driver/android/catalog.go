@@ -78,14 +78,12 @@ func parseProfiles(out string) []profile {
 			cur.tag = strings.TrimSpace(m[1])
 		}
 	}
-	out2 := ps[:0]
-	for _, p := range ps {
-		if p.name == "" {
-			p.name = p.id
+	for i := range ps {
+		if ps[i].name == "" {
+			ps[i].name = ps[i].id
 		}
-		out2 = append(out2, p)
 	}
-	return out2
+	return ps
 }
 
 // parseImages reads `sdkmanager --list_installed`, a table whose first
@@ -248,11 +246,11 @@ func (d *Driver) inventory(ctx context.Context, op string) ([]profile, []image, 
 	imgCh := make(chan answer, 1)
 	go func() {
 		res, err := d.call(ctx, op, d.sdk.sdkmanager, callTimeout, nil, "--list_installed")
-		_, err = ok(res, err, op, "sdkmanager --list_installed")
+		err = succeeded(res, err, op, "sdkmanager --list_installed")
 		imgCh <- answer{string(res.Stdout), err}
 	}()
 	res, perr := d.call(ctx, op, d.sdk.avdmanager, callTimeout, nil, "list", "device")
-	_, perr = ok(res, perr, op, "avdmanager list device")
+	perr = succeeded(res, perr, op, "avdmanager list device")
 	img := <-imgCh
 	if perr != nil {
 		return nil, nil, perr

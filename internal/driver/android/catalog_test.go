@@ -149,7 +149,7 @@ func TestPrerequisites(t *testing.T) {
 
 	// New refuses the same SDKs, and starts nothing.
 	for _, opts := range []android.Options{noSDK, empty} {
-		_, err := android.New(ctx, opts)
+		err := newRefused(t, opts)
 		var serr *android.SDKMissingError
 		if !errors.As(err, &serr) || len(serr.Searched) == 0 {
 			t.Errorf("New with SDK %q = %v, want *SDKMissingError", opts.SDKRoot, err)

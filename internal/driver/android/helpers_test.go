@@ -95,6 +95,17 @@ func newDriver(t *testing.T, opts android.Options) *android.Driver {
 	return d
 }
 
+// newRefused calls New expecting a refusal. A driver it gets anyway is
+// closed when the test ends, so that a broken refusal leaks no server.
+func newRefused(t *testing.T, opts android.Options) error {
+	t.Helper()
+	d, err := android.New(t.Context(), opts)
+	if err == nil {
+		t.Cleanup(func() { d.Close() })
+	}
+	return err
+}
+
 // freePort is a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -156,7 +156,7 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	// avdmanager asks whether to create a custom hardware profile.
 	res, err := d.call(ctx, op, d.sdk.avdmanager, callTimeout, []byte("no\n"),
 		"create", "avd", "-n", name, "-k", r.pkg, "-d", r.profileID)
-	if _, err := ok(res, err, op, "avdmanager create avd"); err != nil {
+	if err := succeeded(res, err, op, "avdmanager create avd"); err != nil {
 		d.removeAVDFiles(name)
 		return driver.Device{}, err
 	}
@@ -222,7 +222,7 @@ var devicesLine = regexp.MustCompile(`(?m)^(emulator-(\d+))\s+(\S+)\s*$`)
 // devices lists the emulators the private server knows.
 func (d *Driver) devices(ctx context.Context, op string) ([]adbDevice, error) {
 	res, err := d.adb(ctx, op, callTimeout, "devices")
-	if _, err := ok(res, err, op, "adb devices"); err != nil {
+	if err := succeeded(res, err, op, "adb devices"); err != nil {
 		return nil, err
 	}
 	var out []adbDevice
@@ -635,7 +635,7 @@ func (d *Driver) configHash(ctx context.Context, op, name string) (string, error
 		rev = "unknown"
 	}
 	res, err := d.call(ctx, op, d.sdk.emulator, callTimeout, nil, "-version")
-	if _, err := ok(res, err, op, "emulator -version"); err != nil {
+	if err := succeeded(res, err, op, "emulator -version"); err != nil {
 		return "", err
 	}
 	var hw []string

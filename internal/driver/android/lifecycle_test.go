@@ -13,7 +13,6 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/driver/android"
 	"github.com/simlock/simlock/internal/ownership"
 )
 
@@ -348,6 +347,33 @@ func TestEmulatorCrashFailsBoot(t *testing.T) {
 	}
 }
 
+// TestReadinessChecksIdentity boots a device whose console answers for
+// another AVD, as when a stranger holds the console port: the device must
+// not be reported ready, and the emulator simlock started is stopped.
+func TestReadinessChecksIdentity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.shims.FailNext(t, "adb", "emu-avd-path", 0, "/home/someone/.android/avd/Pixel_8.avd\r\nOK\r\n")
+	ready, err := d.MakeReady(ctx, dev)
+	var crash *driver.CrashError
+	if !errors.As(err, &crash) || !strings.Contains(err.Error(), "Pixel_8.avd") {
+		t.Fatalf("MakeReady with a console naming another AVD = %+v, %v; want a *driver.CrashError", ready, err)
+	}
+	if ems := liveEmulators(t, f.shims); len(ems) != 0 {
+		t.Errorf("the emulator of the refused boot still runs: %+v", ems)
+	}
+}
+
 // TestForeignAVDUntouched checks that an AVD outside the root, even one
 // named like simlock's and running on simlock's adb server, is never
 // stopped, deleted or reported.
@@ -425,7 +451,7 @@ func TestNonEmptyRootRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(f.root, 0o700)
-	_, err := android.New(t.Context(), f.opts)
+	err := newRefused(t, f.opts)
 	var rootErr *ownership.RootError
 	if !errors.As(err, &rootErr) || rootErr.Reason != ownership.ReasonNonEmptyUnownedRoot {
 		t.Fatalf("New on a non-empty unmarked root = %v, want *ownership.RootError non-empty-unowned-root", err)

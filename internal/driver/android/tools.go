@@ -38,15 +38,15 @@ func (d *Driver) serialAdb(ctx context.Context, op string, timeout time.Duration
 	return d.adb(ctx, op, timeout, append([]string{"-s", serial}, args...)...)
 }
 
-// ok runs a tool and also turns a non-zero exit into a *driver.CrashError.
-func ok(res runner.Result, err error, op, what string) (runner.Result, error) {
+// succeeded is call's error, or a *driver.CrashError for a non-zero exit.
+func succeeded(res runner.Result, err error, op, what string) error {
 	if err != nil {
-		return res, err
+		return err
 	}
 	if res.ExitCode != 0 {
-		return res, crashf(op, "%s exited with code %d: %s", what, res.ExitCode, outputOf(res))
+		return crashf(op, "%s exited with code %d: %s", what, res.ExitCode, outputOf(res))
 	}
-	return res, nil
+	return nil
 }
 
 // outputOf is a result's output for an error message: stderr, or stdout

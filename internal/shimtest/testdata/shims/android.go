@@ -12,14 +12,16 @@ package main
 //   - android-emulators.json: the running emulators by console port, with
 //     their AVD, pid, the adb server they report to and when they finish
 //     booting. An entry whose process died is dropped on the next read.
-//   - android-adb-servers.json: the fake adb servers by port.
+//   - android-adb-servers.json: the fake adb servers by port, with the
+//     emulator adb ports announced to each (host:emulator:<port>).
 //
 // A running emulator's user data (its installed packages) is
 // <avd>.avd/shim-userdata.json; snapshots are <avd>.avd/snapshots/<name>/
 // and hold a copy of it, so loading a snapshot restores the packages.
 //
 // Failure injection (shimtest.Env.FailNext) on top of the usual
-// fail-<tool>-<subcommand>:
+// fail-<tool>-<subcommand>; exit code 0 injects an answer on stdout rather
+// than an error on stderr:
 //   - emulator "boot": the next emulator launch prints the text and exits
 //     with the code; "boot-hang": it runs but never finishes booting.
 //   - adb: the subcommand and its words joined with "-", longest first, e.g.
@@ -79,6 +81,9 @@ type androidServer struct {
 	Port       int  `json:"port"`
 	Pid        int  `json:"pid"`
 	RejectKill bool `json:"rejectKill"`
+	// Announced lists the emulator adb ports announced to it through
+	// host:emulator:<port>, oldest first.
+	Announced []int `json:"announced,omitempty"`
 }
 
 // androidAlive reports whether pid runs; a zombie does not.
@@ -188,11 +193,17 @@ func androidWriteIni(path string, kv map[string]string) error {
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// androidFail reports an injected failure for tool under any of keys.
+// androidFail reports an injected failure for tool under any of keys. An
+// injected exit code 0 is an injected answer instead: its text goes to
+// stdout, where the tool's answer would be.
 func androidFail(tool string, keys ...string) (int, bool) {
 	for _, k := range keys {
 		if code, msg, ok := failure(tool, k); ok {
-			fmt.Fprint(os.Stderr, msg)
+			if code == 0 {
+				fmt.Print(msg)
+			} else {
+				fmt.Fprint(os.Stderr, msg)
+			}
 			return code, true
 		}
 	}

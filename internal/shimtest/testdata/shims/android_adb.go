@@ -415,6 +415,16 @@ func androidAdbServe(port string) int {
 				case r == "host:version":
 					reply("OKAY", "0029")
 				case strings.HasPrefix(r, "host:emulator:"):
+					adbPort, _ := strconv.Atoi(strings.TrimPrefix(r, "host:emulator:"))
+					withLock(func() {
+						servers := map[int]androidServer{}
+						load(androidServersFile, &servers)
+						if s, ok := servers[p]; ok && s.Pid == me.Pid {
+							s.Announced = append(s.Announced, adbPort)
+							servers[p] = s
+							save(androidServersFile, servers)
+						}
+					})
 					io.WriteString(c, "OKAY")
 				case r == "host:kill":
 					if me.RejectKill {
