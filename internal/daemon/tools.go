@@ -47,7 +47,7 @@ func (d *Daemon) passthrough(c leasing.Caller, in contract.PassthroughInput) (co
 	if err != nil {
 		return contract.PassthroughResult{}, driver.ContractError(err)
 	}
-	return contract.PassthroughResult{Tool: cmd.Tool, Path: cmd.Path, Args: cmd.Args, Env: cmd.Env}, nil
+	return cmd, nil
 }
 
 // picksDevice reports whether adb args already choose a device.

@@ -84,13 +84,8 @@ type Reality struct {
 }
 
 // Command is a program to run for a passthrough: the caller runs it with
-// its own stdio.
-type Command struct {
-	Tool string   `json:"tool"`
-	Path string   `json:"path"`
-	Args []string `json:"args"`
-	Env  []string `json:"env,omitempty"`
-}
+// its own stdio. It is the wire type itself, since the daemon only hands it on.
+type Command = contract.PassthroughResult
 
 // ToolVersion is one platform tool's version.
 type ToolVersion struct {
