@@ -83,13 +83,17 @@ func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) 
 	if err != nil {
 		return daemon.Options{}, err
 	}
-	set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log)
-	if err != nil {
+	// Check the driver names now, so a typo stops the start with a clear
+	// message; the drivers themselves start once the home is ours.
+	if _, _, err := enabledDrivers(cfg, env.Getenv, exec.LookPath); err != nil {
 		return daemon.Options{}, err
 	}
+	setup := func(ctx context.Context) (daemon.DriverSetup, error) {
+		set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log)
+		return daemon.DriverSetup{Drivers: set.drivers, Notes: set.notes, Rejections: set.rejections, Prerequisites: set.prerequisites}, err
+	}
 	return daemon.Options{
-		Home: home, Version: env.Version, Config: cfg, Drivers: set.drivers, DriverNotes: set.notes,
-		Rejections: set.rejections, Prerequisites: set.prerequisites, Host: readHost(), Logger: log,
+		Home: home, Version: env.Version, Config: cfg, SetupDrivers: setup, Host: readHost(), Logger: log,
 		ClassDefaults: classDefaults(cfg),
 	}, nil
 }

@@ -88,7 +88,7 @@ deleted. Findings never change the exit code.`,
 				}
 				for _, f := range res.Findings {
 					if f.Kind == "prerequisite-missing" {
-						fmt.Fprintf(env.Stderr, "Missing [%s] %s: %s. Run `%s`.\n", f.Platform, f.Prerequisite, strings.TrimSuffix(f.Message, "."), f.Remedy)
+						fmt.Fprintf(env.Stderr, "Missing [%s] %s: %s. %s\n", f.Platform, f.Prerequisite, strings.TrimSuffix(f.Message, "."), f.Remedy)
 					}
 				}
 				return printJSON(env.Stdout, res)

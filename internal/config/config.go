@@ -82,7 +82,7 @@ var keys = []keySpec{
 		doc: "absolute directory of the simulators simlock owns (default: $SIMLOCK_HOME/devices/ios)"},
 	{key: "drivers.android.deviceRoot", kind: kindString,
 		doc: "absolute directory of the emulators (AVDs) simlock owns (default: $SIMLOCK_HOME/devices/android)"},
-	{key: "drivers.android.adbServerPort", kind: kindInt, def: int64(5038), min: 1,
+	{key: "drivers.android.adbServerPort", kind: kindInt, def: int64(5038), min: 1024,
 		doc: "port of simlock's own adb server (never 5037, the default server's)"},
 	{key: "log.level", kind: kindEnum, def: "info", allowed: []string{"debug", "info", "warn", "error"},
 		doc: "daemon log level"},
@@ -230,7 +230,7 @@ func isLeafObject(key string) bool {
 // check applies rules that span keys.
 func (c *Config) check() error {
 	if port := c.Int("drivers.android.adbServerPort"); port == 5037 || port > 65535 {
-		return &Error{Key: "drivers.android.adbServerPort", Msg: fmt.Sprintf("must be a port from 1 to 65535 other than 5037 (the default adb server's), got %d", port)}
+		return &Error{Key: "drivers.android.adbServerPort", Msg: fmt.Sprintf("must be a port from 1024 to 65535 other than 5037 (the default adb server's), got %d", port)}
 	}
 	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
 		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",

@@ -35,6 +35,11 @@ func canonicalModel(name string, cat driver.Catalog) string {
 	if slices.Contains(cat.Models, name) {
 		return name
 	}
+	for _, m := range cat.Models {
+		if strings.EqualFold(m, name) {
+			return m
+		}
+	}
 	for model, aliases := range cat.ModelAliases {
 		for _, a := range aliases {
 			if strings.EqualFold(a, name) {

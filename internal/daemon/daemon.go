@@ -65,12 +65,25 @@ type Options struct {
 	Rejections map[contract.Platform]contract.RootRejection
 	// Prerequisites reports what each platform lacks, for the doctor.
 	Prerequisites func(ctx context.Context) []driver.Missing
-	Host          core.Host
+	// SetupDrivers, when set, starts the drivers once the home is claimed
+	// (a driver may start helpers, such as Android's adb server, that only
+	// the daemon holding the home may own); its result replaces Drivers,
+	// DriverNotes, Rejections and Prerequisites.
+	SetupDrivers func(ctx context.Context) (DriverSetup, error)
+	Host         core.Host
 	// ClassDefaults are configured model preferences per platform and class.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
 	Logger        *slog.Logger
 	// StopGrace bounds the wait for driver work at a graceful stop.
 	StopGrace time.Duration
+}
+
+// DriverSetup is what SetupDrivers returns.
+type DriverSetup struct {
+	Drivers       map[contract.Platform]driver.Driver
+	Notes         map[contract.Platform]string
+	Rejections    map[contract.Platform]contract.RootRejection
+	Prerequisites func(ctx context.Context) []driver.Missing
 }
 
 // Daemon is a running daemon.
@@ -213,6 +226,17 @@ func (d *Daemon) unlock() {
 // when it is done.
 func (d *Daemon) converge(ctx context.Context) {
 	defer close(d.ready)
+	if d.opts.SetupDrivers != nil {
+		// Written before ready closes; read only after.
+		set, err := d.opts.SetupDrivers(ctx)
+		if err != nil {
+			d.startErr = err
+			d.log.Error("startup failed", "err", err)
+			d.requestStop()
+			return
+		}
+		d.opts.Drivers, d.opts.DriverNotes, d.opts.Rejections, d.opts.Prerequisites = set.Drivers, set.Notes, set.Rejections, set.Prerequisites
+	}
 	dbPath := filepath.Join(d.opts.Home, DBName)
 	// SQLite gives its -wal and -shm files the database file's mode: make
 	// it private before SQLite creates it.

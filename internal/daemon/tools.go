@@ -35,11 +35,16 @@ func (d *Daemon) passthrough(c leasing.Caller, in contract.PassthroughInput) (co
 		if lease == nil {
 			return contract.PassthroughResult{}, contract.Errorf(contract.CodeUnknownLease, "no active lease %s of yours", in.LeaseID).With("leaseId", in.LeaseID)
 		}
-		if platform == contract.PlatformAndroid && !picksDevice(args) {
-			for _, dev := range d.engine.Devices() {
-				if dev.ID == lease.DeviceID && dev.Address != "" {
-					args = append([]string{"-s", dev.Address}, args...)
-				}
+		for _, dev := range d.engine.Devices() {
+			if dev.ID != lease.DeviceID {
+				continue
+			}
+			if dev.Spec.Platform != platform {
+				return contract.PassthroughResult{}, contract.Errorf(contract.CodeUsage, "lease %s is on a %s device; %s drives %s devices", in.LeaseID, dev.Spec.Platform, in.Tool, platform).
+					With("leaseId", in.LeaseID)
+			}
+			if platform == contract.PlatformAndroid && dev.Address != "" && !picksDevice(args) {
+				args = append([]string{"-s", dev.Address}, args...)
 			}
 		}
 	}

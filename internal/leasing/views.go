@@ -129,8 +129,8 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 	var out []contract.Device
 	for _, p := range contract.Platforms() {
 		d, ok := e.opts.Drivers[p]
-		if !ok {
-			continue
+		if !ok || d.Root() == "" {
+			continue // a driver with no root (demo) holds nothing that can vanish
 		}
 		reality, err := d.ListManaged(ctx)
 		if err != nil {
@@ -176,6 +176,9 @@ func (e *Engine) MarkMissing(id string) error {
 	}
 	tx.setState(id, contract.DeviceDeleted)
 	tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "doctor"})
-	_, err := e.commitLocked(tx)
-	return err
+	if _, err := e.commitLocked(tx); err != nil {
+		return err
+	}
+	e.serveLocked() // its slots are free: a waiter may start now
+	return nil
 }

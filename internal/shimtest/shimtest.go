@@ -9,6 +9,8 @@ package shimtest
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -26,24 +28,64 @@ var (
 	buildErr  error
 )
 
-// binaryPath compiles the shims once and returns the binary.
+// binaryPath compiles the shims once per process and returns the binary.
+// The binary lives in a directory named for a hash of the shims' sources
+// and the Go version, so later runs reuse it instead of leaving a fresh
+// copy behind each time.
 func binaryPath() (string, error) {
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		src := filepath.Join(filepath.Dir(file), "testdata", "shims")
-		dir, err := os.MkdirTemp("", "simlock-shims")
+		sum, err := sourceHash(src)
 		if err != nil {
 			buildErr = err
 			return
 		}
+		dir := filepath.Join(os.TempDir(), "simlock-shims-"+sum)
 		binary = filepath.Join(dir, "shims")
-		cmd := exec.Command("go", "build", "-o", binary, ".")
+		if _, err := os.Stat(binary); err == nil {
+			return
+		}
+		tmp, err := os.MkdirTemp("", "simlock-shims-build")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(tmp, "shims"), ".")
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
+			os.RemoveAll(tmp)
 			buildErr = fmt.Errorf("build shims: %v\n%s", err, out)
+			return
+		}
+		// Another test process may have finished first: keep theirs.
+		if err := os.Rename(tmp, dir); err != nil {
+			os.RemoveAll(tmp)
+			if _, statErr := os.Stat(binary); statErr != nil {
+				buildErr = fmt.Errorf("install shims: %w", err)
+			}
 		}
 	})
 	return binary, buildErr
+}
+
+// sourceHash names a build of the shims: their sources and the toolchain.
+func sourceHash(dir string) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version())
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // Env is a laid-out set of shims.

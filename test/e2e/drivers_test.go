@@ -256,7 +256,7 @@ func freePort(t *testing.T) string {
 func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t)
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
 	h.withShims(e, "android")
 	root := h.path("devices/android")
 	f := h.follow()
@@ -303,6 +303,18 @@ func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, avd+".ini")); err != nil {
 		t.Errorf("the AVD is not in simlock's root: %v", err)
 	}
+
+	// A second daemon for the same home is refused before it touches the
+	// first one's adb server, even when configured for another port (which
+	// would make it replace that server): the next lease still boots and
+	// reads readiness through it.
+	if r := h.run("config", "set", "drivers.android.adbServerPort", freePort(t)); r.code != 0 {
+		t.Fatalf("config set\n%s", r)
+	}
+	if r := h.run("daemon", "run"); r.code == 0 || !strings.Contains(r.stderr, "already running") {
+		t.Errorf("a second daemon run should be refused\n%s", r)
+	}
+	h.leaseDetached("b", "android")
 
 	before := len(e.Calls(t))
 	r := h.run("adb", "kill-server")

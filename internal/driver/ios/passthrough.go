@@ -58,7 +58,7 @@ func refusal(args []string) string {
 		}
 	case "runtime":
 		if i := slices.IndexFunc(rest, func(a string) bool { return !strings.HasPrefix(a, "-") }); i >= 0 && rest[i] == "delete" {
-			return "runtime delete is refused: a runtime serves every simulator on this Mac; use `simlock component remove ios <version>`"
+			return "runtime delete is refused: a runtime serves every simulator on this Mac, not only simlock's"
 		}
 	}
 	return ""
