@@ -257,3 +257,31 @@ func TestWaitersHearDaemonStoppingBeforeTheSessionCloses(t *testing.T) {
 		t.Errorf("waiter got %v, want DAEMON_STOPPING", err)
 	}
 }
+
+func TestPassthroughChecksTheLease(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	c := dial(t, home, "a", false)
+	ctx := context.Background()
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res contract.PassthroughResult
+	err = c.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "adb", Args: []string{"devices"}, LeaseID: g.Lease.ID}, &res)
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code != contract.CodeUsage || ce.Details["leaseId"] != g.Lease.ID {
+		t.Errorf("adb with an iOS lease: %v, want USAGE naming the lease", err)
+	}
+	other := dial(t, home, "b", false)
+	err = other.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "simctl", Args: []string{"list"}, LeaseID: g.Lease.ID}, &res)
+	if code(err) != contract.CodeUnknownLease {
+		t.Errorf("simctl with another agent's lease: %v, want UNKNOWN_LEASE", err)
+	}
+	err = c.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "fastboot"}, &res)
+	if code(err) != contract.CodeBadRequest {
+		t.Errorf("unknown tool: %v, want BAD_REQUEST", err)
+	}
+	if _, err := c.Status(ctx); err != nil {
+		t.Errorf("the session stopped answering: %v", err)
+	}
+}

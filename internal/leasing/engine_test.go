@@ -108,6 +108,14 @@ func (p *pending) stages() []contract.LeaseProgress {
 	return slices.Clone(p.progress)
 }
 
+// release ends a lease as its owner, failing the test if that is refused.
+func (h *harness) release(owner, leaseID string) {
+	h.t.Helper()
+	if _, err := h.e.Release(Caller{Principal: owner}, contract.LeaseIDInput{LeaseID: leaseID}); err != nil {
+		h.t.Fatalf("release %s as %s: %v", leaseID, owner, err)
+	}
+}
+
 func (h *harness) mustGrant(p *pending) contract.LeaseGrant {
 	h.t.Helper()
 	<-p.done
@@ -166,9 +174,7 @@ func TestSecondRequesterQueuesAndIsServedOnRelease(t *testing.T) {
 		if got := b.stages(); !slices.Equal(got, []contract.LeaseProgress{{Stage: contract.StageQueued, QueuePosition: 1}}) {
 			t.Fatalf("b progress = %+v, want queued at 1", got)
 		}
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: a.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", a.Lease.ID)
 		t0 := time.Now()
 		g := h.mustGrant(b)
 		// iOS reclaim leaves the device shut down: clean, then boot.
@@ -190,9 +196,7 @@ func TestAndroidReclaimLeavesDeviceWarm(t *testing.T) {
 		h := start(t, newMemStore(), fixed(1))
 		and := contract.LeaseRequestInput{Platform: contract.PlatformAndroid}
 		a := h.mustGrant(h.acquire("a", and))
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: a.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", a.Lease.ID)
 		synctest.Wait()
 		time.Sleep(reclaimTime) // fake time inside the bubble: the reclaim's length
 		synctest.Wait()
@@ -254,9 +258,7 @@ func TestQueueIsFIFOAndHeadIsNeverBypassed(t *testing.T) {
 		if got := c.stages(); !slices.Equal(got, []contract.LeaseProgress{{Stage: contract.StageQueued, QueuePosition: 2}}) {
 			t.Fatalf("c progress = %+v, want queued at 2", got)
 		}
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: a.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", a.Lease.ID)
 		gb := h.mustGrant(b)
 		synctest.Wait()
 		if c.finished() {
@@ -265,9 +267,7 @@ func TestQueueIsFIFOAndHeadIsNeverBypassed(t *testing.T) {
 		if got := c.stages(); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
 			t.Errorf("c's last progress = %+v, want queued at 1", got[len(got)-1])
 		}
-		if _, err := h.e.Release(Caller{Principal: "b"}, contract.LeaseIDInput{LeaseID: gb.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("b", gb.Lease.ID)
 		gc := h.mustGrant(c)
 		if gc.Device.Spec.Platform != contract.PlatformAndroid || gc.Source != contract.SourceProvisioned {
 			t.Errorf("c got %+v from %s", gc.Device.Spec, gc.Source)
@@ -280,9 +280,7 @@ func TestIdleRunningDeviceIsEvictedForAnotherPlatform(t *testing.T) {
 		h := start(t, newMemStore(), fixed(1))
 		and := contract.LeaseRequestInput{Platform: contract.PlatformAndroid}
 		a := h.mustGrant(h.acquire("a", and))
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: a.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", a.Lease.ID)
 		time.Sleep(reclaimTime) // the Android device comes back ready: it holds the one slot
 		synctest.Wait()
 		g := h.mustGrant(h.acquire("b", ios))
@@ -604,9 +602,7 @@ func TestQuarantinedDeviceIsDeletedToMakeRoom(t *testing.T) {
 		h := start(t, newMemStore(), fixed(1))
 		h.drivers[contract.PlatformIOS].FailOn("reclaim", 1)
 		g := h.mustGrant(h.acquire("a", ios))
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", g.Lease.ID)
 		time.Sleep(reclaimTime)
 		synctest.Wait()
 		if d := h.e.Devices(); len(d) != 1 || d[0].State != contract.DeviceQuarantined {
@@ -646,9 +642,7 @@ func TestFailedMakeRoomDoesNotOvershootCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, newMemStore(), fixed(1))
 		g := h.mustGrant(h.acquire("a", ios))
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
-			t.Fatal(err)
-		}
+		h.release("a", g.Lease.ID)
 		time.Sleep(reclaimTime) // the iPhone 17 is shut down, holding the one device slot
 		synctest.Wait()
 		h.drivers[contract.PlatformIOS].FailOn("destroy", 1)
@@ -701,6 +695,23 @@ func TestConfiguredClassPreferenceComesFirst(t *testing.T) {
 		g := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformAndroid}))
 		if g.Device.Spec.Model != "Pixel 8" {
 			t.Errorf("phone = %s, want the configured Pixel 8", g.Device.Spec.Model)
+		}
+	})
+}
+
+func TestDoctorDoesNotCallRootlessDevicesMissing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newMemStore()
+		h := start(t, st, fixed(2))
+		h.mustGrant(h.acquire("a", ios))
+		h.e.Close()
+		h.e.Wait()
+		// A new demo driver never saw the device: it has no root to lose it
+		// from, so it is not reported missing (and --fix deletes nothing).
+		h2 := start(t, st, fixed(2))
+		gone, err := h2.e.Vanished(context.Background())
+		if err != nil || len(gone) != 0 {
+			t.Errorf("vanished = %+v, %v; want none", gone, err)
 		}
 	})
 }
