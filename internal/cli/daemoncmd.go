@@ -34,7 +34,8 @@ func daemonCmd(env Env) *cobra.Command {
 }
 
 func daemonRunCmd(env Env) *cobra.Command {
-	return &cobra.Command{
+	var withHTTP bool
+	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon in the foreground (the CLI starts it on demand otherwise)",
 		Args:  cobra.NoArgs,
@@ -57,6 +58,9 @@ func daemonRunCmd(env Env) *cobra.Command {
 			}
 			log := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
 			opts, err := daemonOptions(cmd.Context(), env, home, log)
+			if err == nil && withHTTP {
+				opts.Config, err = opts.Config.Override("http.enabled", "true")
+			}
 			if err != nil {
 				log.Error("startup failed", "err", err)
 				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
@@ -66,12 +70,15 @@ func daemonRunCmd(env Env) *cobra.Command {
 				fmt.Fprintln(env.Stderr, "warning: "+w)
 			}
 			err = daemon.Run(cmd.Context(), opts)
-			if errors.Is(err, daemon.ErrAlreadyRunning) {
+			if err != nil {
+				log.Error("daemon ended", "err", err)
 				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
 			}
-			return fail(err)
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&withHTTP, "http", false, "serve the HTTP API for this run (as http.enabled does)")
+	return cmd
 }
 
 // daemonOptions wires the real config, drivers and host facts.

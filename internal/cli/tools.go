@@ -48,7 +48,14 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 			}
 			var res contract.PassthroughResult
 			err := withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
-				return c.Call(ctx, contract.OpPassthrough, in, &res)
+				err := c.Call(ctx, contract.OpPassthrough, in, &res)
+				// A refused command is a mistake on this command line.
+				if ce := contract.AsError(err); ce != nil && (ce.Code == contract.CodePassthroughRefused || ce.Code == contract.CodeUnknownPassthroughTool) {
+					relabelled := *ce
+					relabelled.Code = contract.CodeUsage
+					return &relabelled
+				}
+				return err
 			})
 			if err != nil {
 				return err

@@ -41,6 +41,7 @@ type Client struct {
 type call struct {
 	resp     chan contract.Inbound
 	progress func(contract.LeaseProgress)
+	output   func(contract.ExecOutput)
 	// onResult runs in the read loop before any later frame is routed, so
 	// state it sets up (a subscription) sees every push that follows.
 	onResult func(contract.Inbound)
@@ -141,6 +142,13 @@ func (c *Client) route(in contract.Inbound) {
 		c.mu.Unlock()
 		if p != nil && p.progress != nil && in.Progress != nil {
 			p.progress(*in.Progress)
+		}
+	case contract.PushExecOutput:
+		c.mu.Lock()
+		p := c.pending[string(in.ID)]
+		c.mu.Unlock()
+		if p != nil && p.output != nil && in.Output != nil {
+			p.output(*in.Output)
 		}
 	case contract.PushEvent:
 		c.mu.Lock()

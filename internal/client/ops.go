@@ -115,3 +115,12 @@ func (c *Client) Config(ctx context.Context, key string) (map[string]any, error)
 func (c *Client) Stop(ctx context.Context) error {
 	return c.Call(ctx, contract.OpDaemonStop, contract.Empty{}, nil)
 }
+
+// Exec runs simctl or adb on a leased device on the daemon's machine;
+// output is called with each chunk, in order, from the read loop (it must
+// not block for long).
+func (c *Client) Exec(ctx context.Context, in contract.ExecInput, output func(contract.ExecOutput)) (contract.ExecResult, error) {
+	var r contract.ExecResult
+	err := c.call(ctx, contract.OpDeviceExec, in, &r, &call{output: output})
+	return r, err
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,6 +70,18 @@ var keys = []keySpec{
 		doc: "lease lifetime between renewals when a request names none"},
 	{key: "lease.maxTtlMs", kind: kindInt, def: int64(4 * 60 * 60 * 1000), min: 1,
 		doc: "longest lease lifetime a request may ask for; more is refused, never clamped"},
+	{key: "lease.requestRetentionMs", kind: kindInt, def: int64(10 * 60 * 1000), min: 1,
+		doc: "how long a settled lease request stays readable (GET /v1/lease-requests/{id})"},
+	{key: "lease.maxRequestRecords", kind: kindInt, def: int64(10000), min: 1,
+		doc: "most lease requests kept; the longest-settled go first"},
+	{key: "exec.timeoutMs", kind: kindInt, def: int64(10 * 60 * 1000), min: 1,
+		doc: "longest a command run through device.exec (POST /v1/leases/{id}/exec) may take before it is killed"},
+	{key: "http.enabled", kind: kindBool, def: false,
+		doc: "serve the HTTP API (also: simlock daemon run --http)"},
+	{key: "http.host", kind: kindString, def: "127.0.0.1",
+		doc: "address the HTTP API listens on"},
+	{key: "http.port", kind: kindInt, def: int64(4700), min: 0,
+		doc: "port of the HTTP API; 0 picks a free port (status shows daemon.httpUrl)"},
 	{key: "drivers.demo.enabled", kind: kindBool, def: false,
 		doc: "serve both platforms with simulated devices (also SIMLOCK_DRIVERS=demo)"},
 	{key: "drivers.demo.provisionMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to create a device"},
@@ -231,6 +244,9 @@ func isLeafObject(key string) bool {
 func (c *Config) check() error {
 	if port := c.Int("drivers.android.adbServerPort"); port == 5037 || port > 65535 {
 		return &Error{Key: "drivers.android.adbServerPort", Msg: fmt.Sprintf("must be a port from 1024 to 65535 other than 5037 (the default adb server's), got %d", port)}
+	}
+	if port := c.Int("http.port"); port > 65535 {
+		return &Error{Key: "http.port", Msg: fmt.Sprintf("must be a port from 0 to 65535, got %d", port)}
 	}
 	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
 		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",
@@ -516,4 +532,24 @@ func (k keySpec) fromText(s string) (any, error) {
 func (c *Config) Has(key string) bool {
 	_, ok := c.values[canonical(key)]
 	return ok
+}
+
+// Override returns a copy of c with key set to value (given as text, as
+// `config set` takes it), for settings a command-line flag changes for one
+// run without touching the file.
+func (c *Config) Override(key, value string) (*Config, error) {
+	spec, ok := lookup(key)
+	if !ok {
+		return nil, &Error{Key: key, Msg: "unknown key"}
+	}
+	v, err := spec.fromText(value)
+	if err != nil {
+		return nil, err
+	}
+	out := &Config{values: maps.Clone(c.values), Warnings: c.Warnings}
+	out.values[spec.key] = v
+	if err := out.check(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -35,6 +35,16 @@ const (
 	CodeCancelled                  Code = "CANCELLED"
 	CodeInternal                   Code = "INTERNAL"
 	CodeUsage                      Code = "USAGE"
+	CodeUnauthenticated            Code = "UNAUTHENTICATED"
+	CodeUnknownLeaseRequest        Code = "UNKNOWN_LEASE_REQUEST"
+	CodeRequestNotCancellable      Code = "REQUEST_NOT_CANCELLABLE"
+	CodePassthroughRefused         Code = "PASSTHROUGH_REFUSED"
+	CodeUnknownPassthroughTool     Code = "UNKNOWN_PASSTHROUGH_TOOL"
+	CodeExecTimeout                Code = "EXEC_TIMEOUT"
+	CodeBodyTooLarge               Code = "BODY_TOO_LARGE"
+	CodeUnsupportedMediaType       Code = "UNSUPPORTED_MEDIA_TYPE"
+	CodeUnknownRoute               Code = "UNKNOWN_ROUTE"
+	CodeMethodNotAllowed           Code = "METHOD_NOT_ALLOWED"
 )
 
 // ExitLeaseLost is the exit code of a lease holder whose lease the daemon ended.
@@ -69,6 +79,16 @@ var codes = map[Code]codeInfo{
 	CodeCancelled:                  {1, 499},
 	CodeInternal:                   {1, http.StatusInternalServerError},
 	CodeUsage:                      {2, http.StatusBadRequest},
+	CodeUnauthenticated:            {1, http.StatusUnauthorized},
+	CodeUnknownLeaseRequest:        {1, http.StatusNotFound},
+	CodeRequestNotCancellable:      {1, http.StatusConflict},
+	CodePassthroughRefused:         {2, http.StatusUnprocessableEntity},
+	CodeUnknownPassthroughTool:     {2, http.StatusUnprocessableEntity},
+	CodeExecTimeout:                {10, http.StatusGatewayTimeout},
+	CodeBodyTooLarge:               {2, http.StatusRequestEntityTooLarge},
+	CodeUnsupportedMediaType:       {2, http.StatusUnsupportedMediaType},
+	CodeUnknownRoute:               {2, http.StatusNotFound},
+	CodeMethodNotAllowed:           {2, http.StatusMethodNotAllowed},
 }
 
 // Codes lists every code in the table.

@@ -25,6 +25,10 @@ const (
 	PushProgress  = "progress"
 	PushEvent     = "event"
 	PushLeaseLost = "lease-lost"
+	// PushExecStarted tells a device.exec caller that every check passed
+	// and the command runs; output pushes follow.
+	PushExecStarted = "exec-started"
+	PushExecOutput  = "exec-output"
 )
 
 // Push is a frame the daemon sends unasked: progress for a request in flight,
@@ -38,6 +42,7 @@ type Push struct {
 	LeaseID        string          `json:"leaseId,omitempty"`
 	DeviceID       string          `json:"deviceId,omitempty"`
 	Reason         string          `json:"reason,omitempty"`
+	Output         *ExecOutput     `json:"output,omitempty"`
 }
 
 // Inbound is any frame a client reads: a response or a push.
@@ -50,4 +55,5 @@ type Inbound struct {
 	LeaseID        string         `json:"leaseId,omitempty"`
 	DeviceID       string         `json:"deviceId,omitempty"`
 	Reason         string         `json:"reason,omitempty"`
+	Output         *ExecOutput    `json:"output,omitempty"`
 }

@@ -30,6 +30,17 @@ const (
 	OpDaemonStop      Op = "daemon.stop"
 	OpPassthrough     Op = "device.passthrough"
 	OpDoctorRun       Op = "doctor.run"
+
+	// Lease requests as a resource: created without waiting, then read or
+	// followed by id. The HTTP API is built on these.
+	OpLeaseRequestCreate Op = "lease-request.create"
+	OpLeaseRequestGet    Op = "lease-request.get"
+	OpLeaseGet           Op = "lease.get"
+	OpLeaseWatch         Op = "lease.watch"
+	OpDeviceExec         Op = "device.exec"
+	OpTokenCreate        Op = "token.create"
+	OpTokenList          Op = "token.list"
+	OpTokenRevoke        Op = "token.revoke"
 )
 
 // Role is what a session may do.
@@ -67,6 +78,15 @@ var ops = map[Op]OpInfo{
 	OpDaemonStop:      {AdminOnly: true},
 	OpPassthrough:     {},
 	OpDoctorRun:       {},
+
+	OpLeaseRequestCreate: {},
+	OpLeaseRequestGet:    {},
+	OpLeaseGet:           {},
+	OpLeaseWatch:         {},
+	OpDeviceExec:         {},
+	OpTokenCreate:        {AdminOnly: true},
+	OpTokenList:          {AdminOnly: true},
+	OpTokenRevoke:        {AdminOnly: true},
 }
 
 // LookupOp reports how op is treated, and whether it exists.
@@ -256,6 +276,8 @@ const (
 type LeaseCancelResult struct {
 	Outcome   CancelOutcome `json:"outcome"`
 	RequestID string        `json:"requestId,omitempty"`
+	// LeaseID names the lease a granted (so not cancellable) request made.
+	LeaseID string `json:"leaseId,omitempty"`
 }
 
 // LeaseListResult answers lease.list.

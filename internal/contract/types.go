@@ -274,6 +274,10 @@ type DaemonInfo struct {
 	Health    string       `json:"health"`
 	Home      string       `json:"home"`
 	Protocol  VersionRange `json:"protocol"`
+	// HTTPURL is where the HTTP API listens, when it is on.
+	HTTPURL string `json:"httpUrl,omitempty"`
+	// HeapBytes is the daemon's live Go heap.
+	HeapBytes int64 `json:"heapBytes,omitempty"`
 }
 
 // HostInfo describes the machine.

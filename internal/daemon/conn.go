@@ -36,17 +36,13 @@ type conn struct {
 
 	mu sync.Mutex
 	// mu guards the fields below.
-	hello     bool
-	role      contract.Role
-	principal string
-	inFlight  int
-	subs      map[string]func()
-	nextSub   int
+	sess     *session // set by hello
+	inFlight int
 }
 
 func newConn(d *Daemon, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize), subs: map[string]func(){}}
+	c := &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize)}
 	go c.writeLoop()
 	return c
 }
@@ -197,6 +193,62 @@ func (c *conn) handle(frame []byte) {
 			after.afterSend()
 		}
 	}()
+}
+
+// dispatch answers hello itself and hands every other call to the session
+// hello opened.
+func (c *conn) dispatch(req contract.Request) (any, error) {
+	if req.Op == contract.OpHello {
+		return c.doHello(req.Input)
+	}
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	if s == nil {
+		if _, known := contract.LookupOp(req.Op); !known {
+			return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(req.Op))).With("op", clip(string(req.Op)))
+		}
+		return nil, contract.Errorf(contract.CodeHandshakeRequired, "send hello before %s", req.Op)
+	}
+	return s.dispatch(req.ID, req.Op, req.Input)
+}
+
+func (c *conn) doHello(raw json.RawMessage) (any, error) {
+	var in contract.HelloInput
+	if err := contract.DecodeInput(raw, &in); err != nil {
+		return nil, err
+	}
+	if in.Protocol.Max < contract.ProtocolMin || in.Protocol.Min > contract.ProtocolMax {
+		return nil, contract.Errorf(contract.CodeProtocolVersionUnsupported,
+			"client speaks protocol %d-%d, this daemon %d-%d", in.Protocol.Min, in.Protocol.Max, contract.ProtocolMin, contract.ProtocolMax).
+			With("client", in.Protocol).
+			With("daemon", contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}).
+			With("daemonVersion", c.d.opts.Version)
+	}
+	role := contract.RoleAgent
+	if in.AdminToken != "" {
+		if !c.d.checkAdmin(in.AdminToken) {
+			return nil, contract.Errorf(contract.CodeAdminAuthenticationFailed, "the admin token does not match this daemon's")
+		}
+		role = contract.RoleAdmin
+	}
+	principal := in.Principal
+	if principal == "" {
+		principal = "anonymous-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sess != nil {
+		return nil, contract.Errorf(contract.CodeBadRequest, "hello was already sent on this connection")
+	}
+	c.sess = newSession(c.d, c.ctx, role, principal, c.push, c.close)
+	return contract.HelloResult{
+		Protocol:      min(in.Protocol.Max, contract.ProtocolMax),
+		Daemon:        contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
+		DaemonVersion: c.d.opts.Version,
+		Role:          role,
+		Principal:     principal,
+	}, nil
 }
 
 // afterSend is a result with work to do once its response is queued (an

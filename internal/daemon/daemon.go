@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,6 +36,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
+	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -98,6 +100,16 @@ type Daemon struct {
 	tokenHash [32]byte
 	startedAt time.Time
 
+	tokens     *tokenBook    // set before storeReady closes, when the store opened
+	storeReady chan struct{} // closed once the store is open (or failed to)
+	httpURL    string
+	httpSrv    *http.Server
+	api        *httpapi.Server
+	// life ends when the daemon stops; work that outlives the call that
+	// started it (a device.exec command) runs under it.
+	life    context.Context
+	endLife context.CancelFunc
+
 	ready    chan struct{} // closed when startup has converged
 	startErr error         // set before ready closes when startup failed
 	stopReq  chan struct{}
@@ -109,7 +121,7 @@ type Daemon struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	conns    map[*conn]struct{}
-	holders  map[string]map[*conn]struct{} // lease id -> sessions granted it
+	holders  map[string]map[*session]struct{} // lease id -> sessions holding or watching it
 	stopping bool
 }
 
@@ -150,10 +162,20 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
-		ready: make(chan struct{}), stopReq: make(chan struct{}),
-		conns: map[*conn]struct{}{}, holders: map[string]map[*conn]struct{}{},
+		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
+		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{},
 	}
+	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
+		d.endLife()
+		return nil, err
+	}
+	if err := d.listenHTTP(); err != nil {
+		d.ln.Close()
+		_ = os.Remove(SocketPath(d.opts.Home))
+		_ = os.Remove(filepath.Join(d.opts.Home, AdminTokenName))
+		d.unlock()
+		d.endLife()
 		return nil, err
 	}
 	go d.converge(ctx)
@@ -226,31 +248,28 @@ func (d *Daemon) unlock() {
 // when it is done.
 func (d *Daemon) converge(ctx context.Context) {
 	defer close(d.ready)
+	fail := func(err error) {
+		d.startErr = err
+		d.log.Error("startup failed", "err", err)
+		d.requestStop()
+	}
+	// The store opens first: HTTP tokens live there, and the HTTP API
+	// checks them while the rest of startup goes on.
+	db, err := d.openStore(ctx)
+	close(d.storeReady)
+	if err != nil {
+		fail(err)
+		return
+	}
 	if d.opts.SetupDrivers != nil {
 		// Written before ready closes; read only after.
 		set, err := d.opts.SetupDrivers(ctx)
 		if err != nil {
-			d.startErr = err
-			d.log.Error("startup failed", "err", err)
-			d.requestStop()
+			fail(err)
 			return
 		}
 		d.opts.Drivers, d.opts.DriverNotes, d.opts.Rejections, d.opts.Prerequisites = set.Drivers, set.Notes, set.Rejections, set.Prerequisites
 	}
-	dbPath := filepath.Join(d.opts.Home, DBName)
-	// SQLite gives its -wal and -shm files the database file's mode: make
-	// it private before SQLite creates it.
-	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
-		f.Close()
-	}
-	db, err := store.Open(ctx, dbPath)
-	if err != nil {
-		d.startErr = err
-		d.log.Error("startup failed", "err", err)
-		d.requestStop()
-		return
-	}
-	d.db = db
 	cfg := d.opts.Config
 	d.engine = leasing.New(leasing.Options{
 		Store:         db,
@@ -264,15 +283,11 @@ func (d *Daemon) converge(ctx context.Context) {
 		LeaseEnded:    d.leaseEnded,
 	})
 	if err := d.recordRejections(ctx); err != nil {
-		d.startErr = err
-		d.log.Error("startup failed", "err", err)
-		d.requestStop()
+		fail(err)
 		return
 	}
 	if err := d.engine.Start(ctx); err != nil {
-		d.startErr = err
-		d.log.Error("startup failed", "err", err)
-		d.requestStop()
+		fail(err)
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
@@ -283,13 +298,33 @@ func (d *Daemon) converge(ctx context.Context) {
 	}()
 }
 
-// Retention of settled history in the database.
+// openStore opens the database, private to the user, and loads the tokens.
+func (d *Daemon) openStore(ctx context.Context) (*store.DB, error) {
+	dbPath := filepath.Join(d.opts.Home, DBName)
+	// SQLite gives its -wal and -shm files the database file's mode: make
+	// it private before SQLite creates it.
+	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
+		f.Close()
+	}
+	db, err := store.Open(ctx, dbPath)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := loadTokens(ctx, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	d.db, d.tokens = db, tokens
+	return db, nil
+}
+
+// Retention of settled history in the database (requests: config keys
+// lease.requestRetentionMs and lease.maxRequestRecords).
 const (
-	keepEvents        = 100_000
-	requestRetention  = 10 * time.Minute
-	maxRequestRecords = 10_000
-	leaseRetention    = 7 * 24 * time.Hour
-	pruneEvery        = 10 * time.Minute
+	keepEvents     = 100_000
+	leaseRetention = 7 * 24 * time.Hour
+	pruneEvery     = 10 * time.Minute
 )
 
 // maintain prunes settled history so the database stays bounded: at start,
@@ -301,7 +336,8 @@ func (d *Daemon) maintain() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		now := time.Now()
 		_, err1 := d.db.PruneEvents(ctx, keepEvents)
-		_, err2 := d.db.PruneRequests(ctx, now.Add(-requestRetention).UnixMilli(), maxRequestRecords)
+		retention := time.Duration(d.opts.Config.Int("lease.requestRetentionMs")) * time.Millisecond
+		_, err2 := d.db.PruneRequests(ctx, now.Add(-retention).UnixMilli(), int(d.opts.Config.Int("lease.maxRequestRecords")))
 		_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
 		cancel()
 		if err := errors.Join(err1, err2, err3); err != nil {
@@ -366,6 +402,8 @@ func (d *Daemon) Stop(reason string) error {
 	d.mu.Unlock()
 	d.requestStop()
 	d.ln.Close()
+	d.closeHTTP()
+	d.endLife()
 	<-d.ready
 	if d.engine != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), d.opts.StopGrace)
@@ -437,35 +475,47 @@ func (d *Daemon) serve() {
 }
 
 func (d *Daemon) dropConn(c *conn) {
+	c.mu.Lock()
+	s := c.sess
+	c.mu.Unlock()
+	d.mu.Lock()
+	delete(d.conns, c)
+	d.mu.Unlock()
+	if s != nil {
+		d.dropSession(s)
+	}
+}
+
+// dropSession forgets the leases a session watched.
+func (d *Daemon) dropSession(s *session) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.conns, c)
 	for id, set := range d.holders {
-		delete(set, c)
+		delete(set, s)
 		if len(set) == 0 {
 			delete(d.holders, id)
 		}
 	}
 }
 
-// holds records that session c was granted lease id, so it hears if the
-// daemon ends it.
-func (d *Daemon) holds(c *conn, id string) {
+// holds records that session s holds or watches lease id, so it hears if
+// the daemon ends it.
+func (d *Daemon) holds(s *session, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	set := d.holders[id]
 	if set == nil {
-		set = map[*conn]struct{}{}
+		set = map[*session]struct{}{}
 		d.holders[id] = set
 	}
-	set[c] = struct{}{}
+	set[s] = struct{}{}
 }
 
-// unhold forgets that session c holds lease id.
-func (d *Daemon) unhold(c *conn, id string) {
+// unhold forgets that session s holds lease id.
+func (d *Daemon) unhold(s *session, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.holders[id], c)
+	delete(d.holders[id], s)
 }
 
 // leaseEnded tells the sessions that hold a lease the daemon ended it.
@@ -483,6 +533,7 @@ func (d *Daemon) info(health string) contract.DaemonInfo {
 	return contract.DaemonInfo{
 		Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
 		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
+		HTTPURL: d.httpURL, HeapBytes: heapBytes(),
 	}
 }
 

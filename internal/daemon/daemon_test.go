@@ -24,11 +24,6 @@ import (
 // drivers whose operations take no time.
 func startDaemon(tb testing.TB, cfg *config.Config) (*Daemon, string) {
 	tb.Helper()
-	home, err := os.MkdirTemp("", "sld")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(home) })
 	drivers := map[contract.Platform]driver.Driver{}
 	for _, p := range contract.Platforms() {
 		d, err := demo.New(demo.Options{Platform: p})
@@ -37,6 +32,16 @@ func startDaemon(tb testing.TB, cfg *config.Config) (*Daemon, string) {
 		}
 		drivers[p] = d
 	}
+	return startDaemonWith(tb, cfg, drivers)
+}
+
+func startDaemonWith(tb testing.TB, cfg *config.Config, drivers map[contract.Platform]driver.Driver) (*Daemon, string) {
+	tb.Helper()
+	home, err := os.MkdirTemp("", "sld")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(home) })
 	if cfg == nil {
 		cfg = config.Default()
 	}
@@ -269,8 +274,8 @@ func TestPassthroughChecksTheLease(t *testing.T) {
 	var res contract.PassthroughResult
 	err = c.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "adb", Args: []string{"devices"}, LeaseID: g.Lease.ID}, &res)
 	var ce *contract.Error
-	if !errors.As(err, &ce) || ce.Code != contract.CodeUsage || ce.Details["leaseId"] != g.Lease.ID {
-		t.Errorf("adb with an iOS lease: %v, want USAGE naming the lease", err)
+	if !errors.As(err, &ce) || ce.Code != contract.CodePassthroughRefused || ce.Details["leaseId"] != g.Lease.ID {
+		t.Errorf("adb with an iOS lease: %v, want PASSTHROUGH_REFUSED naming the lease", err)
 	}
 	other := dial(t, home, "b", false)
 	err = other.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "simctl", Args: []string{"list"}, LeaseID: g.Lease.ID}, &res)

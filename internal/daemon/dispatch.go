@@ -1,49 +1,73 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"time"
+	"runtime/metrics"
+	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 )
 
-// dispatch runs one operation for the session: handshake check, role check,
-// parking until startup is done, strict input decoding, then the handler.
-// Every frontend goes through the same rules; this is the only place they
-// live for the socket.
-func (c *conn) dispatch(req contract.Request) (any, error) {
-	info, known := contract.LookupOp(req.Op)
-	c.mu.Lock()
-	hello, role, principal := c.hello, c.role, c.principal
-	c.mu.Unlock()
+// session is one caller of the dispatcher: a socket connection once it has
+// said hello, or one HTTP request acting for its bearer token. Its role and
+// principal are fixed; it lives until ctx ends.
+type session struct {
+	d         *Daemon
+	ctx       context.Context
+	role      contract.Role
+	principal string
+	// push delivers a frame the session did not ask for; it must not block
+	// for long (device.exec output is the exception: it may, which slows
+	// the command's output down to the reader's pace).
+	push func(contract.Push)
+	// end closes the session, when it cannot keep up with its pushes.
+	end func()
+
+	mu      sync.Mutex
+	subs    map[string]func()
+	nextSub int
+}
+
+func newSession(d *Daemon, ctx context.Context, role contract.Role, principal string, push func(contract.Push), end func()) *session {
+	if push == nil {
+		push = func(contract.Push) {}
+	}
+	return &session{d: d, ctx: ctx, role: role, principal: principal, push: push, end: end, subs: map[string]func(){}}
+}
+
+// dispatch runs one operation for the session: role check, parking until
+// startup is done, strict input decoding, then the handler. Every frontend
+// goes through here; this is the only place the rules live. call is the
+// caller's id for the call, echoed on its pushes.
+func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMessage) (any, error) {
+	info, known := contract.LookupOp(op)
 	if !known {
-		return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(req.Op))).With("op", clip(string(req.Op)))
+		return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(op))).With("op", clip(string(op)))
 	}
-	if req.Op == contract.OpHello {
-		return c.doHello(req.Input)
+	if op == contract.OpHello {
+		return nil, contract.Errorf(contract.CodeBadRequest, "hello was already sent on this connection")
 	}
-	if !hello {
-		return nil, contract.Errorf(contract.CodeHandshakeRequired, "send hello before %s", req.Op)
-	}
+	role, principal := s.role, s.principal
 	if info.AdminOnly && role != contract.RoleAdmin {
-		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the admin role", req.Op).With("op", req.Op)
+		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the admin role", op).With("op", op)
 	}
+	req := contract.Request{ID: call, Op: op, Input: raw}
 	var e *leasing.Engine
 	if !info.Early {
 		select {
-		case <-c.d.ready:
-		case <-c.ctx.Done():
+		case <-s.d.ready:
+		case <-s.ctx.Done():
 			return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "connection closed")
 		}
-		if c.d.startErr != nil {
-			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "daemon startup failed: %v", c.d.startErr)
+		if s.d.startErr != nil {
+			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "daemon startup failed: %v", s.d.startErr)
 		}
 		// Safe to read once ready is closed: converge set it before.
-		e = c.d.engine
+		e = s.d.engine
 	}
 	caller := leasing.Caller{Principal: principal, Admin: role == contract.RoleAdmin}
 	switch req.Op {
@@ -52,13 +76,13 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return c.d.status(), nil
+		return s.d.status(), nil
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		cats, err := e.Catalog(c.ctx, in.Platform)
+		cats, err := e.Catalog(s.ctx, in.Platform)
 		if err != nil {
 			return nil, err
 		}
@@ -69,13 +93,13 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 			return nil, err
 		}
 		id := req.ID
-		grant, err := e.Acquire(c.ctx, caller, in, func(p contract.LeaseProgress) {
-			c.push(contract.Push{Push: contract.PushProgress, ID: id, Progress: &p})
+		grant, err := e.Acquire(s.ctx, caller, in, func(p contract.LeaseProgress) {
+			s.push(contract.Push{Push: contract.PushProgress, ID: id, Progress: &p})
 		})
 		if err != nil {
 			return nil, err
 		}
-		c.d.holds(c, grant.Lease.ID)
+		s.d.holds(s, grant.Lease.ID)
 		return grant, nil
 	case contract.OpLeaseRenew:
 		var in contract.LeaseRenewInput
@@ -90,7 +114,7 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		}
 		// A session ending its own lease needs no news of it; any other
 		// session holding it hears lease-lost.
-		c.d.unhold(c, in.LeaseID)
+		s.d.unhold(s, in.LeaseID)
 		return e.Release(caller, in)
 	case contract.OpLeaseReleaseAll:
 		var in contract.Empty
@@ -103,7 +127,7 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Cancel(caller, in)
+		return e.Cancel(s.ctx, caller, in)
 	case contract.OpLeaseList:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -115,13 +139,13 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return c.d.list(in.Kind)
+		return s.d.list(in.Kind)
 	case contract.OpEventsReplay:
 		var in contract.EventsReplayInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		evs, err := c.d.db.Events(c.ctx, store.EventQuery{SinceTs: in.SinceTs, AfterSeq: in.AfterSeq, Limit: in.Limit})
+		evs, err := s.d.db.Events(s.ctx, store.EventQuery{SinceTs: in.SinceTs, AfterSeq: in.AfterSeq, Limit: in.Limit})
 		if err != nil {
 			return nil, contract.Errorf(contract.CodeInternal, "read events: %v", err)
 		}
@@ -134,13 +158,13 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return c.subscribe(), nil
+		return s.subscribe(), nil
 	case contract.OpConfigGet:
 		var in contract.ConfigGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		cfg := c.d.opts.Config
+		cfg := s.d.opts.Config
 		if in.Key == "" {
 			return map[string]any{"config": cfg.Nested()}, nil
 		}
@@ -154,7 +178,7 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return c.d.passthrough(caller, in)
+		return s.d.passthrough(caller, in)
 	case contract.OpDoctorRun:
 		var in contract.DoctorInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -163,13 +187,68 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		if in.Fix && !caller.Admin {
 			return nil, contract.Errorf(contract.CodeForbidden, "doctor --fix needs the admin role")
 		}
-		return c.d.doctor(c.ctx, in.Fix)
+		return s.d.doctor(s.ctx, in.Fix)
 	case contract.OpDaemonStop:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return stopResult{d: c.d}, nil
+		return stopResult{d: s.d}, nil
+	case contract.OpLeaseRequestCreate:
+		var in contract.LeaseRequestInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Submit(s.ctx, caller, in)
+	case contract.OpLeaseRequestGet:
+		var in contract.LeaseRequestGetInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.RequestStatus(s.ctx, caller, in)
+	case contract.OpLeaseGet:
+		var in contract.LeaseIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Lease(caller, in.LeaseID)
+	case contract.OpLeaseWatch:
+		var in contract.LeaseIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		// Registered before the check, so an end right after it is heard.
+		s.d.holds(s, in.LeaseID)
+		l, err := e.Lease(caller, in.LeaseID)
+		if err != nil {
+			s.d.unhold(s, in.LeaseID)
+			return nil, err
+		}
+		return contract.LeaseWatchResult{Lease: l.Lease}, nil
+	case contract.OpDeviceExec:
+		var in contract.ExecInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.exec(s, caller, call, in)
+	case contract.OpTokenCreate:
+		var in contract.TokenCreateInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.tokens.create(s.ctx, in)
+	case contract.OpTokenList:
+		var in contract.Empty
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return contract.TokenListResult{Tokens: s.d.tokens.list()}, nil
+	case contract.OpTokenRevoke:
+		var in contract.TokenRevokeInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.tokens.revoke(s.ctx, in.ID)
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
 }
@@ -182,47 +261,9 @@ func (s stopResult) MarshalJSON() ([]byte, error) {
 }
 func (s stopResult) afterSend() { s.d.requestStop() }
 
-func (c *conn) doHello(raw json.RawMessage) (any, error) {
-	var in contract.HelloInput
-	if err := contract.DecodeInput(raw, &in); err != nil {
-		return nil, err
-	}
-	if in.Protocol.Max < contract.ProtocolMin || in.Protocol.Min > contract.ProtocolMax {
-		return nil, contract.Errorf(contract.CodeProtocolVersionUnsupported,
-			"client speaks protocol %d-%d, this daemon %d-%d", in.Protocol.Min, in.Protocol.Max, contract.ProtocolMin, contract.ProtocolMax).
-			With("client", in.Protocol).
-			With("daemon", contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}).
-			With("daemonVersion", c.d.opts.Version)
-	}
-	role := contract.RoleAgent
-	if in.AdminToken != "" {
-		if !c.d.checkAdmin(in.AdminToken) {
-			return nil, contract.Errorf(contract.CodeAdminAuthenticationFailed, "the admin token does not match this daemon's")
-		}
-		role = contract.RoleAdmin
-	}
-	principal := in.Principal
-	if principal == "" {
-		principal = "anonymous-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hello {
-		return nil, contract.Errorf(contract.CodeBadRequest, "hello was already sent on this connection")
-	}
-	c.hello, c.role, c.principal = true, role, principal
-	return contract.HelloResult{
-		Protocol:      min(in.Protocol.Max, contract.ProtocolMax),
-		Daemon:        contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		DaemonVersion: c.d.opts.Version,
-		Role:          role,
-		Principal:     principal,
-	}, nil
-}
-
 // subscription answers events.subscribe and starts pushing once sent.
 type subscription struct {
-	c   *conn
+	s   *session
 	res contract.EventsSubscribeResult
 	run func()
 }
@@ -230,32 +271,42 @@ type subscription struct {
 func (s subscription) MarshalJSON() ([]byte, error) { return json.Marshal(s.res) }
 func (s subscription) afterSend()                   { go s.run() }
 
-func (c *conn) subscribe() any {
-	sub, last := c.d.bus.Subscribe(4096)
-	c.mu.Lock()
-	c.nextSub++
-	id := fmt.Sprintf("sub_%d", c.nextSub)
-	c.subs[id] = sub.Close
-	c.mu.Unlock()
+func (s *session) subscribe() any {
+	sub, last := s.d.bus.Subscribe(4096)
+	s.mu.Lock()
+	s.nextSub++
+	id := fmt.Sprintf("sub_%d", s.nextSub)
+	s.subs[id] = sub.Close
+	s.mu.Unlock()
 	run := func() {
 		defer sub.Close()
 		for {
 			select {
-			case <-c.ctx.Done():
+			case <-s.ctx.Done():
 				return
 			case ev, ok := <-sub.C():
 				if !ok {
 					if sub.Lagged() {
-						c.d.log.Warn("event subscriber fell behind; ending its session")
-						c.close()
+						s.d.log.Warn("event subscriber fell behind; ending its session")
+						s.end()
 					}
 					return
 				}
-				c.push(contract.Push{Push: contract.PushEvent, SubscriptionID: id, Event: &ev})
+				s.push(contract.Push{Push: contract.PushEvent, SubscriptionID: id, Event: &ev})
 			}
 		}
 	}
-	return subscription{c: c, res: contract.EventsSubscribeResult{SubscriptionID: id, LastSeq: last}, run: run}
+	return subscription{s: s, res: contract.EventsSubscribeResult{SubscriptionID: id, LastSeq: last}, run: run}
+}
+
+// heapBytes reads the live heap without stopping the world.
+func heapBytes() int64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(sample[0].Value.Uint64())
 }
 
 func (d *Daemon) status() contract.Status {

@@ -40,7 +40,7 @@ func (d *Daemon) passthrough(c leasing.Caller, in contract.PassthroughInput) (co
 				continue
 			}
 			if dev.Spec.Platform != platform {
-				return contract.PassthroughResult{}, contract.Errorf(contract.CodeUsage, "lease %s is on a %s device; %s drives %s devices", in.LeaseID, dev.Spec.Platform, in.Tool, platform).
+				return contract.PassthroughResult{}, contract.Errorf(contract.CodePassthroughRefused, "lease %s is on a %s device; %s drives %s devices", in.LeaseID, dev.Spec.Platform, in.Tool, platform).
 					With("leaseId", in.LeaseID)
 			}
 			if platform == contract.PlatformAndroid && dev.Address != "" && !picksDevice(args) {

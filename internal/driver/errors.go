@@ -83,7 +83,7 @@ func ContractError(err error) *contract.Error {
 		}
 		return e
 	case errors.As(err, &refused):
-		return contract.Errorf(contract.CodeUsage, "%s", refused.Error()).With("tool", refused.Tool)
+		return contract.Errorf(contract.CodePassthroughRefused, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):
 		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", "boot-timeout")
 	}

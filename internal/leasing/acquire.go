@@ -27,7 +27,9 @@ func (e *Engine) Acquire(ctx context.Context, c Caller, in contract.LeaseRequest
 	select {
 	case <-r.done:
 	case <-ctx.Done():
-		e.abandon(r)
+		if !e.abandon(r) {
+			return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "stopped waiting for request %s, which still waits", r.rec.ID)
+		}
 		<-r.done
 	}
 	if r.err != nil {
@@ -73,7 +75,7 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 			if rec.Spec != spec {
 				return nil, idempotencyConflict(in.IdempotencyKey)
 			}
-			r := &request{rec: rec, done: make(chan struct{}), grant: rec.Grant, err: rec.Error}
+			r := &request{rec: rec, done: make(chan struct{}), grant: rec.Grant, err: rec.Error, replayed: true}
 			if r.err == nil && r.grant == nil {
 				r.err = contract.Errorf(contract.CodeCancelled, "request %s was %s", rec.ID, rec.State)
 			}
@@ -95,9 +97,11 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 				if r.rec.Spec != spec {
 					return nil, idempotencyConflict(in.IdempotencyKey)
 				}
-				r.progress = append(r.progress, progress)
-				if r.last.Stage != "" {
-					progress(r.last)
+				if progress != nil {
+					r.progress = append(r.progress, progress)
+					if r.last.Stage != "" {
+						progress(r.last)
+					}
 				}
 				return r, nil
 			}
@@ -113,8 +117,12 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 			Spec: spec, State: contract.RequestQueued, CreatedAt: now(),
 			Policy: contract.WaitPolicy{NoWait: in.NoWait, TimeoutMs: in.TimeoutMs, TTLMs: ttl.Milliseconds()},
 		},
-		progress: []func(contract.LeaseProgress){progress},
 		done:     make(chan struct{}),
+		changed:  make(chan struct{}),
+		detached: progress == nil,
+	}
+	if progress != nil {
+		r.progress = append(r.progress, progress)
 	}
 	if r.rec.OwnerID == "" {
 		r.rec.OwnerID = requester
@@ -436,9 +444,20 @@ func (e *Engine) reclaimEtaLocked(r *request) (int64, bool) {
 func (e *Engine) pushLocked(r *request, p contract.LeaseProgress) {
 	r.last = p
 	r.rec.Stage = p.Stage
+	e.bumpLocked(r)
 	for _, f := range r.progress {
 		f(p)
 	}
+}
+
+// bumpLocked marks a change of r that readers may be waiting for.
+func (e *Engine) bumpLocked(r *request) {
+	e.revs++
+	r.rev = e.revs
+	if r.changed != nil {
+		close(r.changed)
+	}
+	r.changed = make(chan struct{})
 }
 
 // startLocked reserves what plan p needs for r and starts the driver work.
@@ -446,6 +465,7 @@ func (e *Engine) startLocked(r *request, p plan) {
 	tx := e.begin()
 	r.rec.State = contract.RequestStarting
 	r.rec.QueuePosition = 0
+	e.bumpLocked(r)
 	tx.putRequest(r)
 	devID := p.boot
 	if p.provision {
@@ -470,6 +490,15 @@ func (e *Engine) startLocked(r *request, p plan) {
 		delete(e.claims, p.destroy)
 		e.settleLocked(r, nil, contract.AsError(err), "internal")
 		return
+	}
+	// The next step shows at once, not when the driver work begins: making
+	// room first can take a while, and the request has left the queue.
+	if p.provision {
+		e.pushLocked(r, contract.LeaseProgress{Stage: contract.StageProvisioning,
+			EtaMs: e.estimate(r.spec.Platform, driver.OpProvision, r.spec) + e.estimate(r.spec.Platform, driver.OpBoot, r.spec)})
+	} else {
+		spec := specOf(e.devices[devID])
+		e.pushLocked(r, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: e.estimate(spec.Platform, driver.OpBoot, spec)})
 	}
 	e.goWork(func() { e.runStart(r, devID, p) })
 }
@@ -576,6 +605,7 @@ func (e *Engine) requeue(r *request, devID string, p plan) {
 		return
 	}
 	r.rec.State = contract.RequestQueued
+	e.bumpLocked(r)
 	e.queue = append([]*request{r}, e.queue...)
 	tx := e.begin()
 	tx.putRequest(r)
@@ -592,7 +622,7 @@ func (e *Engine) requeue(r *request, devID string, p plan) {
 func (e *Engine) progress(r *request, p contract.LeaseProgress) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !r.rec.State.Terminal() {
+	if !r.rec.State.Terminal() && r.last.Stage != p.Stage {
 		e.pushLocked(r, p)
 	}
 }
@@ -692,6 +722,7 @@ func (e *Engine) settleLocked(r *request, _ *contract.LeaseGrant, cerr *contract
 }
 
 func (e *Engine) finishLocked(r *request) {
+	e.bumpLocked(r)
 	delete(e.requests, r.rec.ID)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -719,17 +750,20 @@ func (e *Engine) timeout(r *request) {
 	e.serveLocked()
 }
 
-// abandon is called when a requester stops waiting.
-func (e *Engine) abandon(r *request) {
+// abandon is called when a requester stops waiting. It reports whether the
+// request ends with it; when others still wait on it, or it is a resource
+// that waits on its own, only this requester's interest ends.
+func (e *Engine) abandon(r *request) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, open := e.requests[r.rec.ID]; !open {
-		return
+		return true
 	}
-	if len(r.progress) > 1 {
-		// Another caller joined with the same idempotency key and still
-		// waits; only that caller's interest ends.
-		r.progress = r.progress[:len(r.progress)-1]
+	if len(r.progress) > 1 || r.detached {
+		if len(r.progress) > 0 {
+			r.progress = r.progress[:len(r.progress)-1]
+		}
+		return false
 	}
 	switch r.rec.State {
 	case contract.RequestQueued:
@@ -738,10 +772,13 @@ func (e *Engine) abandon(r *request) {
 	case contract.RequestStarting:
 		r.abandoned = true
 	}
+	return true
 }
 
-// Cancel withdraws a waiting request, named by id or by requester.
-func (e *Engine) Cancel(c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+// Cancel withdraws a waiting request, named by id or by requester. A request
+// named by id that has already settled answers by how it settled: cancelled
+// again for a cancelled one, not-cancellable (naming the lease) for a grant.
+func (e *Engine) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
 	requester := in.RequesterID
 	if requester == "" && in.RequestID == "" {
 		requester = c.Principal
@@ -755,7 +792,31 @@ func (e *Engine) Cancel(c Caller, in contract.LeaseCancelInput) (contract.LeaseC
 			break
 		}
 	}
-	if found == nil || (!c.Admin && found.rec.OwnerID != c.Principal && found.rec.RequesterID != c.Principal) {
+	if found == nil && in.RequestID != "" {
+		e.mu.Unlock()
+		rec, ok, err := e.opts.Store.Request(ctx, in.RequestID)
+		e.mu.Lock()
+		if err != nil {
+			return contract.LeaseCancelResult{}, contract.Errorf(contract.CodeInternal, "read request: %v", err)
+		}
+		if !ok || !c.sees(rec) {
+			return contract.LeaseCancelResult{Outcome: contract.CancelNotFound}, nil
+		}
+		switch rec.State {
+		case contract.RequestCancelled:
+			return contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: rec.ID}, nil
+		case contract.RequestQueued, contract.RequestStarting:
+			// Settled between the two reads: the stored state is the
+			// one before; look again.
+			if r, open := e.requests[rec.ID]; open {
+				found = r
+			}
+		}
+		if found == nil {
+			return contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: rec.ID, LeaseID: rec.LeaseID}, nil
+		}
+	}
+	if found == nil || !c.sees(found.rec) {
 		return contract.LeaseCancelResult{Outcome: contract.CancelNotFound}, nil
 	}
 	if found.rec.State != contract.RequestQueued {

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -38,6 +37,8 @@ type Store interface {
 	Load(ctx context.Context) (store.Snapshot, error)
 	// RequestByKey finds a stored request by its requester and idempotency key.
 	RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error)
+	// Request finds a stored request by id.
+	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
 }
 
 // Lease-end reasons.
@@ -71,6 +72,12 @@ type Caller struct {
 	Admin     bool
 }
 
+// sees reports whether the caller may see a request: an admin any, an agent
+// the ones it made or that are made for it.
+func (c Caller) sees(rec contract.LeaseRequestRecord) bool {
+	return c.Admin || rec.OwnerID == c.Principal || rec.RequesterID == c.Principal
+}
+
 // Engine is the lease engine. Make one with New, then Start it.
 type Engine struct {
 	opts Options
@@ -88,6 +95,7 @@ type Engine struct {
 	leases    map[string]*store.Lease // active only
 	byDevice  map[string]string       // device id -> active lease id
 	requests  map[string]*request     // open requests
+	revs      uint64                  // last request revision handed out
 	queue     []*request              // waiting, in arrival order
 	claims    map[string]string       // device id -> operation in flight
 	stuck     map[string]bool         // devices that failed to stop or delete: never victims
@@ -115,6 +123,16 @@ type request struct {
 	last      contract.LeaseProgress
 	// Releasing is the device shut down to make room for this request.
 	releasing string
+	// detached requests were made as a resource (lease-request.create):
+	// they wait whether or not anyone watches, until cancelled.
+	detached bool
+	// replayed marks a settled request answered again for a repeated
+	// idempotency key.
+	replayed bool
+	// rev grows with every change a reader could see; changed is closed
+	// (and replaced) at each, waking lease-request.get waits.
+	rev     uint64
+	changed chan struct{}
 }
 
 // New makes an engine. It does nothing until Start.
@@ -184,7 +202,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		rec.State = contract.RequestFailed
 		rec.SettledAt = now()
 		rec.Stage = ""
-		rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open")
+		rec.QueuePosition = 0
+		rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open").
+			With("reason", "daemon-restarted")
 		tx.change.Requests = append(tx.change.Requests, rec)
 		tx.event("lease.rejected", map[string]any{
 			"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": "daemon-restarted",
@@ -250,7 +270,7 @@ func (e *Engine) goWork(f func()) {
 }
 
 // Shutdown records daemon.stopping with reason, stops taking requests,
-// fails the ones still waiting with DAEMON_STOPPING, and waits for driver
+// answers the ones still waiting with DAEMON_STOPPING, and waits for driver
 // work in flight (reclaims included) until ctx ends; then it cancels what
 // is left.
 func (e *Engine) Shutdown(ctx context.Context, reason string) error {
@@ -261,10 +281,13 @@ func (e *Engine) Shutdown(ctx context.Context, reason string) error {
 		e.log.Warn("could not record daemon.stopping", "err", err)
 	}
 	e.stopping = true
-	waiting := slices.Clone(e.queue)
-	for _, r := range waiting {
-		e.failQueuedLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping"), "daemon-stopping")
+	// Waiters hear at once that the daemon is going; the records stay open,
+	// like every request still open at the end, and the next start settles
+	// them as daemon-restarted.
+	for _, r := range e.queue {
+		e.answerLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping"))
 	}
+	e.queue = nil
 	e.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -294,15 +317,21 @@ func (e *Engine) Close() {
 	// Requests still open are answered but not settled in the store: their
 	// records stay open, and the next start settles them as
 	// daemon-restarted, as after a crash.
-	for id, r := range e.requests {
-		if r.timer != nil {
-			r.timer.Stop()
-		}
-		r.err = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped")
-		delete(e.requests, id)
-		close(r.done)
+	for _, r := range e.requests {
+		e.answerLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped"))
 	}
 	e.queue = nil
+}
+
+// answerLocked ends the wait on an open request without settling its
+// stored record.
+func (e *Engine) answerLocked(r *request, cerr *contract.Error) {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.err = cerr
+	delete(e.requests, r.rec.ID)
+	close(r.done)
 }
 
 // Wait blocks until background driver work has finished. Tests use it.

@@ -392,7 +392,7 @@ func TestCancelAndAbandonWithdrawQueuedRequests(t *testing.T) {
 		b := h.acquire("b", ios)
 		c := h.acquire("c", ios)
 		synctest.Wait()
-		res, err := h.e.Cancel(Caller{Principal: "b"}, contract.LeaseCancelInput{})
+		res, err := h.e.Cancel(context.Background(), Caller{Principal: "b"}, contract.LeaseCancelInput{})
 		if err != nil || res.Outcome != contract.CancelCancelled {
 			t.Fatalf("cancel = %+v, %v", res, err)
 		}
@@ -408,7 +408,7 @@ func TestCancelAndAbandonWithdrawQueuedRequests(t *testing.T) {
 		if n := len(h.e.Requests()); n != 0 {
 			t.Errorf("%d requests open after cancel and abandon", n)
 		}
-		res, _ = h.e.Cancel(Caller{Principal: "b"}, contract.LeaseCancelInput{})
+		res, _ = h.e.Cancel(context.Background(), Caller{Principal: "b"}, contract.LeaseCancelInput{})
 		if res.Outcome != contract.CancelNotFound {
 			t.Errorf("second cancel = %s", res.Outcome)
 		}

@@ -85,6 +85,13 @@ func (m *memStore) RequestByKey(_ context.Context, requester, key string) (contr
 	return contract.LeaseRequestRecord{}, false, nil
 }
 
+func (m *memStore) Request(_ context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.requests[id]
+	return r, ok, nil
+}
+
 // names lists the events stored so far, optionally only those named.
 func (m *memStore) names(only ...string) []string {
 	m.mu.Lock()

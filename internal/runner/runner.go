@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -91,6 +92,19 @@ func env(extra []string) []string {
 
 // Run implements Runner.
 func (OS) Run(ctx context.Context, c Cmd) (Result, error) {
+	var stdout, stderr bytes.Buffer
+	code, err := run(ctx, c, &stdout, &stderr)
+	return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code}, err
+}
+
+// Stream runs c to completion like Run, but hands its output to stdout and
+// stderr as the program writes it instead of collecting it. Writes to
+// stdout and stderr may come from two goroutines at once.
+func (OS) Stream(ctx context.Context, c Cmd, stdout, stderr io.Writer) (exitCode int, err error) {
+	return run(ctx, c, stdout, stderr)
+}
+
+func run(ctx context.Context, c Cmd, stdout, stderr io.Writer) (int, error) {
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, errCmdTimeout)
@@ -105,23 +119,25 @@ func (OS) Run(ctx context.Context, c Cmd) (Result, error) {
 	if c.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
-	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: cmd.ProcessState.ExitCode()}
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
 	if ctx.Err() != nil {
 		// Only this call's own Timeout is a TimeoutError; the caller's
 		// deadline or cancel is the caller's to report.
 		if errors.Is(context.Cause(ctx), errCmdTimeout) {
-			return res, &TimeoutError{Cmd: c, After: c.Timeout}
+			return code, &TimeoutError{Cmd: c, After: c.Timeout}
 		}
-		return res, fmt.Errorf("%s: %w", c, context.Cause(ctx))
+		return code, fmt.Errorf("%s: %w", c, context.Cause(ctx))
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		return res, fmt.Errorf("run %s: %w", c.Path, err)
+		return code, fmt.Errorf("run %s: %w", c.Path, err)
 	}
-	return res, nil
+	return code, nil
 }
 
 // Start implements Runner.

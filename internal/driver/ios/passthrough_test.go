@@ -56,8 +56,8 @@ func TestPassthrough(t *testing.T) {
 				if !strings.Contains(refused.Message, tc.refused) {
 					t.Errorf("message %q does not say %q", refused.Message, tc.refused)
 				}
-				if code := driver.ContractError(err).Code; code != contract.CodeUsage {
-					t.Errorf("contract code = %s, want USAGE", code)
+				if code := driver.ContractError(err).Code; code != contract.CodePassthroughRefused {
+					t.Errorf("contract code = %s, want PASSTHROUGH_REFUSED", code)
 				}
 				return
 			}

@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/leasing"
+	"github.com/simlock/simlock/internal/runner"
+)
+
+// exec runs simctl or adb on a leased device on this machine and streams
+// its output back as pushes. Every check happens before exec-started is
+// pushed; after it, only the command's exit or a timeout ends the call. A
+// caller that goes away does not stop the command: it runs to its end or
+// to exec.timeoutMs, its output dropped.
+func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
+	l, err := d.engine.Lease(c, in.LeaseID)
+	if err != nil {
+		return contract.ExecResult{}, err
+	}
+	if in.RequesterID != "" && in.RequesterID != l.Lease.RequesterID {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", in.LeaseID, in.RequesterID).
+			With("leaseId", in.LeaseID)
+	}
+	if c.Admin && l.Lease.OwnerID != c.Principal && in.RequesterID == "" {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
+			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
+	}
+	var platform contract.Platform
+	switch in.Tool {
+	case "simctl":
+		platform = contract.PlatformIOS
+	case "adb":
+		platform = contract.PlatformAndroid
+	default:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", clip(in.Tool)).
+			With("tool", clip(in.Tool))
+	}
+	if got := l.Device.Spec.Platform; got != platform {
+		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "lease %s is on an %s device; %s drives %s devices", in.LeaseID, got, in.Tool, platform).
+			With("tool", in.Tool)
+	}
+	if platform == contract.PlatformAndroid && bareShell(in.Args) {
+		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
+			With("tool", in.Tool)
+	}
+	cmd, err := d.passthrough(leasing.Caller{Principal: l.Lease.OwnerID}, contract.PassthroughInput{Tool: in.Tool, Args: in.Args, LeaseID: in.LeaseID})
+	if err != nil {
+		return contract.ExecResult{}, err
+	}
+	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
+	rc := runner.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Timeout: timeout}
+	if in.Stdin != nil {
+		rc.Stdin = []byte(*in.Stdin)
+	} else {
+		rc.Stdin = []byte{} // never the daemon's own stdin
+	}
+	s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
+	out := &chunker{s: s, call: call}
+	code, err := runner.OS{}.Stream(d.life, rc, out.stream("stdout"), out.stream("stderr"))
+	out.flush()
+	var te *runner.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "%s ran longer than exec.timeoutMs (%d) and was stopped", in.Tool, timeout.Milliseconds()).
+			With("timeoutMs", timeout.Milliseconds())
+	case err != nil:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)
+	}
+	return contract.ExecResult{ExitCode: code}, nil
+}
+
+// bareShell reports whether adb args open an interactive shell: the shell
+// subcommand with nothing to run.
+func bareShell(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch a {
+		case "-s", "-t", "-H", "-P", "-L", "--serial", "--transport-id":
+			i++ // takes a value
+			continue
+		}
+		if len(a) > 0 && a[0] == '-' {
+			continue
+		}
+		if a != "shell" {
+			return false
+		}
+		for _, rest := range args[i+1:] {
+			if len(rest) == 0 || rest[0] != '-' {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// chunker turns a command's output into exec-output pushes. A chunk never
+// ends inside a UTF-8 character: the start of a split one waits for the
+// next write.
+type chunker struct {
+	s    *session
+	call json.RawMessage
+	mu   sync.Mutex // one push at a time, so chunks keep their order per stream
+	held map[string][]byte
+}
+
+func (c *chunker) stream(name string) io.Writer { return streamWriter{c: c, name: name} }
+
+type streamWriter struct {
+	c    *chunker
+	name string
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.c.held == nil {
+		w.c.held = map[string][]byte{}
+	}
+	buf := append(w.c.held[w.name], p...)
+	cut := len(buf) - partialRune(buf)
+	w.c.held[w.name] = append([]byte(nil), buf[cut:]...)
+	if cut > 0 {
+		w.c.send(w.name, buf[:cut])
+	}
+	return len(p), nil
+}
+
+func (c *chunker) send(stream string, b []byte) {
+	c.s.push(contract.Push{Push: contract.PushExecOutput, ID: c.call, Output: &contract.ExecOutput{Stream: stream, Chunk: string(b)}})
+}
+
+// flush sends whatever was held back once the command has ended.
+func (c *chunker) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range []string{"stdout", "stderr"} {
+		if b := c.held[name]; len(b) > 0 {
+			c.send(name, b)
+		}
+	}
+	c.held = nil
+}
+
+// partialRune is how many bytes at the end of b start a UTF-8 character
+// that is not complete yet.
+func partialRune(b []byte) int {
+	for n := 1; n <= utf8.UTFMax-1 && n <= len(b); n++ {
+		c := b[len(b)-n]
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-n:]) {
+				return n
+			}
+			return 0
+		}
+	}
+	return 0
+}

@@ -1,0 +1,199 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
+)
+
+// shellDriver is a demo driver whose passthrough runs a shell script, so
+// device.exec has a real process to stream.
+type shellDriver struct {
+	*demo.Driver
+	script string
+}
+
+func (d shellDriver) Passthrough(args []string) (driver.Command, error) {
+	return driver.Command{Tool: "simctl", Path: "/bin/sh", Args: append([]string{"-c", d.script, "sh"}, args...)}, nil
+}
+
+func startExecDaemon(t *testing.T, script string, cfg *config.Config) string {
+	t.Helper()
+	drivers := map[contract.Platform]driver.Driver{}
+	for _, p := range contract.Platforms() {
+		d, err := demo.New(demo.Options{Platform: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drivers[p] = shellDriver{Driver: d, script: script}
+	}
+	_, home := startDaemonWith(t, cfg, drivers)
+	return home
+}
+
+type collected struct {
+	mu     sync.Mutex
+	chunks []contract.ExecOutput
+}
+
+func (c *collected) add(o contract.ExecOutput) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.chunks = append(c.chunks, o)
+}
+
+func (c *collected) text(stream string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, o := range c.chunks {
+		if o.Stream == stream {
+			b.WriteString(o.Chunk)
+		}
+	}
+	return b.String()
+}
+
+func TestExecStreamsOutputAndExitCode(t *testing.T) {
+	home := startExecDaemon(t, `printf 'out:%s\n' "$1"; printf 'h\303'; printf '\251llo\n'; read line; echo "in:$line" >&2; exit 3`, nil)
+	ctx := context.Background()
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out collected
+	stdin := "typed\n"
+	res, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", Args: []string{"list"}, Stdin: &stdin}, out.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("exit code = %d, want 3", res.ExitCode)
+	}
+	if got := out.text("stdout"); got != "out:list\nhéllo\n" {
+		t.Errorf("stdout = %q", got)
+	}
+	if got := out.text("stderr"); got != "in:typed\n" {
+		t.Errorf("stderr = %q", got)
+	}
+	for _, o := range out.chunks {
+		if strings.ContainsRune(o.Chunk, '\uFFFD') {
+			t.Errorf("chunk %q splits a character", o.Chunk)
+		}
+	}
+}
+
+func TestExecRefusesBeforeRunning(t *testing.T) {
+	home := startExecDaemon(t, `echo ran`, nil)
+	ctx := context.Background()
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out collected
+	cases := []struct {
+		name string
+		c    func() error
+		want contract.Code
+	}{
+		{"unknown tool", func() error {
+			_, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "fastboot"}, out.add)
+			return err
+		}, contract.CodeUnknownPassthroughTool},
+		{"adb on an iOS lease", func() error {
+			_, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "adb", Args: []string{"devices"}}, out.add)
+			return err
+		}, contract.CodePassthroughRefused},
+		{"unknown lease", func() error {
+			_, err := c.Exec(ctx, contract.ExecInput{LeaseID: "lse_nope", Tool: "simctl"}, out.add)
+			return err
+		}, contract.CodeUnknownLease},
+		{"another agent's lease", func() error {
+			_, err := dial(t, home, "b", false).Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl"}, out.add)
+			return err
+		}, contract.CodeForbidden},
+		{"admin without the requester", func() error {
+			_, err := dial(t, home, "op", true).Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl"}, out.add)
+			return err
+		}, contract.CodeForbidden},
+	}
+	for _, tc := range cases {
+		if err := tc.c(); code(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	if len(out.chunks) != 0 {
+		t.Errorf("a refused command produced output: %+v", out.chunks)
+	}
+	res, err := dial(t, home, "op", true).Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", RequesterID: "a"}, out.add)
+	if err != nil || res.ExitCode != 0 || out.text("stdout") != "ran\n" {
+		t.Errorf("admin naming the requester: %+v, %v, output %q", res, err, out.text("stdout"))
+	}
+}
+
+func TestBareAdbShellIsRefused(t *testing.T) {
+	for args, want := range map[string]bool{
+		"shell":                  true,
+		"-s emulator-5554 shell": true,
+		"shell -x":               true,
+		"shell getprop":          false,
+		"devices":                false,
+		"-s shell devices":       false,
+	} {
+		if got := bareShell(strings.Fields(args)); got != want {
+			t.Errorf("bareShell(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+func TestExecTimeoutStopsTheCommand(t *testing.T) {
+	cfg, err := config.Default().Override("exec.timeoutMs", "200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := startExecDaemon(t, `echo started; exec sleep 30`, cfg)
+	ctx := context.Background()
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out collected
+	_, err = c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl"}, out.add)
+	if code(err) != contract.CodeExecTimeout {
+		t.Fatalf("exec past its timeout: %v, want EXEC_TIMEOUT", err)
+	}
+	if out.text("stdout") != "started\n" {
+		t.Errorf("output before the timeout = %q", out.text("stdout"))
+	}
+}
+
+func TestChunksNeverSplitACharacter(t *testing.T) {
+	var got []contract.ExecOutput
+	s := newSession(nil, context.Background(), contract.RoleAgent, "a", func(p contract.Push) { got = append(got, *p.Output) }, func() {})
+	c := &chunker{s: s}
+	w := c.stream("stdout")
+	for _, part := range [][]byte{[]byte("h\xc3"), []byte("\xa9llo \xe2\x82"), []byte("\xac")} {
+		if _, err := w.Write(part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.flush()
+	want := []string{"h", "éllo ", "€"}
+	if len(got) != len(want) {
+		t.Fatalf("chunks = %+v, want %q", got, want)
+	}
+	for i, o := range got {
+		if o.Chunk != want[i] || o.Stream != "stdout" {
+			t.Errorf("chunk %d = %+v, want stdout %q", i, o, want[i])
+		}
+	}
+}

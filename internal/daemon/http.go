@@ -1,0 +1,92 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/httpapi"
+)
+
+// listenHTTP starts the HTTP API when http.enabled is set. It runs with the
+// socket claim, before startup converges: requests that need the engine
+// wait in the dispatcher like socket calls do.
+func (d *Daemon) listenHTTP() error {
+	cfg := d.opts.Config
+	if !cfg.Bool("http.enabled") {
+		return nil
+	}
+	addr := net.JoinHostPort(cfg.String("http.host"), strconv.FormatInt(cfg.Int("http.port"), 10))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("http.enabled is set but the HTTP API cannot listen on %s: %w", addr, err)
+	}
+	d.httpURL = "http://" + ln.Addr().String()
+	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http")})
+	d.httpSrv = &http.Server{
+		Handler:           d.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nil,
+	}
+	go func() {
+		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("http server", "err", err)
+		}
+	}()
+	d.log.Info("http api listening", "url", d.httpURL)
+	return nil
+}
+
+// closeHTTP ends event streams first, lets short calls finish briefly, then
+// closes every connection, which ends the waits still parked.
+func (d *Daemon) closeHTTP() {
+	if d.httpSrv == nil {
+		return
+	}
+	d.api.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := d.httpSrv.Shutdown(ctx); err != nil {
+		_ = d.httpSrv.Close()
+	}
+}
+
+// httpBackend is the daemon as the HTTP API sees it.
+type httpBackend struct{ d *Daemon }
+
+func (b httpBackend) Authenticate(ctx context.Context, secret string) (contract.TokenRecord, bool) {
+	select {
+	case <-b.d.storeReady:
+	case <-ctx.Done():
+		return contract.TokenRecord{}, false
+	}
+	if b.d.tokens == nil {
+		return contract.TokenRecord{}, false
+	}
+	return b.d.tokens.lookup(secret)
+}
+
+// Call runs one operation as a session of tok that lasts as long as ctx.
+func (b httpBackend) Call(ctx context.Context, tok contract.TokenRecord, op contract.Op, input any, push func(contract.Push)) (any, error) {
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, contract.Errorf(contract.CodeBadRequest, "encode input: %v", err)
+	}
+	sctx, end := context.WithCancel(ctx)
+	s := newSession(b.d, sctx, tok.SessionRole(), tok.ID, push, end)
+	context.AfterFunc(sctx, func() { b.d.dropSession(s) })
+	res, err := s.dispatch(nil, op, raw)
+	if err != nil {
+		return nil, err
+	}
+	if after, ok := res.(afterSend); ok {
+		after.afterSend()
+	}
+	return res, nil
+}

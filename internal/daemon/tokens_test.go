@@ -1,0 +1,81 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func TestTokensAreAdminOnlyHashedAndRevocable(t *testing.T) {
+	d, home := startDaemon(t, nil)
+	ctx := context.Background()
+	agent := dial(t, home, "a", false)
+	var made contract.TokenCreateResult
+	if err := agent.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenAgent}, &made); code(err) != contract.CodeForbidden {
+		t.Fatalf("agent token.create: %v, want FORBIDDEN", err)
+	}
+	admin := dial(t, home, "op", true)
+	if err := admin.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: "root"}, &made); code(err) != contract.CodeBadRequest {
+		t.Fatalf("role root: %v, want BAD_REQUEST", err)
+	}
+	if err := admin.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenAgent, Label: "ci"}, &made); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(made.Secret, "slk_") || !strings.HasPrefix(made.Token.ID, "tok_") || made.Token.Label != "ci" {
+		t.Fatalf("made %+v", made)
+	}
+	back := httpBackend{d}
+	tok, ok := back.Authenticate(ctx, made.Secret)
+	if !ok || tok.ID != made.Token.ID || tok.SessionRole() != contract.RoleAgent {
+		t.Fatalf("authenticate the new secret = %+v, %v", tok, ok)
+	}
+	if _, ok := back.Authenticate(ctx, made.Secret+"x"); ok {
+		t.Fatal("a wrong secret authenticated")
+	}
+	// The secret itself is kept nowhere: only its hash.
+	stored, err := d.db.Tokens(ctx)
+	if err != nil || len(stored) != 1 || stored[0].Hash == made.Secret || strings.Contains(stored[0].Hash, made.Secret) {
+		t.Fatalf("stored tokens = %+v, %v", stored, err)
+	}
+	var list contract.TokenListResult
+	if err := admin.Call(ctx, contract.OpTokenList, contract.Empty{}, &list); err != nil || len(list.Tokens) != 1 || list.Tokens[0] != made.Token {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+	var rev contract.TokenRevokeResult
+	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || !rev.Revoked {
+		t.Fatalf("revoke = %+v, %v", rev, err)
+	}
+	if _, ok := back.Authenticate(ctx, made.Secret); ok {
+		t.Fatal("a revoked secret still authenticates")
+	}
+	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || rev.Revoked {
+		t.Fatalf("second revoke = %+v, %v; want revoked false", rev, err)
+	}
+}
+
+func TestHTTPSessionsShareTheDispatcherRules(t *testing.T) {
+	d, _ := startDaemon(t, nil)
+	ctx := context.Background()
+	back := httpBackend{d}
+	agent := contract.TokenRecord{ID: "tok_agent", Role: contract.TokenAgent}
+	if _, err := back.Call(ctx, agent, contract.OpListGet, contract.ListGetInput{}, nil); code(err) != contract.CodeForbidden {
+		t.Errorf("agent list.get over HTTP: %v, want FORBIDDEN", err)
+	}
+	if _, err := back.Call(ctx, agent, contract.OpLeaseRequestCreate, map[string]any{"platform": "ios", "colour": "red"}, nil); code(err) != contract.CodeBadRequest {
+		t.Errorf("unknown field over HTTP: %v, want BAD_REQUEST", err)
+	}
+	res, err := back.Call(ctx, agent, contract.OpLeaseRequestCreate, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.(contract.LeaseRequestStatus)
+	if st.Request.RequesterID != "tok_agent" || st.Request.OwnerID != "tok_agent" {
+		t.Errorf("request made over HTTP belongs to %s/%s, want the token id", st.Request.RequesterID, st.Request.OwnerID)
+	}
+	other := contract.TokenRecord{ID: "tok_other", Role: contract.TokenAgent}
+	if _, err := back.Call(ctx, other, contract.OpLeaseRequestGet, contract.LeaseRequestGetInput{RequestID: st.Request.ID}, nil); code(err) != contract.CodeUnknownLeaseRequest {
+		t.Errorf("another agent reads the request: %v, want UNKNOWN_LEASE_REQUEST", err)
+	}
+}

@@ -1,0 +1,28 @@
+package httpapi
+
+import (
+	"context"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Backend is the daemon as the HTTP API sees it: a token check and the one
+// dispatcher every frontend shares. Each HTTP request runs its operations as
+// one session acting for its token: an agent token with the agent role and
+// the token id as principal, an operator token with the admin role.
+type Backend interface {
+	// Authenticate maps a bearer secret ("slk_...") to its token. It reports
+	// false for an unknown or revoked secret. It may wait for the daemon's
+	// store to open; ctx bounds that wait.
+	Authenticate(ctx context.Context, secret string) (contract.TokenRecord, bool)
+
+	// Call runs op with input (marshalled to JSON, then decoded strictly by
+	// the dispatcher, so unknown fields and bad values come back as
+	// BAD_REQUEST naming the field) as tok's session. The session lives until
+	// ctx ends: pushes for it (lease-lost after lease.watch, events after
+	// events.subscribe, exec-started/exec-output during device.exec) are
+	// passed to push, which must not block for long, from other goroutines,
+	// possibly after Call returned. push may be nil for calls that push
+	// nothing. Errors are *contract.Error (errors.As).
+	Call(ctx context.Context, tok contract.TokenRecord, op contract.Op, input any, push func(contract.Push)) (any, error)
+}

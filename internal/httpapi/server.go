@@ -1,0 +1,216 @@
+// Package httpapi serves simlock's HTTP API: lease requests, leases, device
+// commands and events over JSON and server-sent events, for agents that cannot
+// speak the daemon's socket protocol. It holds no state of its own beyond
+// open streams: every route authenticates a bearer token and calls the same
+// operations as the other frontends through Backend, then reshapes the
+// results into the HTTP views documented in docs/HTTP-API.md.
+package httpapi
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultKeepAlive = 15 * time.Second
+	DefaultMaxBody   = 64 << 10
+)
+
+// Options configures a Server.
+type Options struct {
+	Backend Backend
+	// Logger gets request failures and stream ends; nil discards them.
+	Logger *slog.Logger
+	// KeepAlive is how often an idle event stream gets a comment, so that
+	// proxies and clients do not time it out; 0 means DefaultKeepAlive.
+	KeepAlive time.Duration
+	// MaxBody caps a request body in bytes; 0 means DefaultMaxBody.
+	MaxBody int64
+	// Now is the clock for ?since= on /v1/events; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API as an http.Handler.
+type Server struct {
+	be        Backend
+	log       *slog.Logger
+	keepAlive time.Duration
+	maxBody   int64
+	now       func() time.Time
+	mux       *http.ServeMux
+
+	// closed is closed by Close; open streams watch it so that
+	// http.Server.Shutdown is not held up by them.
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns a Server for opts.
+func New(opts Options) *Server {
+	s := &Server{
+		be:        opts.Backend,
+		log:       opts.Logger,
+		keepAlive: opts.KeepAlive,
+		maxBody:   opts.MaxBody,
+		now:       opts.Now,
+		mux:       http.NewServeMux(),
+		closed:    make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.keepAlive <= 0 {
+		s.keepAlive = DefaultKeepAlive
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.routes()
+	return s
+}
+
+// Close ends every open event stream promptly and makes new ones answer 503
+// DAEMON_STOPPING. Plain requests are not affected. It is safe to call more
+// than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+func (s *Server) stopping() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// access is which tokens may use a route.
+type access int
+
+const (
+	accessAgent    access = iota // agent and operator tokens
+	accessOperator               // operator tokens only
+)
+
+// handlerFunc serves an authenticated route. An error it returns is written
+// as the JSON error response, so it must return nil once it has written
+// anything itself.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		s.writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	s.handle("GET /v1/status", accessAgent, s.getStatus)
+	s.handle("GET /v1/catalog", accessAgent, s.getCatalog)
+
+	s.handle("POST /v1/lease-requests", accessAgent, s.createLeaseRequest)
+	s.handle("GET /v1/lease-requests", accessOperator, s.listLeaseRequests)
+	s.handle("GET /v1/lease-requests/{id}", accessAgent, s.getLeaseRequest)
+	s.handle("DELETE /v1/lease-requests/{id}", accessAgent, s.cancelLeaseRequest)
+	s.handle("GET /v1/lease-requests/{id}/events", accessAgent, s.streamLeaseRequest)
+
+	s.handle("GET /v1/leases", accessAgent, s.listLeases)
+	s.handle("GET /v1/leases/{id}", accessAgent, s.getLease)
+	s.handle("DELETE /v1/leases/{id}", accessAgent, s.releaseLease)
+	s.handle("POST /v1/leases/{id}/renew", accessAgent, s.renewLease)
+	s.handle("GET /v1/leases/{id}/events", accessAgent, s.streamLease)
+	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
+
+	s.handle("GET /v1/devices", accessOperator, s.listDevices)
+	s.handle("GET /v1/events", accessOperator, s.replayEvents)
+	s.handle("GET /v1/events/stream", accessOperator, s.streamEvents)
+	s.handle("GET /v1/tokens", accessOperator, s.listTokens)
+}
+
+func (s *Server) handle(pattern string, acc access, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		tok, err := s.authenticate(r)
+		if err == nil && acc == accessOperator && tok.Role != contract.TokenOperator {
+			err = contract.Errorf(contract.CodeForbidden, "this route needs an operator token")
+		}
+		if err == nil {
+			err = h(w, r, tok)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authenticate checks the bearer token of r.
+func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "missing Authorization header; send Authorization: Bearer <token secret>")
+	}
+	scheme, secret, ok := strings.Cut(h, " ")
+	secret = strings.TrimSpace(secret)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" || strings.ContainsAny(secret, " \t") {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "malformed Authorization header; send Authorization: Bearer <token secret>")
+	}
+	tok, ok := s.be.Authenticate(r.Context(), secret)
+	if !ok {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "unknown or revoked token")
+	}
+	return tok, nil
+}
+
+// ServeHTTP routes r. The mux's own 404 and 405 answers are plain text, so
+// requests no pattern matches are answered here instead, as JSON.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The mux redirects unclean paths (//, /./, a trailing slash) to
+	// their clean form with an HTML body; an API client is better told
+	// that the path it used does not exist.
+	if p := r.URL.Path; p == "" || path.Clean(p) != p {
+		s.writeError(w, r, contract.Errorf(contract.CodeUnknownRoute, "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// Probe the other methods to tell an unknown path from a known one
+	// asked with the wrong method.
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.WithContext(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		s.writeError(w, r, contract.Errorf(contract.CodeUnknownRoute, "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.writeError(w, r, contract.Errorf(contract.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// streamContext is the context of one stream's backend session: it ends when
+// the client goes away, when the handler returns (cancel), or at Close.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

@@ -1,0 +1,178 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// isoTime formats epoch ms the way the HTTP views show times: RFC 3339 in
+// UTC with milliseconds, so that every time has the same width.
+func isoTime(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// leaseView is a lease as the HTTP API shows it: the lease and its device in
+// one flat object.
+type leaseView struct {
+	ID          string            `json:"id"`
+	RequestID   string            `json:"requestId,omitempty"`
+	RequesterID string            `json:"requesterId"`
+	Platform    contract.Platform `json:"platform"`
+	Device      string            `json:"device"`
+	OS          string            `json:"os"`
+	UDID        string            `json:"udid"`
+	DeviceID    string            `json:"deviceId"`
+	Address     string            `json:"address,omitempty"`
+	CreatedAt   string            `json:"createdAt"`
+	ExpiresAt   string            `json:"expiresAt"`
+	TTLMs       int64             `json:"ttlMs"`
+	Mode        string            `json:"mode"`
+	// DataPlane is reserved for remote device access; always null here.
+	DataPlane   *struct{}         `json:"dataPlane"`
+	Environment map[string]string `json:"environment,omitempty"`
+	// Active is false when the view comes from a grant whose lease has
+	// ended; it is left out while the lease is held.
+	Active *bool `json:"active,omitempty"`
+}
+
+// leaseModeFull is the only mode: the agent drives the device directly.
+const leaseModeFull = "full"
+
+func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
+	return leaseView{
+		ID:          g.Lease.ID,
+		RequestID:   g.RequestID,
+		RequesterID: g.Lease.RequesterID,
+		Platform:    g.Device.Spec.Platform,
+		Device:      g.Device.Spec.Model,
+		OS:          g.Device.Spec.OSVersion,
+		UDID:        g.Device.DriverDeviceID,
+		DeviceID:    g.Lease.DeviceID,
+		Address:     g.Device.Address,
+		CreatedAt:   isoTime(g.Lease.GrantedAt),
+		ExpiresAt:   isoTime(g.Lease.TTLDeadline),
+		TTLMs:       g.Lease.TTLMs,
+		Mode:        leaseModeFull,
+	}
+}
+
+func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
+	return leaseView{
+		ID:          g.Lease.ID,
+		RequestID:   g.RequestID,
+		RequesterID: g.Lease.RequesterID,
+		Platform:    g.Device.Spec.Platform,
+		Device:      g.Device.Spec.Model,
+		OS:          g.Device.Spec.OSVersion,
+		UDID:        g.Device.DriverDeviceID,
+		DeviceID:    g.Device.ID,
+		Address:     g.Device.Address,
+		CreatedAt:   isoTime(g.Lease.GrantedAt),
+		ExpiresAt:   isoTime(g.Lease.TTLDeadline),
+		TTLMs:       g.Lease.TTLMs,
+		Mode:        leaseModeFull,
+		Environment: g.Environment,
+	}
+}
+
+// requestView is a lease request as the HTTP API shows it.
+type requestView struct {
+	ID            string               `json:"id"`
+	RequesterID   string               `json:"requesterId"`
+	State         string               `json:"state"`
+	QueuePosition int                  `json:"queuePosition,omitempty"`
+	EtaMs         *int64               `json:"etaMs,omitempty"`
+	CreatedAt     string               `json:"createdAt"`
+	SettledAt     string               `json:"settledAt,omitempty"`
+	Spec          contract.RequestSpec `json:"spec"`
+	Lease         *leaseView           `json:"lease,omitempty"`
+	Error         *contract.Error      `json:"error,omitempty"`
+}
+
+// requestView builds the view of st. A granted request's lease is looked up
+// again because the grant is a snapshot: the lease may have been renewed
+// (new deadline) or may have ended since.
+func (s *Server) requestView(ctx context.Context, tok contract.TokenRecord, st contract.LeaseRequestStatus) requestView {
+	rec := st.Request
+	v := requestView{
+		ID:          rec.ID,
+		RequesterID: rec.RequesterID,
+		State:       st.Phase(),
+		CreatedAt:   isoTime(rec.CreatedAt),
+		Spec:        rec.Spec,
+	}
+	if rec.SettledAt != 0 {
+		v.SettledAt = isoTime(rec.SettledAt)
+	}
+	switch contract.Stage(v.State) {
+	case contract.StageQueued:
+		v.QueuePosition = rec.QueuePosition
+		if st.Progress != nil && st.Progress.Stage == contract.StageQueued && st.Progress.QueuePosition > 0 {
+			v.QueuePosition = st.Progress.QueuePosition
+		}
+	case contract.StageProvisioning, contract.StageBooting, contract.StageReclaiming:
+		if st.Progress != nil {
+			eta := st.Progress.EtaMs
+			v.EtaMs = &eta
+		}
+	}
+	switch rec.State {
+	case contract.RequestGranted:
+		v.Lease = s.grantedLease(ctx, tok, rec)
+	case contract.RequestFailed, contract.RequestCancelled:
+		v.Error = rec.Error
+	}
+	return v
+}
+
+// grantedLease is the lease view of a granted request: the grant with the
+// lease's current deadline while it is held, marked inactive once it ended.
+func (s *Server) grantedLease(ctx context.Context, tok contract.TokenRecord, rec contract.LeaseRequestRecord) *leaseView {
+	leaseID := rec.LeaseID
+	if leaseID == "" && rec.Grant != nil {
+		leaseID = rec.Grant.Lease.ID
+	}
+	if leaseID == "" {
+		if rec.Grant == nil {
+			return nil
+		}
+		v := leaseViewFromGrant(*rec.Grant)
+		return &v
+	}
+	cur, err := callAs[contract.LeaseGetResult](ctx, s, tok, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: leaseID})
+	switch {
+	case err == nil && rec.Grant != nil:
+		v := leaseViewFromGrant(*rec.Grant)
+		v.ExpiresAt = isoTime(cur.Lease.TTLDeadline)
+		v.TTLMs = cur.Lease.TTLMs
+		return &v
+	case err == nil:
+		v := leaseViewFromGet(cur)
+		return &v
+	case rec.Grant == nil:
+		s.log.Warn("could not read a granted request's lease", "requestId", rec.ID, "leaseId", leaseID, "err", err)
+		return nil
+	}
+	v := leaseViewFromGrant(*rec.Grant)
+	if asError(err).Code == contract.CodeUnknownLease {
+		inactive := false
+		v.Active = &inactive
+	} else if ctx.Err() == nil {
+		// The grant is still a truthful answer; the caller asked about the
+		// request, so a failed lookup of its lease does not fail it.
+		s.log.Warn("could not read a granted request's lease", "requestId", rec.ID, "leaseId", leaseID, "err", err)
+	}
+	return &v
+}
+
+// requestSummary is one open request in GET /v1/lease-requests.
+type requestSummary struct {
+	ID            string                `json:"id"`
+	RequesterID   string                `json:"requesterId"`
+	Spec          contract.RequestSpec  `json:"spec"`
+	CreatedAt     int64                 `json:"createdAt"`
+	Stage         contract.RequestState `json:"stage"`
+	QueuePosition int                   `json:"queuePosition,omitempty"`
+}

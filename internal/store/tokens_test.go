@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func TestTokensSurviveReopenAndRevoke(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	db, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Token{TokenRecord: contract.TokenRecord{ID: "tok_a", Role: contract.TokenAgent, Label: "ci", CreatedAt: 1}, Hash: "aa"}
+	b := Token{TokenRecord: contract.TokenRecord{ID: "tok_b", Role: contract.TokenOperator, CreatedAt: 2}, Hash: "bb"}
+	for _, tok := range []Token{b, a} {
+		if err := db.PutToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PutToken(ctx, Token{TokenRecord: contract.TokenRecord{ID: "tok_c", Role: contract.TokenAgent}, Hash: "aa"}); err == nil {
+		t.Fatal("a second token with the same hash was stored")
+	}
+	db.Close()
+
+	db, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.Tokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("tokens after reopen = %+v, want [%+v %+v]", got, a, b)
+	}
+	if ok, err := db.DeleteToken(ctx, "tok_a"); err != nil || !ok {
+		t.Fatalf("delete tok_a = %v, %v", ok, err)
+	}
+	if ok, err := db.DeleteToken(ctx, "tok_a"); err != nil || ok {
+		t.Fatalf("second delete of tok_a = %v, %v; want false", ok, err)
+	}
+	got, _ = db.Tokens(ctx)
+	if len(got) != 1 || got[0].ID != "tok_b" {
+		t.Fatalf("tokens after revoke = %+v", got)
+	}
+}
