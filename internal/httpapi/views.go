@@ -41,39 +41,30 @@ type leaseView struct {
 const leaseModeFull = "full"
 
 func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
-	return leaseView{
-		ID:          g.Lease.ID,
-		RequestID:   g.RequestID,
-		RequesterID: g.Lease.RequesterID,
-		Platform:    g.Device.Spec.Platform,
-		Device:      g.Device.Spec.Model,
-		OS:          g.Device.Spec.OSVersion,
-		UDID:        g.Device.DriverDeviceID,
-		DeviceID:    g.Lease.DeviceID,
-		Address:     g.Device.Address,
-		CreatedAt:   isoTime(g.Lease.GrantedAt),
-		ExpiresAt:   isoTime(g.Lease.TTLDeadline),
-		TTLMs:       g.Lease.TTLMs,
-		Mode:        leaseModeFull,
-	}
+	return newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address)
 }
 
 func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
+	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address)
+	v.Environment = g.Environment
+	return v
+}
+
+func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.DeviceSpec, udid, address string) leaseView {
 	return leaseView{
-		ID:          g.Lease.ID,
-		RequestID:   g.RequestID,
-		RequesterID: g.Lease.RequesterID,
-		Platform:    g.Device.Spec.Platform,
-		Device:      g.Device.Spec.Model,
-		OS:          g.Device.Spec.OSVersion,
-		UDID:        g.Device.DriverDeviceID,
-		DeviceID:    g.Device.ID,
-		Address:     g.Device.Address,
-		CreatedAt:   isoTime(g.Lease.GrantedAt),
-		ExpiresAt:   isoTime(g.Lease.TTLDeadline),
-		TTLMs:       g.Lease.TTLMs,
+		ID:          l.ID,
+		RequestID:   requestID,
+		RequesterID: l.RequesterID,
+		Platform:    spec.Platform,
+		Device:      spec.Model,
+		OS:          spec.OSVersion,
+		UDID:        udid,
+		DeviceID:    l.DeviceID,
+		Address:     address,
+		CreatedAt:   isoTime(l.GrantedAt),
+		ExpiresAt:   isoTime(l.TTLDeadline),
+		TTLMs:       l.TTLMs,
 		Mode:        leaseModeFull,
-		Environment: g.Environment,
 	}
 }
 
