@@ -31,7 +31,10 @@ func (in *LeaseRequestGetInput) Validate() error {
 type LeaseRequestStatus struct {
 	Request  LeaseRequestRecord `json:"request"`
 	Progress *LeaseProgress     `json:"progress,omitempty"`
-	Rev      uint64             `json:"rev"`
+	// Target is the device being readied for the request once it has left
+	// the queue: what a class or a version range resolved to.
+	Target *DeviceSpec `json:"target,omitempty"`
+	Rev    uint64      `json:"rev"`
 }
 
 // Phase is the one word for where the request is: its stage while open

@@ -494,10 +494,13 @@ func (e *Engine) startLocked(r *request, p plan) {
 	// The next step shows at once, not when the driver work begins: making
 	// room first can take a while, and the request has left the queue.
 	if p.provision {
+		spec := r.spec
+		r.target = &spec
 		e.pushLocked(r, contract.LeaseProgress{Stage: contract.StageProvisioning,
 			EtaMs: e.estimate(r.spec.Platform, driver.OpProvision, r.spec) + e.estimate(r.spec.Platform, driver.OpBoot, r.spec)})
 	} else {
 		spec := specOf(e.devices[devID])
+		r.target = &spec
 		e.pushLocked(r, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: e.estimate(spec.Platform, driver.OpBoot, spec)})
 	}
 	e.goWork(func() { e.runStart(r, devID, p) })

@@ -123,6 +123,8 @@ type request struct {
 	last      contract.LeaseProgress
 	// Releasing is the device shut down to make room for this request.
 	releasing string
+	// target is the device being readied, once the request left the queue.
+	target *contract.DeviceSpec
 	// detached requests were made as a resource (lease-request.create):
 	// they wait whether or not anyone watches, until cancelled.
 	detached bool

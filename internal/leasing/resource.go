@@ -35,7 +35,7 @@ func (e *Engine) Submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 }
 
 func (e *Engine) statusLocked(r *request) contract.LeaseRequestStatus {
-	st := contract.LeaseRequestStatus{Request: r.rec, Rev: r.rev}
+	st := contract.LeaseRequestStatus{Request: r.rec, Rev: r.rev, Target: r.target}
 	if r.last.Stage != "" {
 		p := r.last
 		st.Progress = &p

@@ -46,6 +46,9 @@ func TestSubmittedRequestWaitsWithNobodyWatchingAndIsGranted(t *testing.T) {
 		last := moved
 		for !last.Request.State.Terminal() {
 			phases = append(phases, last.Phase())
+			if last.Phase() == "booting" && (last.Target == nil || last.Target.Model != a.Device.Spec.Model) {
+				t.Errorf("booting shows target %+v, want the device being booted (%s)", last.Target, a.Device.Spec.Model)
+			}
 			last, err = h.e.RequestStatus(ctx, Caller{Principal: "b"}, contract.LeaseRequestGetInput{RequestID: id, AfterRev: last.Rev, WaitMs: 60000})
 			if err != nil {
 				t.Fatal(err)

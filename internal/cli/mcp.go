@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/mcpserver"
+)
+
+// mcpCmd serves simlock's tools to one MCP client over stdin and stdout.
+// Stdout carries JSON-RPC only; warnings go to stderr.
+func mcpCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve leasing as MCP tools on stdio, for Claude Code, Codex or any MCP client",
+		Long: `Serve leasing as Model Context Protocol tools on stdin/stdout: list_devices,
+lease_simulator, wait_for_lease, release_simulator and lease_status.
+
+The server acts as the agent named by SIMLOCK_AGENT_ID, else the Claude Code
+session (CLAUDE_CODE_SESSION_ID), else mcp:<pid>. It starts the daemon when a
+tool needs it, renews the leases it was granted, and releases them (and
+withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			agent := mcpAgentID(env.Getenv, os.Getpid())
+			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", agent)
+			dial := func(ctx context.Context, autostart bool) (*client.Client, error) {
+				return connect(ctx, cmd, env, session{principal: agent, autostart: autostart})
+			}
+			// Closing the session closes stdin, which ends a read in flight.
+			in, ok := env.Stdin.(io.ReadCloser)
+			if !ok {
+				in = io.NopCloser(env.Stdin)
+			}
+			t := &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}
+			return fail(mcpserver.Run(cmd.Context(), mcpserver.Options{
+				Dial: dial, AgentID: agent, Version: env.Version, Logger: log,
+			}, t))
+		},
+	}
+}
+
+// mcpAgentID is the MCP server's identity: SIMLOCK_AGENT_ID, else the
+// Claude Code session, else the server's own process.
+func mcpAgentID(getenv func(string) string, pid int) string {
+	if id := getenv("SIMLOCK_AGENT_ID"); id != "" {
+		return id
+	}
+	if id := getenv("CLAUDE_CODE_SESSION_ID"); id != "" {
+		return "claude-code:" + id
+	}
+	return "mcp:" + strconv.Itoa(pid)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -1,0 +1,152 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// heldLease is a lease this session was granted and keeps alive.
+type heldLease struct {
+	mu       sync.Mutex
+	rec      contract.LeaseRecord
+	deviceID string
+	halt     chan struct{}
+	once     sync.Once
+}
+
+func (h *heldLease) stop() { h.once.Do(func() { close(h.halt) }) }
+
+func (h *heldLease) record() contract.LeaseRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rec
+}
+
+// adopt starts keeping a granted lease: renewals at TTL/3 and a watch for
+// its end.
+func (s *server) adopt(ctx context.Context, g contract.LeaseGrant) {
+	h := &heldLease{rec: g.Lease, deviceID: g.Device.ID, halt: make(chan struct{})}
+	s.mu.Lock()
+	if _, ok := s.held[g.Lease.ID]; ok {
+		s.mu.Unlock()
+		return
+	}
+	s.held[g.Lease.ID] = h
+	delete(s.gone, g.Lease.ID)
+	s.mu.Unlock()
+	if c, err := s.daemon(ctx, false); err == nil {
+		s.watch(ctx, c, g.Lease.ID)
+	}
+	go s.keep(h)
+}
+
+// keep renews a held lease every TTL/3 until it is released, lost, or the
+// session ends. A renewal that cannot reach the daemon is tried again at
+// the next tick; one the daemon refuses with UNKNOWN_LEASE means the lease
+// is gone.
+func (s *server) keep(h *heldLease) {
+	rec := h.record()
+	every := max(time.Duration(rec.TTLMs)*time.Millisecond/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.halt:
+			return
+		case <-s.life.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.life, every)
+		c, err := s.daemon(ctx, false)
+		if err == nil {
+			var renewed contract.LeaseRecord
+			renewed, err = c.Renew(ctx, rec.ID, 0)
+			if err == nil {
+				h.mu.Lock()
+				h.rec = renewed
+				h.mu.Unlock()
+			}
+		}
+		cancel()
+		if err != nil && contract.AsError(err).Code == contract.CodeUnknownLease {
+			s.lost(rec.ID, h.deviceID, "ended")
+			return
+		}
+		if err != nil {
+			s.log.Warn("lease renewal failed; trying again", "leaseId", rec.ID, "err", err)
+		}
+	}
+}
+
+// lost forgets a held lease the daemon ended and warns the client.
+func (s *server) lost(leaseID, deviceID, reason string) {
+	s.mu.Lock()
+	h, ok := s.held[leaseID]
+	if ok {
+		delete(s.held, leaseID)
+		s.gone[leaseID] = reason
+	}
+	ss := s.ss
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	h.stop()
+	if deviceID == "" {
+		deviceID = h.deviceID
+	}
+	msg := fmt.Sprintf("Lease %s on device %s is no longer yours (%s). Stop using the device; call lease_simulator for another.", leaseID, deviceID, lossWords(reason))
+	s.log.Warn("lease lost", "leaseId", leaseID, "deviceId", deviceID, "reason", reason)
+	if ss == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
+	defer cancel()
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "simlock", Data: map[string]any{
+		"lease_id": leaseID, "device_id": deviceID, "reason": reason, "message": msg,
+	}})
+}
+
+func lossWords(reason string) string {
+	switch reason {
+	case "expired":
+		return "its TTL ran out without a renewal"
+	case "killed":
+		return "an operator released it"
+	case "device-lost":
+		return "the device stopped and could not be recovered"
+	case "explicit":
+		return "it was released"
+	}
+	return "the daemon no longer has it"
+}
+
+// release ends a lease this agent owns.
+func (s *server) release(ctx context.Context, id string) (contract.ReleaseResult, error) {
+	s.mu.Lock()
+	h := s.held[id]
+	s.mu.Unlock()
+	c, err := s.daemon(ctx, true)
+	if err != nil {
+		return contract.ReleaseResult{}, err
+	}
+	res, err := c.Release(ctx, id)
+	if err != nil {
+		return res, err
+	}
+	s.mu.Lock()
+	delete(s.held, id)
+	s.gone[id] = "explicit"
+	s.mu.Unlock()
+	if h != nil {
+		h.stop()
+	}
+	return res, nil
+}
