@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // mcpSession is `simlock mcp` run as an MCP client runs it, with what the
 // client heard.
 type mcpSession struct {
-	t  *testing.T
-	cs *mcp.ClientSession
+	t   *testing.T
+	cs  *mcp.ClientSession
+	cmd *exec.Cmd
 
 	mu       sync.Mutex
 	progress []*mcp.ProgressNotificationParams
@@ -60,7 +62,7 @@ func (h *home) mcpConnect(agent string) *mcpSession {
 	if err != nil {
 		h.t.Fatalf("connect to simlock mcp: %v", err)
 	}
-	m.cs = cs
+	m.cs, m.cmd = cs, cmd
 	h.t.Cleanup(func() { _ = cs.Close() })
 	return m
 }
@@ -246,6 +248,26 @@ func TestMCPStdinCloseReleasesLeases(t *testing.T) {
 	if ev.str("reason") != "explicit" {
 		t.Errorf("lease.released reason = %q, want explicit", ev.str("reason"))
 	}
+}
+
+// SIGTERM, like a closed stdin, releases the server's leases before it
+// exits.
+func TestMCPSignalReleasesLeases(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	m := h.mcpConnect("agent-term")
+	res, grant := m.call("lease_simulator", map[string]any{"platform": "ios"}, nil)
+	if res.IsError {
+		t.Fatalf("lease_simulator: %v", grant)
+	}
+	leaseID := grant["lease"].(map[string]any)["id"].(string)
+	f := h.follow()
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	f.next("lease.released for "+leaseID, func(ev event) bool {
+		return ev.Event == "lease.released" && ev.str("leaseId") == leaseID && ev.str("reason") == "explicit"
+	})
 }
 
 // Bad arguments are isError results carrying the contract's code, and the
