@@ -95,8 +95,8 @@ func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) 
 	if _, _, err := enabledDrivers(cfg, env.Getenv, exec.LookPath); err != nil {
 		return daemon.Options{}, err
 	}
-	setup := func(ctx context.Context) (daemon.DriverSetup, error) {
-		set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log)
+	setup := func(ctx context.Context, installed map[contract.Platform][]string) (daemon.DriverSetup, error) {
+		set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log, installed)
 		return daemon.DriverSetup{Drivers: set.drivers, Notes: set.notes, Rejections: set.rejections, Prerequisites: set.prerequisites}, err
 	}
 	return daemon.Options{

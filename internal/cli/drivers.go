@@ -68,7 +68,7 @@ func enabledDrivers(cfg *config.Config, getenv func(string) string, lookPath fun
 
 // buildDrivers starts the enabled drivers. A driver that cannot start (its
 // tools missing, its root refused) disables its platform only.
-func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv func(string) string, lookPath func(string) (string, error), log *slog.Logger) (driverSet, error) {
+func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv func(string) string, lookPath func(string) (string, error), log *slog.Logger, installed map[contract.Platform][]string) (driverSet, error) {
 	set := driverSet{
 		drivers: map[contract.Platform]driver.Driver{}, notes: map[contract.Platform]string{},
 		rejections: map[contract.Platform]contract.RootRejection{},
@@ -91,6 +91,7 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 	androidOpts := android.Options{
 		Root: root(contract.PlatformAndroid), Instance: instance, SDKRoot: android.SDKRootFrom(getenv),
 		AdbPort: int(cfg.Int("drivers.android.adbServerPort")), Home: home, Logger: log.With("driver", "android"),
+		AcceptLicenses: cfg.Bool("downloads.acceptAndroidLicenses"),
 	}
 	failed := func(p contract.Platform, err error) {
 		var re *ownership.RootError
@@ -129,6 +130,11 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 				BootTime:      time.Duration(cfg.Int("drivers.demo.bootMs")) * time.Millisecond,
 				ReclaimTime:   time.Duration(cfg.Int("drivers.demo.reclaimMs")) * time.Millisecond,
 				Fail:          cfg.List("drivers.demo.fail"),
+				// Downloaded runtimes are installed for good: the
+				// receipts of earlier installs bring them back.
+				DownloadableRuntimes: cfg.PlatformLists("drivers.demo.downloadableRuntimes")[string(p)],
+				DownloadTime:         time.Duration(cfg.Int("drivers.demo.downloadMs")) * time.Millisecond,
+				Installed:            demoInstalled(installed[p], p),
 			})
 			if err != nil {
 				return set, fmt.Errorf("demo driver: %w", err)
@@ -158,4 +164,16 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 		return out
 	}
 	return set, nil
+}
+
+// demoInstalled keeps the receipts a demo driver made (earlier installs on
+// the demo driver); a real driver's receipts mean nothing to it.
+func demoInstalled(receipts []string, p contract.Platform) []string {
+	var out []string
+	for _, r := range receipts {
+		if strings.HasPrefix(r, "demo:"+string(p)+":") {
+			out = append(out, r)
+		}
+	}
+	return out
 }

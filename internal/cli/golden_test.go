@@ -56,8 +56,13 @@ func TestStatusGolden(t *testing.T) {
 		Waiting: []contract.WaitingRequest{
 			{RequestID: "req_b", RequesterID: "agent-b", Spec: contract.RequestSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}, Stage: "starting", WaitingMs: 2000},
 			{RequestID: "req_c", RequesterID: "agent-c", Spec: contract.RequestSpec{Platform: "ios"}, Stage: "queued", QueuePosition: 1, WaitingMs: 12000},
+			{RequestID: "req_d", RequesterID: "agent-d", Spec: contract.RequestSpec{Platform: "ios", OSVersion: "26.4"}, Stage: "downloading", WaitingMs: 42000},
 		},
 		QueueDepth: 1,
+		Installs: []contract.InstallStatus{
+			{Platform: "ios", Component: "26.4", State: "downloading", Since: ms(-42 * time.Second), Waiters: 2, Percent: pct(41)},
+			{Platform: "ios", Component: "26.2", State: "waiting", Since: ms(-5 * time.Second), Waiters: 1},
+		},
 	}
 	var b bytes.Buffer
 	renderStatus(&b, s, now)

@@ -89,7 +89,7 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 		if what == "" {
 			what = "phone"
 		}
-		place := "starting"
+		place := r.Stage
 		if r.Stage == "queued" {
 			place = fmt.Sprintf("queued at %d", r.QueuePosition)
 		}
@@ -97,6 +97,23 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 		fmt.Fprintf(w, "  %s: %s, %s, %s, waiting %s\n", r.RequestID, r.RequesterID, spec,
 			place, roundDur(time.Duration(r.WaitingMs)*time.Millisecond))
 	}
+	for _, in := range s.Installs {
+		fmt.Fprintf(w, "Install %s\n", installLine(in, now))
+	}
+}
+
+// installLine is one install in progress: "ios 26.4: downloading 41% for
+// 42s, 2 waiters".
+func installLine(in contract.InstallStatus, now time.Time) string {
+	state := in.State
+	if in.Percent != nil {
+		state += fmt.Sprintf(" %d%%", *in.Percent)
+	}
+	waiters := fmt.Sprintf("%d waiters", in.Waiters)
+	if in.Waiters == 1 {
+		waiters = "1 waiter"
+	}
+	return fmt.Sprintf("%s %s: %s for %s, %s", in.Platform, in.Component, state, roundDur(now.Sub(time.UnixMilli(in.Since))), waiters)
 }
 
 func bytesHuman(b int64) string {

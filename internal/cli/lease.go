@@ -21,7 +21,7 @@ func leaseCmd(env Env) *cobra.Command {
 	var (
 		platform, device, class, osVersion, agent, progressMode string
 		ttl, timeout                                            string
-		noWait, detach, exportEnv                               bool
+		noWait, detach, exportEnv, allowDownload                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "lease --platform <ios|android> [flags]",
@@ -36,7 +36,7 @@ operator, or released by another session.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := contract.LeaseRequestInput{
 				Platform: contract.Platform(platform), Model: device, Class: contract.DeviceClass(class),
-				OSVersion: osVersion, NoWait: noWait,
+				OSVersion: osVersion, NoWait: noWait, AllowDownload: allowDownload,
 			}
 			if ttl != "" {
 				d, err := parseDuration(ttl)
@@ -77,6 +77,7 @@ operator, or released by another session.`,
 	f.StringVar(&ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
 	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
 	f.BoolVar(&noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
+	f.BoolVar(&allowDownload, "allow-download", false, "download the OS runtime if it is not installed (10-20 min; within downloads.policy); progress shows a downloading stage")
 	f.BoolVar(&detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
 	f.BoolVar(&exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
 	f.StringVar(&agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
@@ -254,7 +255,7 @@ func (p *progressPrinter) show(prog contract.LeaseProgress) {
 	case "json":
 		fmt.Fprintln(p.w, progressJSON(prog))
 	case "human":
-		if p.cur == nil || p.cur.Stage != prog.Stage {
+		if p.cur == nil || p.cur.Stage != prog.Stage || p.cur.Waiting != prog.Waiting {
 			p.since = time.Now()
 		}
 		p.cur = &prog

@@ -37,8 +37,22 @@ func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) s
 			eta = "taking longer than usual, " + roundDur(elapsed) + " so far"
 		}
 		return fmt.Sprintf("%s %s the device, %s", glyph, stageVerb(p.Stage), eta)
+	case contract.StageDownloading:
+		if p.Waiting {
+			return fmt.Sprintf("%s Waiting for another download to finish before runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
+		}
+		if p.Percent == nil {
+			return fmt.Sprintf("%s Downloading runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
+		}
+		return fmt.Sprintf("Downloading runtime %s %s %3d%%", p.Component, progressBar(*p.Percent, 24), *p.Percent)
 	}
 	return glyph + " " + string(p.Stage)
+}
+
+// progressBar draws pct (0-100) as a bar of width cells.
+func progressBar(pct, width int) string {
+	full := pct * width / 100
+	return "[" + strings.Repeat("█", full) + strings.Repeat("░", width-full) + "]"
 }
 
 func stageVerb(s contract.Stage) string {

@@ -16,6 +16,8 @@ func TestProgressJSONLines(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 3000}, `{"push":"progress","stage":"provisioning","etaMs":3000}`},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 0}, `{"push":"progress","stage":"booting","etaMs":0}`},
 		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 1500}, `{"push":"progress","stage":"reclaiming","etaMs":1500}`},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: false, Percent: pct(41)}, `{"push":"progress","stage":"downloading","component":"26.4","waiting":false,"percent":41}`},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, `{"push":"progress","stage":"downloading","component":"26.4","waiting":true}`},
 	}
 	for _, c := range cases {
 		if got := progressJSON(c.p); got != c.want {
@@ -35,6 +37,9 @@ func TestProgressHumanGolden(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, 75 * time.Second, 1, "⠙ Queued at position 3 (2 requests ahead), waiting 1m15s"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, 10 * time.Second, 2, "⠹ Booting the device, about 30s left"},
 		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 1000}, 4 * time.Second, 3, "⠸ Creating the device, taking longer than usual, 4s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, 61 * time.Second, 0, "⠋ Waiting for another download to finish before runtime 26.4, 1m01s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4"}, 5 * time.Second, 1, "⠙ Downloading runtime 26.4, 5s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: pct(41)}, 5 * time.Second, 2, "Downloading runtime 26.4 [█████████░░░░░░░░░░░░░░░]  41%"},
 	}
 	for _, c := range cases {
 		if got := progressHuman(c.p, c.elapsed, c.frame); got != c.want {
@@ -42,6 +47,8 @@ func TestProgressHumanGolden(t *testing.T) {
 		}
 	}
 }
+
+func pct(n int) *int { return &n }
 
 func TestParseDuration(t *testing.T) {
 	good := map[string]time.Duration{

@@ -42,6 +42,7 @@ type call struct {
 	resp     chan contract.Inbound
 	progress func(contract.LeaseProgress)
 	output   func(contract.ExecOutput)
+	install  func(contract.ComponentProgress)
 	// onResult runs in the read loop before any later frame is routed, so
 	// state it sets up (a subscription) sees every push that follows.
 	onResult func(contract.Inbound)
@@ -100,6 +101,14 @@ func (c *Client) readLoop() {
 		}
 		var in contract.Inbound
 		if jerr := json.Unmarshal(b, &in); jerr != nil {
+			// A push that breaks the contract's bounds (a progress step
+			// with percent 101, say) is dropped; the calls go on.
+			var loose struct {
+				Push string `json:"push"`
+			}
+			if json.Unmarshal(b, &loose) == nil && loose.Push != "" {
+				continue
+			}
 			err = fmt.Errorf("daemon sent a bad frame: %w", jerr)
 			break
 		}
@@ -149,6 +158,13 @@ func (c *Client) route(in contract.Inbound) {
 		c.mu.Unlock()
 		if p != nil && p.output != nil && in.Output != nil {
 			p.output(*in.Output)
+		}
+	case contract.PushComponentProgress:
+		c.mu.Lock()
+		p := c.pending[string(in.ID)]
+		c.mu.Unlock()
+		if p != nil && p.install != nil && in.Component != nil {
+			p.install(*in.Component)
 		}
 	case contract.PushEvent:
 		c.mu.Lock()

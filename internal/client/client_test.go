@@ -129,3 +129,26 @@ func TestSubscriptionSeesPushesSentRightAfterItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+func TestAnOutOfBoundsProgressPushIsDroppedNotFatal(t *testing.T) {
+	conn := fakeDaemon(t, func(req contract.Request, w *wire.Writer) {
+		w.WriteRaw([]byte(`{"push":"progress","id":` + string(req.ID) + `,"progress":{"stage":"downloading","component":"26.4","waiting":false,"percent":101}}` + "\n"))
+		n := 41
+		w.Write(contract.Push{Push: contract.PushProgress, ID: req.ID, Progress: &contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: &n}})
+		res, _ := json.Marshal(contract.LeaseGrant{RequestID: "req_1"})
+		w.Write(contract.Response{ID: req.ID, Result: res})
+	})
+	c, err := New(context.Background(), conn, contract.HelloInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seen []contract.LeaseProgress
+	g, err := c.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: "ios"}, func(p contract.LeaseProgress) { seen = append(seen, p) })
+	if err != nil || g.RequestID != "req_1" {
+		t.Fatalf("grant = %+v, %v", g, err)
+	}
+	if len(seen) != 1 || *seen[0].Percent != 41 {
+		t.Errorf("progress = %+v, want only the valid 41%% step", seen)
+	}
+}

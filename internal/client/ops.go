@@ -124,3 +124,11 @@ func (c *Client) Exec(ctx context.Context, in contract.ExecInput, output func(co
 	err := c.call(ctx, contract.OpDeviceExec, in, &r, &call{output: output})
 	return r, err
 }
+
+// InstallComponent installs a runtime (admin); progress is called with each
+// step, from the read loop.
+func (c *Client) InstallComponent(ctx context.Context, in contract.ComponentInstallInput, progress func(contract.ComponentProgress)) (contract.ComponentInstallResult, error) {
+	var r contract.ComponentInstallResult
+	err := c.call(ctx, contract.OpComponentInstall, in, &r, &call{install: progress})
+	return r, err
+}

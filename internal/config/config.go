@@ -33,6 +33,9 @@ const (
 	kindString
 	// kindModels is one model name or a non-empty list of them.
 	kindModels
+	// kindPlatformLists is an object of version lists by platform:
+	// {"ios":["26.4"],"android":["37"]}.
+	kindPlatformLists
 )
 
 // keySpec declares one setting.
@@ -87,7 +90,17 @@ var keys = []keySpec{
 	{key: "drivers.demo.provisionMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to create a device"},
 	{key: "drivers.demo.bootMs", kind: kindInt, def: int64(2000), min: 0, doc: "demo: time to boot a device"},
 	{key: "drivers.demo.reclaimMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to clean a device after a lease"},
-	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy"},
+	{key: "drivers.demo.downloadableRuntimes", kind: kindPlatformLists, def: map[string][]string{"ios": {"26.4"}, "android": {"37"}},
+		doc: "demo: runtimes listed as downloadable but not installed, by platform; a download installs one for good"},
+	{key: "drivers.demo.downloadMs", kind: kindInt, def: int64(5000), min: 0,
+		doc: "demo: time a simulated runtime download takes"},
+	{key: "downloads.policy", kind: kindEnum, def: "on-request", allowed: []string{"never", "on-request", "always"},
+		doc: "when a lease may download a missing runtime: never, on-request (--allow-download), always"},
+	{key: "downloads.timeoutMs", kind: kindInt, def: int64(20 * 60 * 1000), min: 1,
+		doc: "longest a caller waits for a runtime download, counted from its arrival (DOWNLOAD_TIMEOUT)"},
+	{key: "downloads.acceptAndroidLicenses", kind: kindBool, def: false,
+		doc: "let sdkmanager accept Android SDK licenses when an install needs it"},
+	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy", "install"},
 		doc: "demo: operations that always fail, to try failure paths"},
 	{key: "drivers.enabled", kind: kindList, allowed: []string{"ios", "android", "demo"},
 		doc: "drivers to start (default: ios and android where their tools are found; demo only when named); SIMLOCK_DRIVERS overrides"},
@@ -305,6 +318,30 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			out = append(out, s)
 		}
 		return out, nil
+	case kindPlatformLists:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, bad(`must be an object of version lists by platform, like {"ios":["26.4"],"android":["37"]}, got %s`, describe(v))
+		}
+		out := map[string][]string{}
+		for p, list := range m {
+			if p != "ios" && p != "android" {
+				return nil, bad("platforms are ios and android, got %q", p)
+			}
+			arr, ok := list.([]any)
+			if !ok {
+				return nil, bad("%s must be a list of versions, got %s", p, describe(list))
+			}
+			out[p] = []string{}
+			for _, item := range arr {
+				s, ok := item.(string)
+				if !ok || s == "" || len(s) > 64 || strings.ContainsAny(s, " \t\n") {
+					return nil, bad("%s: versions are short strings such as 26.4, got %s", p, describe(item))
+				}
+				out[p] = append(out[p], s)
+			}
+		}
+		return out, nil
 	case kindList:
 		arr, ok := v.([]any)
 		if !ok {
@@ -366,6 +403,16 @@ func (c *Config) Bool(key string) bool {
 func (c *Config) String(key string) string {
 	v, _ := c.values[key].(string)
 	return v
+}
+
+// PlatformLists is a setting of version lists by platform.
+func (c *Config) PlatformLists(key string) map[string][]string {
+	v, _ := c.values[key].(map[string][]string)
+	out := make(map[string][]string, len(v))
+	for p, l := range v {
+		out[p] = slices.Clone(l)
+	}
+	return out
 }
 
 // List is a list setting.
@@ -510,6 +557,13 @@ func (k keySpec) fromText(s string) (any, error) {
 			return k.fromJSON(items)
 		}
 		return k.fromJSON(strings.TrimSpace(s))
+	case kindPlatformLists:
+		var doc any
+		dec := json.NewDecoder(strings.NewReader(s))
+		if err := dec.Decode(&doc); err != nil {
+			return nil, &Error{Key: k.key, Msg: fmt.Sprintf(`must be a JSON object such as {"ios":["26.4"],"android":["37"]}, got %q`, s)}
+		}
+		return k.fromJSON(doc)
 	case kindList:
 		items := []any{}
 		if strings.HasPrefix(strings.TrimSpace(s), "[") {

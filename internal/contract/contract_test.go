@@ -95,3 +95,28 @@ func TestProgressJSONCarriesOnlyItsStagesFields(t *testing.T) {
 		t.Errorf("booting = %s", b)
 	}
 }
+
+func TestDownloadingProgressIsBoundedBySchema(t *testing.T) {
+	ok := `{"stage":"downloading","component":"26.4","waiting":false,"percent":41}`
+	var p LeaseProgress
+	if err := json.Unmarshal([]byte(ok), &p); err != nil || p.Component != "26.4" || p.Percent == nil || *p.Percent != 41 {
+		t.Fatalf("valid step: %+v, %v", p, err)
+	}
+	back, _ := json.Marshal(p)
+	if string(back) != ok {
+		t.Errorf("round trip = %s, want %s", back, ok)
+	}
+	for _, bad := range []string{
+		`{"stage":"downloading","component":"26.4","waiting":false,"percent":101}`,
+		`{"stage":"downloading","component":"26.4","waiting":false,"percent":-1}`,
+		`{"stage":"downloading","component":"` + strings.Repeat("x", 65) + `","waiting":false}`,
+		`{"stage":"downloading","waiting":true}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &p); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"stage":"downloading","component":"`+strings.Repeat("x", 64)+`","waiting":true}`), &p); err != nil {
+		t.Errorf("a 64-character component was refused: %v", err)
+	}
+}

@@ -45,6 +45,13 @@ const (
 	CodeUnsupportedMediaType       Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeUnknownRoute               Code = "UNKNOWN_ROUTE"
 	CodeMethodNotAllowed           Code = "METHOD_NOT_ALLOWED"
+	CodeDownloadTimeout            Code = "DOWNLOAD_TIMEOUT"
+	CodeDownloadsDisabled          Code = "DOWNLOADS_DISABLED"
+	CodeInsufficientDiskSpace      Code = "INSUFFICIENT_DISK_SPACE"
+	CodeLicenseNotAccepted         Code = "LICENSE_NOT_ACCEPTED"
+	CodeComponentNotOwned          Code = "COMPONENT_NOT_OWNED"
+	CodeComponentInUse             Code = "COMPONENT_IN_USE"
+	CodeComponentBusy              Code = "COMPONENT_BUSY"
 )
 
 // ExitLeaseLost is the exit code of a lease holder whose lease the daemon ended.
@@ -89,6 +96,13 @@ var codes = map[Code]codeInfo{
 	CodeUnsupportedMediaType:       {2, http.StatusUnsupportedMediaType},
 	CodeUnknownRoute:               {2, http.StatusNotFound},
 	CodeMethodNotAllowed:           {2, http.StatusMethodNotAllowed},
+	CodeDownloadTimeout:            {10, http.StatusGatewayTimeout},
+	CodeDownloadsDisabled:          {12, http.StatusForbidden},
+	CodeInsufficientDiskSpace:      {12, http.StatusUnprocessableEntity},
+	CodeLicenseNotAccepted:         {12, http.StatusUnprocessableEntity},
+	CodeComponentNotOwned:          {12, http.StatusConflict},
+	CodeComponentInUse:             {12, http.StatusConflict},
+	CodeComponentBusy:              {11, http.StatusConflict},
 }
 
 // Codes lists every code in the table.

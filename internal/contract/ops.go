@@ -87,6 +87,10 @@ var ops = map[Op]OpInfo{
 	OpTokenCreate:        {AdminOnly: true},
 	OpTokenList:          {AdminOnly: true},
 	OpTokenRevoke:        {AdminOnly: true},
+
+	OpComponentInstall: {AdminOnly: true},
+	OpComponentList:    {},
+	OpComponentRemove:  {AdminOnly: true},
 }
 
 // LookupOp reports how op is treated, and whether it exists.
@@ -168,6 +172,9 @@ type LeaseRequestInput struct {
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	// NoWait refuses with NO_CAPACITY instead of queueing.
 	NoWait bool `json:"noWait,omitempty"`
+	// AllowDownload lets a missing runtime be downloaded (within
+	// downloads.policy); the wait then shows the downloading stage.
+	AllowDownload bool `json:"allowDownload,omitempty"`
 	// RequesterID attributes the request; it defaults to the session principal.
 	RequesterID    string `json:"requesterId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`

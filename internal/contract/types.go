@@ -132,26 +132,47 @@ type Stage string
 // The stages a waiting requester sees, in the order they can happen.
 const (
 	StageQueued       Stage = "queued"
+	StageDownloading  Stage = "downloading"
 	StageReclaiming   Stage = "reclaiming"
 	StageProvisioning Stage = "provisioning"
 	StageBooting      Stage = "booting"
 )
 
+// Bounds of the downloading stage's fields.
+const (
+	MaxComponentLen = 64
+	MaxPercent      = 100
+)
+
 // LeaseProgress is one step of a wait, pushed to the requester as it happens.
-// Queued carries QueuePosition (from 1); the other stages carry EtaMs.
+// Queued carries QueuePosition (from 1); downloading carries Component,
+// Waiting (still behind another install) and, once the installer printed
+// one, Percent; the other stages carry EtaMs.
 type LeaseProgress struct {
 	Stage         Stage
 	QueuePosition int
 	EtaMs         int64
+	Component     string
+	Waiting       bool
+	// Percent is a whole number from 0 to 100, or nil while unknown.
+	Percent *int
 }
 
 // MarshalJSON writes only the fields that belong to the stage.
 func (p LeaseProgress) MarshalJSON() ([]byte, error) {
-	if p.Stage == StageQueued {
+	switch p.Stage {
+	case StageQueued:
 		return json.Marshal(struct {
 			Stage         Stage `json:"stage"`
 			QueuePosition int   `json:"queuePosition"`
 		}{p.Stage, p.QueuePosition})
+	case StageDownloading:
+		return json.Marshal(struct {
+			Stage     Stage  `json:"stage"`
+			Component string `json:"component"`
+			Waiting   bool   `json:"waiting"`
+			Percent   *int   `json:"percent,omitempty"`
+		}{p.Stage, p.Component, p.Waiting, p.Percent})
 	}
 	return json.Marshal(struct {
 		Stage Stage `json:"stage"`
@@ -159,18 +180,44 @@ func (p LeaseProgress) MarshalJSON() ([]byte, error) {
 	}{p.Stage, p.EtaMs})
 }
 
-// UnmarshalJSON reads any stage.
+// UnmarshalJSON reads any stage, refusing a downloading step whose
+// component or percent is out of bounds: a relayed push is checked before
+// anyone acts on it.
 func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 	var w struct {
-		Stage         Stage `json:"stage"`
-		QueuePosition int   `json:"queuePosition"`
-		EtaMs         int64 `json:"etaMs"`
+		Stage         Stage  `json:"stage"`
+		QueuePosition int    `json:"queuePosition"`
+		EtaMs         int64  `json:"etaMs"`
+		Component     string `json:"component"`
+		Waiting       bool   `json:"waiting"`
+		Percent       *int   `json:"percent"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs}
+	if w.Stage == StageDownloading {
+		if w.Component == "" || len(w.Component) > MaxComponentLen {
+			return BadRequest("component", "must be 1 to %d characters, got %d", MaxComponentLen, len(w.Component))
+		}
+		if w.Percent != nil && (*w.Percent < 0 || *w.Percent > MaxPercent) {
+			return BadRequest("percent", "must be a whole number from 0 to %d, got %d", MaxPercent, *w.Percent)
+		}
+	}
+	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent}
 	return nil
+}
+
+// Same reports whether two steps say the same thing.
+func (p LeaseProgress) Same(q LeaseProgress) bool {
+	if p.Percent != nil && q.Percent != nil {
+		if *p.Percent != *q.Percent {
+			return false
+		}
+	} else if (p.Percent == nil) != (q.Percent == nil) {
+		return false
+	}
+	return p.Stage == q.Stage && p.QueuePosition == q.QueuePosition && p.EtaMs == q.EtaMs &&
+		p.Component == q.Component && p.Waiting == q.Waiting
 }
 
 // RequestState is where a lease request is. Granted, failed and cancelled are
@@ -328,6 +375,9 @@ type Status struct {
 	Leases     []LeaseRecord    `json:"leases,omitempty"`
 	Waiting    []WaitingRequest `json:"waiting,omitempty"`
 	QueueDepth int              `json:"queueDepth"`
+	// Installs are the component installs running or waiting, oldest
+	// first (at most 16).
+	Installs []InstallStatus `json:"installs,omitempty"`
 }
 
 // Catalog is what a platform offers.
@@ -340,6 +390,10 @@ type Catalog struct {
 	ModelAliases   map[string][]string      `json:"modelAliases"`
 	ModelClasses   map[string]DeviceClass   `json:"modelClasses"`
 	ClassDefaults  map[DeviceClass][]string `json:"classDefaults"`
+	// Downloadable lists runtimes known to be downloadable but not
+	// installed (a lease with allowDownload may fetch one), when the
+	// driver knows them.
+	Downloadable []string `json:"downloadable,omitempty"`
 }
 
 // CatalogResult answers catalog.get.

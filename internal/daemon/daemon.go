@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
@@ -71,7 +72,9 @@ type Options struct {
 	// (a driver may start helpers, such as Android's adb server, that only
 	// the daemon holding the home may own); its result replaces Drivers,
 	// DriverNotes, Rejections and Prerequisites.
-	SetupDrivers func(ctx context.Context) (DriverSetup, error)
+	// installed lists, per platform, the receipts of the components
+	// simlock installed in earlier runs (a simulated driver restores them).
+	SetupDrivers func(ctx context.Context, installed map[contract.Platform][]string) (DriverSetup, error)
 	Host         core.Host
 	// ClassDefaults are configured model preferences per platform and class.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
@@ -95,6 +98,7 @@ type Daemon struct {
 	bus       *events.Bus
 	db        *store.DB
 	engine    *leasing.Engine
+	installer *components.Installer
 	ln        net.Listener
 	lock      *os.File
 	tokenHash [32]byte
@@ -262,8 +266,17 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	if d.opts.SetupDrivers != nil {
+		installed := map[contract.Platform][]string{}
+		recs, err := db.Components(ctx)
+		if err != nil {
+			fail(err)
+			return
+		}
+		for _, r := range recs {
+			installed[r.Platform] = append(installed[r.Platform], r.Receipt)
+		}
 		// Written before ready closes; read only after.
-		set, err := d.opts.SetupDrivers(ctx)
+		set, err := d.opts.SetupDrivers(ctx, installed)
 		if err != nil {
 			fail(err)
 			return
@@ -271,16 +284,19 @@ func (d *Daemon) converge(ctx context.Context) {
 		d.opts.Drivers, d.opts.DriverNotes, d.opts.Rejections, d.opts.Prerequisites = set.Drivers, set.Notes, set.Rejections, set.Prerequisites
 	}
 	cfg := d.opts.Config
+	d.installer = d.newInstaller(db)
 	d.engine = leasing.New(leasing.Options{
-		Store:         db,
-		Drivers:       d.opts.Drivers,
-		Limits:        core.LimitsFrom(cfg, d.opts.Host),
-		ClassDefaults: d.opts.ClassDefaults,
-		DefaultTTL:    time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
-		MaxTTL:        time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
-		Logger:        d.log.With("module", "leasing"),
-		Publish:       d.bus.Publish,
-		LeaseEnded:    d.leaseEnded,
+		Store:          db,
+		Drivers:        d.opts.Drivers,
+		Limits:         core.LimitsFrom(cfg, d.opts.Host),
+		ClassDefaults:  d.opts.ClassDefaults,
+		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		Logger:         d.log.With("module", "leasing"),
+		Publish:        d.bus.Publish,
+		LeaseEnded:     d.leaseEnded,
+		Installer:      d.installer,
+		DownloadPolicy: cfg.String("downloads.policy"),
 	})
 	if err := d.recordRejections(ctx); err != nil {
 		fail(err)
@@ -405,6 +421,10 @@ func (d *Daemon) Stop(reason string) error {
 	d.closeHTTP()
 	d.endLife()
 	<-d.ready
+	if d.installer != nil {
+		// Installs in flight stop; the requests waiting on them fail.
+		d.installer.Close()
+	}
 	if d.engine != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), d.opts.StopGrace)
 		if err := d.engine.Shutdown(ctx, reason); err != nil {

@@ -231,6 +231,24 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return s.d.exec(s, caller, call, in)
+	case contract.OpComponentInstall:
+		var in contract.ComponentInstallInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.installComponent(s, call, in)
+	case contract.OpComponentList:
+		var in contract.ComponentListInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.listComponents(s, in)
+	case contract.OpComponentRemove:
+		var in contract.ComponentRemoveInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.removeComponent(s, in)
 	case contract.OpTokenCreate:
 		var in contract.TokenCreateInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -345,6 +363,9 @@ func (d *Daemon) status() contract.Status {
 	s.Devices = d.engine.Devices()
 	s.Leases = d.engine.Leases(leasing.Caller{Admin: true})
 	s.Waiting = d.engine.WaitingList()
+	if d.installer != nil {
+		s.Installs = d.installer.Installs()
+	}
 	for _, w := range s.Waiting {
 		if w.Stage == "queued" {
 			s.QueueDepth++

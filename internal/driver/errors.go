@@ -63,6 +63,8 @@ func (e *PassthroughRefusedError) Error() string { return "simlock " + e.Tool + 
 func ContractError(err error) *contract.Error {
 	var (
 		refused *PassthroughRefusedError
+		license *LicenseNotAcceptedError
+		nodl    *NotDownloadableError
 		unknown *UnknownModelError
 		missing *RuntimeMissingError
 		boot    *BootTimeoutError
@@ -82,6 +84,12 @@ func ContractError(err error) *contract.Error {
 			e = e.With("component", missing.Component)
 		}
 		return e
+	case errors.As(err, &license):
+		return contract.Errorf(contract.CodeLicenseNotAccepted, "%s", err.Error()).
+			With("platform", license.Platform).With("componentName", license.ComponentName)
+	case errors.As(err, &nodl):
+		return contract.Errorf(contract.CodeRuntimeMissing, "%s", err.Error()).
+			With("platform", nodl.Platform).With("component", nodl.Component).With("downloadable", false)
 	case errors.As(err, &refused):
 		return contract.Errorf(contract.CodePassthroughRefused, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):

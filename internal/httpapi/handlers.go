@@ -46,6 +46,9 @@ type leaseRequestBody struct {
 	TTLMs     int64                `json:"ttlMs,omitempty"`
 	TimeoutMs int64                `json:"timeoutMs,omitempty"`
 	NoWait    bool                 `json:"noWait,omitempty"`
+	// AllowDownload lets a missing runtime be downloaded (within
+	// downloads.policy); the request then shows the downloading state.
+	AllowDownload bool `json:"allowDownload,omitempty"`
 }
 
 // leaseRequestField maps a contract field name to the HTTP one, so that
@@ -71,6 +74,7 @@ func (b *leaseRequestBody) input(idempotencyKey string) contract.LeaseRequestInp
 		TTLMs:          b.TTLMs,
 		TimeoutMs:      b.TimeoutMs,
 		NoWait:         b.NoWait,
+		AllowDownload:  b.AllowDownload,
 		IdempotencyKey: idempotencyKey,
 	}
 }

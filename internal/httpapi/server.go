@@ -134,6 +134,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/events", accessOperator, s.replayEvents)
 	s.handle("GET /v1/events/stream", accessOperator, s.streamEvents)
 	s.handle("GET /v1/tokens", accessOperator, s.listTokens)
+	s.handle("POST /v1/components/install", accessOperator, s.installComponent)
+	s.handle("GET /v1/components", accessAgent, s.listComponents)
+	s.handle("DELETE /v1/components/{platform}/{version}", accessOperator, s.removeComponent)
 }
 
 func (s *Server) handle(pattern string, acc access, h handlerFunc) {

@@ -70,16 +70,20 @@ func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.Device
 
 // requestView is a lease request as the HTTP API shows it.
 type requestView struct {
-	ID            string               `json:"id"`
-	RequesterID   string               `json:"requesterId"`
-	State         string               `json:"state"`
-	QueuePosition int                  `json:"queuePosition,omitempty"`
-	EtaMs         *int64               `json:"etaMs,omitempty"`
-	CreatedAt     string               `json:"createdAt"`
-	SettledAt     string               `json:"settledAt,omitempty"`
-	Spec          contract.RequestSpec `json:"spec"`
-	Lease         *leaseView           `json:"lease,omitempty"`
-	Error         *contract.Error      `json:"error,omitempty"`
+	ID            string `json:"id"`
+	RequesterID   string `json:"requesterId"`
+	State         string `json:"state"`
+	QueuePosition int    `json:"queuePosition,omitempty"`
+	EtaMs         *int64 `json:"etaMs,omitempty"`
+	// Component, Waiting and Percent describe the downloading state.
+	Component string               `json:"component,omitempty"`
+	Waiting   *bool                `json:"waiting,omitempty"`
+	Percent   *int                 `json:"percent,omitempty"`
+	CreatedAt string               `json:"createdAt"`
+	SettledAt string               `json:"settledAt,omitempty"`
+	Spec      contract.RequestSpec `json:"spec"`
+	Lease     *leaseView           `json:"lease,omitempty"`
+	Error     *contract.Error      `json:"error,omitempty"`
 }
 
 // requestView builds the view of st. A granted request's lease is looked up
@@ -107,6 +111,11 @@ func (s *Server) requestView(ctx context.Context, tok contract.TokenRecord, st c
 		if st.Progress != nil {
 			eta := st.Progress.EtaMs
 			v.EtaMs = &eta
+		}
+	case contract.StageDownloading:
+		if p := st.Progress; p != nil {
+			waiting := p.Waiting
+			v.Component, v.Waiting, v.Percent = p.Component, &waiting, p.Percent
 		}
 	}
 	switch rec.State {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
@@ -149,30 +150,127 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if cerr == nil && r.spec.Model != "" && e.removingLocked(r.spec) {
+		cerr = contract.Errorf(contract.CodeRuntimeMissing, "%s %s is being removed", r.spec.Platform, r.spec.OSVersion).
+			With("platform", r.spec.Platform).With("osVersion", r.spec.OSVersion).With("downloadable", false)
+	}
+	if cerr != nil && cerr.Code == contract.CodeRuntimeMissing && cerr.Details["downloadable"] == true && !in.AllowDownload &&
+		e.opts.DownloadPolicy == "on-request" && e.opts.Installer != nil && e.opts.Installer.Supports(in.Platform) {
+		cerr = cerr.With("hint", "allow a download with --allow-download (allowDownload: true)")
+	}
 	if cerr != nil {
+		if component, ok := e.downloadFor(cerr, in); ok && !r.rec.State.Terminal() {
+			r.downloading = true
+			e.bumpLocked(r)
+			e.goWork(func() { e.download(r, drv, component) })
+			return r, nil
+		}
 		e.settleLocked(r, nil, cerr, "unresolvable-spec")
 		return r, nil
 	}
 	if r.rec.State.Terminal() { // cancelled while resolving
 		return r, nil
 	}
+	e.enqueueLocked(r)
+	return r, nil
+}
+
+// enqueueLocked puts a resolved request in line and serves the queue.
+func (e *Engine) enqueueLocked(r *request) {
+	r.queuedAt = time.Now()
 	e.queue = append(e.queue, r)
 	e.serveQueueLocked()
-	if r.rec.State == contract.RequestQueued && in.NoWait {
-		e.failQueuedLocked(r, contract.Errorf(contract.CodeNoCapacity, "no %s device is free and capacity is full", in.Platform).
-			With("platform", in.Platform), "no-wait")
-		return r, nil
+	if r.rec.State == contract.RequestQueued && r.rec.Policy.NoWait {
+		e.failQueuedLocked(r, contract.Errorf(contract.CodeNoCapacity, "no %s device is free and capacity is full", r.rec.Spec.Platform).
+			With("platform", r.rec.Spec.Platform), "no-wait")
+		return
 	}
 	e.reportPositionsLocked()
 	if r.rec.State == contract.RequestQueued {
 		tx := e.begin()
 		tx.event("lease.queued", map[string]any{"requestId": r.rec.ID, "queuePosition": r.rec.QueuePosition})
 		_, _ = e.commitLocked(tx)
-		if in.TimeoutMs > 0 {
-			r.timer = time.AfterFunc(time.Duration(in.TimeoutMs)*time.Millisecond, func() { e.timeout(r) })
+		if ms := r.rec.Policy.TimeoutMs; ms > 0 {
+			r.timer = time.AfterFunc(time.Duration(ms)*time.Millisecond, func() { e.timeout(r) })
 		}
 	}
-	return r, nil
+}
+
+// downloadFor says whether a request that failed to resolve with cerr
+// should download a runtime, and which component: the runtime must be
+// downloadable, the request allowed to download (within downloads.policy),
+// and a driver able to install it.
+func (e *Engine) downloadFor(cerr *contract.Error, in contract.LeaseRequestInput) (string, bool) {
+	if cerr.Code != contract.CodeRuntimeMissing || cerr.Details["downloadable"] != true {
+		return "", false
+	}
+	component, _ := cerr.Details["component"].(string)
+	if component == "" || len(component) > contract.MaxComponentLen || e.opts.Installer == nil || !e.opts.Installer.Supports(in.Platform) {
+		return "", false
+	}
+	switch e.opts.DownloadPolicy {
+	case "always":
+		return component, true
+	case "never":
+		return "", false
+	}
+	return component, in.AllowDownload
+}
+
+// download installs the runtime a request needs, reporting the install as
+// the downloading stage, then resolves the request again and puts it in
+// line. The install runs whether or not the requester still waits: other
+// requests may have joined it, and the runtime stays installed.
+func (e *Engine) download(r *request, drv driver.Driver, component string) {
+	p := r.rec.Spec.Platform
+	_, err := e.opts.Installer.Install(e.ctx, p, component, func(rep components.Report) {
+		step := contract.LeaseProgress{Stage: contract.StageDownloading, Component: component, Waiting: rep.Waiting}
+		if rep.Percent != nil {
+			pct := min(max(int(*rep.Percent), 0), contract.MaxPercent) // rounded down
+			step.Percent = &pct
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		// A percentage is sent once per whole number.
+		if !r.rec.State.Terminal() && !step.Same(r.last) {
+			e.pushLocked(r, step)
+		}
+	})
+	var spec contract.DeviceSpec
+	var cerr *contract.Error
+	reason := "download-failed"
+	if err != nil {
+		cerr = contract.AsError(err)
+	} else {
+		// The new runtime shows in a fresh catalog.
+		cat, lerr := drv.ListCatalog(e.ctx)
+		e.mu.Lock()
+		if lerr == nil {
+			e.catalogs[p] = cat
+		} else {
+			cat = e.catalogs[p]
+		}
+		e.mu.Unlock()
+		r.want = core.WantOf(r.rec.Spec, cat)
+		spec, cerr = e.resolve(e.ctx, drv, r.want, cat)
+		reason = "unresolvable-spec"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r.downloading = false
+	if r.rec.State.Terminal() {
+		return
+	}
+	if r.abandoned || e.stopping {
+		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+		return
+	}
+	if cerr != nil {
+		e.settleLocked(r, nil, cerr, reason)
+		return
+	}
+	r.spec = spec
+	e.enqueueLocked(r)
 }
 
 func idempotencyConflict(key string) *contract.Error {
@@ -616,7 +714,7 @@ func (e *Engine) requeue(r *request, devID string, p plan) {
 		e.log.Error("could not record a requeued request", "requestId", r.rec.ID, "err", err)
 	}
 	if ms := r.rec.Policy.TimeoutMs; ms > 0 {
-		r.timer = time.AfterFunc(time.Until(time.UnixMilli(r.rec.CreatedAt+ms)), func() { e.timeout(r) })
+		r.timer = time.AfterFunc(time.Until(r.queuedAt.Add(time.Duration(ms)*time.Millisecond)), func() { e.timeout(r) })
 	}
 	e.serveLocked()
 }
@@ -770,6 +868,8 @@ func (e *Engine) abandon(r *request) bool {
 	}
 	switch r.rec.State {
 	case contract.RequestQueued:
+		// Also while it waits for a download: the request ends now; the
+		// install goes on, for whoever else needs the runtime.
 		e.failQueuedLocked(r, contract.Errorf(contract.CodeCancelled, "the requester stopped waiting"), "cancelled")
 		e.serveLocked()
 	case contract.RequestStarting:
@@ -822,7 +922,7 @@ func (e *Engine) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelIn
 	if found == nil || !c.sees(found.rec) {
 		return contract.LeaseCancelResult{Outcome: contract.CancelNotFound}, nil
 	}
-	if found.rec.State != contract.RequestQueued {
+	if found.rec.State != contract.RequestQueued || found.downloading {
 		return contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: found.rec.ID}, nil
 	}
 	e.failQueuedLocked(found, contract.Errorf(contract.CodeCancelled, "the request was cancelled"), "cancelled")

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
@@ -64,6 +65,12 @@ type Options struct {
 	// LeaseEnded is told whenever a lease ends, with the reason, so the
 	// sessions holding it can be told at once. It must not block.
 	LeaseEnded func(lease contract.LeaseRecord, reason string)
+	// Installer downloads missing runtimes for requests that allow it; nil
+	// means no request downloads.
+	Installer *components.Installer
+	// DownloadPolicy is downloads.policy: never, on-request (the request's
+	// allowDownload) or always.
+	DownloadPolicy string
 }
 
 // Caller is who calls an operation.
@@ -96,6 +103,7 @@ type Engine struct {
 	byDevice  map[string]string       // device id -> active lease id
 	requests  map[string]*request     // open requests
 	revs      uint64                  // last request revision handed out
+	removing  map[string]bool         // runtimes being removed ("ios/26.4")
 	queue     []*request              // waiting, in arrival order
 	claims    map[string]string       // device id -> operation in flight
 	stuck     map[string]bool         // devices that failed to stop or delete: never victims
@@ -125,6 +133,12 @@ type request struct {
 	releasing string
 	// target is the device being readied, once the request left the queue.
 	target *contract.DeviceSpec
+	// downloading is set while the request waits for a runtime download;
+	// it is not in the queue then, and cannot be cancelled.
+	downloading bool
+	// queuedAt is when the request entered the queue (after any download);
+	// its timeoutMs counts from there.
+	queuedAt time.Time
 	// detached requests were made as a resource (lease-request.create):
 	// they wait whether or not anyone watches, until cancelled.
 	detached bool
@@ -158,7 +172,7 @@ func New(opts Options) *Engine {
 	return &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
-		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, timers: map[string]*time.Timer{},
+		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, timers: map[string]*time.Timer{},
 		catalogs: map[contract.Platform]driver.Catalog{},
 	}
 }

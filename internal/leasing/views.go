@@ -90,9 +90,12 @@ func (e *Engine) WaitingList() []contract.WaitingRequest {
 	out := []contract.WaitingRequest{}
 	for _, r := range e.sortedRequestsLocked() {
 		w := contract.WaitingRequest{RequestID: r.rec.ID, RequesterID: r.rec.RequesterID, Spec: r.rec.Spec, WaitingMs: t - r.rec.CreatedAt}
-		if r.rec.State == contract.RequestQueued {
+		switch {
+		case r.downloading:
+			w.Stage = "downloading"
+		case r.rec.State == contract.RequestQueued:
 			w.Stage, w.QueuePosition = "queued", r.rec.QueuePosition
-		} else {
+		default:
 			w.Stage = "starting"
 		}
 		out = append(out, w)

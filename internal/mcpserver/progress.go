@@ -62,6 +62,31 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 		}
 	case "granted":
 		msg = "Leased " + target
+	case "downloading":
+		// Within its band the stage follows the installer's percentage; a
+		// request still waiting behind another install sits at the base.
+		var comp string
+		var pct *int
+		waiting := false
+		if p := st.Progress; p != nil {
+			comp, pct, waiting = p.Component, p.Percent, p.Waiting
+		}
+		switch {
+		case waiting:
+			msg = fmt.Sprintf("Waiting for another download to finish before runtime %s (for %s)", comp, target)
+			remaining = math.Inf(1)
+		case pct == nil:
+			msg = fmt.Sprintf("Downloading runtime %s for %s", comp, target)
+			remaining = math.Inf(1)
+		default:
+			msg = fmt.Sprintf("Downloading runtime %s for %s (%d%%)", comp, target, *pct)
+			// 1000/(remaining+1) = pct*9.99 gives the band's share.
+			if *pct > 0 {
+				remaining = bandSize/(float64(*pct)*(bandSize-1)/100) - 1
+			} else {
+				remaining = math.Inf(1)
+			}
+		}
 	default:
 		left := int64(0)
 		if st.Progress != nil {

@@ -79,3 +79,56 @@ func TestQueueBandLeavesRoomForDownloading(t *testing.T) {
 		t.Errorf("first in queue = %v %q, want below the downloading band", p, r.lastMsg)
 	}
 }
+
+func downloading(waiting bool, percent *int, rev uint64) contract.LeaseRequestStatus {
+	st := status(contract.RequestQueued, "", 0, 0, rev)
+	st.Progress = &contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: waiting, Percent: percent}
+	st.Request.Stage = contract.StageDownloading
+	return st
+}
+
+func TestDownloadingSitsBetweenQueuedAndProvisioningAndFollowsThePercent(t *testing.T) {
+	n := func(v int) *int { return &v }
+	seq := []contract.LeaseRequestStatus{
+		status(contract.RequestQueued, contract.StageQueued, 1, 0, 1),
+		downloading(true, nil, 2),
+		downloading(false, nil, 3),
+		downloading(false, n(10), 4),
+		downloading(false, n(41), 5),
+		downloading(false, n(100), 6),
+		status(contract.RequestStarting, contract.StageProvisioning, 0, 50_000, 7),
+		status(contract.RequestStarting, contract.StageBooting, 0, 40_000, 8),
+	}
+	var r reporter
+	var got []float64
+	var msgs []string
+	for i, st := range seq {
+		p, msg, ok := r.step(st, time.Unix(int64(i), 0), time.Hour)
+		if !ok {
+			t.Fatalf("step %d not reported", i)
+		}
+		got, msgs = append(got, p), append(msgs, msg)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Errorf("progress %v goes down or stays at step %d", got, i)
+		}
+	}
+	for i := 1; i <= 5; i++ {
+		if got[i] < stageBand["downloading"] || got[i] >= stageBand["provisioning"] {
+			t.Errorf("downloading step %d = %v, outside its band [%v, %v)", i, got[i], stageBand["downloading"], stageBand["provisioning"])
+		}
+		if !strings.Contains(msgs[i], "26.4") {
+			t.Errorf("message %q does not name the component", msgs[i])
+		}
+	}
+	if got[1] != stageBand["downloading"] {
+		t.Errorf("waiting behind another install = %v, want the band's base %v", got[1], stageBand["downloading"])
+	}
+	if got[4] < stageBand["downloading"]+400 || got[4] > stageBand["downloading"]+420 {
+		t.Errorf("41%% = %v, want about 41%% into the band", got[4])
+	}
+	if !strings.Contains(msgs[4], "41%") || !strings.Contains(msgs[1], "Waiting") {
+		t.Errorf("messages = %q", msgs)
+	}
+}

@@ -37,6 +37,7 @@ type leaseInput struct {
 	TTLMs          int64                `json:"ttlMs,omitempty" jsonschema:"lease lifetime between renewals in milliseconds; this server renews it for you while it runs; omit for the daemon's default"`
 	TimeoutMs      int64                `json:"timeoutMs,omitempty" jsonschema:"give up (QUEUE_TIMEOUT) if no device is free within this many milliseconds; omit to wait until cancelled"`
 	NoWait         bool                 `json:"noWait,omitempty" jsonschema:"fail at once with NO_CAPACITY instead of queueing"`
+	AllowDownload  bool                 `json:"allowDownload,omitempty" jsonschema:"download the OS runtime if it is not installed (takes 10 to 20 minutes; progress shows a downloading stage); without it a missing runtime fails with RUNTIME_MISSING"`
 	WaitSeconds    *int64               `json:"waitSeconds,omitempty" jsonschema:"longest this call waits before answering pending (default 45, at most 55); the request keeps its place, continue with wait_for_lease"`
 	IdempotencyKey string               `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice: repeating a call with the same key returns the same request instead of making a second one"`
 }
@@ -44,7 +45,7 @@ type leaseInput struct {
 func (in *leaseInput) request() contract.LeaseRequestInput {
 	return contract.LeaseRequestInput{
 		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion,
-		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, IdempotencyKey: in.IdempotencyKey,
+		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, AllowDownload: in.AllowDownload, IdempotencyKey: in.IdempotencyKey,
 	}
 }
 

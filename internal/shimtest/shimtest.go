@@ -1,8 +1,11 @@
 // Package shimtest builds the fake platform tools in testdata/shims and lays
 // them out as a Mac's PATH (xcrun, xcodebuild) or an Android SDK
 // (cmdline-tools/latest/bin/avdmanager and sdkmanager, emulator/emulator,
-// platform-tools/adb), each with its own state directory. Tests of the
-// drivers, the daemon and the CLI use it; it is not part of simlock itself.
+// platform-tools/adb, and the system images DefaultAndroidImages names),
+// each with its own state directory. The shims can download too
+// (xcodebuild -downloadPlatform, sdkmanager --install); Set, HangNext and
+// FailNext change how. Tests of the drivers, the daemon and the CLI use it;
+// it is not part of simlock itself.
 //
 // Build is safe for concurrent use; it compiles the shims once per process.
 package shimtest
@@ -20,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -130,7 +134,44 @@ func Build(tb testing.TB) Env {
 	if err := os.MkdirAll(e.State, 0o700); err != nil {
 		tb.Fatal(err)
 	}
+	for _, img := range DefaultAndroidImages() {
+		if err := e.layOutImage(img); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	return e
+}
+
+// DefaultAndroidImages are the system images a fresh SDK has installed, as
+// package paths: API 34 and 36 with Google APIs, and API 35 with both
+// Google APIs and Wear OS, all for the host's ABI.
+func DefaultAndroidImages() []string {
+	abi := "x86_64"
+	if runtime.GOARCH == "arm64" {
+		abi = "arm64-v8a"
+	}
+	return []string{
+		"system-images;android-34;google_apis;" + abi,
+		"system-images;android-35;android-wear;" + abi,
+		"system-images;android-35;google_apis;" + abi,
+		"system-images;android-36;google_apis;" + abi,
+	}
+}
+
+// layOutImage installs system image pkg in the SDK as sdkmanager would: its
+// directory, a source.properties and a small system.img.
+func (e Env) layOutImage(pkg string) error {
+	parts := strings.Split(pkg, ";")
+	dir := filepath.Join(e.SDK, parts[0], parts[1], parts[2], parts[3])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	props := fmt.Sprintf("AndroidVersion.ApiLevel=%s\nPkg.Revision=9\nSystemImage.Abi=%s\nSystemImage.TagId=%s\n",
+		strings.TrimPrefix(parts[1], "android-"), parts[3], parts[2])
+	if err := os.WriteFile(filepath.Join(dir, "source.properties"), []byte(props), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "system.img"), make([]byte, 8192), 0o644)
 }
 
 // Environ is the environment that points programs at these shims, added to
@@ -191,4 +232,48 @@ func (e Env) FailNext(tb testing.TB, tool, sub string, code int, stderr string) 
 	if err := os.WriteFile(path, []byte(fmt.Sprintf("%d\n%s", code, stderr)), 0o600); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// HangNext makes the next install of tool stall until it is killed:
+// sub "downloadPlatform" for xcodebuild -downloadPlatform (it stalls at
+// 0%), "install" for sdkmanager --install (at its first progress bar).
+func (e Env) HangNext(tb testing.TB, tool, sub string) {
+	tb.Helper()
+	e.FailNext(tb, tool, sub+"-hang", 0, "")
+}
+
+// The shims' settings, for Set. A test may also set one for a single
+// program with the environment variable SIMLOCK_SHIM_<name>, which wins.
+const (
+	// SettingDownloadStep is the pause (a Go duration) between the
+	// progress redraws of xcodebuild -downloadPlatform and sdkmanager
+	// --install; 20ms when unset. A long one lets a test see a download in
+	// flight.
+	SettingDownloadStep = "DOWNLOAD_STEP"
+	// SettingSDKLicenses "unaccepted" makes sdkmanager --install refuse
+	// every system image for its license until sdkmanager --licenses has
+	// been answered y on stdin.
+	SettingSDKLicenses = "SDK_LICENSES"
+)
+
+// Set sets one of the shims' settings for every later tool call.
+func (e Env) Set(tb testing.TB, name, value string) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(e.State, "setting-"+name), []byte(value), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// SetDownloadStep sets the pause between the shims' download progress
+// redraws.
+func (e Env) SetDownloadStep(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	e.Set(tb, SettingDownloadStep, d.String())
+}
+
+// RefuseAndroidLicenses makes sdkmanager refuse to install system images
+// until its licenses are accepted with sdkmanager --licenses.
+func (e Env) RefuseAndroidLicenses(tb testing.TB) {
+	tb.Helper()
+	e.Set(tb, SettingSDKLicenses, "unaccepted")
 }

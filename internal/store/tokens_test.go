@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -48,5 +49,32 @@ func TestTokensSurviveReopenAndRevoke(t *testing.T) {
 	got, _ = db.Tokens(ctx)
 	if len(got) != 1 || got[0].ID != "tok_b" {
 		t.Fatalf("tokens after revoke = %+v", got)
+	}
+}
+
+func TestComponentRecordsReplaceAndDelete(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := components.Record{Platform: contract.PlatformIOS, Version: "26.4", Name: "iOS 26.4", Receipt: "a@1", InstalledAt: 5}
+	if err := db.PutComponent(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	r.Receipt = "a@2"
+	if err := db.PutComponent(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Components(ctx)
+	if err != nil || len(got) != 1 || got[0] != r {
+		t.Fatalf("records = %+v, %v; want the reinstall's receipt only", got, err)
+	}
+	if err := db.DeleteComponent(ctx, contract.PlatformIOS, "26.4"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Components(ctx); len(got) != 0 {
+		t.Fatalf("records after delete = %+v", got)
 	}
 }

@@ -454,6 +454,9 @@ type progress struct {
 	Stage         string `json:"stage"`
 	QueuePosition int    `json:"queuePosition"`
 	EtaMs         *int64 `json:"etaMs"`
+	Component     string `json:"component"`
+	Waiting       *bool  `json:"waiting"`
+	Percent       *int   `json:"percent"`
 }
 
 func parseProgress(s string) (progress, bool) {

@@ -19,6 +19,11 @@
 // emulator or hardware config changed) or fails to load, the device is shut
 // down and its next boot wipes user data and captures a new one.
 //
+// Components. The system images are read from the SDK's directories
+// (system-images/android-<api>/<tag>/<abi>); sdkmanager installs and
+// uninstalls them, and the images a user's own AVDs name are reported as
+// in use outside simlock. See InstallComponent.
+//
 // A Driver is safe for concurrent use. The core never runs two operations on
 // one device at once; the driver's own shared state, the emulators it started
 // and the console ports it reserved, is guarded by one mutex.
@@ -28,6 +33,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -100,6 +106,15 @@ type Options struct {
 	// BootTimeout bounds a boot from spawning the emulator to ready; 0
 	// means 180 s.
 	BootTimeout time.Duration
+	// AcceptLicenses lets InstallComponent accept the SDK's licenses
+	// (sdkmanager --licenses) when an install is refused for them
+	// (downloads.acceptAndroidLicenses).
+	AcceptLicenses bool
+	// UserAVDHome is the user's own AVD directory, where the AVDs that
+	// make a system image in use outside simlock live; "" means the
+	// daemon's $ANDROID_AVD_HOME, else $ANDROID_USER_HOME/avd, else
+	// ~/.android/avd.
+	UserAVDHome string
 }
 
 // Driver is the Android driver. Create it with New and stop it with Close.
@@ -115,6 +130,10 @@ type Driver struct {
 	adbEnv      []string // env plus the private server's isolation
 	log         *slog.Logger
 	bootTimeout time.Duration
+	// acceptLicenses and userAVDHome are the Options of the same names,
+	// with userAVDHome's default applied.
+	acceptLicenses bool
+	userAVDHome    string
 	// server is the adb server this driver started; nil when it adopted
 	// one that an earlier simlock started.
 	server *child
@@ -158,17 +177,19 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		root:        filepath.Clean(opts.Root),
-		instance:    opts.Instance,
-		sdk:         sdk,
-		port:        port,
-		home:        opts.Home,
-		run:         opts.Runner,
-		log:         opts.Logger,
-		bootTimeout: opts.BootTimeout,
-		running:     make(map[string]*child),
-		ports:       make(map[int]string),
-		resolved:    make(map[contract.DeviceSpec]resolvedSpec),
+		root:           filepath.Clean(opts.Root),
+		instance:       opts.Instance,
+		sdk:            sdk,
+		port:           port,
+		home:           opts.Home,
+		run:            opts.Runner,
+		log:            opts.Logger,
+		bootTimeout:    opts.BootTimeout,
+		acceptLicenses: opts.AcceptLicenses,
+		userAVDHome:    userAVDHomeOr(opts.UserAVDHome, os.Getenv),
+		running:        make(map[string]*child),
+		ports:          make(map[int]string),
+		resolved:       make(map[contract.DeviceSpec]resolvedSpec),
 	}
 	if d.run == nil {
 		d.run = runner.OS{}

@@ -8,24 +8,31 @@
 // The driver never runs a process, opens a file or uses the network; a device
 // is an entry in memory and is gone with the Driver.
 //
+// Runtimes can be downloaded too (see components.go): Options names versions
+// that are downloadable but not installed, and InstallComponent installs one
+// after a simulated download, after which the catalog offers it. An install
+// lives in memory like a device, so the daemon hands the runtimes simlock
+// installed in earlier runs back through Options.Installed.
+//
 // Waits use time.NewTimer and end early when the context is done, so under
 // testing/synctest they run on the bubble's fake clock. A call whose context
 // is done fails with a *driver.CrashError that wraps the context's error, as a
 // real driver's killed tool would.
 //
 // Failures can be injected per operation ("provision", "boot", "reclaim",
-// "shutdown", "destroy"): always, through Options.Fail, or once, through
-// FailOn. An injected failure comes after the operation's usual wait and
-// leaves the device as it was. It is always a *driver.CrashError wrapping
-// ErrInjected, boot included: the demo driver never returns
-// *driver.BootTimeoutError, since that error means a device was slow, and a
-// simulated device is exactly as slow as configured.
+// "shutdown", "destroy", "install"): always, through Options.Fail, or once,
+// through FailOn. An injected failure comes after the operation's usual wait
+// and leaves the device as it was, or installs nothing. It is always a
+// *driver.CrashError wrapping ErrInjected, boot included: the demo driver
+// never returns *driver.BootTimeoutError, since that error means a device was
+// slow, and a simulated device is exactly as slow as configured.
 //
 // A Driver is safe for concurrent use. Waits hold no lock, so operations on
 // different devices overlap as they would on a real machine; one mutex guards
-// all device state. The driver contract lets the caller rely on never running
-// two operations on the same device at once; if it does anyway, the driver
-// still stays consistent: no console port is lost or given twice.
+// all device state and the catalog, which installs and removals change. The
+// driver contract lets the caller rely on never running two operations on the
+// same device at once; if it does anyway, the driver still stays consistent:
+// no console port is lost or given twice.
 package demo
 
 import (
@@ -45,7 +52,10 @@ import (
 	"github.com/simlock/simlock/internal/driver"
 )
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Installer = (*Driver)(nil)
+)
 
 // ErrInjected is the cause of every injected failure, so a test can tell an
 // injected failure from a real one with errors.Is.
@@ -59,11 +69,12 @@ const (
 	opReclaim   = string(driver.OpReclaim)
 	opShutdown  = "shutdown"
 	opDestroy   = "destroy"
+	opInstall   = "install"
 )
 
 func knownOp(op string) bool {
 	switch op {
-	case opProvision, opBoot, opReclaim, opShutdown, opDestroy:
+	case opProvision, opBoot, opReclaim, opShutdown, opDestroy, opInstall:
 		return true
 	}
 	return false
@@ -88,8 +99,22 @@ type Options struct {
 	// being a part of what a reclaim does. Zero means no wait at all.
 	ProvisionTime, BootTime, ReclaimTime time.Duration
 	// Fail names operations that always fail: any of "provision", "boot",
-	// "reclaim", "shutdown" and "destroy".
+	// "reclaim", "shutdown", "destroy" and "install".
 	Fail []string
+	// DownloadableRuntimes are the versions InstallComponent can install
+	// ("26.4" on iOS, API level "37" on Android). One that is installed
+	// already (built in, or named in Installed) is simply installed; it
+	// becomes downloadable when removed.
+	DownloadableRuntimes []string
+	// DownloadTime is how long InstallComponent takes. Zero means no wait.
+	DownloadTime time.Duration
+	// Installed are runtimes installed from the start besides the built-in
+	// ones: those simlock downloaded in earlier runs, since an install
+	// lives only as long as the Driver. An entry is a version, or the
+	// Receipt of an earlier install ("demo:ios:26.4:3"), which the runtime
+	// then keeps so that simlock's record of that install still matches it.
+	// A bare version gets the receipt "demo:<platform>:<version>:restored".
+	Installed []string
 }
 
 type devState int
@@ -111,15 +136,23 @@ type device struct {
 // Driver is the demo driver. Create it with New.
 type Driver struct {
 	platform contract.Platform
-	// catalog and alwaysFail are set by New and never changed, so they are
-	// read without the lock.
-	catalog                              driver.Catalog
-	alwaysFail                           map[string]bool
-	provisionTime, bootTime, reclaimTime time.Duration
+	// alwaysFail, the times and runtimes are set by New and never changed,
+	// so they are read without the lock.
+	alwaysFail                                         map[string]bool
+	provisionTime, bootTime, reclaimTime, downloadTime time.Duration
+	runtimes                                           runtimeTable
 
 	// mu guards the fields below.
-	mu      sync.Mutex
-	devices map[string]*device
+	mu sync.Mutex
+	// catalog is what is installed now. Its Runtimes and every
+	// ModelRuntimes list are kept newest first, which ResolveSpec relies
+	// on, and Downloadable lists the downloadable runtimes not installed.
+	catalog driver.Catalog
+	// receipts holds the receipt of every installed runtime.
+	receipts map[string]string
+	// installs counts installs, so that each gets a receipt of its own.
+	installs int
+	devices  map[string]*device
 	// ports maps a console port to the ID of the device holding it. The
 	// holder is checked before a port is freed, so a late release cannot
 	// free a port already handed to another device.
@@ -133,7 +166,9 @@ type Driver struct {
 }
 
 // New returns a driver for opts.Platform. It rejects an invalid platform, a
-// negative time and an unknown operation name in opts.Fail.
+// negative time, an unknown operation name in opts.Fail and a runtime in
+// opts.DownloadableRuntimes or opts.Installed that is not a version (or, in
+// Installed, a receipt of this platform).
 func New(opts Options) (*Driver, error) {
 	if !opts.Platform.Valid() {
 		return nil, fmt.Errorf("demo: invalid platform %q: want %q or %q",
@@ -143,6 +178,7 @@ func New(opts Options) (*Driver, error) {
 		"ProvisionTime": opts.ProvisionTime,
 		"BootTime":      opts.BootTime,
 		"ReclaimTime":   opts.ReclaimTime,
+		"DownloadTime":  opts.DownloadTime,
 	} {
 		if d < 0 {
 			return nil, fmt.Errorf("demo: %s is negative: %s", name, d)
@@ -151,29 +187,45 @@ func New(opts Options) (*Driver, error) {
 	always := make(map[string]bool, len(opts.Fail))
 	for _, op := range opts.Fail {
 		if !knownOp(op) {
-			return nil, fmt.Errorf("demo: unknown operation %q in Fail: want one of provision, boot, reclaim, shutdown, destroy", op)
+			return nil, fmt.Errorf("demo: unknown operation %q in Fail: want one of provision, boot, reclaim, shutdown, destroy, install", op)
 		}
 		always[op] = true
 	}
-	return &Driver{
+	catalog := catalogFor(opts.Platform)
+	runtimes, err := newRuntimeTable(catalog, opts.DownloadableRuntimes)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
 		platform:      opts.Platform,
-		catalog:       catalogFor(opts.Platform),
 		alwaysFail:    always,
 		provisionTime: opts.ProvisionTime,
 		bootTime:      opts.BootTime,
 		reclaimTime:   opts.ReclaimTime,
+		downloadTime:  opts.DownloadTime,
+		runtimes:      runtimes,
+		catalog:       catalog,
+		receipts:      make(map[string]string, len(catalog.Runtimes)),
 		devices:       make(map[string]*device),
 		ports:         make(map[int]string),
 		gone:          make(map[string]bool),
 		calls:         make(map[string]int),
 		failAt:        make(map[string]map[int]bool),
-	}, nil
+	}
+	for _, v := range catalog.Runtimes {
+		d.receipts[v] = d.receipt(v, builtinStamp)
+	}
+	if err := d.restore(opts.Installed); err != nil {
+		return nil, err
+	}
+	d.refreshLocked()
+	return d, nil
 }
 
 // FailOn makes the n-th call of op from now on (1 is the next call) fail
-// once. op is one of "provision", "boot", "reclaim", "shutdown" and
-// "destroy". Every call counts, whatever its outcome. An unknown op or an n
-// below 1 is a programming error and panics.
+// once. op is one of "provision", "boot", "reclaim", "shutdown", "destroy"
+// and "install". Every call counts, whatever its outcome. An unknown op or an
+// n below 1 is a programming error and panics.
 func (d *Driver) FailOn(op string, n int) {
 	if !knownOp(op) {
 		panic(fmt.Sprintf("demo: FailOn: unknown operation %q", op))
@@ -196,25 +248,38 @@ func (d *Driver) Name() string { return "demo" }
 func (d *Driver) Platform() contract.Platform { return d.platform }
 
 // ResolveSpec matches the model by its name or, ignoring case, an alias. An
-// empty OS version picks the newest runtime paired with the model; a version
-// such as "18" picks the newest paired runtime that is "18" or starts with
-// "18.".
+// empty OS version picks the newest installed runtime paired with the model;
+// a version such as "18" picks the newest paired runtime that is "18" or
+// starts with "18.". When no installed runtime fits but a downloadable one
+// would, and would pair with the model once installed, the
+// *driver.RuntimeMissingError is Downloadable and names it as its Component.
 func (d *Driver) ResolveSpec(_ context.Context, req driver.Request) (contract.DeviceSpec, error) {
 	if req.Platform != "" && req.Platform != d.platform {
 		return contract.DeviceSpec{}, fmt.Errorf("demo: driver serves %s, not %s", d.platform, req.Platform)
 	}
-	model, ok := d.canonicalModel(req.Model)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	model, ok := d.canonicalModelLocked(req.Model)
 	if !ok {
 		return contract.DeviceSpec{}, &driver.UnknownModelError{Platform: d.platform, Model: req.Model}
 	}
 	version, ok := pickRuntime(d.catalog.ModelRuntimes[model], req.OSVersion)
 	if !ok {
-		return contract.DeviceSpec{}, &driver.RuntimeMissingError{Platform: d.platform, OSVersion: req.OSVersion}
+		missing := &driver.RuntimeMissingError{Platform: d.platform, OSVersion: req.OSVersion}
+		// Downloadable is newest first, like the installed runtimes.
+		for _, v := range d.catalog.Downloadable {
+			if _, fits := pickRuntime([]string{v}, req.OSVersion); fits && slices.Contains(d.runtimes.pairs(v), model) {
+				missing.Downloadable, missing.Component = true, v
+				break
+			}
+		}
+		return contract.DeviceSpec{}, missing
 	}
 	return contract.DeviceSpec{Platform: d.platform, Model: model, OSVersion: version}, nil
 }
 
-func (d *Driver) canonicalModel(name string) (string, bool) {
+// canonicalModelLocked needs d.mu held, as the catalog is read.
+func (d *Driver) canonicalModelLocked(name string) (string, bool) {
 	if _, ok := d.catalog.ModelClasses[name]; ok {
 		return name, true
 	}
@@ -249,7 +314,10 @@ type deviceData struct {
 // ResolveSpec; one outside the catalog fails as a real tool would.
 func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (driver.Device, error) {
 	fail := d.begin(opProvision)
-	if spec.Platform != d.platform || !slices.Contains(d.catalog.ModelRuntimes[spec.Model], spec.OSVersion) {
+	d.mu.Lock()
+	offered := slices.Contains(d.catalog.ModelRuntimes[spec.Model], spec.OSVersion)
+	d.mu.Unlock()
+	if spec.Platform != d.platform || !offered {
 		return driver.Device{}, crash(opProvision, fmt.Errorf("demo: %s %s %s is not in the catalog", spec.Platform, spec.Model, spec.OSVersion))
 	}
 	if err := run(ctx, opProvision, d.provisionTime, fail); err != nil {
@@ -507,6 +575,8 @@ func (d *Driver) Estimate(op driver.Operation, _ contract.DeviceSpec) time.Durat
 // ListCatalog returns a deep copy of the catalog, so a caller that changes it
 // changes neither the driver nor later answers.
 func (d *Driver) ListCatalog(context.Context) (driver.Catalog, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return cloneCatalog(d.catalog), nil
 }
 
@@ -583,6 +653,7 @@ func cloneCatalog(c driver.Catalog) driver.Catalog {
 		ModelAliases:   cloneLists(c.ModelAliases),
 		ModelClasses:   maps.Clone(c.ModelClasses),
 		ClassDefaults:  defaults,
+		Downloadable:   slices.Clone(c.Downloadable),
 	}
 }
 

@@ -156,6 +156,7 @@ func (t deviceType) runsIOS() bool {
 // simRuntime is an installed, available iOS runtime.
 type simRuntime struct {
 	id, name, version string
+	build             string // e.g. 23E244; "" when simctl prints none
 	v                 version
 	supported         map[string]bool // device type identifiers
 }
@@ -241,7 +242,8 @@ func parseCatalog(b []byte) (catalog, error) {
 		if !ok {
 			continue
 		}
-		rt := simRuntime{id: id, name: name, version: ver, v: v, supported: map[string]bool{}}
+		build, _ := field[string](o, "buildversion")
+		rt := simRuntime{id: id, name: name, version: ver, build: build, v: v, supported: map[string]bool{}}
 		supported, _ := field[[]json.RawMessage](o, "supportedDeviceTypes")
 		for _, s := range objects(supported) {
 			if sid, ok := field[string](s, "identifier"); ok {

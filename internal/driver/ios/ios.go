@@ -3,13 +3,19 @@
 //
 // Containment: simlock owns one device set, the root (drivers.ios.deviceRoot,
 // claimed with the ownership package), and every simctl call the driver
-// makes names it with `--set <root>`. A UDID does not resolve outside its
-// set, so the user's own simulators in the default set are out of reach by
-// construction. Before anything destructive (shutdown, erase, delete) the
-// driver checks again that the root is still ours and that the UDID is
-// listed in it, so that a damaged registry or a typo cannot turn into
-// someone else's device being wiped. Device names (simlock-<uuid>) are
-// cosmetic and prove nothing.
+// makes about devices names it with `--set <root>`. A UDID does not resolve
+// outside its set, so the user's own simulators in the default set are out
+// of reach by construction. Before anything destructive (shutdown, erase,
+// delete) the driver checks again that the root is still ours and that the
+// UDID is listed in it, so that a damaged registry or a typo cannot turn
+// into someone else's device being wiped. Device names (simlock-<uuid>) are
+// cosmetic and prove nothing. The calls without a set touch no device:
+// runtimes are machine-wide, so `simctl runtime list` and `runtime delete`
+// name none, and counting the simulators outside simlock that use a runtime
+// reads the default set's list.
+//
+// Components (runtimes) are downloaded with `xcodebuild -downloadPlatform`;
+// see InstallComponent.
 //
 // The driver keeps no cache and no mutable state: each call reads what it
 // needs from simctl, so it always acts on what is installed now, and a
@@ -74,6 +80,11 @@ type Options struct {
 	LookPath func(string) (string, error)
 	// Logger receives a debug line per tool call; nil discards.
 	Logger *slog.Logger
+	// ComponentDir is a directory on the volume runtime downloads fill,
+	// for the core's free-space check; "" means
+	// /Library/Developer/CoreSimulator, where CoreSimulator keeps runtime
+	// images, when it exists, else the user's home directory.
+	ComponentDir string
 }
 
 // withDefaults fills in the nil fields, so New and Prerequisites agree.
@@ -100,6 +111,8 @@ type Driver struct {
 	xcrun      string
 	xcodebuild string
 	log        *slog.Logger
+	// componentDir is Options.ComponentDir with its default applied.
+	componentDir string
 }
 
 // New finds xcrun and xcodebuild, claims the root and returns the driver.
@@ -126,13 +139,14 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	opts.Logger.DebugContext(ctx, "ios driver ready", "root", opts.Root, "xcrun", xcrun, "xcodebuild", xcodebuild)
 	return &Driver{
-		root:       opts.Root,
-		instance:   opts.Instance,
-		run:        opts.Runner,
-		env:        slices.Clone(opts.Env),
-		xcrun:      xcrun,
-		xcodebuild: xcodebuild,
-		log:        opts.Logger,
+		root:         opts.Root,
+		instance:     opts.Instance,
+		run:          opts.Runner,
+		env:          slices.Clone(opts.Env),
+		xcrun:        xcrun,
+		xcodebuild:   xcodebuild,
+		log:          opts.Logger,
+		componentDir: componentDirOr(opts.ComponentDir),
 	}, nil
 }
 

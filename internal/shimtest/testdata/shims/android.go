@@ -6,9 +6,13 @@ package main
 // AVDs are real files in $ANDROID_AVD_HOME (<name>.ini and <name>.avd/), as
 // avdmanager makes them. Everything else lives in the state directory:
 //
-//   - android-sdk.json: the installed SDK packages (sdkmanager), by default
-//     emulator, platform-tools, cmdline-tools and system images for API
-//     34, 35 (also Wear OS) and 36 for the host's ABI.
+//   - android-sdk.json: the installed SDK packages other than system images
+//     (sdkmanager), by default emulator, platform-tools and cmdline-tools.
+//     System images are their directories in the SDK,
+//     system-images/android-<api>/<tag>/<abi>/ with a source.properties, as
+//     the real SDK has them; shimtest.Build lays out API 34, 35 (also Wear
+//     OS) and 36 for the host's ABI, sdkmanager --install adds one of the
+//     fake repository's (API 33 to 37) and --uninstall removes it.
 //   - android-emulators.json: the running emulators by console port, with
 //     their AVD, pid, the adb server they report to and when they finish
 //     booting. An entry whose process died is dropped on the next read.
@@ -28,7 +32,15 @@ package main
 //     "emu-avd-snapshot-load", "shell-getprop-sys.boot_completed",
 //     "devices".
 //   - avdmanager "create" / "delete" / "list"; sdkmanager "version",
-//     "list_installed", "install", "uninstall".
+//     "list_installed", "install", "uninstall", "licenses", and
+//     "install-hang": the next install stalls at its first progress bar
+//     until it is killed.
+//
+// Settings (shimtest.Env.Set, or $SIMLOCK_SHIM_<NAME>): DOWNLOAD_STEP is the
+// pause between sdkmanager's progress redraws (default 20ms);
+// SDK_LICENSES=unaccepted makes sdkmanager --install refuse every system
+// image with its license warning until `sdkmanager --licenses` has been
+// answered y twice (review, accept) on stdin.
 
 import (
 	"bufio"
@@ -39,7 +51,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -132,36 +143,95 @@ func androidAVDHome() string {
 	return filepath.Join(home, ".android", "avd")
 }
 
-func androidHostABI() string {
-	if runtime.GOARCH == "arm64" {
-		return "arm64-v8a"
+// androidSDKRoot is the SDK the tools belong to: $ANDROID_HOME, else
+// $ANDROID_SDK_ROOT, else the one the tool was run from.
+func androidSDKRoot() string {
+	for _, k := range []string{"ANDROID_HOME", "ANDROID_SDK_ROOT"} {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
 	}
-	return "x86_64"
+	dir := filepath.Dir(os.Args[0])
+	if filepath.Base(dir) == "bin" { // cmdline-tools/latest/bin
+		return filepath.Dir(filepath.Dir(filepath.Dir(dir)))
+	}
+	return filepath.Dir(dir) // emulator/, platform-tools/
 }
 
-// androidPackages loads the installed SDK packages. Call it only inside
-// withLock.
+// androidImageDir is where system image package pkg lives, or "" when pkg
+// is not a system image.
+func androidImageDir(pkg string) string {
+	parts := strings.Split(pkg, ";")
+	if len(parts) != 4 || parts[0] != "system-images" || !strings.HasPrefix(parts[1], "android-") {
+		return ""
+	}
+	return filepath.Join(androidSDKRoot(), "system-images", parts[1], parts[2], parts[3])
+}
+
+// androidImages scans the SDK for installed system images: a directory
+// system-images/android-<api>/<tag>/<abi> with a source.properties, as
+// sdkmanager leaves a finished install.
+func androidImages() []string {
+	var out []string
+	props, _ := filepath.Glob(filepath.Join(androidSDKRoot(), "system-images", "android-*", "*", "*", "source.properties"))
+	for _, p := range props {
+		abiDir := filepath.Dir(p)
+		tagDir := filepath.Dir(abiDir)
+		out = append(out, strings.Join([]string{"system-images", filepath.Base(filepath.Dir(tagDir)), filepath.Base(tagDir), filepath.Base(abiDir)}, ";"))
+	}
+	return out
+}
+
+// androidPackages lists the installed SDK packages: the others from the
+// state file, the system images from the SDK's directories. Call it only
+// inside withLock.
 func androidPackages() []string {
 	var st struct {
 		Packages []string `json:"packages"`
 	}
 	load(androidSDKFile, &st)
 	if st.Packages == nil {
-		abi := androidHostABI()
-		st.Packages = []string{
-			"cmdline-tools;latest", "emulator", "platform-tools",
-			"system-images;android-34;google_apis;" + abi,
-			"system-images;android-35;android-wear;" + abi,
-			"system-images;android-35;google_apis;" + abi,
-			"system-images;android-36;google_apis;" + abi,
-		}
+		st.Packages = []string{"cmdline-tools;latest", "emulator", "platform-tools"}
 	}
-	return st.Packages
+	pkgs := slices.DeleteFunc(st.Packages, func(p string) bool { return androidImageDir(p) != "" })
+	pkgs = append(pkgs, androidImages()...)
+	sort.Strings(pkgs)
+	return pkgs
 }
 
+// androidSavePackages saves the packages that are not system images; those
+// are their directories.
 func androidSavePackages(pkgs []string) {
+	pkgs = slices.DeleteFunc(slices.Clone(pkgs), func(p string) bool { return androidImageDir(p) != "" })
 	sort.Strings(pkgs)
 	save(androidSDKFile, map[string][]string{"packages": pkgs})
+}
+
+// androidImageDesc is sdkmanager's description of a system image.
+func androidImageDesc(tag, abi string) string {
+	arch := map[string]string{"x86_64": "Intel x86_64 Atom", "arm64-v8a": "ARM 64 v8a"}[abi]
+	if arch == "" {
+		arch = abi
+	}
+	name := map[string]string{"google_apis": "Google APIs", "google_apis_playstore": "Google Play", "android-wear": "Wear OS 5"}[tag]
+	if name == "" {
+		name = tag
+	}
+	return name + " " + arch + " System Image"
+}
+
+// androidDownloadable reports whether the fake repository offers system
+// image pkg: API 33 to 37, Google APIs or Play, Wear OS for 34 to 36.
+func androidDownloadable(pkg string) bool {
+	parts := strings.Split(pkg, ";")
+	if len(parts) != 4 || parts[0] != "system-images" {
+		return false
+	}
+	level := strings.TrimPrefix(parts[1], "android-")
+	tagOK := parts[2] == "google_apis" || parts[2] == "google_apis_playstore" ||
+		(parts[2] == "android-wear" && slices.Contains([]string{"34", "35", "36"}, level))
+	return slices.Contains([]string{"33", "34", "35", "36", "37"}, level) && tagOK &&
+		(parts[3] == "x86_64" || parts[3] == "arm64-v8a")
 }
 
 // androidReadIni reads a key=value file.
@@ -472,26 +542,21 @@ func androidSdkmanager(args []string) int {
 			fmt.Fprintln(os.Stderr, "Error: No package given")
 			return 1
 		}
-		withLock(func() {
-			installed := androidPackages()
-			for _, p := range pkgs {
-				if !slices.Contains(installed, p) {
-					installed = append(installed, p)
-				}
-			}
-			androidSavePackages(installed)
-		})
-		for _, pct := range []int{20, 45, 100} {
-			fmt.Printf("[%-39s] %d%% Downloading %s...\r", strings.Repeat("=", pct*39/100), pct, pkgs[0])
-		}
-		fmt.Println()
+		return androidSDKInstall(pkgs)
 	case "uninstall":
 		withLock(func() {
-			installed := slices.DeleteFunc(androidPackages(), func(p string) bool { return slices.Contains(pkgs, p) })
-			androidSavePackages(installed)
+			var rest []string
+			for _, p := range androidPackages() {
+				if !slices.Contains(pkgs, p) {
+					rest = append(rest, p)
+				} else if dir := androidImageDir(p); dir != "" {
+					os.RemoveAll(dir)
+				}
+			}
+			androidSavePackages(rest)
 		})
 	case "licenses":
-		fmt.Println("All SDK package licenses accepted.")
+		return androidLicenses()
 	case "update":
 		fmt.Println("No updates available")
 	default:
@@ -515,12 +580,8 @@ func androidPrintPackages(pkgs []string) {
 		case strings.HasPrefix(p, "cmdline-tools"):
 			r.version, r.desc = "19.0", "Android SDK Command-line Tools (latest)"
 		case len(parts) == 4 && parts[0] == "system-images":
-			arch := map[string]string{"x86_64": "Intel x86_64 Atom", "arm64-v8a": "ARM 64 v8a"}[parts[3]]
-			tag := map[string]string{"google_apis": "Google APIs", "android-wear": "Wear OS 5"}[parts[2]]
-			if tag == "" {
-				tag = parts[2]
-			}
-			r.version, r.desc = "9", tag+" "+arch+" System Image"
+			props, _ := androidReadIni(filepath.Join(androidImageDir(p), "source.properties"))
+			r.version, r.desc = props["Pkg.Revision"], androidImageDesc(parts[2], parts[3])
 		default:
 			r.version, r.desc = "1", p
 		}
@@ -561,4 +622,128 @@ func androidCopyFile(src, dst string) {
 		return
 	}
 	os.WriteFile(dst, b, 0o644)
+}
+
+// androidLicensesFile records that `sdkmanager --licenses` was answered
+// with y.
+const androidLicensesFile = "android-licenses-accepted"
+
+// androidLicensesPending reports whether an install would be refused for
+// its license: setting SDK_LICENSES is "unaccepted" and --licenses has not
+// been answered yet.
+func androidLicensesPending() bool {
+	if setting("SDK_LICENSES") != "unaccepted" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(stateDir(), androidLicensesFile))
+	return err != nil
+}
+
+// androidSDKInstall installs packages as `sdkmanager --install` does: a
+// system image becomes its directory, with a progress bar redrawn on
+// stdout a step (setting DOWNLOAD_STEP) apart; anything else is only
+// recorded. A package the fake repository lacks, or whose license is not
+// accepted, is refused with sdkmanager's warning. Failure key
+// "install-hang" makes the next install stall at its first bar until it is
+// killed.
+func androidSDKInstall(pkgs []string) int {
+	for _, p := range pkgs {
+		dir := androidImageDir(p)
+		if dir == "" {
+			continue
+		}
+		if !androidDownloadable(p) {
+			fmt.Fprintf(os.Stderr, "Warning: Failed to find package '%s'\n", p)
+			return 1
+		}
+		if androidLicensesPending() {
+			parts := strings.Split(p, ";")
+			desc := androidImageDesc(parts[2], parts[3])
+			fmt.Printf("Checking the license for package %s in %s\n", desc, filepath.Join(androidSDKRoot(), "licenses"))
+			fmt.Fprintf(os.Stderr, "Warning: License for package %s not accepted.\n", desc)
+			return 1
+		}
+	}
+	_, _, hang := failure("sdkmanager", "install-hang")
+	step := settingDuration("DOWNLOAD_STEP", 20*time.Millisecond)
+	for _, p := range pkgs {
+		dir := androidImageDir(p)
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "source.properties")); err == nil {
+			continue // installed: sdkmanager has nothing to do
+		}
+		parts := strings.Split(p, ";")
+		level, tag, abi := strings.TrimPrefix(parts[1], "android-"), parts[2], parts[3]
+		zip := fmt.Sprintf("%s-%s_r09.zip", abi, level)
+		bar := func(pct int, what string) {
+			fmt.Printf("[%-39s] %d%% %s\r", strings.Repeat("=", pct*39/100), pct, what)
+		}
+		bar(0, "Downloading "+zip+"...")
+		if hang {
+			waitForSignal()
+		}
+		for _, pct := range []int{20, 45, 70} {
+			time.Sleep(step)
+			bar(pct, "Downloading "+zip+"...")
+		}
+		time.Sleep(step)
+		bar(100, "Unzipping... "+abi+"/system.img")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+			return 1
+		}
+		os.WriteFile(filepath.Join(dir, "system.img"), make([]byte, 4096), 0o644)
+		err := androidWriteIni(filepath.Join(dir, "source.properties"), map[string]string{
+			"AndroidVersion.ApiLevel": level,
+			"Pkg.Desc":                androidImageDesc(tag, abi),
+			"Pkg.Revision":            "1",
+			"SystemImage.Abi":         abi,
+			"SystemImage.TagId":       tag,
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+			return 1
+		}
+	}
+	withLock(func() {
+		installed := androidPackages()
+		for _, p := range pkgs {
+			if !slices.Contains(installed, p) {
+				installed = append(installed, p)
+			}
+		}
+		androidSavePackages(installed)
+	})
+	fmt.Println()
+	return 0
+}
+
+// androidLicenses is `sdkmanager --licenses`: with a license pending it
+// asks to review it and to accept it, one y/N answer each on stdin.
+func androidLicenses() int {
+	if !androidLicensesPending() {
+		fmt.Println("All SDK package licenses accepted.")
+		return 0
+	}
+	in := bufio.NewReader(os.Stdin)
+	ask := func(q string) bool {
+		fmt.Print(q)
+		line, _ := in.ReadString('\n')
+		fmt.Println()
+		return strings.EqualFold(strings.TrimSpace(line), "y")
+	}
+	fmt.Println("1 of 1 SDK package license not accepted.")
+	if !ask("Review license that has not been accepted (y/N)? ") {
+		return 0
+	}
+	fmt.Println("License android-sdk-license:\n---------------------------------------\nTerms and Conditions (shortened by the shim)\n---------------------------------------")
+	if !ask("Accept? (y/N): ") {
+		fmt.Println("1 license not accepted")
+		return 0
+	}
+	os.WriteFile(filepath.Join(stateDir(), androidLicensesFile), nil, 0o600)
+	fmt.Println("All SDK package licenses accepted")
+	return 0
 }

@@ -18,19 +18,34 @@ package main
 //	simctl [--set DIR] shutdown UDID|all            149 when already shut down
 //	simctl [--set DIR] erase UDID|all               the device must be shut down
 //	simctl [--set DIR] delete UDID|all|unavailable  the device must be shut down
+//	simctl [--set DIR] runtime list [-j]            the installed runtime disk images
+//	simctl [--set DIR] runtime delete IMAGE         the set makes no difference
 //	simctl …anything else…                          prints its arguments, exits 0
 //	xcodebuild -version | -license check | -checkFirstLaunchStatus
+//	xcodebuild -downloadPlatform iOS [-buildVersion V]
 //
 // With a set, create also makes DIR/UDID/data, erase empties it and delete
 // removes DIR/UDID, as CoreSimulator lays out a set on disk.
 //
+// Runtimes are machine-wide and kept in $SIMLOCK_SHIM_STATE/ios-runtimes.json:
+// a fresh state has iOS 17.5, 18.2 (broken), 18.6 and 26.1, tvOS 26.1 and
+// watchOS 26.1; -downloadPlatform adds iOS 18.4 or 26.4 (the newest, which
+// "latest" gets) and runtime delete removes one. A download prints
+// xcodebuild's progress on stderr with a pause of setting DOWNLOAD_STEP
+// (default 20ms) between redraws; a longer one lets a test watch a download
+// in flight.
+//
 // Failures are injected per subcommand with the harness's fail-<tool>-<sub>
-// files: sub is the simctl subcommand ("boot", "list", …) for xcrun, and
-// the first option without its dash ("version", "license",
-// "checkFirstLaunchStatus") for xcodebuild.
+// files: sub is the simctl subcommand ("boot", "list", …) for xcrun, with
+// "runtime-list" and "runtime-delete" for the runtime subcommands, and the
+// first option without its dash ("version", "license",
+// "checkFirstLaunchStatus", "downloadPlatform") for xcodebuild;
+// "downloadPlatform-hang" makes the next download stall at 0% until it is
+// killed.
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -84,6 +99,11 @@ type iosRuntime struct {
 	platform, version, build string
 	available                bool
 	supports                 []string // device type names
+	// preinstalled: installed in a fresh state; any other iOS runtime of
+	// the table is only downloadable.
+	preinstalled bool
+	// image is the installed runtime's disk image identifier (a UUID).
+	image string
 }
 
 const iosUnbounded = 4294967295
@@ -106,19 +126,103 @@ func iosDeviceTypes() []iosDeviceType {
 	}
 }
 
-// iosRuntimes: iPhone 17 and the M5 iPad need 26.x, the M3 iPads 18.4 or
-// later, iPhone 8 stops at 16.x, and iOS 26.1 dropped iPhone Xs although
-// the device type sets no maximum (so Xs + 26.1 is installed but unpaired).
-// iOS 18.2 is installed but broken, as a runtime whose disk image is gone is.
-func iosRuntimes() []iosRuntime {
+// iosRuntimeTable is every runtime the shim knows, installed or not.
+// iPhone 17 and the M5 iPad need 26.x, the M3 iPads 18.4 or later, iPhone 8
+// stops at 16.x, and iOS 26.1 dropped iPhone Xs although the device type
+// sets no maximum (so Xs + 26.1 is installed but unpaired). iOS 18.2 is
+// installed but broken, as a runtime whose disk image is gone is. iOS 26.4
+// and 18.4 are not installed: xcodebuild -downloadPlatform can add them.
+func iosRuntimeTable() []iosRuntime {
 	return []iosRuntime{
-		{"iOS", "17.5", "21F79", true, []string{"iPhone 15", "iPhone Xs"}},
-		{"iOS", "18.2", "22C150", false, []string{"iPhone 16", "iPhone 15", "iPhone Xs"}},
-		{"iOS", "18.6", "22G86", true, []string{"iPhone 16", "iPhone 15", "iPhone Xs", "iPad Air 11-inch (M3)", "iPad (A16)"}},
-		{"iOS", "26.1", "23B86", true, []string{"iPhone 17", "iPhone 16", "iPhone 15", "iPad Pro 11-inch (M5)", "iPad Air 11-inch (M3)", "iPad (A16)"}},
-		{"tvOS", "26.1", "23J579", true, []string{"Apple TV 4K (3rd generation)"}},
-		{"watchOS", "26.1", "23S36", true, []string{"Apple Watch Series 11 (46mm)"}},
+		{"iOS", "17.5", "21F79", true, []string{"iPhone 15", "iPhone Xs"}, true, ""},
+		{"iOS", "18.2", "22C150", false, []string{"iPhone 16", "iPhone 15", "iPhone Xs"}, true, ""},
+		{"iOS", "18.4", "22E238", true, []string{"iPhone 16", "iPhone 15", "iPhone Xs", "iPad Air 11-inch (M3)", "iPad (A16)"}, false, ""},
+		{"iOS", "18.6", "22G86", true, []string{"iPhone 16", "iPhone 15", "iPhone Xs", "iPad Air 11-inch (M3)", "iPad (A16)"}, true, ""},
+		{"iOS", "26.1", "23B86", true, []string{"iPhone 17", "iPhone 16", "iPhone 15", "iPad Pro 11-inch (M5)", "iPad Air 11-inch (M3)", "iPad (A16)"}, true, ""},
+		{"iOS", "26.4", "23E244", true, []string{"iPhone 17", "iPhone 16", "iPhone 15", "iPad Pro 11-inch (M5)", "iPad Air 11-inch (M3)", "iPad (A16)"}, false, ""},
+		{"tvOS", "26.1", "23J579", true, []string{"Apple TV 4K (3rd generation)"}, true, ""},
+		{"watchOS", "26.1", "23S36", true, []string{"Apple Watch Series 11 (46mm)"}, true, ""},
 	}
+}
+
+// iosRuntimeStateFile holds the installed runtimes.
+const iosRuntimeStateFile = "ios-runtimes.json"
+
+// iosDeleteLag is how long a deleted runtime's image stays listed by
+// `runtime list` in state Deleting, as CoreSimulator deletes in the
+// background.
+const iosDeleteLag = 40 * time.Millisecond
+
+// iosInstall is an installed runtime.
+type iosInstall struct {
+	Platform string `json:"platform"`
+	Version  string `json:"version"`
+	Image    string `json:"image"`
+	// Broken: installed, but its disk image is unusable.
+	Broken bool `json:"broken,omitempty"`
+	// DeletedAt (unix ms) is when `runtime delete` was run on it.
+	DeletedAt int64 `json:"deletedAt,omitempty"`
+}
+
+type iosRuntimeState struct {
+	Initialized bool         `json:"initialized"`
+	Installed   []iosInstall `json:"installed"`
+}
+
+// iosLoadRuntimes loads the installed runtimes, laying out the preinstalled
+// ones on first use and dropping images whose deletion has finished. Call
+// it only inside withLock.
+func iosLoadRuntimes() iosRuntimeState {
+	var st iosRuntimeState
+	load(iosRuntimeStateFile, &st)
+	if !st.Initialized {
+		st.Initialized = true
+		for _, r := range iosRuntimeTable() {
+			if r.preinstalled {
+				st.Installed = append(st.Installed, iosInstall{Platform: r.platform, Version: r.version,
+					Image: iosImageID(r.build), Broken: !r.available})
+			}
+		}
+		save(iosRuntimeStateFile, st)
+	}
+	now := time.Now().UnixMilli()
+	kept := st.Installed[:0]
+	for _, in := range st.Installed {
+		if in.DeletedAt == 0 || now < in.DeletedAt+iosDeleteLag.Milliseconds() {
+			kept = append(kept, in)
+		}
+	}
+	st.Installed = kept
+	return st
+}
+
+// iosImageID is a fixed image identifier for a preinstalled runtime, so
+// that runs of the shim agree on it.
+func iosImageID(build string) string {
+	sum := sha256.Sum256([]byte("shim-image-" + build))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%X-%X-%X-%X-%X", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// iosRuntimes is the installed runtimes simctl lists, in table order: a
+// broken one is unavailable, and one being deleted stays listed until
+// CoreSimulator is done with it.
+func iosRuntimes() []iosRuntime {
+	var st iosRuntimeState
+	withLock(func() { st = iosLoadRuntimes() })
+	var out []iosRuntime
+	for _, r := range iosRuntimeTable() {
+		for _, in := range st.Installed {
+			if in.Platform == r.platform && in.Version == r.version {
+				r.available = r.available && !in.Broken
+				r.image = in.Image
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 func (r iosRuntime) id() string {
@@ -222,6 +326,8 @@ func iosXcrun(args []string) int {
 		return iosErase(set, rest)
 	case "delete":
 		return iosDelete(set, rest)
+	case "runtime":
+		return iosRuntimeCmd(rest)
 	}
 	// Everything else stands for the many read-only or app-level
 	// subcommands a passthrough may run: echo, so tests see what arrived.
@@ -355,11 +461,12 @@ func iosCreate(set string, args []string) int {
 		return iosFail(iosExitInvalid, 403, "Invalid device type: "+typeArg)
 	}
 	dt := iosDeviceTypes()[ti]
-	ri := slices.IndexFunc(iosRuntimes(), func(r iosRuntime) bool { return r.id() == rtArg || r.name() == rtArg })
-	if ri < 0 || !iosRuntimes()[ri].available {
+	runtimes := iosRuntimes()
+	ri := slices.IndexFunc(runtimes, func(r iosRuntime) bool { return r.id() == rtArg || r.name() == rtArg })
+	if ri < 0 || !runtimes[ri].available {
 		return iosFail(iosExitInvalid, 403, "Invalid runtime: "+rtArg)
 	}
-	rt := iosRuntimes()[ri]
+	rt := runtimes[ri]
 	if !slices.Contains(rt.supports, dt.name) {
 		return iosFail(iosExitInvalid, 403, "Incompatible device")
 	}
@@ -551,8 +658,199 @@ func iosXcodebuild(args []string) int {
 		fmt.Print("Xcode 26.1\nBuild version 17B55\n")
 	case "-license", "-checkFirstLaunchStatus", "-runFirstLaunch":
 		// Accepted and done: a test injects a failure to say otherwise.
+	case "-downloadPlatform":
+		return iosDownloadPlatform(args[1:])
 	default:
 		fmt.Println("xcodebuild " + strings.Join(args, " "))
 	}
 	return 0
+}
+
+// iosPlatformIDs are the platform identifiers `runtime list` prints.
+var iosPlatformIDs = map[string]string{
+	"iOS":     "com.apple.platform.iphonesimulator",
+	"tvOS":    "com.apple.platform.appletvsimulator",
+	"watchOS": "com.apple.platform.watchsimulator",
+}
+
+// iosImageSize is a runtime disk image's size: iOS images are the big ones.
+func iosImageSize(r iosRuntime) int64 {
+	if r.platform == "iOS" {
+		return 8_859_345_289
+	}
+	return 3_994_567_012
+}
+
+// iosRuntimeCmd is `simctl runtime list [-j]` and `simctl runtime delete
+// <image identifier>`. Deletion goes on in the background: for
+// iosDeleteLag the image stays listed as Deleting and its runtime in `list
+// runtimes`.
+func iosRuntimeCmd(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "Usage: simctl runtime <add|delete|list|match> ...")
+		return 64
+	}
+	if code, msg, ok := failure("xcrun", "runtime-"+args[0]); ok {
+		fmt.Fprint(os.Stderr, msg)
+		return code
+	}
+	switch args[0] {
+	case "list":
+		var st iosRuntimeState
+		withLock(func() { st = iosLoadRuntimes() })
+		out := map[string]any{}
+		for _, in := range st.Installed {
+			i := slices.IndexFunc(iosRuntimeTable(), func(r iosRuntime) bool { return r.platform == in.Platform && r.version == in.Version })
+			if i < 0 {
+				continue
+			}
+			r := iosRuntimeTable()[i]
+			state := "Ready"
+			if in.DeletedAt != 0 {
+				state = "Deleting"
+			}
+			out[in.Image] = map[string]any{
+				"build":              r.build,
+				"deletable":          true,
+				"identifier":         in.Image,
+				"kind":               "Disk Image",
+				"lastUsedAt":         "2026-05-01T10:11:06Z",
+				"mountPath":          "/Library/Developer/CoreSimulator/Volumes/" + r.platform + "_" + r.build,
+				"path":               "/Library/Developer/CoreSimulator/Images/" + in.Image + ".dmg",
+				"platformIdentifier": iosPlatformIDs[r.platform],
+				"runtimeIdentifier":  r.id(),
+				"signatureState":     "Verified",
+				"sizeBytes":          iosImageSize(r),
+				"state":              state,
+				"version":            r.version,
+			}
+		}
+		if !slices.Contains(args[1:], "-j") && !slices.Contains(args[1:], "--json") {
+			for id, v := range out {
+				m := v.(map[string]any)
+				fmt.Printf("%s %s (%s) - %s (%s)\n", m["platformIdentifier"], m["version"], m["build"], id, m["state"])
+			}
+			return 0
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Println(string(b))
+		return 0
+	case "delete":
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "Usage: simctl runtime delete <identifier>")
+			return 64
+		}
+		found := false
+		withLock(func() {
+			st := iosLoadRuntimes()
+			for i, in := range st.Installed {
+				if strings.EqualFold(in.Image, args[1]) && in.DeletedAt == 0 {
+					st.Installed[i].DeletedAt = time.Now().UnixMilli()
+					found = true
+				}
+			}
+			save(iosRuntimeStateFile, st)
+		})
+		if !found {
+			fmt.Fprintf(os.Stderr, "No runtime disk image found matching '%s'.\n", args[1])
+			return 1
+		}
+		return 0
+	}
+	fmt.Println("simctl runtime " + strings.Join(args, " "))
+	return 0
+}
+
+// iosDownloadPlatform is `xcodebuild -downloadPlatform iOS [-buildVersion
+// V]`: the newest iOS runtime of the table, or the one whose version or
+// build is V. It prints xcodebuild's progress redraws on stderr, a step
+// (setting DOWNLOAD_STEP) apart, then installs the runtime with a new disk
+// image. A runtime the table lacks is not available for download. Failure
+// key "downloadPlatform-hang" makes it print its first lines and then wait
+// until it is killed.
+func iosDownloadPlatform(args []string) int {
+	platform, buildVersion := "", ""
+	for i := 0; i < len(args); i++ {
+		switch {
+		case i == 0 && !strings.HasPrefix(args[i], "-"):
+			platform = args[i]
+		case args[i] == "-buildVersion" && i+1 < len(args):
+			buildVersion = args[i+1]
+			i++
+		case args[i] == "-exportPath" && i+1 < len(args):
+			i++
+		}
+	}
+	if platform != "iOS" {
+		fmt.Fprintf(os.Stderr, "xcodebuild: error: %q is not a platform this shim can download; pass iOS.\n", platform)
+		return 64
+	}
+	var target *iosRuntime
+	for _, r := range iosRuntimeTable() {
+		if r.platform != "iOS" || !r.available {
+			continue
+		}
+		switch {
+		case buildVersion == "" && (target == nil || iosNewer(r.version, target.version)):
+			target = &r
+		case buildVersion != "" && (r.version == buildVersion || r.build == buildVersion):
+			target = &r
+		}
+	}
+	fmt.Fprint(os.Stderr, "Finding content...\n")
+	if target == nil {
+		fmt.Fprintf(os.Stderr, "xcodebuild: error: iOS %s is not available for download.\n", buildVersion)
+		return 70
+	}
+	if slices.ContainsFunc(iosRuntimes(), func(r iosRuntime) bool {
+		return r.platform == "iOS" && r.version == target.version && r.available
+	}) {
+		fmt.Fprintf(os.Stderr, "iOS %s Simulator (%s) is already installed.\n", target.version, target.build)
+		return 0
+	}
+	_, _, hang := failure("xcodebuild", "downloadPlatform-hang")
+	step := settingDuration("DOWNLOAD_STEP", 20*time.Millisecond)
+	prefix := fmt.Sprintf("Downloading iOS %s Universal Simulator (%s): ", target.version, target.build)
+	fmt.Fprint(os.Stderr, prefix+"\r")
+	fmt.Fprint(os.Stderr, prefix+"Preparing to download...\r")
+	if hang {
+		fmt.Fprint(os.Stderr, prefix+"0,0% (73 kB of 8,86 GB)\r")
+		waitForSignal()
+		return 1
+	}
+	for _, p := range []struct{ pct, done string }{
+		{"0,0", "73 kB"}, {"0,4", "39,4 MB"}, {"2,7", "235 MB"}, {"9,7", "857,8 MB"},
+		{"38,5", "3,41 GB"}, {"71,2", "6,31 GB"}, {"100,0", "8,86 GB"},
+	} {
+		time.Sleep(step)
+		fmt.Fprintf(os.Stderr, "%s%s%% (%s of 8,86 GB)\r", prefix, p.pct, p.done)
+	}
+	withLock(func() {
+		st := iosLoadRuntimes()
+		st.Installed = slices.DeleteFunc(st.Installed, func(in iosInstall) bool {
+			return in.Platform == "iOS" && in.Version == target.version
+		})
+		st.Installed = append(st.Installed, iosInstall{Platform: "iOS", Version: target.version, Image: iosNewUDID()})
+		save(iosRuntimeStateFile, st)
+	})
+	fmt.Fprintf(os.Stderr, "\nDone downloading: iOS %s Simulator (%s).\n", target.version, target.build)
+	return 0
+}
+
+// iosNewer reports whether version a is newer than b.
+func iosNewer(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		var x, y int
+		if i < len(pa) {
+			fmt.Sscanf(pa[i], "%d", &x)
+		}
+		if i < len(pb) {
+			fmt.Sscanf(pb[i], "%d", &y)
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return false
 }

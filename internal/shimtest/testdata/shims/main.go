@@ -123,3 +123,36 @@ func failure(tool, sub string) (int, string, bool) {
 	})
 	return code, msg, found
 }
+
+// setting reads one of the shims' knobs: $SIMLOCK_SHIM_<NAME> when set,
+// else the file setting-<NAME> in the state dir (shimtest.Env.Set writes
+// it), else "". The environment wins so that one call can differ from the
+// rest; the file reaches every tool call of a test without plumbing.
+func setting(name string) string {
+	if v := os.Getenv("SIMLOCK_SHIM_" + name); v != "" {
+		return v
+	}
+	b, err := os.ReadFile(filepath.Join(stateDir(), "setting-"+name))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// settingDuration reads setting name as a Go duration; def when it is
+// unset or not a duration.
+func settingDuration(name string, def time.Duration) time.Duration {
+	d, err := time.ParseDuration(setting(name))
+	if err != nil || d < 0 {
+		return def
+	}
+	return d
+}
+
+// waitForSignal blocks until the process is told to stop, as a hung
+// installer does; SIGTERM's default action then ends it.
+func waitForSignal() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}

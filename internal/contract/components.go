@@ -1,0 +1,131 @@
+package contract
+
+// Component operations: install, list and remove runtimes (an iOS
+// simulator runtime, an Android system image).
+
+// The component operations.
+const (
+	OpComponentInstall Op = "component.install"
+	OpComponentList    Op = "component.list"
+	OpComponentRemove  Op = "component.remove"
+)
+
+// PushComponentProgress carries a component.install's progress.
+const PushComponentProgress = "component-progress"
+
+// ComponentInstallInput installs a component: a version ("26.4"), a bare
+// major ("26"), "latest" (iOS) or an API level ("36", Android).
+type ComponentInstallInput struct {
+	Platform Platform `json:"platform"`
+	Version  string   `json:"version"`
+}
+
+// Validate checks the input's fields.
+func (in *ComponentInstallInput) Validate() error {
+	if !in.Platform.Valid() {
+		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	return checkComponent("version", in.Version)
+}
+
+func checkComponent(field, v string) error {
+	if v == "" {
+		return BadRequest(field, "is required")
+	}
+	if len(v) > MaxComponentLen {
+		return BadRequest(field, "must be at most %d characters, got %d", MaxComponentLen, len(v))
+	}
+	if !idPattern.MatchString(v) {
+		return BadRequest(field, "must be a version such as 26.4, a major such as 26, latest, or an API level such as 36; got %q", clip(v))
+	}
+	return nil
+}
+
+// ComponentProgress is one step of an install, pushed to its caller:
+// waiting behind another install on the platform, then downloading, with a
+// whole-number percent once the installer printed one.
+type ComponentProgress struct {
+	Platform  Platform `json:"platform"`
+	Component string   `json:"component"`
+	State     string   `json:"state"` // waiting or downloading
+	Percent   *int     `json:"percent,omitempty"`
+}
+
+// ComponentInstallResult answers component.install.
+type ComponentInstallResult struct {
+	Platform  Platform `json:"platform"`
+	Component string   `json:"component"`
+	// Outcome is installed or already-installed.
+	Outcome string `json:"outcome"`
+	// Version is the installed runtime version or API level.
+	Version string `json:"version"`
+	Name    string `json:"name,omitempty"`
+}
+
+// ComponentListInput narrows component.list to one platform.
+type ComponentListInput struct {
+	Platform Platform `json:"platform,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *ComponentListInput) Validate() error {
+	if in.Platform != "" && !in.Platform.Valid() {
+		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	return nil
+}
+
+// Component is an installed component as component.list shows it.
+type Component struct {
+	Platform Platform `json:"platform"`
+	Version  string   `json:"version"`
+	Name     string   `json:"name"`
+	// Owned is set when simlock installed it; only those can be removed
+	// with component.remove.
+	Owned       bool  `json:"owned"`
+	InstalledAt int64 `json:"installedAt,omitempty"`
+	SizeBytes   int64 `json:"sizeBytes,omitempty"`
+	// Devices counts simlock's devices on it; ForeignDevices the others.
+	Devices        int `json:"devices"`
+	ForeignDevices int `json:"foreignDevices"`
+}
+
+// ComponentListResult answers component.list.
+type ComponentListResult struct {
+	Components []Component `json:"components"`
+}
+
+// ComponentRemoveInput removes a component simlock installed.
+type ComponentRemoveInput struct {
+	Platform Platform `json:"platform"`
+	Version  string   `json:"version"`
+	// DryRun checks everything and removes nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *ComponentRemoveInput) Validate() error {
+	if !in.Platform.Valid() {
+		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	return checkComponent("version", in.Version)
+}
+
+// ComponentRemoveResult answers component.remove.
+type ComponentRemoveResult struct {
+	Platform Platform `json:"platform"`
+	Version  string   `json:"version"`
+	Name     string   `json:"name"`
+	Removed  bool     `json:"removed"`
+	DryRun   bool     `json:"dryRun"`
+}
+
+// InstallStatus is an install in progress as status shows it.
+type InstallStatus struct {
+	Platform  Platform `json:"platform"`
+	Component string   `json:"component"`
+	State     string   `json:"state"` // waiting or downloading
+	Since     int64    `json:"since"`
+	Waiters   int      `json:"waiters"`
+	Percent   *int     `json:"percent,omitempty"`
+}

@@ -1,0 +1,210 @@
+// Package installproc runs a platform's installer program (xcodebuild
+// -downloadPlatform, sdkmanager --install) and reports the percentages it
+// prints as it goes.
+//
+// Installers draw progress bars by redrawing one line in place, so a line
+// ends at "\n" or at a bare "\r", and both stdout and stderr are read:
+// xcodebuild writes its progress to stderr, sdkmanager to stdout. On each
+// line the last percentage counts ("2,7% (235 MB of 8,86 GB)" is 2.7, since
+// xcodebuild follows the locale's decimal comma), and only values within
+// 0-100 are reported.
+package installproc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/simlock/simlock/internal/runner"
+)
+
+// Streamer runs a program to completion, handing its output to stdout and
+// stderr as the program writes it; the two writers may be called from two
+// goroutines at once. When ctx ends it stops the program and returns an
+// error. runner.OS is one: it sends SIGTERM, and SIGKILL when the program
+// has not exited 5 s later.
+type Streamer interface {
+	Stream(ctx context.Context, cmd runner.Cmd, stdout, stderr io.Writer) (exitCode int, err error)
+}
+
+// MaxOutput bounds Result.Output: enough for any error message or license
+// warning, not a download's whole log of redraws.
+const MaxOutput = 64 << 10
+
+// maxLine bounds one unfinished line; a program printing more without a
+// line end has it cut there.
+const maxLine = 16 << 10
+
+// Result is what a finished installer left. A non-zero exit is a Result,
+// not an error.
+type Result struct {
+	// Output is the end of stdout and stderr, one line per line the
+	// program ended (a "\r" redraw included), in the order the lines
+	// arrived; at most MaxOutput bytes.
+	Output   string
+	ExitCode int
+}
+
+// StoppedError is a run whose context ended before the program finished;
+// the program was stopped. errors.Is finds both the context's error
+// (context.Canceled, context.DeadlineExceeded) and its cause, when the
+// context was given one.
+type StoppedError struct {
+	Cmd runner.Cmd
+	// Cause is context.Cause of the run's context; CtxErr its Err.
+	Cause, CtxErr error
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("%s was ended before it finished: %v", e.Cmd, e.Cause)
+}
+
+func (e *StoppedError) Unwrap() []error {
+	if e.Cause == e.CtxErr {
+		return []error{e.Cause}
+	}
+	return []error{e.Cause, e.CtxErr}
+}
+
+// Run runs cmd with s and calls progress with every percentage the program
+// prints, from one goroutine at a time, in the order printed within each of
+// stdout and stderr, and never after Run returns. progress may be nil; it
+// should return quickly, as the program's output waits for it.
+//
+// cmd.Timeout is honoured as by the Streamer, but installers usually run
+// with none: a download takes as long as it takes, and ctx bounds it. When
+// ctx ends the error is a *StoppedError, with the output so far in Result;
+// a program that could not start is the Streamer's error.
+func Run(ctx context.Context, s Streamer, cmd runner.Cmd, progress func(percent float64)) (Result, error) {
+	if progress == nil {
+		progress = func(float64) {}
+	}
+	c := &collector{progress: progress}
+	stdout, stderr := &lineWriter{c: c}, &lineWriter{c: c}
+	code, err := s.Stream(ctx, cmd, stdout, stderr)
+	c.finish(stdout, stderr)
+	res := Result{Output: string(lastBytes(c.tail, MaxOutput)), ExitCode: code}
+	if err != nil && ctx.Err() != nil {
+		return res, &StoppedError{Cmd: cmd, Cause: context.Cause(ctx), CtxErr: ctx.Err()}
+	}
+	return res, err
+}
+
+// percent is a percentage as installers print it; the regexp finds every
+// one on a line, and the last counts.
+var percent = regexp.MustCompile(`(\d{1,3}(?:[.,]\d+)?)\s*%`)
+
+// Percent returns the last percentage within 0-100 printed on line, if
+// there is one. A "," is read as a decimal point. Digits right after other
+// digits are the tail of a larger number ("1000%"), not a percentage.
+func Percent(line string) (float64, bool) {
+	ms := percent.FindAllStringSubmatchIndex(line, -1)
+	for i := len(ms) - 1; i >= 0; i-- {
+		start, end := ms[i][2], ms[i][3]
+		if start > 0 && line[start-1] >= '0' && line[start-1] <= '9' {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Replace(line[start:end], ",", ".", 1), 64)
+		if err != nil || v < 0 || v > 100 {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// collector is what both streams' lines go to. Its mutex is what makes
+// progress calls one at a time.
+type collector struct {
+	progress func(float64)
+
+	// mu guards the fields below and is held while progress runs.
+	mu   sync.Mutex
+	tail []byte
+	// done is set once Run has flushed the last lines: a write the
+	// Streamer lets through later (a copy it gave up waiting for) is
+	// dropped, so progress is never called after Run returns.
+	done bool
+}
+
+// lineLocked takes one finished line. c.mu must be held.
+func (c *collector) lineLocked(line []byte) {
+	c.tail = append(c.tail, line...)
+	c.tail = append(c.tail, '\n')
+	// Trimming only past twice the bound keeps a flood of redraws from
+	// copying the tail at every line.
+	if len(c.tail) > 2*MaxOutput {
+		c.tail = append([]byte(nil), lastBytes(c.tail, MaxOutput)...)
+	}
+	if v, ok := Percent(string(line)); ok {
+		c.progress(v)
+	}
+}
+
+// lastBytes is the end of b, at most n bytes, starting at a line when one
+// starts there, so that the first line kept is whole.
+func lastBytes(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	b = b[len(b)-n:]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 && i+1 < len(b) {
+		b = b[i+1:]
+	}
+	return b
+}
+
+// finish flushes the streams' unfinished last lines and closes the
+// collector.
+func (c *collector) finish(ws ...*lineWriter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range ws {
+		if len(w.partial) > 0 {
+			c.lineLocked(w.partial)
+			w.partial = nil
+		}
+	}
+	c.done = true
+}
+
+// lineWriter splits one stream into lines for its collector.
+type lineWriter struct {
+	c *collector
+	// The fields below are guarded by c.mu.
+	partial []byte
+	// afterCR: the last byte written was a "\r", which ended a line; a
+	// "\n" right after it belongs to the same line end.
+	afterCR bool
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.c.done {
+		return len(p), nil
+	}
+	for _, b := range p {
+		switch {
+		case b == '\n' && w.afterCR:
+			w.afterCR = false
+		case b == '\n' || b == '\r':
+			w.c.lineLocked(w.partial)
+			w.partial = w.partial[:0]
+			w.afterCR = b == '\r'
+		default:
+			w.afterCR = false
+			w.partial = append(w.partial, b)
+			if len(w.partial) >= maxLine {
+				w.c.lineLocked(w.partial)
+				w.partial = w.partial[:0]
+			}
+		}
+	}
+	return len(p), nil
+}
