@@ -368,3 +368,28 @@ func TestRemoveOnlyWhatSimlockInstalledAndNobodyUses(t *testing.T) {
 		}
 	})
 }
+
+func TestAWaiterWhoseComponentAppearedNeedsNoInstallAndHearsNothingMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t, 100<<30, time.Hour)
+		first := r.install(contract.PlatformIOS, "26.4")
+		synctest.Wait()
+		second := r.install(contract.PlatformIOS, "26.2")
+		synctest.Wait()
+		// Someone installs 26.2 by other means while it waits.
+		r.ios.mu.Lock()
+		r.ios.installed["26.2"] = true
+		r.ios.mu.Unlock()
+		<-first.done
+		<-second.done
+		if second.err != nil || second.res.Outcome != AlreadyInstalled {
+			t.Fatalf("second = %+v, %v; want already-installed", second.res, second.err)
+		}
+		if got := second.rep.list(); len(got) != 1 || !got[0].Waiting {
+			t.Errorf("reports = %+v, want only waiting (no started, no percent)", got)
+		}
+		if slices.Contains(r.ios.calls, "26.2") {
+			t.Error("the driver installed it again")
+		}
+	})
+}

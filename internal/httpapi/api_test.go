@@ -549,3 +549,17 @@ func TestOperatorLists(t *testing.T) {
 		t.Fatalf("tokens %v", ts)
 	}
 }
+
+func TestDownloadingRequestShowsComponentWaitingAndPercent(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	pct := 41
+	st := reqStatus(3, contract.RequestQueued, &contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: &pct})
+	h.fake.answer(contract.OpLeaseRequestGet, st, nil)
+	v := readJSON(t, h.do("GET", "/v1/lease-requests/req_1", agentSecret, ""), http.StatusOK)["request"].(map[string]any)
+	if v["state"] != "downloading" || v["component"] != "26.4" || v["waiting"] != false || v["percent"] != float64(41) {
+		t.Fatalf("view %v, want downloading 26.4, waiting false, percent 41", v)
+	}
+	if _, ok := v["queuePosition"]; ok {
+		t.Errorf("a downloading view carries a queue position: %v", v)
+	}
+}
