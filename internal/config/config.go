@@ -44,8 +44,9 @@ type keySpec struct {
 	kind kind
 	def  any // int64, bool, string, []string, or nil for "unset"
 	doc  string
-	// min is the smallest int allowed.
+	// min is the smallest int allowed; max, when set, the largest.
 	min int64
+	max int64
 	// allowed lists the values of an enum, or of each list item.
 	allowed []string
 }
@@ -73,6 +74,34 @@ var keys = []keySpec{
 		doc: "lease lifetime between renewals when a request names none"},
 	{key: "lease.maxTtlMs", kind: kindInt, def: int64(4 * 60 * 60 * 1000), min: 1,
 		doc: "longest lease lifetime a request may ask for; more is refused, never clamped"},
+	{key: "lease.endWaitMs", kind: kindInt, def: int64(600000), min: 1, max: math.MaxInt32,
+		doc: "longest the clean of a device waits, after its lease ends, for the modules acting on it (lease-end participants)"},
+	{key: "health.enabled", kind: kindBool, def: true,
+		doc: "watch leased devices and reboot one that stopped, under the same lease"},
+	{key: "health.probeIntervalMs", kind: kindInt, def: int64(30000), min: 1,
+		doc: "how often leased devices are checked"},
+	{key: "health.stableObservations", kind: kindInt, def: int64(2), min: 1,
+		doc: "consecutive stopped readings that count as a crash"},
+	{key: "health.maxRecoveryAttempts", kind: kindInt, def: int64(3), min: 1,
+		doc: "reboots tried before the lease ends as device-lost"},
+	{key: "health.recoveryBackoffMs", kind: kindInt, def: int64(5000), min: 1,
+		doc: "wait before the first reboot; doubled before each next one"},
+	{key: "health.maxConcurrentRecoveries", kind: kindInt, def: int64(1), min: 1,
+		doc: "reboots run at once"},
+	{key: "warmPool.quarantine.maxRetries", kind: kindInt, def: int64(3), min: 1,
+		doc: "cleans retried on a quarantined device before it is deleted"},
+	{key: "warmPool.quarantine.retryBackoffMs", kind: kindInt, def: int64(30000), min: 1,
+		doc: "wait before the first retry of a quarantined device"},
+	{key: "warmPool.quarantine.retryBackoffMultiplier", kind: kindInt, def: int64(2), min: 1,
+		doc: "factor between one retry's wait and the next"},
+	{key: "warmPool.quarantine.maxRetryBackoffMs", kind: kindInt, def: int64(300000), min: 1,
+		doc: "longest wait between two retries"},
+	{key: "idle.shutdownAfterMs", kind: kindInt, def: int64(600000), min: 1,
+		doc: "an idle ready device is shut down after this long unused"},
+	{key: "idle.deleteAfterMs", kind: kindInt, def: int64(3600000), min: 1,
+		doc: "a shut-down idle device is deleted after this long unused"},
+	{key: "diskPressure.freeBytesThreshold", kind: kindInt, def: int64(10 << 30), min: 0,
+		doc: "below this much free disk, shut-down devices are deleted after idle.shutdownAfterMs instead"},
 	{key: "lease.requestRetentionMs", kind: kindInt, def: int64(10 * 60 * 1000), min: 1,
 		doc: "how long a settled lease request stays readable (GET /v1/lease-requests/{id})"},
 	{key: "lease.maxRequestRecords", kind: kindInt, def: int64(10000), min: 1,
@@ -366,6 +395,9 @@ func (k keySpec) checkInt(i int64) (any, error) {
 			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be a positive integer, got %d", i)}
 		}
 		return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be at least %d, got %d", k.min, i)}
+	}
+	if k.max > 0 && i > k.max {
+		return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be at most %d, got %d", k.max, i)}
 	}
 	if i > math.MaxInt32*int64(1000) {
 		return nil, &Error{Key: k.key, Msg: fmt.Sprintf("is too large: %d", i)}

@@ -138,3 +138,35 @@ func TestDriverKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestEndWaitMsBounds(t *testing.T) {
+	if Default().Int("lease.endWaitMs") != 600000 {
+		t.Errorf("lease.endWaitMs default = %d", Default().Int("lease.endWaitMs"))
+	}
+	for _, ok := range []string{`1`, `2147483647`} {
+		if _, err := Parse([]byte(`{"lease":{"endWaitMs":` + ok + `}}`)); err != nil {
+			t.Errorf("lease.endWaitMs %s refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{`0`, `-5`, `2147483648`, `"10m"`} {
+		_, err := Parse([]byte(`{"lease":{"endWaitMs":` + bad + `}}`))
+		if err == nil || !strings.Contains(err.Error(), "lease.endWaitMs") {
+			t.Errorf("lease.endWaitMs %s: %v, want an error naming the key", bad, err)
+		}
+	}
+}
+
+func TestDemoDownloadableRuntimesIsAnObjectOfLists(t *testing.T) {
+	c, err := Parse([]byte(`{"drivers":{"demo":{"downloadableRuntimes":{"ios":["27.0"]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.PlatformLists("drivers.demo.downloadableRuntimes"); len(got) != 1 || len(got["ios"]) != 1 || got["ios"][0] != "27.0" {
+		t.Errorf("parsed = %v", got)
+	}
+	for _, bad := range []string{`["26.4"]`, `{"windows":["1"]}`, `{"ios":"26.4"}`, `{"ios":[""]}`} {
+		if _, err := Parse([]byte(`{"drivers":{"demo":{"downloadableRuntimes":` + bad + `}}}`)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}

@@ -45,7 +45,8 @@ WHERE state NOT IN `+terminalStates+` ORDER BY created_at, rowid`)
 
 func loadDevices(ctx context.Context, tx *sql.Tx) ([]Device, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, platform, model, os_version, driver,
-	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at
+	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at,
+	deferred_reclaim, quarantine_attempts, quarantine_next_retry
 FROM devices WHERE state <> ? ORDER BY created_at, id`, string(contract.DeviceDeleted))
 	if err != nil {
 		return nil, err
@@ -57,7 +58,7 @@ FROM devices WHERE state <> ? ORDER BY created_at, id`, string(contract.DeviceDe
 		var data sql.NullString
 		if err := rows.Scan(&d.ID, &d.Platform, &d.Model, &d.OSVersion, &d.Driver,
 			&d.DriverDeviceID, &d.Address, &data, &d.State, &d.CreatedAt, &d.StateSince,
-			&d.LastUsedAt); err != nil {
+			&d.LastUsedAt, &d.DeferredReclaim, &d.QuarantineAttempts, &d.QuarantineNextRetry); err != nil {
 			return nil, err
 		}
 		if data.Valid {

@@ -53,6 +53,16 @@ type Device struct {
 	CreatedAt      int64
 	StateSince     int64
 	LastUsedAt     int64
+	// DeferredReclaim marks a device whose next clean must be a full wipe:
+	// set when its lease ended and its clean was put off (lease-end
+	// participants running, its platform unreadable at startup), cleared
+	// when the device leaves reclaiming.
+	DeferredReclaim bool
+	// QuarantineAttempts counts the retries made to recover a quarantined
+	// device; QuarantineNextRetry is when the next one is due (epoch ms, 0
+	// for none).
+	QuarantineAttempts  int
+	QuarantineNextRetry int64
 }
 
 // Lease is a stored lease; EndedAt 0 means active.

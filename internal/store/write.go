@@ -20,14 +20,16 @@ const terminalStates = "('granted', 'failed', 'cancelled')"
 // the old row first, which would trip the lease → device foreign key.
 const (
 	upsertDevice = `INSERT INTO devices (id, platform, model, os_version, driver, driver_device_id,
-	address, driver_data, state, created_at, state_since, last_used_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	address, driver_data, state, created_at, state_since, last_used_at,
+	deferred_reclaim, quarantine_attempts, quarantine_next_retry)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
 	platform = excluded.platform, model = excluded.model, os_version = excluded.os_version,
 	driver = excluded.driver, driver_device_id = excluded.driver_device_id,
 	address = excluded.address, driver_data = excluded.driver_data, state = excluded.state,
 	created_at = excluded.created_at, state_since = excluded.state_since,
-	last_used_at = excluded.last_used_at`
+	last_used_at = excluded.last_used_at, deferred_reclaim = excluded.deferred_reclaim,
+	quarantine_attempts = excluded.quarantine_attempts, quarantine_next_retry = excluded.quarantine_next_retry`
 
 	upsertLease = `INSERT INTO leases (id, device_id, request_id, requester_id, owner_id, granted_at,
 	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason)
@@ -72,7 +74,7 @@ func (db *DB) Commit(ctx context.Context, c Change) ([]contract.Event, error) {
 			if _, err := tx.ExecContext(ctx, upsertDevice,
 				d.ID, string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID,
 				d.Address, nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince,
-				d.LastUsedAt); err != nil {
+				d.LastUsedAt, d.DeferredReclaim, d.QuarantineAttempts, d.QuarantineNextRetry); err != nil {
 				return fmt.Errorf("device %s: %w", d.ID, err)
 			}
 		}
