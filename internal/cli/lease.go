@@ -196,7 +196,15 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 				return release()
 			}
 		case p := <-c.LeaseLost():
-			if p.LeaseID == lease.ID {
+			if p.LeaseID != lease.ID {
+				continue
+			}
+			switch p.Push {
+			case contract.PushDeviceUnhealthy:
+				_ = printJSON(env.Stderr, map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID})
+			case contract.PushDeviceRecovered:
+				_ = printJSON(env.Stderr, map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID, "attempts": p.Attempts})
+			default:
 				return lost(p.Reason)
 			}
 		case <-c.Done():

@@ -90,6 +90,10 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // was granted (expired, killed, device lost).
 func (c *Client) LeaseLost() <-chan contract.Inbound { return c.leaseLost }
 
+// The notices LeaseLost also carries: a held lease's device crashed
+// (device-unhealthy) or runs again (device-recovered); tell them apart by
+// Push.
+
 func (c *Client) readLoop() {
 	r := wire.NewReader(c.conn, contract.MaxFrameLen*8)
 	var err error
@@ -173,7 +177,7 @@ func (c *Client) route(in contract.Inbound) {
 		if ch != nil && in.Event != nil {
 			ch <- *in.Event
 		}
-	case contract.PushLeaseLost:
+	case contract.PushLeaseLost, contract.PushDeviceUnhealthy, contract.PushDeviceRecovered:
 		select {
 		case c.leaseLost <- in:
 		default:

@@ -129,3 +129,32 @@ type InstallStatus struct {
 	Waiters   int      `json:"waiters"`
 	Percent   *int     `json:"percent,omitempty"`
 }
+
+// OpDemoInject makes a demo driver's simulated device misbehave (admin).
+const OpDemoInject Op = "demo.inject"
+
+// DemoInjectInput names a device and a fault: crash, vanish, boot-fail or
+// reclaim-fail.
+type DemoInjectInput struct {
+	DeviceID string `json:"deviceId"`
+	Fault    string `json:"fault"`
+}
+
+// Validate checks the input's fields.
+func (in *DemoInjectInput) Validate() error {
+	if err := checkID("deviceId", in.DeviceID, true); err != nil {
+		return err
+	}
+	switch in.Fault {
+	case "crash", "vanish", "boot-fail", "reclaim-fail":
+		return nil
+	}
+	return ParseEnumError("fault", in.Fault, "crash", "vanish", "boot-fail", "reclaim-fail")
+}
+
+// DemoInjectResult answers demo.inject.
+type DemoInjectResult struct {
+	DeviceID string `json:"deviceId"`
+	Fault    string `json:"fault"`
+	Injected bool   `json:"injected"`
+}

@@ -25,6 +25,11 @@ const (
 	PushProgress  = "progress"
 	PushEvent     = "event"
 	PushLeaseLost = "lease-lost"
+	// PushDeviceUnhealthy and PushDeviceRecovered tell the sessions holding
+	// a lease that its device crashed and is being booted again, and that
+	// it runs again (with Attempts).
+	PushDeviceUnhealthy = "device-unhealthy"
+	PushDeviceRecovered = "device-recovered"
 	// PushExecStarted tells a device.exec caller that every check passed
 	// and the command runs; output pushes follow.
 	PushExecStarted = "exec-started"
@@ -44,6 +49,7 @@ type Push struct {
 	Reason         string             `json:"reason,omitempty"`
 	Output         *ExecOutput        `json:"output,omitempty"`
 	Component      *ComponentProgress `json:"component,omitempty"`
+	Attempts       int                `json:"attempts,omitempty"`
 }
 
 // Inbound is any frame a client reads: a response or a push.
@@ -58,4 +64,5 @@ type Inbound struct {
 	Reason         string             `json:"reason,omitempty"`
 	Output         *ExecOutput        `json:"output,omitempty"`
 	Component      *ComponentProgress `json:"component,omitempty"`
+	Attempts       int                `json:"attempts,omitempty"`
 }

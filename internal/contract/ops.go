@@ -91,6 +91,7 @@ var ops = map[Op]OpInfo{
 	OpComponentInstall: {AdminOnly: true},
 	OpComponentList:    {},
 	OpComponentRemove:  {AdminOnly: true},
+	OpDemoInject:       {AdminOnly: true},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

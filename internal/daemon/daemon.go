@@ -297,6 +297,21 @@ func (d *Daemon) converge(ctx context.Context) {
 		LeaseEnded:     d.leaseEnded,
 		Installer:      d.installer,
 		DownloadPolicy: cfg.String("downloads.policy"),
+		Health: leasing.HealthPolicy{
+			Enabled:            cfg.Bool("health.enabled"),
+			ProbeInterval:      time.Duration(cfg.Int("health.probeIntervalMs")) * time.Millisecond,
+			StableObservations: int(cfg.Int("health.stableObservations")),
+			MaxAttempts:        int(cfg.Int("health.maxRecoveryAttempts")),
+			Backoff:            time.Duration(cfg.Int("health.recoveryBackoffMs")) * time.Millisecond,
+			MaxConcurrent:      int(cfg.Int("health.maxConcurrentRecoveries")),
+		},
+		DeviceHealth: d.deviceHealth,
+		Quarantine: leasing.QuarantinePolicy{
+			MaxRetries: int(cfg.Int("warmPool.quarantine.maxRetries")),
+			Backoff:    time.Duration(cfg.Int("warmPool.quarantine.retryBackoffMs")) * time.Millisecond,
+			Multiplier: int(cfg.Int("warmPool.quarantine.retryBackoffMultiplier")),
+			MaxBackoff: time.Duration(cfg.Int("warmPool.quarantine.maxRetryBackoffMs")) * time.Millisecond,
+		},
 	})
 	if err := d.recordRejections(ctx); err != nil {
 		fail(err)
@@ -546,6 +561,20 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	d.mu.Unlock()
 	for c := range set {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
+	}
+}
+
+// deviceHealth tells the sessions holding a lease that its device crashed
+// or was booted again.
+func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts int) {
+	d.mu.Lock()
+	set := make([]*session, 0, len(d.holders[l.ID]))
+	for s := range d.holders[l.ID] {
+		set = append(set, s)
+	}
+	d.mu.Unlock()
+	for _, s := range set {
+		s.push(contract.Push{Push: notice, LeaseID: l.ID, DeviceID: l.DeviceID, Attempts: attempts})
 	}
 }
 

@@ -249,6 +249,12 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return s.d.removeComponent(s, in)
+	case contract.OpDemoInject:
+		var in contract.DemoInjectInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.demoInject(in)
 	case contract.OpTokenCreate:
 		var in contract.TokenCreateInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

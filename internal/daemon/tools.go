@@ -7,6 +7,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
 	"github.com/simlock/simlock/internal/leasing"
 )
 
@@ -110,4 +111,34 @@ func (d *Daemon) doctor(ctx context.Context, fix bool) (contract.DoctorResult, e
 		res.Findings = append(res.Findings, f)
 	}
 	return res, nil
+}
+
+// demoInject makes a demo device misbehave at its next observation or
+// operation, so crash recovery, quarantine and device loss can be seen
+// without a real device.
+func (d *Daemon) demoInject(in contract.DemoInjectInput) (contract.DemoInjectResult, error) {
+	var dev *contract.Device
+	for _, x := range d.engine.Devices() {
+		if x.ID == in.DeviceID {
+			dev = &x
+			break
+		}
+	}
+	if dev == nil {
+		return contract.DemoInjectResult{}, contract.Errorf(contract.CodeBadRequest, "no device %s", in.DeviceID).With("field", "deviceId")
+	}
+	drv, ok := d.opts.Drivers[dev.Spec.Platform].(*demo.Driver)
+	if !ok {
+		return contract.DemoInjectResult{}, contract.Errorf(contract.CodeBadRequest,
+			"device %s is served by the %s driver; faults can be injected only into the demo driver's devices", in.DeviceID, dev.Driver).With("field", "deviceId")
+	}
+	fault, err := demo.ParseFault(in.Fault)
+	if err == nil {
+		err = drv.Inject(dev.DriverDeviceID, fault)
+	}
+	if err != nil {
+		return contract.DemoInjectResult{}, contract.Errorf(contract.CodeBadRequest, "%v", err).With("field", "deviceId")
+	}
+	d.log.Info("demo fault injected", "deviceId", in.DeviceID, "fault", in.Fault)
+	return contract.DemoInjectResult{DeviceID: in.DeviceID, Fault: in.Fault, Injected: true}, nil
 }

@@ -203,7 +203,19 @@ func (s *Server) streamLease(w http.ResponseWriter, r *http.Request, tok contrac
 				return nil
 			}
 		case p := <-q.ch:
-			if p.Push != contract.PushLeaseLost {
+			switch p.Push {
+			case contract.PushDeviceUnhealthy:
+				if err := sw.event("device_unhealthy", "", map[string]any{"leaseId": id, "deviceId": p.DeviceID}); err != nil {
+					return nil
+				}
+				continue
+			case contract.PushDeviceRecovered:
+				if err := sw.event("device_recovered", "", map[string]any{"leaseId": id, "deviceId": p.DeviceID, "attempts": p.Attempts}); err != nil {
+					return nil
+				}
+				continue
+			case contract.PushLeaseLost:
+			default:
 				continue
 			}
 			v := leaseLostView{LeaseID: p.LeaseID, DeviceID: p.DeviceID, Reason: p.Reason}

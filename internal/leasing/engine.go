@@ -47,6 +47,9 @@ const (
 	ReasonExplicit = "explicit"
 	ReasonExpired  = "expired"
 	ReasonKilled   = "killed"
+	// ReasonDeviceLost: the device stopped and could not be booted again,
+	// or vanished.
+	ReasonDeviceLost = "device-lost"
 )
 
 // Options configure an Engine. Store and Limits are required.
@@ -71,6 +74,14 @@ type Options struct {
 	// DownloadPolicy is downloads.policy: never, on-request (the request's
 	// allowDownload) or always.
 	DownloadPolicy string
+	// Quarantine is how quarantined devices are retried.
+	Quarantine QuarantinePolicy
+	// Health is how leased devices are watched (off unless Enabled).
+	Health HealthPolicy
+	// DeviceHealth tells the sessions holding a lease that its device
+	// crashed (NoticeUnhealthy) or was booted again (NoticeRecovered, with
+	// the attempts it took). It must not block.
+	DeviceHealth func(lease contract.LeaseRecord, notice string, attempts int)
 }
 
 // Caller is who calls an operation.
@@ -104,6 +115,7 @@ type Engine struct {
 	requests  map[string]*request     // open requests
 	revs      uint64                  // last request revision handed out
 	removing  map[string]bool         // runtimes being removed ("ios/26.4")
+	health    map[string]*healthState // leased devices the monitor tracks
 	queue     []*request              // waiting, in arrival order
 	claims    map[string]string       // device id -> operation in flight
 	stuck     map[string]bool         // devices that failed to stop or delete: never victims
@@ -162,6 +174,11 @@ func New(opts Options) *Engine {
 	if opts.LeaseEnded == nil {
 		opts.LeaseEnded = func(contract.LeaseRecord, string) {}
 	}
+	opts.Quarantine = opts.Quarantine.withDefaults()
+	opts.Health = opts.Health.withDefaults()
+	if opts.DeviceHealth == nil {
+		opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
+	}
 	if opts.DefaultTTL <= 0 {
 		opts.DefaultTTL = 15 * time.Minute
 	}
@@ -172,7 +189,7 @@ func New(opts Options) *Engine {
 	return &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
-		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, timers: map[string]*time.Timer{},
+		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, health: map[string]*healthState{}, timers: map[string]*time.Timer{},
 		catalogs: map[contract.Platform]driver.Catalog{},
 	}
 }
@@ -227,9 +244,18 @@ func (e *Engine) Start(ctx context.Context) error {
 			"code": rec.Error.Code,
 		})
 	}
-	var reclaim, remove []string
+	var reclaim, remove, quarantined []string
 	for id, d := range e.devices {
 		switch d.State {
+		case contract.DeviceQuarantined:
+			// Retries resume from the stored next-retry time; a device
+			// quarantined before retries existed gets its first one now.
+			if d.QuarantineNextRetry == 0 && d.QuarantineAttempts < e.opts.Quarantine.MaxRetries {
+				nd := *d
+				nd.QuarantineNextRetry = now() + e.opts.Quarantine.delay(nd.QuarantineAttempts).Milliseconds()
+				tx.putDevice(nd)
+			}
+			quarantined = append(quarantined, id)
 		case contract.DeviceProvisioning:
 			remove = append(remove, id)
 		case contract.DeviceReclaiming:
@@ -260,6 +286,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, id := range reclaim {
 		e.startReclaimLocked(id)
 	}
+	for _, id := range quarantined {
+		e.armQuarantineLocked(id)
+	}
 	t := time.Now()
 	var expired []string
 	for id, l := range e.leases {
@@ -272,6 +301,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	sort.Strings(expired)
 	for _, id := range expired {
 		e.expireLocked(id)
+	}
+	if e.opts.Health.Enabled {
+		go e.watchHealth()
 	}
 	return nil
 }

@@ -151,6 +151,7 @@ func (e *Engine) endLocked(id, reason string) error {
 		delete(e.timers, id)
 	}
 	e.opts.LeaseEnded(ended.LeaseRecord, reason)
+	e.stopRecoveryLocked(ended.DeviceID)
 	if d, ok := e.devices[ended.DeviceID]; ok && d.State == contract.DeviceReclaiming {
 		e.startReclaimLocked(d.ID)
 	}
@@ -189,9 +190,8 @@ func (e *Engine) runReclaim(d store.Device) {
 			return
 		}
 		e.log.Warn("reclaim failed", "deviceId", d.ID, "err", err)
-		tx.setState(d.ID, contract.DeviceQuarantined)
 		tx.event("device.purge-failed", map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
-		tx.event("device.quarantined", map[string]any{"deviceId": d.ID, "reason": "purge-failed"})
+		e.quarantineLocked(tx, d.ID, "purge-failed", nil)
 	} else {
 		state := res.State
 		if state != contract.DeviceReady {
@@ -208,6 +208,7 @@ func (e *Engine) runReclaim(d store.Device) {
 	if _, err := e.commitLocked(tx); err != nil {
 		return
 	}
+	e.armQuarantineLocked(d.ID)
 	e.serveLocked()
 }
 
@@ -226,8 +227,7 @@ func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) error
 		e.log.Warn("shutdown failed", "deviceId", id, "err", err)
 		e.stuck[id] = true
 		tx.setState(id, contract.DeviceShutdown)
-		tx.setState(id, contract.DeviceQuarantined)
-		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "shutdown-failed", "error": err.Error()})
+		e.quarantineLocked(tx, id, "shutdown-failed", map[string]any{"error": err.Error()})
 	} else {
 		nd := tx.setState(id, contract.DeviceShutdown)
 		nd.Address = ""
@@ -237,6 +237,7 @@ func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) error
 	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
 		err = cerr
 	}
+	e.armQuarantineLocked(id)
 	return err
 }
 
@@ -257,8 +258,7 @@ func (e *Engine) removeDevice(ctx context.Context, id, initiator string) error {
 		if d.State == contract.DeviceReady {
 			tx.setState(id, contract.DeviceShutdown)
 		}
-		tx.setState(id, contract.DeviceQuarantined)
-		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "delete-failed", "error": err.Error()})
+		e.quarantineLocked(tx, id, "delete-failed", map[string]any{"error": err.Error()})
 	} else {
 		tx.setState(id, contract.DeviceDeleted)
 		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": initiator})
@@ -266,6 +266,7 @@ func (e *Engine) removeDevice(ctx context.Context, id, initiator string) error {
 	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
 		err = cerr
 	}
+	e.armQuarantineLocked(id)
 	return err
 }
 
@@ -289,13 +290,13 @@ func (e *Engine) destroyAbandoned(id string) {
 	tx := e.begin()
 	if err != nil {
 		e.log.Warn("could not delete a failed device", "deviceId", id, "err", err)
-		tx.setState(id, contract.DeviceQuarantined)
-		tx.event("device.quarantined", map[string]any{"deviceId": id, "reason": "delete-failed", "error": err.Error()})
+		e.quarantineLocked(tx, id, "delete-failed", map[string]any{"error": err.Error()})
 	} else {
 		tx.setState(id, contract.DeviceDeleted)
 		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "failed-start"})
 	}
 	if _, err := e.commitLocked(tx); err == nil {
+		e.armQuarantineLocked(id)
 		e.serveLocked()
 	}
 }

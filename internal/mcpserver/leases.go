@@ -150,3 +150,26 @@ func (s *server) release(ctx context.Context, id string) (contract.ReleaseResult
 	}
 	return res, nil
 }
+
+// deviceNotice tells the client its device crashed and is being booted
+// again (a warning), or runs again (info). The lease is still held.
+func (s *server) deviceNotice(in contract.Inbound) {
+	s.mu.Lock()
+	_, held := s.held[in.LeaseID]
+	ss := s.ss
+	s.mu.Unlock()
+	if !held || ss == nil {
+		return
+	}
+	level := mcp.LoggingLevel("warning")
+	data := map[string]any{"lease_id": in.LeaseID, "device_id": in.DeviceID, "reason": "crashed",
+		"message": fmt.Sprintf("Device %s of lease %s stopped; simlock is booting it again. Your lease is kept; retry what failed once it is back.", in.DeviceID, in.LeaseID)}
+	if in.Push == contract.PushDeviceRecovered {
+		level = "info"
+		data = map[string]any{"lease_id": in.LeaseID, "device_id": in.DeviceID, "attempts": in.Attempts,
+			"message": fmt.Sprintf("Device %s of lease %s runs again (after %d attempt(s)); app state may be gone.", in.DeviceID, in.LeaseID, in.Attempts)}
+	}
+	ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
+	defer cancel()
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "simlock", Data: data})
+}

@@ -172,7 +172,12 @@ func (s *server) hearLoss(c *client.Client) {
 	for {
 		select {
 		case in := <-c.LeaseLost():
-			s.lost(in.LeaseID, in.DeviceID, in.Reason)
+			switch in.Push {
+			case contract.PushDeviceUnhealthy, contract.PushDeviceRecovered:
+				s.deviceNotice(in)
+			default:
+				s.lost(in.LeaseID, in.DeviceID, in.Reason)
+			}
 		case <-c.Done():
 			return
 		case <-s.life.Done():

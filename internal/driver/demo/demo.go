@@ -27,6 +27,10 @@
 // never returns *driver.BootTimeoutError, since that error means a device was
 // slow, and a simulated device is exactly as slow as configured.
 //
+// A device can be given a fault through Inject (see faults.go): it crashes,
+// vanishes, or fails its next boot or reclaim, so that simlock's handling of
+// sick devices can be seen without a real one.
+//
 // A Driver is safe for concurrent use. Waits hold no lock, so operations on
 // different devices overlap as they would on a real machine; one mutex guards
 // all device state and the catalog, which installs and removals change. The
@@ -131,7 +135,19 @@ type device struct {
 	// port is the console port an Android device holds while booting or
 	// booted; 0 otherwise.
 	port int
+	// bootFails and reclaimFails count the injected faults that fail the
+	// device's next boots and reclaims.
+	bootFails, reclaimFails int
 }
+
+// absence says why a device this driver knew is no longer there, so that an
+// operation on it can say so.
+type absence int
+
+const (
+	destroyed absence = iota + 1
+	vanished
+)
 
 // Driver is the demo driver. Create it with New.
 type Driver struct {
@@ -157,8 +173,9 @@ type Driver struct {
 	// holder is checked before a port is freed, so a late release cannot
 	// free a port already handed to another device.
 	ports map[int]string
-	// gone holds the ids of devices this driver destroyed.
-	gone map[string]bool
+	// gone holds the ids of devices this driver destroyed or made vanish,
+	// which are never adopted again.
+	gone map[string]absence
 	// calls counts calls per operation, whatever their outcome.
 	calls map[string]int
 	// failAt holds, per operation, call numbers that fail once.
@@ -208,7 +225,7 @@ func New(opts Options) (*Driver, error) {
 		receipts:      make(map[string]string, len(catalog.Runtimes)),
 		devices:       make(map[string]*device),
 		ports:         make(map[int]string),
-		gone:          make(map[string]bool),
+		gone:          make(map[string]absence),
 		calls:         make(map[string]int),
 		failAt:        make(map[string]map[int]bool),
 	}
@@ -361,11 +378,13 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	d.mu.Lock()
 	rec := d.adoptLocked(dev.ID, stateShutdown)
 	if rec == nil {
+		err := d.absentLocked(opBoot, dev.ID, "")
 		d.mu.Unlock()
-		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was deleted", dev.ID))
+		return driver.Device{}, err
 	}
 	switch rec.state {
 	case stateBooted:
+		fail = takeFault(&rec.bootFails) || fail
 		addr := d.address(dev.ID, rec)
 		d.mu.Unlock()
 		if err := run(ctx, opBoot, 0, fail); err != nil {
@@ -386,6 +405,7 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		}
 		rec.port = port
 	}
+	fail = takeFault(&rec.bootFails) || fail
 	rec.state = stateBooting
 	d.mu.Unlock()
 
@@ -393,13 +413,13 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// Destroy and Shutdown free the port themselves, so a device they took
-	// away mid-boot needs no cleanup here.
+	// Destroy, Shutdown and Inject free the port themselves, so a device
+	// they took away or stopped mid-boot needs no cleanup here.
 	if d.devices[dev.ID] != rec {
-		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was deleted while booting", dev.ID))
+		return driver.Device{}, d.absentLocked(opBoot, dev.ID, "booting")
 	}
 	if rec.state != stateBooting {
-		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s was shut down while booting", dev.ID))
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s stopped while booting", dev.ID))
 	}
 	if err != nil {
 		d.freePort(dev.ID, rec)
@@ -450,10 +470,13 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 	}
 	d.mu.Lock()
 	adopted := d.adoptLocked(dev.ID, stateBooted)
-	d.mu.Unlock()
 	if adopted == nil {
-		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: device %s was deleted", dev.ID))
+		err := d.absentLocked(opReclaim, dev.ID, "")
+		d.mu.Unlock()
+		return driver.ReclaimResult{}, err
 	}
+	fail = takeFault(&adopted.reclaimFails) || fail
+	d.mu.Unlock()
 	if err := run(ctx, opReclaim, d.reclaimTime, fail); err != nil {
 		return driver.ReclaimResult{}, err
 	}
@@ -462,7 +485,7 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 	defer d.mu.Unlock()
 	rec, ok := d.devices[dev.ID]
 	if !ok {
-		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: device %s was deleted while reclaiming", dev.ID))
+		return driver.ReclaimResult{}, d.absentLocked(opReclaim, dev.ID, "reclaiming")
 	}
 	if d.platform == contract.PlatformIOS {
 		d.freePort(dev.ID, rec)
@@ -484,11 +507,13 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 	}
 	d.mu.Lock()
 	rec := d.adoptLocked(dev.ID, stateBooted)
-	running := rec != nil && (rec.state == stateBooted || rec.state == stateBooting)
-	d.mu.Unlock()
 	if rec == nil {
-		return crash(opShutdown, fmt.Errorf("demo: device %s was deleted", dev.ID))
+		err := d.absentLocked(opShutdown, dev.ID, "")
+		d.mu.Unlock()
+		return err
 	}
+	running := rec.state == stateBooted || rec.state == stateBooting
+	d.mu.Unlock()
 	wait := time.Duration(0)
 	if running {
 		wait = d.stopTime()
@@ -498,7 +523,13 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if rec, ok := d.devices[dev.ID]; ok && running {
+	rec, ok := d.devices[dev.ID]
+	if !ok && d.gone[dev.ID] == vanished {
+		// A destroyed device is stopped indeed; a vanished one is not
+		// there to have stopped.
+		return d.absentLocked(opShutdown, dev.ID, "shutting down")
+	}
+	if ok && running {
 		d.freePort(dev.ID, rec)
 		rec.state = stateShutdown
 	}
@@ -507,7 +538,8 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 
 // Destroy deletes the device after ReclaimTime/4, stopping it first if it
 // runs. A device that does not exist is already what the caller wants, so it
-// is not an error; that lets the core retry a destroy that failed half way.
+// is not an error, a vanished one included; that lets the core retry a
+// destroy that failed half way.
 func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	fail := d.begin(opDestroy)
 	wait := time.Duration(0)
@@ -523,7 +555,7 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 		d.freePort(dev.ID, rec)
 		delete(d.devices, dev.ID)
 	}
-	d.gone[dev.ID] = true
+	d.gone[dev.ID] = destroyed
 	return nil
 }
 
@@ -537,7 +569,7 @@ func (d *Driver) adoptLocked(id string, s devState) *device {
 	if rec, ok := d.devices[id]; ok {
 		return rec
 	}
-	if d.gone[id] {
+	if d.gone[id] != 0 {
 		return nil
 	}
 	rec := &device{state: s}
@@ -548,6 +580,25 @@ func (d *Driver) adoptLocked(id string, s devState) *device {
 		}
 	}
 	return rec
+}
+
+// absentLocked is the error of op on device id, which adoptLocked refused or
+// which went away during the operation's wait (during names what op was
+// doing then). A vanished device does not exist, as far as anyone can tell;
+// a destroyed one was deleted. d.mu must be held.
+func (d *Driver) absentLocked(op, id, during string) error {
+	var err error
+	switch {
+	case d.gone[id] == vanished && during != "":
+		err = fmt.Errorf("demo: device %s vanished while %s: it does not exist", id, during)
+	case d.gone[id] == vanished:
+		err = fmt.Errorf("demo: device %s does not exist", id)
+	case during != "":
+		err = fmt.Errorf("demo: device %s was deleted while %s", id, during)
+	default:
+		err = fmt.Errorf("demo: device %s was deleted", id)
+	}
+	return crash(op, err)
 }
 
 func (d *Driver) stopTime() time.Duration { return d.reclaimTime / 4 }

@@ -1,0 +1,256 @@
+package leasing
+
+import (
+	"context"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// HealthPolicy is how leased devices are watched. Every ProbeInterval the
+// drivers are asked which devices run; StableObservations stopped readings
+// in a row are a crash, and the device is booted again under the same
+// lease, up to MaxAttempts times with an exponential Backoff between tries,
+// at most MaxConcurrent recoveries at once. A device that cannot be saved,
+// or is gone, ends its lease as device-lost.
+type HealthPolicy struct {
+	Enabled            bool
+	ProbeInterval      time.Duration
+	StableObservations int
+	MaxAttempts        int
+	Backoff            time.Duration
+	MaxConcurrent      int
+}
+
+func (p HealthPolicy) withDefaults() HealthPolicy {
+	if p.ProbeInterval <= 0 {
+		p.ProbeInterval = 30 * time.Second
+	}
+	if p.StableObservations <= 0 {
+		p.StableObservations = 2
+	}
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 3
+	}
+	if p.Backoff <= 0 {
+		p.Backoff = 5 * time.Second
+	}
+	if p.MaxConcurrent <= 0 {
+		p.MaxConcurrent = 1
+	}
+	return p
+}
+
+// Health notices a lease holder hears.
+const (
+	NoticeUnhealthy = "device-unhealthy"
+	NoticeRecovered = "device-recovered"
+)
+
+// healthState is what the monitor remembers of one leased device.
+type healthState struct {
+	stopped, absent int
+	// recovering is closed-over cancel of a recovery in flight.
+	cancel context.CancelFunc
+}
+
+// watchHealth probes leased devices until the engine closes. It is not
+// driver work the engine waits for at a stop: the loop only reads, and its
+// recoveries run as work.
+func (e *Engine) watchHealth() {
+	t := time.NewTicker(e.opts.Health.ProbeInterval)
+	defer t.Stop()
+	slots := make(chan struct{}, e.opts.Health.MaxConcurrent)
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.probe(slots)
+	}
+}
+
+// probe reads each platform with leased devices once and acts on what it
+// sees.
+func (e *Engine) probe(slots chan struct{}) {
+	e.mu.Lock()
+	platforms := map[contract.Platform]bool{}
+	for _, l := range e.leases {
+		if d, ok := e.devices[l.DeviceID]; ok {
+			platforms[d.Platform] = true
+		}
+	}
+	e.mu.Unlock()
+	for p := range platforms {
+		drv, ok := e.opts.Drivers[p]
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+		reality, err := drv.ListManaged(ctx)
+		cancel()
+		if err != nil {
+			// An unreadable platform says nothing about its devices.
+			e.log.Warn("health probe could not read the platform", "platform", p, "err", err)
+			continue
+		}
+		seen := map[string]driver.RunState{}
+		for _, o := range reality.Devices {
+			seen[o.ID] = o.RunState
+		}
+		e.observe(p, seen, slots)
+	}
+}
+
+func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, slots chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for leaseID, l := range e.leases {
+		d, ok := e.devices[l.DeviceID]
+		if !ok || d.Platform != p || d.State != contract.DeviceLeased {
+			continue
+		}
+		h := e.health[d.ID]
+		if h == nil {
+			h = &healthState{}
+			e.health[d.ID] = h
+		}
+		if h.cancel != nil {
+			continue // a recovery is running
+		}
+		state, present := seen[d.DriverDeviceID]
+		switch {
+		case !present:
+			h.stopped = 0
+			h.absent++
+			if h.absent >= e.opts.Health.StableObservations {
+				tx := e.begin()
+				tx.event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
+				if _, err := e.commitLocked(tx); err == nil {
+					delete(e.health, d.ID)
+					if err := e.endLocked(leaseID, ReasonDeviceLost); err != nil {
+						e.log.Error("could not end the lease of a vanished device", "leaseId", leaseID, "err", err)
+					}
+				}
+			}
+		case state == driver.Stopped:
+			h.absent = 0
+			h.stopped++
+			if h.stopped >= e.opts.Health.StableObservations {
+				e.startRecoveryLocked(leaseID, d.ID, h, slots)
+			}
+		case state == driver.Running:
+			h.stopped, h.absent = 0, 0
+		}
+	}
+	// Forget devices no longer leased.
+	for id := range e.health {
+		if _, leased := e.byDevice[id]; !leased {
+			delete(e.health, id)
+		}
+	}
+}
+
+// startRecoveryLocked reports the crash and boots the device again in the
+// background, under the same lease.
+func (e *Engine) startRecoveryLocked(leaseID, devID string, h *healthState, slots chan struct{}) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	h.cancel = cancel
+	h.stopped = 0
+	tx := e.begin()
+	tx.event("device.crash-detected", map[string]any{"deviceId": devID, "leaseId": leaseID})
+	_, _ = e.commitLocked(tx)
+	if l, ok := e.leases[leaseID]; ok {
+		e.opts.DeviceHealth(l.LeaseRecord, NoticeUnhealthy, 0)
+	}
+	e.goWork(func() { e.recover(ctx, leaseID, devID, slots) })
+}
+
+// recover boots a crashed device, backing off between tries; it gives up,
+// ending the lease as device-lost, when the tries are spent. It stops at
+// once if the lease ends meanwhile.
+func (e *Engine) recover(ctx context.Context, leaseID, devID string, slots chan struct{}) {
+	defer func() {
+		e.mu.Lock()
+		if h := e.health[devID]; h != nil {
+			h.cancel = nil
+		}
+		e.mu.Unlock()
+	}()
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	case <-ctx.Done():
+		return
+	}
+	var lastErr error
+	for attempt := 1; attempt <= e.opts.Health.MaxAttempts; attempt++ {
+		wait := e.opts.Health.Backoff << (attempt - 1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		e.mu.Lock()
+		d, ok := e.devices[devID]
+		_, leased := e.leases[leaseID]
+		if !ok || !leased || d.State != contract.DeviceLeased {
+			e.mu.Unlock()
+			return
+		}
+		dev := *d
+		e.mu.Unlock()
+		ready, err := e.opts.Drivers[dev.Platform].MakeReady(ctx, driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			e.mu.Lock()
+			if _, still := e.leases[leaseID]; still {
+				nd := *e.devices[devID]
+				nd.Address = ready.Address
+				if ready.Data != nil {
+					nd.DriverData = ready.Data
+				}
+				tx := e.begin()
+				tx.putDevice(nd)
+				tx.event("device.recovered", map[string]any{"deviceId": devID, "leaseId": leaseID, "attempts": attempt})
+				if _, cerr := e.commitLocked(tx); cerr == nil {
+					e.opts.DeviceHealth(e.leases[leaseID].LeaseRecord, NoticeRecovered, attempt)
+				}
+			}
+			e.mu.Unlock()
+			return
+		}
+		lastErr = err
+		e.log.Warn("recovery attempt failed", "deviceId", devID, "leaseId", leaseID, "attempt", attempt, "err", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, still := e.leases[leaseID]; !still {
+		return
+	}
+	tx := e.begin()
+	msg := ""
+	if lastErr != nil {
+		msg = lastErr.Error()
+	}
+	tx.event("device.recovery-failed", map[string]any{"deviceId": devID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
+	if _, err := e.commitLocked(tx); err != nil {
+		return
+	}
+	delete(e.health, devID)
+	if err := e.endLocked(leaseID, ReasonDeviceLost); err != nil {
+		e.log.Error("could not end the lease of a lost device", "leaseId", leaseID, "err", err)
+	}
+}
+
+// stopRecovery ends a recovery in flight for a device whose lease ended.
+func (e *Engine) stopRecoveryLocked(devID string) {
+	if h := e.health[devID]; h != nil && h.cancel != nil {
+		h.cancel()
+	}
+	delete(e.health, devID)
+}

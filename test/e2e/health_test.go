@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// healthHome checks leased devices every 200 ms and retries quickly.
+func healthHome(t *testing.T, settings ...string) *home {
+	t.Helper()
+	base := append([]string{
+		"health.probeIntervalMs", "200", "health.stableObservations", "2",
+		"health.recoveryBackoffMs", "100", "health.maxRecoveryAttempts", "2",
+		"warmPool.quarantine.retryBackoffMs", "200", "warmPool.quarantine.maxRetries", "2",
+	}, fastDemo...)
+	return newHome(t, append(base, settings...)...)
+}
+
+func inject(t *testing.T, h *home, deviceID, fault string) {
+	t.Helper()
+	if r := h.run("demo", "inject", deviceID, fault); r.code != 0 || !strings.Contains(r.stdout, `"injected":true`) {
+		t.Fatalf("demo inject %s %s\n%s", deviceID, fault, r)
+	}
+}
+
+// A held lease whose device crashes hears device-unhealthy, then
+// device-recovered, and keeps its lease.
+func TestCrashedDeviceRecoversUnderTheHeldLease(t *testing.T) {
+	t.Parallel()
+	h := healthHome(t)
+	p, g := h.hold("holder", "ios")
+	inject(t, h, g.Device.ID, "crash")
+	p.waitLine(p.stderr, "device-unhealthy", func(s string) bool { return strings.Contains(s, `"push":"device-unhealthy"`) })
+	l := p.waitLine(p.stderr, "device-recovered", func(s string) bool { return strings.Contains(s, `"push":"device-recovered"`) })
+	if !strings.Contains(l.text, g.Lease.ID) || !strings.Contains(l.text, `"attempts":1`) {
+		t.Errorf("recovered line = %s", l.text)
+	}
+	if _, ok := h.leases()[g.Lease.ID]; !ok || !p.running() {
+		t.Errorf("the lease or its holder is gone after a recovery\n%s", p.dump())
+	}
+}
+
+// A device that cannot be booted again, or that vanished, ends its lease as
+// device-lost: the holder prints lease-lost and exits 14.
+func TestLostDeviceEndsTheHeldLease(t *testing.T) {
+	t.Parallel()
+	h := healthHome(t)
+	p, g := h.hold("holder", "ios")
+	inject(t, h, g.Device.ID, "boot-fail")
+	inject(t, h, g.Device.ID, "boot-fail")
+	inject(t, h, g.Device.ID, "crash")
+	l := p.waitLine(p.stderr, "lease-lost", func(s string) bool { return strings.Contains(s, `"push":"lease-lost"`) })
+	if !strings.Contains(l.text, `"reason":"device-lost"`) {
+		t.Errorf("lease-lost line = %s", l.text)
+	}
+	if code := p.wait(); code != 14 {
+		t.Errorf("holder exited %d, want 14", code)
+	}
+
+	q, g2 := h.hold("second", "android")
+	inject(t, h, g2.Device.ID, "vanish")
+	l = q.waitLine(q.stderr, "lease-lost", func(s string) bool { return strings.Contains(s, `"push":"lease-lost"`) })
+	if !strings.Contains(l.text, `"reason":"device-lost"`) {
+		t.Errorf("lease-lost line after vanish = %s", l.text)
+	}
+	if code := q.wait(); code != 14 {
+		t.Errorf("holder of the vanished device exited %d, want 14", code)
+	}
+}
+
+// A device whose clean fails is quarantined and retried: once more failing,
+// it ends destroyed; the events come in order.
+func TestFailedCleanIsQuarantinedRetriedThenResolved(t *testing.T) {
+	t.Parallel()
+	h := healthHome(t)
+	f := h.follow()
+	g := h.leaseDetached("a", "ios")
+	inject(t, h, g.Device.ID, "reclaim-fail")
+	if r := h.run("release", g.Lease.ID, "--agent-id", "a"); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	for _, want := range []string{"device.purge-failed", "device.quarantined", "device.quarantine-recovered"} {
+		f.next(want, func(ev event) bool { return ev.Event == want && ev.str("deviceId") == g.Device.ID })
+	}
+
+	g2 := h.leaseDetached("b", "ios")
+	inject(t, h, g2.Device.ID, "reclaim-fail")
+	inject(t, h, g2.Device.ID, "reclaim-fail")
+	inject(t, h, g2.Device.ID, "reclaim-fail")
+	if r := h.run("release", g2.Lease.ID, "--agent-id", "b"); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	for _, want := range []string{"device.purge-failed", "device.quarantined", "device.quarantine-retry-failed", "device.quarantine-abandoned", "device.deleted"} {
+		f.next(want, func(ev event) bool { return ev.Event == want && ev.str("deviceId") == g2.Device.ID })
+	}
+}
