@@ -125,20 +125,29 @@ func bytesHuman(b int64) string {
 }
 
 func listCmd(env Env) *cobra.Command {
-	var devices, leases, requests bool
+	var devices, leases, requests, rules bool
 	cmd := &cobra.Command{
-		Use:   "list [--devices|--leases|--requests]",
+		Use:   "list [--devices|--leases|--requests|--rules]",
 		Short: "Print devices (default), leases or waiting requests as JSON (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n := 0
-			for _, b := range []bool{devices, leases, requests} {
+			for _, b := range []bool{devices, leases, requests, rules} {
 				if b {
 					n++
 				}
 			}
 			if n > 1 {
-				return usage("give one of --devices, --leases, --requests")
+				return usage("give one of --devices, --leases, --requests, --rules")
+			}
+			if rules {
+				return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+					var res contract.CleanupRulesResult
+					if err := c.Call(ctx, contract.OpCleanupRules, contract.Empty{}, &res); err != nil {
+						return err
+					}
+					return printJSON(env.Stdout, res)
+				})
 			}
 			kind := contract.ListDevices
 			switch {
@@ -165,6 +174,7 @@ func listCmd(env Env) *cobra.Command {
 	cmd.Flags().BoolVar(&devices, "devices", false, "devices (the default)")
 	cmd.Flags().BoolVar(&leases, "leases", false, "active leases")
 	cmd.Flags().BoolVar(&requests, "requests", false, "open lease requests")
+	cmd.Flags().BoolVar(&rules, "rules", false, "the idle cleanup rules and whether the disk is short")
 	return cmd
 }
 

@@ -158,3 +158,60 @@ type DemoInjectResult struct {
 	Fault    string `json:"fault"`
 	Injected bool   `json:"injected"`
 }
+
+// Cleanup: the idle rules, run on their own or by `simlock cleanup`.
+const (
+	OpCleanupRun   Op = "cleanup.run"
+	OpCleanupRules Op = "cleanup.rules"
+)
+
+// CleanupRule describes one idle rule.
+type CleanupRule struct {
+	Name        string `json:"name"`
+	Action      string `json:"action"` // shutdown or delete
+	AfterMs     int64  `json:"afterMs"`
+	Description string `json:"description"`
+}
+
+// CleanupRulesResult answers cleanup.rules.
+type CleanupRulesResult struct {
+	Rules        []CleanupRule `json:"rules"`
+	DiskPressure bool          `json:"diskPressure"`
+}
+
+// CleanupRunInput runs the rules now: all, or the one named; DryRun says
+// what they would do.
+type CleanupRunInput struct {
+	Rule   string `json:"rule,omitempty"`
+	DryRun bool   `json:"dryRun,omitempty"`
+}
+
+// Validate checks the input's fields.
+func (in *CleanupRunInput) Validate() error {
+	switch in.Rule {
+	case "", RuleIdleShutdown, RuleIdleDelete:
+		return nil
+	}
+	return ParseEnumError("rule", in.Rule, RuleIdleShutdown, RuleIdleDelete)
+}
+
+// The idle rules.
+const (
+	RuleIdleShutdown = "idle-shutdown"
+	RuleIdleDelete   = "idle-delete"
+)
+
+// CleanupAction is one thing a rule did (or, in a dry run, would do).
+type CleanupAction struct {
+	Rule     string `json:"rule"`
+	DeviceID string `json:"deviceId"`
+	Action   string `json:"action"`
+	IdleMs   int64  `json:"idleMs"`
+	Error    string `json:"error,omitempty"`
+}
+
+// CleanupRunResult answers cleanup.run.
+type CleanupRunResult struct {
+	DryRun  bool            `json:"dryRun"`
+	Actions []CleanupAction `json:"actions"`
+}

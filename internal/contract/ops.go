@@ -92,6 +92,8 @@ var ops = map[Op]OpInfo{
 	OpComponentList:    {},
 	OpComponentRemove:  {AdminOnly: true},
 	OpDemoInject:       {AdminOnly: true},
+	OpCleanupRun:       {AdminOnly: true},
+	OpCleanupRules:     {},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

@@ -21,18 +21,12 @@ func (d *Daemon) newInstaller(db *store.DB) *components.Installer {
 		}
 	}
 	return components.New(components.Options{
-		Drivers: drivers,
-		Records: db,
-		Timeout: time.Duration(d.opts.Config.Int("downloads.timeoutMs")) * time.Millisecond,
-		FreeBytes: func(path string) (int64, error) {
-			u, err := disk.Usage(path)
-			if err != nil {
-				return 0, err
-			}
-			return int64(u.Free), nil
-		},
-		Emit:   func(name string, payload map[string]any) { d.engine.Emit(name, payload) },
-		Logger: d.log.With("module", "components"),
+		Drivers:   drivers,
+		Records:   db,
+		Timeout:   time.Duration(d.opts.Config.Int("downloads.timeoutMs")) * time.Millisecond,
+		FreeBytes: freeBytes,
+		Emit:      func(name string, payload map[string]any) { d.engine.Emit(name, payload) },
+		Logger:    d.log.With("module", "components"),
 	})
 }
 
@@ -82,4 +76,13 @@ func (d *Daemon) listComponents(s *session, in contract.ComponentListInput) (con
 
 func (d *Daemon) removeComponent(s *session, in contract.ComponentRemoveInput) (contract.ComponentRemoveResult, error) {
 	return d.installer.Remove(s.ctx, in, d.engine.HoldRuntime)
+}
+
+// freeBytes is the free space of the volume holding path.
+func freeBytes(path string) (int64, error) {
+	u, err := disk.Usage(path)
+	if err != nil {
+		return 0, err
+	}
+	return int64(u.Free), nil
 }

@@ -306,6 +306,13 @@ func (d *Daemon) converge(ctx context.Context) {
 			MaxConcurrent:      int(cfg.Int("health.maxConcurrentRecoveries")),
 		},
 		DeviceHealth: d.deviceHealth,
+		Idle: leasing.IdlePolicy{
+			Enabled:           true,
+			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,
+			DeleteAfter:       time.Duration(cfg.Int("idle.deleteAfterMs")) * time.Millisecond,
+			PressureThreshold: cfg.Int("diskPressure.freeBytesThreshold"),
+			FreeBytes:         freeBytes,
+		},
 		Quarantine: leasing.QuarantinePolicy{
 			MaxRetries: int(cfg.Int("warmPool.quarantine.maxRetries")),
 			Backoff:    time.Duration(cfg.Int("warmPool.quarantine.retryBackoffMs")) * time.Millisecond,

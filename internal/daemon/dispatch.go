@@ -255,6 +255,18 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return s.d.demoInject(in)
+	case contract.OpCleanupRun:
+		var in contract.CleanupRunInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Cleanup(s.ctx, in, "command"), nil
+	case contract.OpCleanupRules:
+		var in contract.Empty
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Rules(), nil
 	case contract.OpTokenCreate:
 		var in contract.TokenCreateInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

@@ -78,6 +78,9 @@ type Options struct {
 	Quarantine QuarantinePolicy
 	// Health is how leased devices are watched (off unless Enabled).
 	Health HealthPolicy
+	// Idle is the idle tiers (off unless Enabled; Cleanup runs them on
+	// demand either way).
+	Idle IdlePolicy
 	// DeviceHealth tells the sessions holding a lease that its device
 	// crashed (NoticeUnhealthy) or was booted again (NoticeRecovered, with
 	// the attempts it took). It must not block.
@@ -176,6 +179,7 @@ func New(opts Options) *Engine {
 	}
 	opts.Quarantine = opts.Quarantine.withDefaults()
 	opts.Health = opts.Health.withDefaults()
+	opts.Idle = opts.Idle.withDefaults()
 	if opts.DeviceHealth == nil {
 		opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
 	}
@@ -304,6 +308,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if e.opts.Health.Enabled {
 		go e.watchHealth()
+	}
+	if e.opts.Idle.Enabled {
+		go e.reapIdle()
 	}
 	return nil
 }

@@ -94,3 +94,34 @@ func TestFailedCleanIsQuarantinedRetriedThenResolved(t *testing.T) {
 		f.next(want, func(ev event) bool { return ev.Event == want && ev.str("deviceId") == g2.Device.ID })
 	}
 }
+
+// Idle tiers: an idle device is shut down, then deleted; a leased one is
+// not touched. cleanup --dry-run proposes without acting.
+func TestIdleDevicesAreShutDownThenDeleted(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{"idle.shutdownAfterMs", "2000", "idle.deleteAfterMs", "4000",
+		"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}, fastDemo...)...)
+	f := h.follow()
+	idle := h.leaseDetached("a", "android") // Android cleans leave it ready
+	held := h.leaseDetached("b", "android")
+	if r := h.run("release", idle.Lease.ID, "--agent-id", "a"); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	f.next("device.reclaimed", func(ev event) bool { return ev.Event == "device.reclaimed" && ev.str("deviceId") == idle.Device.ID })
+	if r := h.run("cleanup", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, `"actions":[]`) {
+		t.Errorf("a fresh device was proposed\n%s", r)
+	}
+	sd := f.next("device.shutdown", func(ev event) bool { return ev.Event == "device.shutdown" && ev.str("deviceId") == idle.Device.ID })
+	if sd.str("initiator") != "rule" {
+		t.Errorf("device.shutdown initiator = %q, want rule", sd.str("initiator"))
+	}
+	f.next("device.deleted", func(ev event) bool { return ev.Event == "device.deleted" && ev.str("deviceId") == idle.Device.ID })
+	for _, ev := range f.events {
+		if ev.str("deviceId") == held.Device.ID && (ev.Event == "device.shutdown" || ev.Event == "device.deleted") {
+			t.Errorf("the leased device was touched: %+v", ev)
+		}
+	}
+	if r := h.run("list", "--rules"); r.code != 0 || !strings.Contains(r.stdout, `"idle-shutdown"`) || !strings.Contains(r.stdout, `"afterMs":2000`) {
+		t.Errorf("list --rules\n%s", r)
+	}
+}
