@@ -25,6 +25,7 @@ func main() {
 	code := cli.Run(ctx, os.Args[1:], cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
 		StderrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+		StdinIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
 		Executable:       exe, Version: version, PPID: os.Getppid(),
 	})
 	stop()

@@ -63,6 +63,9 @@ func TestStatusGolden(t *testing.T) {
 			{Platform: "ios", Component: "26.4", State: "downloading", Since: ms(-42 * time.Second), Waiters: 2, Percent: pct(41)},
 			{Platform: "ios", Component: "26.2", State: "waiting", Since: ms(-5 * time.Second), Waiters: 1},
 		},
+		WarmPool: &contract.WarmPoolStatus{Enabled: true, Targets: []contract.WarmTargetStatus{
+			{WarmTarget: contract.WarmTarget{Platform: "ios", Model: "iPhone 17", Count: 2}, Ready: 1, Booting: 0, Short: 1, Reason: "running-limit"},
+		}},
 	}
 	var b bytes.Buffer
 	renderStatus(&b, s, now)

@@ -100,6 +100,27 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 	for _, in := range s.Installs {
 		fmt.Fprintf(w, "Install %s\n", installLine(in, now))
 	}
+	if wp := s.WarmPool; wp != nil && (len(wp.Targets) > 0 || !wp.Enabled) {
+		state := "on"
+		if !wp.Enabled {
+			state = "off (idle ready devices are shut down)"
+		}
+		fmt.Fprintf(w, "Warm pool: %s\n", state)
+		for _, t := range wp.Targets {
+			line := fmt.Sprintf("  %s %s", t.Platform, t.Model)
+			if t.OSVersion != "" {
+				line += " " + t.OSVersion
+			}
+			line += fmt.Sprintf(": %d/%d ready, %d booting", t.Ready, t.Count, t.Booting)
+			if t.Short > 0 {
+				line += fmt.Sprintf(", %d short", t.Short)
+				if t.Reason != "" {
+					line += " (" + t.Reason + ")"
+				}
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
 }
 
 // installLine is one install in progress: "ios 26.4: downloading 41% for

@@ -36,6 +36,9 @@ const (
 	// kindPlatformLists is an object of version lists by platform:
 	// {"ios":["26.4"],"android":["37"]}.
 	kindPlatformLists
+	// kindTargets is the warm pool's list of {platform, model, osVersion?,
+	// count} objects.
+	kindTargets
 )
 
 // keySpec declares one setting.
@@ -88,6 +91,16 @@ var keys = []keySpec{
 		doc: "wait before the first reboot; doubled before each next one"},
 	{key: "health.maxConcurrentRecoveries", kind: kindInt, def: int64(1), min: 1,
 		doc: "reboots run at once"},
+	{key: "warmPool.enabled", kind: kindBool, def: true,
+		doc: "keep warmPool.targets booted and idle devices within budget; off, idle ready devices are shut down"},
+	{key: "warmPool.reserveRunning.ios", kind: kindInt, def: int64(0), min: 0,
+		doc: "iOS running slots idle devices must leave free for requests"},
+	{key: "warmPool.reserveRunning.android", kind: kindInt, def: int64(0), min: 0,
+		doc: "Android running slots idle devices must leave free for requests"},
+	{key: "warmPool.maxConcurrentBoots", kind: kindInt, def: int64(1), min: 1,
+		doc: "devices the warm pool boots at once"},
+	{key: "warmPool.targets", kind: kindTargets, def: []WarmTarget{},
+		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"count"}`},
 	{key: "warmPool.quarantine.maxRetries", kind: kindInt, def: int64(3), min: 1,
 		doc: "cleans retried on a quarantined device before it is deleted"},
 	{key: "warmPool.quarantine.retryBackoffMs", kind: kindInt, def: int64(30000), min: 1,
@@ -347,6 +360,56 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			out = append(out, s)
 		}
 		return out, nil
+	case kindTargets:
+		arr, ok := v.([]any)
+		if !ok {
+			return nil, bad(`must be a list of {"platform","model","osVersion"?,"count"} objects, got %s`, describe(v))
+		}
+		if len(arr) > 256 {
+			return nil, bad("at most 256 targets, got %d", len(arr))
+		}
+		out := make([]WarmTarget, 0, len(arr))
+		for i, item := range arr {
+			m, ok := item.(map[string]any)
+			if !ok {
+				return nil, bad("target %d must be an object, got %s", i, describe(item))
+			}
+			var t WarmTarget
+			for k, val := range m {
+				switch k {
+				case "platform", "model", "osVersion":
+					sv, ok := val.(string)
+					if !ok || sv == "" || len(sv) > 256 {
+						return nil, bad("target %d: %s must be a non-empty string of at most 256 characters", i, k)
+					}
+					switch k {
+					case "platform":
+						t.Platform = sv
+					case "model":
+						t.Model = sv
+					default:
+						t.OSVersion = sv
+					}
+				case "count":
+					n, ok := val.(json.Number)
+					c, err := n.Int64()
+					if !ok || err != nil || c < 1 || c > 64 {
+						return nil, bad("target %d: count must be a whole number from 1 to 64, got %s", i, describe(val))
+					}
+					t.Count = int(c)
+				default:
+					return nil, bad("target %d: unknown field %q (fields: platform, model, osVersion, count)", i, k)
+				}
+			}
+			if t.Platform != "ios" && t.Platform != "android" {
+				return nil, bad("target %d: platform must be ios or android, got %q", i, t.Platform)
+			}
+			if t.Model == "" || t.Count == 0 {
+				return nil, bad("target %d: model and count are required", i)
+			}
+			out = append(out, t)
+		}
+		return out, nil
 	case kindPlatformLists:
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -435,6 +498,20 @@ func (c *Config) Bool(key string) bool {
 func (c *Config) String(key string) string {
 	v, _ := c.values[key].(string)
 	return v
+}
+
+// WarmTarget is one warm-pool target as configured.
+type WarmTarget struct {
+	Platform  string `json:"platform"`
+	Model     string `json:"model"`
+	OSVersion string `json:"osVersion,omitempty"`
+	Count     int    `json:"count"`
+}
+
+// Targets is the warm pool's target list.
+func (c *Config) Targets(key string) []WarmTarget {
+	v, _ := c.values[key].([]WarmTarget)
+	return slices.Clone(v)
 }
 
 // PlatformLists is a setting of version lists by platform.
@@ -589,6 +666,14 @@ func (k keySpec) fromText(s string) (any, error) {
 			return k.fromJSON(items)
 		}
 		return k.fromJSON(strings.TrimSpace(s))
+	case kindTargets:
+		var doc any
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return nil, &Error{Key: k.key, Msg: fmt.Sprintf(`must be a JSON list such as [{"platform":"ios","model":"iPhone 17","count":2}], got %q`, s)}
+		}
+		return k.fromJSON(doc)
 	case kindPlatformLists:
 		var doc any
 		dec := json.NewDecoder(strings.NewReader(s))

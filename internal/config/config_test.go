@@ -170,3 +170,24 @@ func TestDemoDownloadableRuntimesIsAnObjectOfLists(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmPoolTargetsAreStrict(t *testing.T) {
+	c, err := Parse([]byte(`{"warmPool":{"targets":[{"platform":"ios","model":"iPhone 17","osVersion":"26","count":2}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Targets("warmPool.targets"); len(got) != 1 || got[0] != (WarmTarget{Platform: "ios", Model: "iPhone 17", OSVersion: "26", Count: 2}) {
+		t.Errorf("targets = %+v", got)
+	}
+	for _, bad := range []string{
+		`[{"platform":"ios","model":"iPhone 17","count":0}]`,
+		`[{"platform":"ios","class":"phone","count":1}]`,
+		`[{"platform":"windows","model":"x","count":1}]`,
+		`[{"platform":"ios","count":1}]`,
+		`{"platform":"ios"}`,
+	} {
+		if _, err := Parse([]byte(`{"warmPool":{"targets":` + bad + `}}`)); err == nil || !strings.Contains(err.Error(), "warmPool.targets") {
+			t.Errorf("accepted %s (%v)", bad, err)
+		}
+	}
+}

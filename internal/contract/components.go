@@ -215,3 +215,50 @@ type CleanupRunResult struct {
 	DryRun  bool            `json:"dryRun"`
 	Actions []CleanupAction `json:"actions"`
 }
+
+// WarmTarget asks the warm pool to keep Count idle devices of a model (and
+// OS version) booted.
+type WarmTarget struct {
+	Platform  Platform `json:"platform"`
+	Model     string   `json:"model"`
+	OSVersion string   `json:"osVersion,omitempty"`
+	Count     int      `json:"count"`
+}
+
+// WarmTargetStatus is how a target fares now.
+type WarmTargetStatus struct {
+	WarmTarget
+	Ready   int `json:"ready"`
+	Booting int `json:"booting"`
+	Short   int `json:"short"`
+	// Reason says why a short target is not being filled: no-driver,
+	// runtime-missing, unknown-model, boot-failed, device-limit,
+	// running-limit, reserve, ram-budget, request-waiting.
+	Reason string `json:"reason,omitempty"`
+}
+
+// WarmPoolStatus is the warm pool's line in status.
+type WarmPoolStatus struct {
+	Enabled        bool               `json:"enabled"`
+	ReserveRunning map[Platform]int   `json:"reserveRunning"`
+	Targets        []WarmTargetStatus `json:"targets"`
+}
+
+// OpNuke ends every lease, fails every waiting request and, with
+// DeleteDevices, deletes every device simlock created (admin).
+const OpNuke Op = "nuke"
+
+// NukeInput asks for a nuke.
+type NukeInput struct {
+	DeleteDevices bool `json:"deleteDevices,omitempty"`
+}
+
+// Validate accepts any NukeInput.
+func (*NukeInput) Validate() error { return nil }
+
+// NukeResult says what a nuke did.
+type NukeResult struct {
+	Released  []string `json:"released"`
+	Cancelled []string `json:"cancelled"`
+	Deleted   []string `json:"deleted"`
+}

@@ -94,6 +94,7 @@ var ops = map[Op]OpInfo{
 	OpDemoInject:       {AdminOnly: true},
 	OpCleanupRun:       {AdminOnly: true},
 	OpCleanupRules:     {},
+	OpNuke:             {AdminOnly: true},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

@@ -378,6 +378,8 @@ type Status struct {
 	// Installs are the component installs running or waiting, oldest
 	// first (at most 16).
 	Installs []InstallStatus `json:"installs,omitempty"`
+	// WarmPool is the warm pool's settings and how each target fares.
+	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
 }
 
 // Catalog is what a platform offers.

@@ -306,6 +306,8 @@ func (d *Daemon) converge(ctx context.Context) {
 			MaxConcurrent:      int(cfg.Int("health.maxConcurrentRecoveries")),
 		},
 		DeviceHealth: d.deviceHealth,
+		WarmPool:     warmPoolPolicy(cfg),
+		EndWait:      time.Duration(cfg.Int("lease.endWaitMs")) * time.Millisecond,
 		Idle: leasing.IdlePolicy{
 			Enabled:           true,
 			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,
@@ -569,6 +571,22 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	for c := range set {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
 	}
+}
+
+// warmPoolPolicy reads warmPool.* from the config.
+func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
+	wp := &leasing.WarmPoolPolicy{
+		Enabled: cfg.Bool("warmPool.enabled"),
+		Reserve: map[contract.Platform]int{
+			contract.PlatformIOS:     int(cfg.Int("warmPool.reserveRunning.ios")),
+			contract.PlatformAndroid: int(cfg.Int("warmPool.reserveRunning.android")),
+		},
+		MaxConcurrentBoots: int(cfg.Int("warmPool.maxConcurrentBoots")),
+	}
+	for _, t := range cfg.Targets("warmPool.targets") {
+		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion, Count: t.Count})
+	}
+	return wp
 }
 
 // deviceHealth tells the sessions holding a lease that its device crashed

@@ -255,6 +255,12 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return s.d.demoInject(in)
+	case contract.OpNuke:
+		var in contract.NukeInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Nuke(s.ctx, in.DeleteDevices)
 	case contract.OpCleanupRun:
 		var in contract.CleanupRunInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -384,6 +390,8 @@ func (d *Daemon) status() contract.Status {
 	if d.installer != nil {
 		s.Installs = d.installer.Installs()
 	}
+	wp := d.engine.WarmPoolStatus()
+	s.WarmPool = &wp
 	for _, w := range s.Waiting {
 		if w.Stage == "queued" {
 			s.QueueDepth++

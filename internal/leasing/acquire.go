@@ -91,6 +91,10 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 		e.mu.Unlock()
 		return nil, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
 	}
+	if cerr := e.maintenanceFenceLocked(); cerr != nil {
+		e.mu.Unlock()
+		return nil, cerr
+	}
 	if in.IdempotencyKey != "" {
 		for _, r := range e.requests {
 			if r.rec.RequesterID == requester && r.rec.IdempotencyKey == in.IdempotencyKey {

@@ -81,10 +81,20 @@ type Options struct {
 	// Idle is the idle tiers (off unless Enabled; Cleanup runs them on
 	// demand either way).
 	Idle IdlePolicy
+	// WarmPool is what stays booted; nil keeps devices as the queue and
+	// the idle tiers leave them.
+	WarmPool *WarmPoolPolicy
 	// DeviceHealth tells the sessions holding a lease that its device
 	// crashed (NoticeUnhealthy) or was booted again (NoticeRecovered, with
 	// the attempts it took). It must not block.
 	DeviceHealth func(lease contract.LeaseRecord, notice string, attempts int)
+	// LeaseEndParticipants are called for every lease that ends, after the
+	// end is committed and before the device's clean, which waits for them
+	// (see LeaseEndParticipant). None by default: the clean starts at once.
+	LeaseEndParticipants []LeaseEndParticipant
+	// EndWait is lease.endWaitMs: how long the clean of an ended lease's
+	// device waits for its participants at most; 10 minutes when 0.
+	EndWait time.Duration
 }
 
 // Caller is who calls an operation.
@@ -119,15 +129,19 @@ type Engine struct {
 	revs      uint64                  // last request revision handed out
 	removing  map[string]bool         // runtimes being removed ("ios/26.4")
 	health    map[string]*healthState // leased devices the monitor tracks
-	queue     []*request              // waiting, in arrival order
-	claims    map[string]string       // device id -> operation in flight
-	stuck     map[string]bool         // devices that failed to stop or delete: never victims
-	timers    map[string]*time.Timer  // lease id -> expiry timer
+	warm      warmState
+	queue     []*request             // waiting, in arrival order
+	claims    map[string]string      // device id -> operation in flight
+	stuck     map[string]bool        // devices that failed to stop or delete: never victims
+	timers    map[string]*time.Timer // lease id -> expiry timer
 	catalogs  map[contract.Platform]driver.Catalog
 	lastCap   string
 	lastDepth int
 	started   bool
 	stopping  bool
+	// ends tracks lease-end participant calls, reclaims and nukes in
+	// flight.
+	ends endState
 }
 
 // request is an open lease request and the requesters waiting on it.
@@ -180,6 +194,10 @@ func New(opts Options) *Engine {
 	opts.Quarantine = opts.Quarantine.withDefaults()
 	opts.Health = opts.Health.withDefaults()
 	opts.Idle = opts.Idle.withDefaults()
+	if opts.WarmPool != nil {
+		wp := opts.WarmPool.withDefaults()
+		opts.WarmPool = &wp
+	}
 	if opts.DeviceHealth == nil {
 		opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
 	}
@@ -193,7 +211,8 @@ func New(opts Options) *Engine {
 	return &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
-		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, health: map[string]*healthState{}, timers: map[string]*time.Timer{},
+		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, health: map[string]*healthState{},
+		warm: warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}}, timers: map[string]*time.Timer{},
 		catalogs: map[contract.Platform]driver.Catalog{},
 	}
 }
@@ -312,6 +331,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.opts.Idle.Enabled {
 		go e.reapIdle()
 	}
+	if e.opts.WarmPool != nil {
+		go e.runWarmPool()
+	}
 	return nil
 }
 
@@ -336,6 +358,8 @@ func (e *Engine) Shutdown(ctx context.Context, reason string) error {
 		e.log.Warn("could not record daemon.stopping", "err", err)
 	}
 	e.stopping = true
+	// Participant waits end now: a stop waits for the cleans, not for them.
+	e.cutEndsLocked(errStopping)
 	// Waiters hear at once that the daemon is going; the records stay open,
 	// like every request still open at the end, and the next start settles
 	// them as daemon-restarted.
@@ -365,6 +389,7 @@ func (e *Engine) Close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stopping = true
+	e.cutEndsLocked(errStopping)
 	for id, t := range e.timers {
 		t.Stop()
 		delete(e.timers, id)

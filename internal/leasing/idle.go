@@ -88,8 +88,9 @@ func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupA
 	if pressure {
 		deleteAfter = e.opts.Idle.ShutdownAfter
 	}
+	kept := e.targetedLocked()
 	for id, d := range e.devices {
-		if _, leased := e.byDevice[id]; leased || e.claims[id] != "" || e.warmLocked(id) {
+		if _, leased := e.byDevice[id]; leased || e.claims[id] != "" || kept[id] {
 			continue
 		}
 		idle := t - max(d.LastUsedAt, d.StateSince)
@@ -116,7 +117,7 @@ func (e *Engine) Cleanup(ctx context.Context, in contract.CleanupRunInput, trigg
 	pressure := e.diskPressure()
 	e.mu.Lock()
 	actions := e.proposalsLocked(in.Rule, pressure)
-	if in.DryRun || e.stopping {
+	if in.DryRun || e.stopping || e.maintenanceLocked() {
 		e.mu.Unlock()
 		return contract.CleanupRunResult{DryRun: in.DryRun, Actions: nonNilActions(actions)}
 	}
@@ -157,7 +158,3 @@ func nonNilActions(a []contract.CleanupAction) []contract.CleanupAction {
 	}
 	return a
 }
-
-// warmLocked reports whether the warm pool keeps this device booted; the
-// idle shutdown leaves those alone.
-func (e *Engine) warmLocked(string) bool { return false }

@@ -124,7 +124,8 @@ func (e *Engine) expireLocked(id string) {
 }
 
 // endLocked commits a lease's end, tells its holders, and starts the
-// device's clean.
+// device's clean (after its lease-end participants, when there are any).
+// Every lease end goes through here.
 func (e *Engine) endLocked(id, reason string) error {
 	l, ok := e.leases[id]
 	if !ok {
@@ -136,7 +137,7 @@ func (e *Engine) endLocked(id, reason string) error {
 	tx := e.begin()
 	tx.putLease(ended)
 	if d, ok := e.devices[ended.DeviceID]; ok && d.State == contract.DeviceLeased {
-		tx.setState(d.ID, contract.DeviceReclaiming)
+		e.markDeferredLocked(tx, tx.setState(d.ID, contract.DeviceReclaiming))
 	}
 	if reason == ReasonExpired {
 		tx.event("lease.expired", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "ownerId": ended.OwnerID})
@@ -152,9 +153,7 @@ func (e *Engine) endLocked(id, reason string) error {
 	}
 	e.opts.LeaseEnded(ended.LeaseRecord, reason)
 	e.stopRecoveryLocked(ended.DeviceID)
-	if d, ok := e.devices[ended.DeviceID]; ok && d.State == contract.DeviceReclaiming {
-		e.startReclaimLocked(d.ID)
-	}
+	e.afterEndLocked(ended, reason)
 	// A waiter may be served by this device once clean; say so now.
 	e.reportPositionsLocked()
 	return nil
@@ -164,7 +163,11 @@ func (e *Engine) endLocked(id, reason string) error {
 func (e *Engine) startReclaimLocked(id string) {
 	e.claims[id] = "reclaim"
 	d := *e.devices[id]
-	e.goWork(func() { e.runReclaim(d) })
+	done := e.trackReclaimLocked(id)
+	e.goWork(func() {
+		defer e.reclaimEnded(id, done)
+		e.runReclaim(d)
+	})
 }
 
 func (e *Engine) runReclaim(d store.Device) {
@@ -199,6 +202,7 @@ func (e *Engine) runReclaim(d store.Device) {
 		}
 		nd := tx.setState(d.ID, state)
 		nd.LastUsedAt = now()
+		nd.DeferredReclaim = false // wiped: whatever was put off is done
 		if state == contract.DeviceShutdown {
 			nd.Address = ""
 		}

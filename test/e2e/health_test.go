@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // healthHome checks leased devices every 200 ms and retries quickly.
@@ -123,5 +126,72 @@ func TestIdleDevicesAreShutDownThenDeleted(t *testing.T) {
 	}
 	if r := h.run("list", "--rules"); r.code != 0 || !strings.Contains(r.stdout, `"idle-shutdown"`) || !strings.Contains(r.stdout, `"afterMs":2000`) {
 		t.Errorf("list --rules\n%s", r)
+	}
+}
+
+// A warm-pool target of 2 keeps two ready devices; leasing one brings the
+// pool back to two.
+func TestWarmPoolKeepsTwoReady(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{
+		"warmPool.targets", `[{"platform":"ios","model":"iPhone 17","count":2}]`,
+		"warmPool.maxConcurrentBoots", "2",
+		"capacity.strategy", "fixed", "capacity.config.maxRunning", "4",
+	}, fastDemo...)...)
+	f := h.follow()
+	ready := map[string]bool{}
+	for len(ready) < 2 {
+		ev := f.next("a warm device ready", func(ev event) bool { return ev.Event == "device.ready" })
+		ready[ev.str("deviceId")] = true
+	}
+	g := h.leaseDetached("a", "ios", "--device", "iPhone 17")
+	if !ready[g.Device.ID] || g.Source != "warm" {
+		t.Errorf("the lease got %s (%s), want one of the warm devices", g.Device.ID, g.Source)
+	}
+	ev := f.next("the pool refilled", func(ev event) bool { return ev.Event == "device.ready" && !ready[ev.str("deviceId")] })
+	_ = ev
+	if st := h.run("status"); !strings.Contains(st.stdout, "ios iPhone 17: 2/2 ready") {
+		t.Errorf("status does not show the full pool\n%s", st.stdout)
+	}
+}
+
+// nuke --delete-devices ends every lease as killed, fails the waiting
+// request, and leaves no simlock device; a simulator outside simlock's root
+// is untouched.
+func TestNukeDeletesEverythingSimlockMadeAndNothingElse(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "1")
+	h.withShims(e, "ios")
+	theirs := shim(t, e, "xcrun", "simctl", "create", "My iPhone", "com.apple.CoreSimulator.SimDeviceType.iPhone-16", "com.apple.CoreSimulator.SimRuntime.iOS-18-6")
+	shim(t, e, "xcrun", "simctl", "boot", theirs)
+	f := h.follow()
+	g := h.leaseDetached("a", "ios", "--device", "iPhone 16")
+	waiter := h.start("lease", "--platform", "ios", "--device", "iPhone 16", "--agent-id", "b", "--detach")
+	waiter.waitLine(waiter.stderr, "queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
+
+	expectFailure(t, h.run("nuke"), 2, "USAGE") // no terminal, no --yes
+	r := h.run("nuke", "--yes", "--delete-devices")
+	if r.code != 0 || !strings.Contains(r.stdout, g.Lease.ID) {
+		t.Fatalf("nuke\n%s", r)
+	}
+	f.next("lease.released killed", func(ev event) bool {
+		return ev.Event == "lease.released" && ev.str("leaseId") == g.Lease.ID && ev.str("reason") == "killed"
+	})
+	if code := waiter.wait(); code == 0 {
+		t.Errorf("the waiting request was granted during a nuke\n%s", waiter.dump())
+	}
+	var devices struct {
+		Devices []map[string]any `json:"devices"`
+	}
+	if l := h.run("list", "--devices"); json.Unmarshal([]byte(l.stdout), &devices) != nil || len(devices.Devices) != 0 {
+		t.Errorf("devices after nuke --delete-devices\n%s", l)
+	}
+	if list := shim(t, e, "xcrun", "simctl", "list", "devices"); !strings.Contains(list, theirs+") (Booted)") {
+		t.Errorf("the foreign simulator was touched:\n%s", list)
+	}
+	// Acquisition is open again.
+	if r := h.run("lease", "--platform", "ios", "--device", "iPhone 16", "--agent-id", "c", "--detach"); r.code != 0 {
+		t.Errorf("lease after nuke\n%s", r)
 	}
 }

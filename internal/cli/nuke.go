@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// nukeCmd ends everything: every lease, every waiting request and, with
+// --delete-devices, every device simlock created.
+func nukeCmd(env Env) *cobra.Command {
+	var deleteDevices, yes bool
+	cmd := &cobra.Command{
+		Use:   "nuke [--delete-devices] [--yes]",
+		Short: "End every lease and waiting request; with --delete-devices delete every simlock device (admin)",
+		Long: `End every lease (reason killed) and fail every waiting request, after the
+cleans in flight finish; new requests are refused while it runs. With
+--delete-devices, delete every device simlock created. Devices outside
+simlock's roots are never touched.
+
+Asks for confirmation on a terminal; elsewhere it needs --yes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !yes {
+				if !env.StdinIsTerminal {
+					return usage("nuke ends every lease; add --yes to confirm (no terminal to ask on)")
+				}
+				what := "end every lease and fail every waiting request"
+				if deleteDevices {
+					what += ", then delete every device simlock created"
+				}
+				fmt.Fprintf(env.Stderr, "This will %s. Type yes to go on: ", what)
+				line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+				if strings.TrimSpace(line) != "yes" {
+					return usage("nuke not confirmed")
+				}
+			}
+			return withClient(cmd, env, session{principal: "simlock-cli", admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				var res contract.NukeResult
+				if err := c.Call(ctx, contract.OpNuke, contract.NukeInput{DeleteDevices: deleteDevices}, &res); err != nil {
+					return err
+				}
+				return printJSON(env.Stdout, res)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&deleteDevices, "delete-devices", false, "also delete every device simlock created")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm without asking")
+	return cmd
+}

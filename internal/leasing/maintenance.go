@@ -1,0 +1,200 @@
+package leasing
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// NukeResult is what a nuke did: the leases it ended, the requests it
+// cancelled and the devices it deleted.
+type NukeResult = contract.NukeResult
+
+// nukePoll is how often a nuke that deletes devices looks again at devices
+// busy with other work (a boot, a quarantine retry): those claims end in
+// many places, none of which says so.
+const nukePoll = 100 * time.Millisecond
+
+// Nuke puts the engine in maintenance and clears it: it fences acquisition
+// (new requests fail NO_CAPACITY, with maintenance in the details), cancels
+// every waiting request (lease.rejected, reason killed), cuts every
+// lease-end participant wait short and waits for the reclaims in flight,
+// then ends every lease (reason killed; participants get an already
+// cancelled context, and the reclaims are awaited). With deleteDevices it
+// then deletes every device simlock has (device.deleted, initiator nuke); a
+// device that fails to delete is quarantined. maintenance.started and
+// maintenance.ended bracket it, and acquisition opens again when it
+// returns. ctx bounds the waits: when it ends, Nuke returns what it did so
+// far with an error, and the work it started goes on.
+func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
+	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}}
+	e.mu.Lock()
+	if e.stopping || !e.started {
+		e.mu.Unlock()
+		return res, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	}
+	tx := e.begin()
+	tx.event("maintenance.started", map[string]any{"deleteDevices": deleteDevices})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.mu.Unlock()
+		return res, err
+	}
+	e.ends.maintenance++
+	defer e.endMaintenance(&res)
+	e.cutEndsLocked(errMaintenance)
+	// Waiters go first, so that none is granted a device a reclaim frees
+	// while the nuke runs, only to lose it a moment later.
+	for _, r := range e.sortedRequestsLocked() {
+		// Abandoned too: a request whose device is being started keeps the
+		// device, ready, and gets no lease from it.
+		r.abandoned = true
+		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), ReasonKilled)
+		res.Cancelled = append(res.Cancelled, r.rec.ID)
+	}
+	inflight := e.reclaimsLocked()
+	e.mu.Unlock()
+	if err := waitAll(ctx, inflight); err != nil {
+		return res, fmt.Errorf("wait for reclaims in flight: %w", err)
+	}
+
+	e.mu.Lock()
+	ids := make([]string, 0, len(e.leases))
+	for id := range e.leases {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if err := e.endLocked(id, ReasonKilled); err != nil {
+			e.mu.Unlock()
+			return res, fmt.Errorf("end lease %s: %w", id, err)
+		}
+		res.Released = append(res.Released, id)
+	}
+	inflight = e.reclaimsLocked()
+	e.mu.Unlock()
+	if err := waitAll(ctx, inflight); err != nil {
+		return res, fmt.Errorf("wait for reclaims: %w", err)
+	}
+	if deleteDevices {
+		if err := e.deleteAll(ctx, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// endMaintenance opens acquisition again and records what the nuke did.
+func (e *Engine) endMaintenance(res *NukeResult) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ends.maintenance--
+	sort.Strings(res.Deleted)
+	tx := e.begin()
+	tx.event("maintenance.ended", map[string]any{
+		"released": len(res.Released), "cancelled": len(res.Cancelled), "deleted": len(res.Deleted),
+	})
+	if _, err := e.commitLocked(tx); err != nil {
+		e.log.Error("could not record maintenance.ended", "err", err)
+	}
+}
+
+// maintenanceLocked reports whether a nuke is running: background
+// upkeep (warm pool, idle tiers) should leave devices alone meanwhile.
+func (e *Engine) maintenanceLocked() bool { return e.ends.maintenance > 0 }
+
+// maintenanceFenceLocked is the error a new request gets while a nuke runs.
+func (e *Engine) maintenanceFenceLocked() *contract.Error {
+	if !e.maintenanceLocked() {
+		return nil
+	}
+	return contract.Errorf(contract.CodeNoCapacity, "maintenance (nuke) in progress; try again").With("maintenance", true)
+}
+
+// deleteAll deletes every device, each once: those free now at once, those
+// busy with other work once it ends. It waits only for devices there when
+// it began, so work that keeps making devices (a warm pool refilling)
+// cannot keep it going; those are deleted when found free. A device in a
+// state that cannot be deleted (one left reclaiming with no reclaim
+// running) is left as it is.
+func (e *Engine) deleteAll(ctx context.Context, res *NukeResult) error {
+	tried := map[string]bool{}
+	var first map[string]bool
+	for {
+		e.mu.Lock()
+		if e.stopping {
+			// A delete cut off by the stop would quarantine a healthy
+			// device; the next nuke deletes what is left.
+			e.mu.Unlock()
+			return fmt.Errorf("delete devices: %w", errStopping)
+		}
+		if first == nil {
+			first = make(map[string]bool, len(e.devices))
+			for id := range e.devices {
+				first[id] = true
+			}
+		}
+		var batch []string
+		busy := false
+		for id, d := range e.devices {
+			if tried[id] {
+				continue
+			}
+			if e.claims[id] != "" || e.byDevice[id] != "" {
+				busy = busy || first[id]
+				continue
+			}
+			tried[id] = true
+			switch d.State {
+			case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+				e.claims[id] = "nuke"
+				batch = append(batch, id)
+			}
+		}
+		deleted := make([]bool, len(batch))
+		dones := make([]chan struct{}, len(batch))
+		for i, id := range batch {
+			done := make(chan struct{})
+			dones[i] = done
+			// As work, so a stop waits for a delete under way rather than
+			// cutting it off half done.
+			e.goWork(func() {
+				defer close(done)
+				deleted[i] = e.removeDevice(e.ctx, id, "nuke") == nil
+			})
+		}
+		e.mu.Unlock()
+		if err := waitAll(ctx, dones); err != nil {
+			return fmt.Errorf("delete devices: %w", err)
+		}
+		for i, id := range batch {
+			if deleted[i] {
+				res.Deleted = append(res.Deleted, id)
+			}
+		}
+		if !busy {
+			return nil
+		}
+		if len(batch) == 0 {
+			select {
+			case <-time.After(nukePoll):
+			case <-ctx.Done():
+				return fmt.Errorf("delete devices: %w", ctx.Err())
+			}
+		}
+	}
+}
+
+// waitAll waits until every channel is closed or ctx ends.
+func waitAll(ctx context.Context, chans []chan struct{}) error {
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

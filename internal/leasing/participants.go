@@ -1,0 +1,276 @@
+package leasing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// EndedLease is a lease that has just ended, as a lease-end participant
+// hears of it.
+type EndedLease struct {
+	LeaseID string
+	OwnerID string
+	// DeviceID is simlock's device id, as lease.released carries it.
+	DeviceID string
+	// Platform is the device's platform.
+	Platform contract.Platform
+	// Reason is the reason lease.released or lease.expired carries:
+	// explicit, killed, expired or device-lost.
+	Reason string
+}
+
+// LeaseEndParticipant is code an optional module gives the engine because
+// it must act on a device after its lease ends and before the device is
+// wiped (ending a session that drives the device, say). The engine imports
+// no participant; with none registered it behaves exactly as without this
+// port.
+//
+// LeaseEnded is called once per ended lease, in a goroutine of its own,
+// after the end is committed and published and while the device is
+// reclaiming under the engine's claim. The clean waits until every
+// participant has returned, or until Options.EndWait has passed since they
+// were called, whichever comes first. ctx is cancelled when the engine stops
+// waiting early: at that ceiling, when a nuke or a graceful stop cuts the
+// wait short, and at Close; it is already cancelled for a lease that ends
+// during a nuke or a stop. A participant should return soon after ctx ends;
+// the engine does not wait for one that does not. A returned error, or a
+// panic, is logged with the lease and device, and the clean goes ahead.
+type LeaseEndParticipant interface {
+	LeaseEnded(ctx context.Context, ended EndedLease) error
+}
+
+// defaultEndWait is lease.endWaitMs's default.
+const defaultEndWait = 10 * time.Minute
+
+// Causes of a cancelled participant context, for participants that want to
+// tell them apart (context.Cause).
+var (
+	errEndWaitCeiling = errors.New("lease.endWaitMs passed")
+	errMaintenance    = errors.New("a nuke is in progress")
+)
+
+// endState is what the engine tracks of lease ends and reclaims in flight.
+// e.mu guards it.
+type endState struct {
+	// calls are the participant calls the engine may still cut short: from
+	// the call until every participant returned or the wait ended.
+	calls map[*endCall]bool
+	// maintenance counts nukes in progress. While it is above zero,
+	// acquisition is fenced and participants get a cancelled context.
+	maintenance int
+	// reclaims maps each device being reclaimed, its participant wait
+	// included, to a channel closed when that reclaim ends; a nuke waits
+	// on them.
+	reclaims map[string]chan struct{}
+}
+
+// endCall is the participants' call for one ended lease. Its context is
+// shared by all of them: one budget per lease, not per participant.
+type endCall struct {
+	ended  EndedLease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// returned is closed once every participant has returned.
+	returned chan struct{}
+	// ceiling is lease.endWaitMs from the call; nil when the call was cut
+	// short before it was made.
+	ceiling *time.Timer
+}
+
+func (e *Engine) endWait() time.Duration {
+	if e.opts.EndWait > 0 {
+		return e.opts.EndWait
+	}
+	return defaultEndWait
+}
+
+// cutCauseLocked says why a participant called now gets a cancelled
+// context, or nil when it gets a live one.
+func (e *Engine) cutCauseLocked() error {
+	switch {
+	case e.stopping || e.ctx.Err() != nil:
+		return errStopping
+	case e.ends.maintenance > 0:
+		return errMaintenance
+	}
+	return nil
+}
+
+// cutEndsLocked cancels every participant context handed out, so each
+// wait ends now and its reclaim starts (or, after Close, is left to the
+// next start).
+func (e *Engine) cutEndsLocked(cause error) {
+	for c := range e.ends.calls {
+		c.cancel(cause)
+		delete(e.ends.calls, c)
+	}
+}
+
+// afterEndLocked runs once a lease's end is committed and published. With
+// no participant it starts the device's clean at once, as always. With
+// participants it calls them, and then: cleans the device once they have
+// returned (or the ceiling passed); cleans it at once, without waiting,
+// when a nuke or a stop is under way; and waits for nothing when the end
+// left no device to clean.
+func (e *Engine) afterEndLocked(l store.Lease, reason string) {
+	d, ok := e.devices[l.DeviceID]
+	reclaim := ok && d.State == contract.DeviceReclaiming
+	if len(e.opts.LeaseEndParticipants) == 0 {
+		if reclaim {
+			e.startReclaimLocked(d.ID)
+		}
+		return
+	}
+	ended := EndedLease{LeaseID: l.ID, OwnerID: l.OwnerID, DeviceID: l.DeviceID, Reason: reason}
+	if ok {
+		ended.Platform = d.Platform
+	}
+	id := l.DeviceID
+	if reclaim {
+		// Claimed before any participant runs, until the clean ends:
+		// nothing else (recovery, doctor, a waiter) touches the device
+		// while a participant may still be working on it.
+		e.claims[id] = "reclaim"
+	}
+	c := e.callParticipantsLocked(ended)
+	switch {
+	case c.ceiling == nil:
+		if reclaim {
+			e.startReclaimLocked(id)
+		}
+	case !reclaim:
+		e.goWork(func() { e.awaitParticipants(c, false) })
+	default:
+		done := e.trackReclaimLocked(id)
+		e.goWork(func() {
+			defer e.reclaimEnded(id, done)
+			e.awaitParticipants(c, true)
+			e.reclaimAfterWait(id)
+		})
+	}
+}
+
+// callParticipantsLocked calls every participant at once, each in its own
+// goroutine, so none waits behind another and the lock is not held while
+// they work.
+func (e *Engine) callParticipantsLocked(ended EndedLease) *endCall {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	c := &endCall{ended: ended, ctx: ctx, cancel: cancel, returned: make(chan struct{})}
+	if cause := e.cutCauseLocked(); cause != nil {
+		cancel(cause)
+	} else {
+		if e.ends.calls == nil {
+			e.ends.calls = map[*endCall]bool{}
+		}
+		e.ends.calls[c] = true
+		c.ceiling = time.NewTimer(e.endWait())
+	}
+	var left atomic.Int32
+	left.Store(int32(len(e.opts.LeaseEndParticipants)))
+	for _, p := range e.opts.LeaseEndParticipants {
+		go func() {
+			// Logged here, not by the waiter: a participant that fails after
+			// the engine stopped waiting is reported all the same.
+			if err := callParticipant(ctx, p, ended); err != nil {
+				e.log.Error("lease-end participant failed", "leaseId", ended.LeaseID, "deviceId", ended.DeviceID, "err", err)
+			}
+			if left.Add(-1) == 0 {
+				close(c.returned)
+			}
+		}()
+	}
+	return c
+}
+
+// callParticipant calls p, turning a panic into an error: a participant is
+// an optional module, and its bug must not take the daemon down.
+func callParticipant(ctx context.Context, p LeaseEndParticipant, ended EndedLease) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("lease-end participant panicked: %v", r)
+		}
+	}()
+	return p.LeaseEnded(ctx, ended)
+}
+
+// awaitParticipants waits until c's participants have returned, the
+// ceiling passes or the wait is cut short. The ceiling timer never outlives
+// the wait, so a wait that ended early never warns or cancels later.
+func (e *Engine) awaitParticipants(c *endCall, reclaiming bool) {
+	defer c.ceiling.Stop()
+	select {
+	case <-c.returned:
+	case <-c.ctx.Done():
+	case <-c.ceiling.C:
+		if reclaiming {
+			e.log.Warn("lease-end participants did not return within lease.endWaitMs; reclaiming the device anyway",
+				"leaseId", c.ended.LeaseID, "deviceId", c.ended.DeviceID, "endWait", e.endWait())
+		}
+		c.cancel(errEndWaitCeiling)
+	}
+	e.mu.Lock()
+	delete(e.ends.calls, c)
+	e.mu.Unlock()
+}
+
+// reclaimAfterWait cleans the device whose participants are done.
+func (e *Engine) reclaimAfterWait(id string) {
+	e.mu.Lock()
+	d, ok := e.devices[id]
+	if !ok || e.ctx.Err() != nil {
+		// Closed: no more driver work. The device stays reclaiming with its
+		// deferred-reclaim marker, and the next start wipes it.
+		delete(e.claims, id)
+		e.mu.Unlock()
+		return
+	}
+	dev := *d
+	e.mu.Unlock()
+	e.runReclaim(dev)
+}
+
+// markDeferredLocked records in tx that the clean of a device whose lease
+// is ending waits for participants, so a daemon that dies before the clean
+// is done leaves a device the next start wipes in full.
+func (e *Engine) markDeferredLocked(tx *txn, d store.Device) {
+	if len(e.opts.LeaseEndParticipants) == 0 {
+		return
+	}
+	d.DeferredReclaim = true
+	tx.putDevice(d)
+}
+
+// trackReclaimLocked registers a reclaim starting on device id.
+func (e *Engine) trackReclaimLocked(id string) chan struct{} {
+	if e.ends.reclaims == nil {
+		e.ends.reclaims = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	e.ends.reclaims[id] = done
+	return done
+}
+
+// reclaimEnded unregisters a reclaim and wakes whoever waits for it.
+func (e *Engine) reclaimEnded(id string, done chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ends.reclaims[id] == done {
+		delete(e.ends.reclaims, id)
+	}
+	close(done)
+}
+
+// reclaimsLocked lists the reclaims in flight.
+func (e *Engine) reclaimsLocked() []chan struct{} {
+	out := make([]chan struct{}, 0, len(e.ends.reclaims))
+	for _, done := range e.ends.reclaims {
+		out = append(out, done)
+	}
+	return out
+}
