@@ -135,6 +135,8 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 				DownloadableRuntimes: cfg.PlatformLists("drivers.demo.downloadableRuntimes")[string(p)],
 				DownloadTime:         time.Duration(cfg.Int("drivers.demo.downloadMs")) * time.Millisecond,
 				Installed:            demoInstalled(installed[p], p),
+				// Simulated devices outlive the daemon, as real ones do.
+				StateFile: filepath.Join(home, "demo-devices"),
 			})
 			if err != nil {
 				return set, fmt.Errorf("demo driver: %w", err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -77,20 +78,33 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 }
 
 func doctorCmd(env Env) *cobra.Command {
-	var fix bool
+	var fix, purge, yes bool
 	cmd := &cobra.Command{
-		Use:   "doctor [--fix]",
+		Use:   "doctor [--fix] [--purge-orphans] [--yes]",
 		Short: "Find what stops a platform from working; --fix applies safe corrections (admin)",
 		Long: `Report missing platform tools (with the command that installs them), refused
-device roots, disabled drivers, and registry devices missing from their root.
-Findings are JSON on stdout; missing prerequisites are also listed on stderr.
-Nothing changes without --fix, which only marks vanished, unleased devices
-deleted. Findings never change the exit code.`,
+device roots, disabled drivers, registry devices missing from their root,
+devices stuck in a transition, leases past their deadline still held, and
+orphans (devices in simlock's roots that no record names). Findings are JSON
+on stdout; missing prerequisites are also listed on stderr. Nothing changes
+without --fix, which marks vanished unleased devices deleted, quarantines
+stalled devices and expires overdue leases; --purge-orphans deletes orphans
+(asks on a terminal, else needs --yes). Findings never change the exit code.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: fix, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			if purge && !yes {
+				if !env.StdinIsTerminal {
+					return usage("doctor --purge-orphans deletes devices; add --yes to confirm (no terminal to ask on)")
+				}
+				fmt.Fprint(env.Stderr, "This deletes every device in simlock's roots that its registry does not know. Type yes to go on: ")
+				line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+				if strings.TrimSpace(line) != "yes" {
+					return usage("purge not confirmed")
+				}
+			}
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: fix || purge, autostart: true}, func(ctx context.Context, c *client.Client) error {
 				var res contract.DoctorResult
-				if err := c.Call(ctx, contract.OpDoctorRun, contract.DoctorInput{Fix: fix}, &res); err != nil {
+				if err := c.Call(ctx, contract.OpDoctorRun, contract.DoctorInput{Fix: fix, PurgeOrphans: purge}, &res); err != nil {
 					return err
 				}
 				for _, f := range res.Findings {
@@ -103,5 +117,7 @@ deleted. Findings never change the exit code.`,
 		},
 	}
 	cmd.Flags().BoolVar(&fix, "fix", false, "apply safe corrections")
+	cmd.Flags().BoolVar(&purge, "purge-orphans", false, "delete devices in simlock's roots that no record names (admin)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm --purge-orphans without asking")
 	return cmd
 }

@@ -538,6 +538,9 @@ type PassthroughResult struct {
 // DoctorInput runs the doctor; Fix (admin) applies safe corrections.
 type DoctorInput struct {
 	Fix bool `json:"fix,omitempty"`
+	// PurgeOrphans (admin) deletes devices found in simlock's roots that no
+	// registry record names.
+	PurgeOrphans bool `json:"purgeOrphans,omitempty"`
 }
 
 // Validate accepts any DoctorInput.

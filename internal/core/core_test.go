@@ -15,7 +15,7 @@ func TestTransitionTableIsTotal(t *testing.T) {
 		{"provisioning", "ready"}: true, {"provisioning", "quarantined"}: true, {"provisioning", "deleted"}: true,
 		{"ready", "leased"}: true, {"ready", "shutdown"}: true, {"ready", "deleted"}: true,
 		{"leased", "reclaiming"}: true,
-		{"reclaiming", "ready"}:  true, {"reclaiming", "shutdown"}: true, {"reclaiming", "quarantined"}: true,
+		{"reclaiming", "ready"}:  true, {"reclaiming", "shutdown"}: true, {"reclaiming", "quarantined"}: true, {"reclaiming", "deleted"}: true,
 		{"shutdown", "ready"}: true, {"shutdown", "deleted"}: true, {"shutdown", "quarantined"}: true,
 		{"quarantined", "ready"}: true, {"quarantined", "shutdown"}: true, {"quarantined", "deleted"}: true,
 	}

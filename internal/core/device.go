@@ -12,7 +12,7 @@ var transitions = map[contract.DeviceState][]contract.DeviceState{
 	contract.DeviceProvisioning: {contract.DeviceReady, contract.DeviceQuarantined, contract.DeviceDeleted},
 	contract.DeviceReady:        {contract.DeviceLeased, contract.DeviceShutdown, contract.DeviceDeleted},
 	contract.DeviceLeased:       {contract.DeviceReclaiming},
-	contract.DeviceReclaiming:   {contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined},
+	contract.DeviceReclaiming:   {contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined, contract.DeviceDeleted},
 	contract.DeviceShutdown:     {contract.DeviceReady, contract.DeviceDeleted, contract.DeviceQuarantined},
 	contract.DeviceQuarantined:  {contract.DeviceReady, contract.DeviceShutdown, contract.DeviceDeleted},
 	contract.DeviceDeleted:      {},

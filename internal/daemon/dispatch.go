@@ -184,10 +184,10 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		if in.Fix && !caller.Admin {
-			return nil, contract.Errorf(contract.CodeForbidden, "doctor --fix needs the admin role")
+		if (in.Fix || in.PurgeOrphans) && !caller.Admin {
+			return nil, contract.Errorf(contract.CodeForbidden, "doctor --fix and --purge-orphans need the admin role")
 		}
-		return s.d.doctor(s.ctx, in.Fix)
+		return s.d.doctor(s.ctx, in)
 	case contract.OpDaemonStop:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

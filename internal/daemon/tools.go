@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
@@ -72,7 +73,8 @@ func picksDevice(args []string) bool {
 // doctor reports what stops a platform from working: missing tools, refused
 // roots, disabled drivers, and registry devices their root no longer holds.
 // With fix it marks such vanished devices deleted (never a leased one).
-func (d *Daemon) doctor(ctx context.Context, fix bool) (contract.DoctorResult, error) {
+func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.DoctorResult, error) {
+	fix := in.Fix
 	res := contract.DoctorResult{Findings: []contract.Finding{}}
 	if d.opts.Prerequisites != nil {
 		for _, m := range d.opts.Prerequisites(ctx) {
@@ -107,6 +109,48 @@ func (d *Daemon) doctor(ctx context.Context, fix bool) (contract.DoctorResult, e
 			f.Fixed = true
 		} else {
 			f.Remedy = "simlock doctor --fix marks it deleted"
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	for _, dev := range d.engine.Stalled() {
+		f := contract.Finding{Kind: "stalled-transition", Platform: dev.Spec.Platform, DeviceID: dev.ID,
+			Message: fmt.Sprintf("device %s has been %s since %s with nothing working on it", dev.ID, dev.State, time.UnixMilli(dev.StateSince).UTC().Format(time.RFC3339))}
+		if fix {
+			if err := d.engine.QuarantineStalled(dev.ID); err != nil {
+				return res, err
+			}
+			f.Fixed = true
+		} else {
+			f.Remedy = "simlock doctor --fix quarantines it; its clean is then retried"
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	for _, l := range d.engine.ExpiredLeases() {
+		f := contract.Finding{Kind: "expired-lease", DeviceID: l.DeviceID,
+			Message: fmt.Sprintf("lease %s passed its deadline (%s) but its device is still leased", l.ID, time.UnixMilli(l.TTLDeadline).UTC().Format(time.RFC3339))}
+		if fix {
+			d.engine.ExpireNow(l.ID)
+			f.Fixed = true
+		} else {
+			f.Remedy = "simlock doctor --fix expires it"
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	orphans, err := d.engine.Orphans(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, o := range orphans {
+		f := contract.Finding{Kind: "orphan", Platform: o.Platform, Path: o.Name,
+			Message: fmt.Sprintf("%s device %s (%s) is in simlock's root but not in its registry", o.Platform, o.ID, o.Name)}
+		if in.PurgeOrphans {
+			if err := d.engine.PurgeOrphan(ctx, o); err != nil {
+				f.Message += "; deleting it failed: " + err.Error()
+			} else {
+				f.Fixed = true
+			}
+		} else {
+			f.Remedy = "simlock doctor --purge-orphans --yes deletes it"
 		}
 		res.Findings = append(res.Findings, f)
 	}

@@ -130,6 +130,7 @@ type Engine struct {
 	removing  map[string]bool         // runtimes being removed ("ios/26.4")
 	health    map[string]*healthState // leased devices the monitor tracks
 	warm      warmState
+	noReclaim map[string]bool        // devices whose lease ends at startup without a clean
 	queue     []*request             // waiting, in arrival order
 	claims    map[string]string      // device id -> operation in flight
 	stuck     map[string]bool        // devices that failed to stop or delete: never victims
@@ -212,7 +213,8 @@ func New(opts Options) *Engine {
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
 		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, health: map[string]*healthState{},
-		warm: warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}}, timers: map[string]*time.Timer{},
+		noReclaim: map[string]bool{},
+		warm:      warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}}, timers: map[string]*time.Timer{},
 		catalogs: map[contract.Platform]driver.Catalog{},
 	}
 }
@@ -242,6 +244,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load registry: %w", err)
 	}
+	reality := e.readReality(ctx)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range snap.Devices {
@@ -282,8 +285,25 @@ func (e *Engine) Start(ctx context.Context) error {
 		case contract.DeviceProvisioning:
 			remove = append(remove, id)
 		case contract.DeviceReclaiming:
-			if _, leased := e.byDevice[id]; !leased {
+			if _, leased := e.byDevice[id]; !leased && reality.readable(d.Platform) {
+				// Interrupted (or put off while its platform was
+				// unreadable): clean it in full now.
 				reclaim = append(reclaim, id)
+			}
+		case contract.DeviceReady, contract.DeviceShutdown:
+			if _, leased := e.byDevice[id]; leased || !reality.readable(d.Platform) {
+				break
+			}
+			state, present := reality.state(d)
+			switch {
+			case !present:
+				tx.setState(id, contract.DeviceDeleted)
+				tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "missing"})
+			case d.State == contract.DeviceReady && state == driver.Stopped:
+				nd := tx.setState(id, contract.DeviceShutdown)
+				nd.Address = ""
+				tx.putDevice(nd)
+				tx.event("device.shutdown", map[string]any{"deviceId": id, "initiator": "startup"})
 			}
 		case contract.DeviceLeased:
 			if _, leased := e.byDevice[id]; !leased {
@@ -325,6 +345,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, id := range expired {
 		e.expireLocked(id)
 	}
+	e.convergeLeasesLocked(reality)
 	if e.opts.Health.Enabled {
 		go e.watchHealth()
 	}

@@ -39,12 +39,24 @@ func fixed(maxRunning int) core.Limits {
 	return l
 }
 
-// start makes and starts an engine over st inside the current bubble.
+// start makes and starts an engine over st inside the current bubble, with
+// fresh demo drivers.
 func start(t *testing.T, st *memStore, limits core.Limits) *harness {
+	t.Helper()
+	return restart(t, st, limits, nil)
+}
+
+// restart is start over the drivers of an earlier engine (its simulated
+// devices outlive it, as real ones outlive a daemon), or fresh ones.
+func restart(t *testing.T, st *memStore, limits core.Limits, prev *harness) *harness {
 	t.Helper()
 	h := &harness{t: t, st: st, drivers: map[contract.Platform]*demo.Driver{}}
 	drivers := map[contract.Platform]driver.Driver{}
 	for _, p := range contract.Platforms() {
+		if prev != nil {
+			h.drivers[p], drivers[p] = prev.drivers[p], prev.drivers[p]
+			continue
+		}
 		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime})
 		if err != nil {
 			t.Fatal(err)
@@ -453,7 +465,7 @@ func TestRestartRestoresLeasesAndExpiresPassedDeadlines(t *testing.T) {
 		<-waiting.done
 
 		time.Sleep(10 * time.Second) // down past g1's deadline, not g2's
-		h2 := start(t, st, fixed(2))
+		h2 := restart(t, st, fixed(2), h)
 		leases := h2.e.Leases(Caller{Admin: true})
 		if len(leases) != 1 || leases[0].ID != g2.Lease.ID || leases[0].TTLDeadline != g2.Lease.TTLDeadline {
 			t.Fatalf("after restart leases = %+v, want only %s with its deadline", leases, g2.Lease.ID)

@@ -120,7 +120,8 @@ func (e *Engine) cutEndsLocked(cause error) {
 // left no device to clean.
 func (e *Engine) afterEndLocked(l store.Lease, reason string) {
 	d, ok := e.devices[l.DeviceID]
-	reclaim := ok && d.State == contract.DeviceReclaiming
+	// A device startup could not read, or found gone, is not cleaned now.
+	reclaim := ok && d.State == contract.DeviceReclaiming && !e.noReclaim[l.DeviceID]
 	if len(e.opts.LeaseEndParticipants) == 0 {
 		if reclaim {
 			e.startReclaimLocked(d.ID)

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/simlock/simlock/internal/shimtest"
@@ -193,5 +195,73 @@ func TestNukeDeletesEverythingSimlockMadeAndNothingElse(t *testing.T) {
 	// Acquisition is open again.
 	if r := h.run("lease", "--platform", "ios", "--device", "iPhone 16", "--agent-id", "c", "--detach"); r.code != 0 {
 		t.Errorf("lease after nuke\n%s", r)
+	}
+}
+
+// doctor finds a device in simlock's root that no record names, and
+// --purge-orphans deletes it only when confirmed; a simulator outside the
+// root is never listed or touched.
+func TestDoctorFindsAndPurgesOrphans(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t)
+	h.withShims(e, "ios")
+	theirs := shim(t, e, "xcrun", "simctl", "create", "My iPhone", "com.apple.CoreSimulator.SimDeviceType.iPhone-16", "com.apple.CoreSimulator.SimRuntime.iOS-18-6")
+	h.startDaemon()
+	root := h.path("devices/ios")
+	orphan := shim(t, e, "xcrun", "simctl", "--set", root, "create", "stray", "com.apple.CoreSimulator.SimDeviceType.iPhone-16", "com.apple.CoreSimulator.SimRuntime.iOS-18-6")
+	r := h.run("doctor")
+	if !strings.Contains(r.stdout, `"kind":"orphan"`) || !strings.Contains(r.stdout, orphan) || strings.Contains(r.stdout, theirs) {
+		t.Fatalf("doctor does not report the orphan alone\n%s", r)
+	}
+	expectFailure(t, h.run("doctor", "--purge-orphans"), 2, "USAGE")
+	if r := h.run("doctor", "--purge-orphans", "--yes"); r.code != 0 || !strings.Contains(r.stdout, `"fixed":true`) {
+		t.Fatalf("purge\n%s", r)
+	}
+	list := shim(t, e, "xcrun", "simctl", "--set", root, "list", "devices")
+	if strings.Contains(list, orphan) {
+		t.Errorf("the orphan is still in the root:\n%s", list)
+	}
+	if all := shim(t, e, "xcrun", "simctl", "list", "devices"); !strings.Contains(all, theirs) {
+		t.Errorf("the foreign simulator is gone:\n%s", all)
+	}
+}
+
+// kill -9, with a held lease's device stopped: the next start ends that
+// lease as device-lost, keeps the other, and leaves no device reclaiming.
+func TestStartAfterKillEndsTheLeaseOfAStoppedDevice(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{"health.enabled", "false",
+		"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}, fastDemo...)...)
+	lost := h.leaseDetached("a", "ios", "--ttl", "10m")
+	kept := h.leaseDetached("b", "ios", "--ttl", "10m")
+	inject(t, h, lost.Device.ID, "crash") // no health monitor: nobody notices yet
+	pid := lockPID(h.dir)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitLockFree(h.dir, waitBound) {
+		t.Fatal("the killed daemon still holds its lock")
+	}
+	after := h.leases() // a new daemon starts and converges
+	if _, ok := after[lost.Lease.ID]; ok {
+		t.Errorf("the lease of the stopped device survived the restart")
+	}
+	if _, ok := after[kept.Lease.ID]; !ok {
+		t.Errorf("the lease of the running device did not survive: %+v", after)
+	}
+	r := h.run("events", "--since", "1m")
+	if !strings.Contains(r.stdout, `"reason":"device-lost"`) || !strings.Contains(r.stdout, lost.Lease.ID) {
+		t.Errorf("no device-lost end for %s in the events\n%s", lost.Lease.ID, r.stdout)
+	}
+	// Its clean runs in the background; follow the events until it is done
+	// (events --follow replays history first, so one already done is seen).
+	f := h.follow()
+	isClean := func(ev event) bool { return ev.Event == "device.reclaimed" && ev.str("deviceId") == lost.Device.ID }
+	if !slices.ContainsFunc(f.events, isClean) {
+		f.next("the stopped device cleaned", isClean)
+	}
+	if st := h.run("status"); strings.Contains(st.stdout, "reclaiming") {
+		t.Errorf("a device is stuck reclaiming\n%s", st.stdout)
 	}
 }

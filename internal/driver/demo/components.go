@@ -282,14 +282,18 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 	}
 
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	// The core never runs two installs at once, but a caller that does
 	// anyway gets the first one's install rather than a second receipt.
 	if _, done := d.receipts[v]; !done {
 		d.installs++
 		d.installLocked(v, d.receipt(v, strconv.Itoa(d.installs)))
 	}
-	return driver.InstallResult{ComponentInfo: d.infoLocked(v)}, nil
+	info = d.infoLocked(v)
+	d.mu.Unlock()
+	if err := d.saved(opInstall, nil); err != nil {
+		return driver.InstallResult{}, err
+	}
+	return driver.InstallResult{ComponentInfo: info}, nil
 }
 
 // RemoveComponent uninstalls the runtime c.Version, built in or not; a
@@ -303,6 +307,13 @@ func (d *Driver) RemoveComponent(ctx context.Context, c driver.ComponentInfo) er
 	if c.Platform != "" && c.Platform != d.platform {
 		return crash(opRemove, fmt.Errorf("demo: driver serves %s, not %s", d.platform, c.Platform))
 	}
+	if err := d.removeUnlessReinstalled(c); err != nil {
+		return err
+	}
+	return d.saved(opRemove, nil)
+}
+
+func (d *Driver) removeUnlessReinstalled(c driver.ComponentInfo) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	receipt, ok := d.receipts[c.Version]

@@ -5,14 +5,18 @@
 // while Android devices are restored from a snapshot and left running, and a
 // running Android device holds an emulator console port.
 //
-// The driver never runs a process, opens a file or uses the network; a device
-// is an entry in memory and is gone with the Driver.
+// The driver never runs a process or uses the network. By default a device is
+// an entry in memory and is gone with the Driver; with Options.StateFile the
+// simulated world (devices, their faults, installed runtimes) is also kept in
+// a file and outlives the process, as real simulators outlive simlock's
+// daemon (see state.go).
 //
 // Runtimes can be downloaded too (see components.go): Options names versions
 // that are downloadable but not installed, and InstallComponent installs one
-// after a simulated download, after which the catalog offers it. An install
-// lives in memory like a device, so the daemon hands the runtimes simlock
-// installed in earlier runs back through Options.Installed.
+// after a simulated download, after which the catalog offers it. Without a
+// state file an install lives in memory like a device, so the daemon hands
+// the runtimes simlock installed in earlier runs back through
+// Options.Installed.
 //
 // Waits use time.NewTimer and end early when the context is done, so under
 // testing/synctest they run on the bubble's fake clock. A call whose context
@@ -118,7 +122,29 @@ type Options struct {
 	// Receipt of an earlier install ("demo:ios:26.4:3"), which the runtime
 	// then keeps so that simlock's record of that install still matches it.
 	// A bare version gets the receipt "demo:<platform>:<version>:restored".
+	// Installed is applied after the state file, so it has the last word.
 	Installed []string
+	// StateFile, when set, keeps the simulated world in the file
+	// StatePath(StateFile, Platform), so that a Driver made after the
+	// process died finds it as a real machine would. The two platforms'
+	// drivers may be given the same StateFile: each has a file of its own.
+	//
+	// New loads the world from the file if it exists (an absent file is an
+	// empty world) and fails, naming the file, if it cannot be read or is
+	// corrupt. Each change is then written before the operation that made
+	// it returns, atomically and with mode 0600; an operation whose change
+	// cannot be written fails with a *driver.CrashError (Inject with the
+	// plain error), its change made nonetheless, as a real tool that
+	// crashed after acting; the next write records it. What a loaded
+	// device comes back as is settled as described at settle in state.go:
+	// booted devices still run, booting ones are stopped.
+	//
+	// The file holds the whole world, so a Driver with a StateFile adopts
+	// no device it does not know: an operation on one fails saying it does
+	// not exist, as for a vanished device, except Destroy, which succeeds.
+	// The configuration (times, Fail, FailOn) is not part of the world and
+	// is not kept. Only one Driver at a time may use a platform's file.
+	StateFile string
 }
 
 type devState int
@@ -131,6 +157,8 @@ const (
 )
 
 type device struct {
+	// spec is what the device was provisioned as; zero for one adopted.
+	spec  deviceData
 	state devState
 	// port is the console port an Android device holds while booting or
 	// booted; 0 otherwise.
@@ -157,6 +185,9 @@ type Driver struct {
 	alwaysFail                                         map[string]bool
 	provisionTime, bootTime, reclaimTime, downloadTime time.Duration
 	runtimes                                           runtimeTable
+	// file is where the world is kept, nil without Options.StateFile. It
+	// has a lock of its own.
+	file *stateFile
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -232,10 +263,22 @@ func New(opts Options) (*Driver, error) {
 	for _, v := range catalog.Runtimes {
 		d.receipts[v] = d.receipt(v, builtinStamp)
 	}
+	if opts.StateFile != "" {
+		d.file = &stateFile{path: StatePath(opts.StateFile, opts.Platform)}
+		if err := d.load(); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.restore(opts.Installed); err != nil {
 		return nil, err
 	}
 	d.refreshLocked()
+	// Written at once, so that the settled world is what the file says and
+	// a file that cannot be written shows now rather than at the first
+	// operation.
+	if err := d.save(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -346,8 +389,11 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	}
 	id := d.newID()
 	d.mu.Lock()
-	d.devices[id] = &device{state: stateCreated}
+	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion}, state: stateCreated}
 	d.mu.Unlock()
+	if err := d.saved(opProvision, nil); err != nil {
+		return driver.Device{}, err
+	}
 	return driver.Device{ID: id, Data: data}, nil
 }
 
@@ -387,7 +433,7 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		fail = takeFault(&rec.bootFails) || fail
 		addr := d.address(dev.ID, rec)
 		d.mu.Unlock()
-		if err := run(ctx, opBoot, 0, fail); err != nil {
+		if err := d.saved(opBoot, run(ctx, opBoot, 0, fail)); err != nil {
 			return driver.Device{}, err
 		}
 		dev.Address = addr
@@ -408,9 +454,22 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	fail = takeFault(&rec.bootFails) || fail
 	rec.state = stateBooting
 	d.mu.Unlock()
+	// Recorded before the wait, so that a daemon killed during the boot
+	// leaves a booting device for the next one to settle. A failure is not
+	// reported here: the save at the end writes this change too, or says
+	// it could not.
+	_ = d.save()
 
-	err := run(ctx, opBoot, d.bootTime, fail)
+	dev, err := d.endBoot(dev, rec, prev, run(ctx, opBoot, d.bootTime, fail))
+	if err := d.saved(opBoot, err); err != nil {
+		return driver.Device{}, err
+	}
+	return dev, nil
+}
 
+// endBoot settles the boot of rec, which started in state prev, once its
+// wait ended with err.
+func (d *Driver) endBoot(dev driver.Device, rec *device, prev devState, err error) (driver.Device, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Destroy, Shutdown and Inject free the port themselves, so a device
@@ -477,18 +536,29 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 	}
 	fail = takeFault(&adopted.reclaimFails) || fail
 	d.mu.Unlock()
+	// The fault is used up even if the daemon dies during the wait; as in
+	// MakeReady, the save at the end reports a failure.
+	_ = d.save()
 	if err := run(ctx, opReclaim, d.reclaimTime, fail); err != nil {
+		return driver.ReclaimResult{}, d.saved(opReclaim, err)
+	}
+	res, err := d.endReclaim(dev.ID)
+	if err := d.saved(opReclaim, err); err != nil {
 		return driver.ReclaimResult{}, err
 	}
+	return res, nil
+}
 
+// endReclaim leaves device id as a reclaim does once its wait is over.
+func (d *Driver) endReclaim(id string) (driver.ReclaimResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	rec, ok := d.devices[dev.ID]
+	rec, ok := d.devices[id]
 	if !ok {
-		return driver.ReclaimResult{}, d.absentLocked(opReclaim, dev.ID, "reclaiming")
+		return driver.ReclaimResult{}, d.absentLocked(opReclaim, id, "reclaiming")
 	}
 	if d.platform == contract.PlatformIOS {
-		d.freePort(dev.ID, rec)
+		d.freePort(id, rec)
 		rec.state = stateShutdown
 		return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "erase"}, nil
 	}
@@ -522,18 +592,20 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 		return err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	rec, ok := d.devices[dev.ID]
 	if !ok && d.gone[dev.ID] == vanished {
 		// A destroyed device is stopped indeed; a vanished one is not
 		// there to have stopped.
-		return d.absentLocked(opShutdown, dev.ID, "shutting down")
+		err := d.absentLocked(opShutdown, dev.ID, "shutting down")
+		d.mu.Unlock()
+		return err
 	}
 	if ok && running {
 		d.freePort(dev.ID, rec)
 		rec.state = stateShutdown
 	}
-	return nil
+	d.mu.Unlock()
+	return d.saved(opShutdown, nil)
 }
 
 // Destroy deletes the device after ReclaimTime/4, stopping it first if it
@@ -550,13 +622,13 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 		return err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if rec, ok := d.devices[dev.ID]; ok {
 		d.freePort(dev.ID, rec)
 		delete(d.devices, dev.ID)
 	}
 	d.gone[dev.ID] = destroyed
-	return nil
+	d.mu.Unlock()
+	return d.saved(opDestroy, nil)
 }
 
 // adoptLocked returns the record of device id, creating it in state s when
@@ -564,12 +636,13 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 // a daemon restart the registry names devices this driver instance never
 // created; like a real simulator that survived the restart, they exist.
 // An adopted Android device that is running gets a console port.
-// A device this driver destroyed stays gone.
+// A device this driver destroyed stays gone, and a driver with a state file
+// adopts nothing: the file is the whole world, as a real machine's is.
 func (d *Driver) adoptLocked(id string, s devState) *device {
 	if rec, ok := d.devices[id]; ok {
 		return rec
 	}
-	if d.gone[id] != 0 {
+	if d.gone[id] != 0 || d.file != nil {
 		return nil
 	}
 	rec := &device{state: s}
@@ -584,19 +657,20 @@ func (d *Driver) adoptLocked(id string, s devState) *device {
 
 // absentLocked is the error of op on device id, which adoptLocked refused or
 // which went away during the operation's wait (during names what op was
-// doing then). A vanished device does not exist, as far as anyone can tell;
-// a destroyed one was deleted. d.mu must be held.
+// doing then). A destroyed device was deleted; a vanished one, or one a
+// driver with a state file never knew, does not exist, as far as anyone can
+// tell. d.mu must be held.
 func (d *Driver) absentLocked(op, id, during string) error {
 	var err error
 	switch {
-	case d.gone[id] == vanished && during != "":
-		err = fmt.Errorf("demo: device %s vanished while %s: it does not exist", id, during)
-	case d.gone[id] == vanished:
-		err = fmt.Errorf("demo: device %s does not exist", id)
-	case during != "":
+	case d.gone[id] == destroyed && during != "":
 		err = fmt.Errorf("demo: device %s was deleted while %s", id, during)
-	default:
+	case d.gone[id] == destroyed:
 		err = fmt.Errorf("demo: device %s was deleted", id)
+	case during != "":
+		err = fmt.Errorf("demo: device %s vanished while %s: it does not exist", id, during)
+	default:
+		err = fmt.Errorf("demo: device %s does not exist", id)
 	}
 	return crash(op, err)
 }

@@ -69,16 +69,30 @@ func ParseFault(s string) (Fault, error) {
 //
 // Inject changes the device at once rather than at the next observation, so
 // an operation in progress meets the fault as it would on a real machine: a
-// boot under way when the device crashes or vanishes fails.
+// boot under way when the device crashes or vanishes fails. With a state
+// file, the fault is recorded before Inject returns, and a pending boot-fail
+// or reclaim-fail outlives the process.
 func (d *Driver) Inject(deviceID string, f Fault) error {
 	if _, err := ParseFault(string(f)); err != nil {
 		return err
 	}
+	if err := d.applyFault(deviceID, f); err != nil {
+		return err
+	}
+	return d.save()
+}
+
+func (d *Driver) applyFault(deviceID string, f Fault) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rec, ok := d.devices[deviceID]
 	if !ok {
 		why := "it was never provisioned or used"
+		if d.file != nil {
+			// It may have been, before the process died; the world
+			// does not remember.
+			why = "it does not exist"
+		}
 		switch d.gone[deviceID] {
 		case destroyed:
 			why = "it was destroyed"

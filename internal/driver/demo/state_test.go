@@ -1,0 +1,493 @@
+package demo_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
+)
+
+// managed is what ListManaged reports, in id order.
+func managed(t *testing.T, d *demo.Driver) []driver.Observed {
+	t.Helper()
+	r, err := d.ListManaged(t.Context())
+	if err != nil {
+		t.Fatalf("ListManaged: %v", err)
+	}
+	slices.SortFunc(r.Devices, func(a, b driver.Observed) int { return strings.Compare(a.ID, b.ID) })
+	return r.Devices
+}
+
+// killed copies the state files under base to a new base, as a daemon
+// killed now would leave them, so a second Driver can start from them while
+// the first one still finishes what it was doing without touching them.
+func killed(t *testing.T, base string) string {
+	t.Helper()
+	copyBase := filepath.Join(t.TempDir(), "killed")
+	for _, p := range contract.Platforms() {
+		b, err := os.ReadFile(demo.StatePath(base, p))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(demo.StatePath(copyBase, p), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return copyBase
+}
+
+func TestStatePath(t *testing.T) {
+	if got := demo.StatePath("/x/world", contract.PlatformIOS); got != "/x/world.ios.json" {
+		t.Errorf("StatePath(ios) = %q", got)
+	}
+	if got := demo.StatePath("/x/world", contract.PlatformAndroid); got != "/x/world.android.json" {
+		t.Errorf("StatePath(android) = %q", got)
+	}
+}
+
+func TestStateFileWorldSurvivesRestart(t *testing.T) {
+	for _, p := range contract.Platforms() {
+		t.Run(string(p), func(t *testing.T) {
+			ctx := t.Context()
+			nr := newRuntime[p]
+			opts := demo.Options{
+				Platform:             p,
+				DownloadableRuntimes: []string{nr.version},
+				StateFile:            filepath.Join(t.TempDir(), "world"),
+			}
+			first := newDriver(t, opts)
+			running := boot(t, first, provision(t, first))
+			crashed := boot(t, first, provision(t, first))
+			inject(t, first, crashed.ID, demo.FaultCrash)
+			created := provision(t, first)
+			destroyed := provision(t, first)
+			if err := first.Destroy(ctx, destroyed); err != nil {
+				t.Fatal(err)
+			}
+			installed := install(t, first, nr.version)
+			oldest := slices.Min(catalog(t, first).Runtimes) // built in
+			info, _ := find(t, first, oldest)
+			if err := first.RemoveComponent(ctx, info); err != nil {
+				t.Fatal(err)
+			}
+			inject(t, first, crashed.ID, demo.FaultBootFail)
+			inject(t, first, running.ID, demo.FaultReclaimFail)
+			before := managed(t, first)
+			if len(before) != 3 {
+				t.Fatalf("first driver lists %d devices, want 3: %+v", len(before), before)
+			}
+
+			second := newDriver(t, opts)
+			if after := managed(t, second); !reflect.DeepEqual(after, before) {
+				t.Errorf("after the restart ListManaged =\n%+v\nwant\n%+v", after, before)
+			}
+			wantRunState(t, second, running.ID, driver.Running)
+			wantRunState(t, second, crashed.ID, driver.Stopped)
+			wantRunState(t, second, created.ID, driver.Stopped)
+			if _, ok := observe(t, second, destroyed.ID); ok {
+				t.Error("a destroyed device came back")
+			}
+			if obs, _ := observe(t, second, running.ID); obs.Address != running.Address {
+				t.Errorf("running device's address after the restart = %q, want %q", obs.Address, running.Address)
+			}
+
+			// Runtimes: the download is installed with its receipt, the
+			// removed built-in runtime stays removed.
+			if got, ok := find(t, second, nr.version); !ok || got.Receipt != installed.Receipt {
+				t.Errorf("after the restart FindComponent(%s) = %+v, %v; want receipt %q", nr.version, got, ok, installed.Receipt)
+			}
+			resolve(t, second, nr.model, nr.version)
+			if _, ok := find(t, second, oldest); ok {
+				t.Errorf("removed runtime %s is installed again after the restart", oldest)
+			}
+			if c := catalog(t, second); slices.Contains(c.Runtimes, oldest) || c.Downloadable != nil {
+				t.Errorf("after the restart Runtimes = %v, Downloadable = %v", c.Runtimes, c.Downloadable)
+			}
+
+			// The pending faults fire, once each.
+			_, err := second.Reclaim(ctx, running)
+			wantInjected(t, err, "reclaim")
+			_, err = second.MakeReady(ctx, crashed)
+			wantInjected(t, err, "boot")
+			crashed = boot(t, second, crashed)
+			if p == contract.PlatformAndroid {
+				// The running emulator still holds its port, so the
+				// crashed one cannot be given it.
+				if crashed.Address != "emulator-5588" || running.Address != "emulator-5586" {
+					t.Errorf("after the restart the crashed device booted at %s, the running one holds %s; want 5588 and 5586", crashed.Address, running.Address)
+				}
+			}
+			if _, err := second.Reclaim(ctx, running); err != nil {
+				t.Errorf("second Reclaim after the restart: %v", err)
+			}
+
+			// Receipts stay unique across runs.
+			got, _ := find(t, second, nr.version)
+			if err := second.RemoveComponent(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			if again := install(t, second, nr.version); again.Receipt == installed.Receipt {
+				t.Errorf("a reinstall after the restart repeated receipt %q", again.Receipt)
+			}
+
+			// The file is the whole world: nothing outside it is adopted.
+			for _, id := range []string{destroyed.ID, "never-seen"} {
+				_, err := second.MakeReady(ctx, driver.Device{ID: id})
+				wantAbsent(t, err, "boot")
+				_, err = second.Reclaim(ctx, driver.Device{ID: id})
+				wantAbsent(t, err, "reclaim")
+				wantAbsent(t, second.Shutdown(ctx, driver.Device{ID: id}), "shutdown")
+				if err := second.Destroy(ctx, driver.Device{ID: id}); err != nil {
+					t.Errorf("Destroy(%s): %v, want success", id, err)
+				}
+				if _, ok := observe(t, second, id); ok {
+					t.Errorf("%s is listed after operations on it", id)
+				}
+			}
+		})
+	}
+}
+
+func TestStateFileBootingDeviceComesBackStopped(t *testing.T) {
+	for _, p := range contract.Platforms() {
+		t.Run(string(p), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := timed(demo.Options{Platform: p, StateFile: filepath.Join(t.TempDir(), "world")})
+				first := newDriver(t, opts)
+				running := boot(t, first, provision(t, first))
+				booting := provision(t, first)
+				// The boot the kill interrupts uses it up: that boot failed.
+				inject(t, first, booting.ID, demo.FaultBootFail)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					_, _ = first.MakeReady(ctx, booting)
+				}()
+				synctest.Wait() // the boot is under way
+				wantRunState(t, first, booting.ID, driver.Transitioning)
+				opts.StateFile = killed(t, opts.StateFile)
+				cancel()
+				<-done
+
+				second := newDriver(t, opts)
+				wantRunState(t, second, booting.ID, driver.Stopped)
+				wantRunState(t, second, running.ID, driver.Running)
+				var again driver.Device
+				err := timedOp(t, "MakeReady of the interrupted device", bootTime, func() (err error) {
+					again, err = second.MakeReady(t.Context(), booting)
+					return err
+				})
+				if err != nil {
+					t.Fatalf("MakeReady of the interrupted device: %v", err)
+				}
+				if p == contract.PlatformAndroid && again.Address != "emulator-5588" {
+					t.Errorf("interrupted device booted at %s, want emulator-5588 (its old port, free again)", again.Address)
+				}
+			})
+		})
+	}
+}
+
+func TestStateFileCorruptIsAnError(t *testing.T) {
+	// A real file to spoil.
+	base := filepath.Join(t.TempDir(), "world")
+	d := newDriver(t, demo.Options{Platform: contract.PlatformAndroid, StateFile: base})
+	boot(t, d, provision(t, d))
+	good, err := os.ReadFile(demo.StatePath(base, contract.PlatformAndroid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(w map[string]any)) []byte {
+		var w map[string]any
+		if err := json.Unmarshal(good, &w); err != nil {
+			t.Fatal(err)
+		}
+		f(w)
+		b, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	firstDevice := func(w map[string]any) map[string]any {
+		for _, dev := range w["devices"].(map[string]any) {
+			return dev.(map[string]any)
+		}
+		t.Fatal("no device in the file")
+		return nil
+	}
+	cases := map[string][]byte{
+		"empty":          {},
+		"garbage":        []byte("{\"format\": 1, \"platf"),
+		"truncated":      good[:len(good)/2],
+		"trailing":       append(append([]byte{}, good...), '}'),
+		"other platform": edit(func(w map[string]any) { w["platform"] = "ios" }),
+		"format":         edit(func(w map[string]any) { w["format"] = 2 }),
+		"no runtimes":    edit(func(w map[string]any) { delete(w, "runtimes") }),
+		"bad receipt":    edit(func(w map[string]any) { w["runtimes"].(map[string]any)["36"] = "demo:android:35:1" }),
+		"bare version":   edit(func(w map[string]any) { w["runtimes"].(map[string]any)["36"] = "36" }),
+		"state":          edit(func(w map[string]any) { firstDevice(w)["state"] = "exploded" }),
+		"fault count":    edit(func(w map[string]any) { firstDevice(w)["bootFails"] = -1 }),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			other := filepath.Join(t.TempDir(), "world")
+			path := demo.StatePath(other, contract.PlatformAndroid)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			d, err := demo.New(demo.Options{Platform: contract.PlatformAndroid, StateFile: other})
+			if err == nil || d != nil {
+				t.Fatalf("New with a corrupt state file = %v, %v; want an error", d, err)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "corrupt") {
+				t.Errorf("error %q does not say %s is corrupt", err, path)
+			}
+			// The corrupt file is left for a human to look at.
+			if got, _ := os.ReadFile(path); string(got) != string(b) {
+				t.Error("New changed the corrupt file")
+			}
+		})
+	}
+	t.Run("unreadable", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "world")
+		path := demo.StatePath(other, contract.PlatformIOS)
+		if err := os.Mkdir(path, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := demo.New(demo.Options{Platform: contract.PlatformIOS, StateFile: other})
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("New with a directory as the state file: err = %v, want one naming %s", err, path)
+		}
+	})
+}
+
+func TestStateFileAbsentIsAnEmptyWorld(t *testing.T) {
+	for _, p := range contract.Platforms() {
+		base := filepath.Join(t.TempDir(), "world")
+		d := newDriver(t, demo.Options{Platform: p, StateFile: base})
+		if got := managed(t, d); len(got) != 0 {
+			t.Errorf("%s: a fresh world lists %+v", p, got)
+		}
+		want := catalog(t, newDriver(t, demo.Options{Platform: p}))
+		if got := catalog(t, d); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: a fresh world's catalog =\n%+v\nwant\n%+v", p, got, want)
+		}
+		// New wrote the (empty) world, so a second Driver finds it.
+		if fi, err := os.Stat(demo.StatePath(base, p)); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: state file after New: %v, %v; want mode 0600", p, fi, err)
+		}
+		if got := managed(t, newDriver(t, demo.Options{Platform: p, StateFile: base})); len(got) != 0 {
+			t.Errorf("%s: the second Driver of a fresh world lists %+v", p, got)
+		}
+	}
+}
+
+func TestStateFileWritesAreAtomic(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	base := filepath.Join(dir, "world")
+	path := demo.StatePath(base, contract.PlatformAndroid)
+	d := newDriver(t, demo.Options{Platform: contract.PlatformAndroid, DownloadableRuntimes: []string{"37"}, StateFile: base})
+
+	var dev driver.Device
+	steps := []struct {
+		name string
+		f    func() error
+	}{
+		{"provision", func() (err error) { dev, err = d.Provision(ctx, someSpec(contract.PlatformAndroid)); return err }},
+		{"boot", func() (err error) { dev, err = d.MakeReady(ctx, dev); return err }},
+		{"inject", func() error { return d.Inject(dev.ID, demo.FaultReclaimFail) }},
+		{"failed reclaim", func() error {
+			if _, err := d.Reclaim(ctx, dev); !errors.Is(err, demo.ErrInjected) {
+				return errors.New("reclaim did not fail")
+			}
+			return nil
+		}},
+		{"install", func() error { _, err := d.InstallComponent(ctx, "37", nil); return err }},
+		{"shutdown", func() error { return d.Shutdown(ctx, dev) }},
+		{"destroy", func() error { return d.Destroy(ctx, dev) }},
+	}
+	for _, s := range steps {
+		// Held open, so that its inode cannot be freed and handed to a
+		// new file, which would make the two look the same.
+		old, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := old.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.f()
+		old.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		after, err := os.Stat(path)
+		if err != nil {
+			t.Fatalf("after %s: %v", s.name, err)
+		}
+		// A file replaced by a rename is a new file; one rewritten in
+		// place, which a reader could catch half written, is the same.
+		if os.SameFile(before, after) {
+			t.Errorf("%s rewrote the state file in place", s.name)
+		}
+		if after.Mode().Perm() != 0o600 {
+			t.Errorf("after %s the state file's mode is %v, want 0600", s.name, after.Mode().Perm())
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Name() != filepath.Base(path) {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("after %s the directory holds %v, want only %s", s.name, names, filepath.Base(path))
+		}
+	}
+
+	// A reader never sees a partial file, however the writes fall.
+	stop := make(chan struct{})
+	var reads atomic.Int32
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b, err := os.ReadFile(path)
+			if err != nil || !json.Valid(b) {
+				t.Errorf("a reader saw %q, %v", b, err)
+				return
+			}
+			reads.Add(1)
+		}
+	})
+	for range 30 {
+		dev := boot(t, d, provision(t, d))
+		if err := d.Destroy(ctx, dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	reader.Wait()
+	if reads.Load() == 0 {
+		t.Error("the reader never read the file")
+	}
+}
+
+func TestStateFileWriteFailureFailsTheOperation(t *testing.T) {
+	ctx := t.Context()
+	base := filepath.Join(t.TempDir(), "world")
+	path := demo.StatePath(base, contract.PlatformIOS)
+	d := newDriver(t, demo.Options{Platform: contract.PlatformIOS, StateFile: base})
+	kept := provision(t, d)
+
+	// Nothing can be renamed over a directory, whoever runs the test.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Provision(ctx, someSpec(contract.PlatformIOS))
+	wantCrash(t, err, "provision")
+	if err != nil && !strings.Contains(err.Error(), path) {
+		t.Errorf("Provision error %q does not name the state file", err)
+	}
+	if err := d.Inject(kept.ID, demo.FaultBootFail); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Inject with an unwritable state file: err = %v, want one naming %s", err, path)
+	}
+
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the failed writes left no directory in the way: %v", err)
+	}
+
+	// The changes were made nonetheless, as by a tool that crashed after
+	// acting: the fault fails the next boot. The next write that can be made
+	// records everything the failed ones missed.
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.MakeReady(ctx, kept)
+	wantInjected(t, err, "boot")
+	boot(t, d, kept)
+	want := managed(t, d)
+	again := newDriver(t, demo.Options{Platform: contract.PlatformIOS, StateFile: base})
+	if got := managed(t, again); len(got) != 2 || !reflect.DeepEqual(got, want) {
+		t.Errorf("after the failed writes the file holds\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestStateFileSharedByBothPlatforms(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "world")
+	drivers := map[contract.Platform]*demo.Driver{}
+	for _, p := range contract.Platforms() {
+		drivers[p] = newDriver(t, demo.Options{Platform: p, StateFile: base})
+	}
+	// Both drivers change their worlds at once.
+	var mu sync.Mutex
+	made := map[contract.Platform][]string{}
+	var wg sync.WaitGroup
+	for _, p := range contract.Platforms() {
+		for range 8 {
+			wg.Go(func() {
+				d := drivers[p]
+				dev, err := d.Provision(t.Context(), someSpec(p))
+				if err == nil {
+					dev, err = d.MakeReady(t.Context(), dev)
+				}
+				if err == nil {
+					err = d.Inject(dev.ID, demo.FaultReclaimFail)
+				}
+				if err != nil {
+					t.Errorf("%s: %v", p, err)
+					return
+				}
+				mu.Lock()
+				made[p] = append(made[p], dev.ID)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for _, p := range contract.Platforms() {
+		again := newDriver(t, demo.Options{Platform: p, StateFile: base})
+		var ids []string
+		for _, o := range managed(t, again) {
+			ids = append(ids, o.ID)
+			if o.RunState != driver.Running {
+				t.Errorf("%s: %s is %s after the restart, want running", p, o.ID, o.RunState)
+			}
+		}
+		slices.Sort(made[p])
+		if !slices.Equal(ids, made[p]) {
+			t.Errorf("%s: after the restart the world holds %v, want %v", p, ids, made[p])
+		}
+		for _, id := range made[p] {
+			_, err := again.Reclaim(t.Context(), driver.Device{ID: id})
+			wantInjected(t, err, "reclaim")
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package leasing
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func TestStalledTransitionIsFoundAndQuarantined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		g := h.mustGrant(h.acquire("a", ios))
+		// A clean nobody runs: the device is reclaiming with no claim, as
+		// if its work was lost.
+		h.e.mu.Lock()
+		tx := h.e.begin()
+		tx.setState(g.Device.ID, contract.DeviceReclaiming)
+		l := *h.e.leases[g.Lease.ID]
+		l.EndedAt = now()
+		tx.putLease(l)
+		h.e.commitLocked(tx)
+		h.e.mu.Unlock()
+		if s := h.e.Stalled(); len(s) != 0 {
+			t.Fatalf("stalled at once: %+v", s)
+		}
+		time.Sleep(max(3*reclaimTime, time.Minute) + time.Second)
+		s := h.e.Stalled()
+		if len(s) != 1 || s[0].ID != g.Device.ID {
+			t.Fatalf("stalled = %+v, want the device", s)
+		}
+		if err := h.e.QuarantineStalled(g.Device.ID); err != nil {
+			t.Fatal(err)
+		}
+		if d := h.e.Devices(); d[0].State != contract.DeviceQuarantined {
+			t.Errorf("after the fix: %s, want quarantined", d[0].State)
+		}
+	})
+}
+
+func TestOverdueLeaseIsReportedAndExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		g := h.mustGrant(h.acquire("a", ios))
+		if got := h.e.ExpiredLeases(); len(got) != 0 {
+			t.Fatalf("overdue at once: %+v", got)
+		}
+		// Its timer lost (a fault): the deadline passes unnoticed.
+		h.e.mu.Lock()
+		h.e.timers[g.Lease.ID].Stop()
+		h.e.mu.Unlock()
+		time.Sleep(2 * time.Minute)
+		if got := h.e.ExpiredLeases(); len(got) != 1 || got[0].ID != g.Lease.ID {
+			t.Fatalf("overdue = %+v", got)
+		}
+		h.e.ExpireNow(g.Lease.ID)
+		if l := h.e.Leases(Caller{Admin: true}); len(l) != 0 {
+			t.Errorf("leases after the fix = %+v", l)
+		}
+	})
+}
