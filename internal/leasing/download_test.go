@@ -55,28 +55,18 @@ func (m *memComponents) DeleteComponent(context.Context, contract.Platform, stri
 // 27.0, through a component installer, under the given downloads.policy.
 func startDownloads(t *testing.T, limits int, policy string) (*harness, *components.Installer) {
 	t.Helper()
-	h := &harness{t: t, st: newMemStore(), drivers: map[contract.Platform]*demo.Driver{}}
-	drivers := map[contract.Platform]driver.Driver{}
-	installers := map[contract.Platform]driver.Installer{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime,
-			DownloadableRuntimes: map[contract.Platform][]string{contract.PlatformIOS: {"26.4", "27.0"}, contract.PlatformAndroid: {"37"}}[p],
-			DownloadTime:         downloadTime})
-		if err != nil {
-			t.Fatal(err)
+	var in *components.Installer
+	h := build(t, newMemStore(), fixed(limits), nil, func(o *demo.Options) {
+		o.DownloadableRuntimes = map[contract.Platform][]string{contract.PlatformIOS: {"26.4", "27.0"}, contract.PlatformAndroid: {"37"}}[o.Platform]
+		o.DownloadTime = downloadTime
+	}, func(h *harness, o *Options) {
+		installers := map[contract.Platform]driver.Installer{}
+		for p, d := range h.drivers {
+			installers[p] = echoInstaller{d}
 		}
-		h.drivers[p], drivers[p], installers[p] = d, d, echoInstaller{d}
-	}
-	in := components.New(components.Options{Drivers: installers, Records: &memComponents{}, Timeout: time.Hour})
-	h.e = New(Options{Store: h.st, Drivers: drivers, Limits: fixed(limits), DefaultTTL: time.Minute, MaxTTL: time.Hour,
-		Installer: in, DownloadPolicy: policy})
-	if err := h.e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		in.Close()
-		h.e.Close()
-		h.e.Wait()
+		in = components.New(components.Options{Drivers: installers, Records: &memComponents{}, Timeout: time.Hour})
+		t.Cleanup(in.Close)
+		o.Installer, o.DownloadPolicy = in, policy
 	})
 	return h, in
 }

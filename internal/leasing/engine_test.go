@@ -50,6 +50,15 @@ func start(t *testing.T, st *memStore, limits core.Limits) *harness {
 // devices outlive it, as real ones outlive a daemon), or fresh ones.
 func restart(t *testing.T, st *memStore, limits core.Limits, prev *harness) *harness {
 	t.Helper()
+	return build(t, st, limits, prev, nil, nil)
+}
+
+// build is the one harness constructor: demo drivers (those of prev, or
+// fresh ones shaped by demoOpt), an engine over st whose options configure
+// may change (it sees the demo drivers; it may wrap them in opts.Drivers),
+// started, and closed at cleanup.
+func build(t *testing.T, st *memStore, limits core.Limits, prev *harness, demoOpt func(*demo.Options), configure func(h *harness, opts *Options)) *harness {
+	t.Helper()
 	h := &harness{t: t, st: st, drivers: map[contract.Platform]*demo.Driver{}}
 	drivers := map[contract.Platform]driver.Driver{}
 	for _, p := range contract.Platforms() {
@@ -57,20 +66,28 @@ func restart(t *testing.T, st *memStore, limits core.Limits, prev *harness) *har
 			h.drivers[p], drivers[p] = prev.drivers[p], prev.drivers[p]
 			continue
 		}
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime})
+		o := demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime}
+		if demoOpt != nil {
+			demoOpt(&o)
+		}
+		d, err := demo.New(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.drivers[p], drivers[p] = d, d
 	}
-	h.e = New(Options{
+	opts := Options{
 		Store: st, Drivers: drivers, Limits: limits, DefaultTTL: time.Minute, MaxTTL: time.Hour,
 		LeaseEnded: func(l contract.LeaseRecord, reason string) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.lost = append(h.lost, l.ID+":"+reason)
 		},
-	})
+	}
+	if configure != nil {
+		configure(h, &opts)
+	}
+	h.e = New(opts)
 	if err := h.e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

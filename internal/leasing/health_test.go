@@ -1,7 +1,6 @@
 package leasing
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
 )
 
@@ -22,36 +20,16 @@ type notice struct {
 // stopped readings a crash, 5 s backoff, three tries.
 func startHealth(t *testing.T) (*harness, func() []notice) {
 	t.Helper()
-	h := &harness{t: t, st: newMemStore(), drivers: map[contract.Platform]*demo.Driver{}}
-	drivers := map[contract.Platform]driver.Driver{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.drivers[p], drivers[p] = d, d
-	}
 	var mu sync.Mutex
 	var notices []notice
-	h.e = New(Options{Store: h.st, Drivers: drivers, Limits: fixed(2), DefaultTTL: time.Hour, MaxTTL: time.Hour,
-		Health: HealthPolicy{Enabled: true, ProbeInterval: 10 * time.Second, StableObservations: 2, MaxAttempts: 3, Backoff: 5 * time.Second, MaxConcurrent: 1},
-		DeviceHealth: func(l contract.LeaseRecord, what string, attempts int) {
+	h := build(t, newMemStore(), fixed(2), nil, nil, func(_ *harness, o *Options) {
+		o.DefaultTTL = time.Hour
+		o.Health = HealthPolicy{Enabled: true, ProbeInterval: 10 * time.Second, StableObservations: 2, MaxAttempts: 3, Backoff: 5 * time.Second, MaxConcurrent: 1}
+		o.DeviceHealth = func(l contract.LeaseRecord, what string, attempts int) {
 			mu.Lock()
 			defer mu.Unlock()
 			notices = append(notices, notice{l.ID, what, attempts})
-		},
-		LeaseEnded: func(l contract.LeaseRecord, reason string) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.lost = append(h.lost, l.ID+":"+reason)
-		},
-	})
-	if err := h.e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.e.Close()
-		h.e.Wait()
+		}
 	})
 	return h, func() []notice {
 		mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
 )
 
@@ -16,26 +15,14 @@ import (
 // delete 4 min after.
 func startIdle(t *testing.T, free int64) *harness {
 	t.Helper()
-	h := &harness{t: t, st: newMemStore(), drivers: map[contract.Platform]*demo.Driver{}}
-	drivers := map[contract.Platform]driver.Driver{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime})
-		if err != nil {
-			t.Fatal(err)
+	return build(t, newMemStore(), fixed(2), nil, nil, func(h *harness, o *Options) {
+		o.DefaultTTL = time.Hour
+		for p, d := range h.drivers {
+			o.Drivers[p] = rooted{d}
 		}
-		h.drivers[p], drivers[p] = d, rooted{d}
-	}
-	h.e = New(Options{Store: h.st, Drivers: drivers, Limits: fixed(2), DefaultTTL: time.Hour, MaxTTL: time.Hour,
-		Idle: IdlePolicy{Enabled: true, ShutdownAfter: 2 * time.Minute, DeleteAfter: 4 * time.Minute, PressureThreshold: 10 << 30,
-			FreeBytes: func(string) (int64, error) { return free, nil }}})
-	if err := h.e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.e.Close()
-		h.e.Wait()
+		o.Idle = IdlePolicy{Enabled: true, ShutdownAfter: 2 * time.Minute, DeleteAfter: 4 * time.Minute, PressureThreshold: 10 << 30,
+			FreeBytes: func(string) (int64, error) { return free, nil }}
 	})
-	return h
 }
 
 // rooted gives a demo driver a device root, so the disk-pressure check has

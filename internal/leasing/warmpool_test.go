@@ -1,37 +1,20 @@
 package leasing
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/driver/demo"
 )
 
 func startWarm(t *testing.T, limits int, wp WarmPoolPolicy) *harness {
 	t.Helper()
-	h := &harness{t: t, st: newMemStore(), drivers: map[contract.Platform]*demo.Driver{}}
-	drivers := map[contract.Platform]driver.Driver{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: provisionTime, BootTime: bootTime, ReclaimTime: reclaimTime})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.drivers[p], drivers[p] = d, d
-	}
-	h.e = New(Options{Store: h.st, Drivers: drivers, Limits: fixed(limits), DefaultTTL: time.Hour, MaxTTL: time.Hour, WarmPool: &wp})
-	if err := h.e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.e.Close()
-		h.e.Wait()
+	return build(t, newMemStore(), fixed(limits), nil, nil, func(_ *harness, o *Options) {
+		o.DefaultTTL = time.Hour
+		o.WarmPool = &wp
 	})
-	return h
 }
 
 func readyCount(h *harness) int {
