@@ -423,3 +423,29 @@ func TestExecClientDisconnectEndsTheSession(t *testing.T) {
 	default:
 	}
 }
+
+func TestLeaseStreamTellsOfACrashAndARecovery(t *testing.T) {
+	h := newHarness(t, httpapi.Options{KeepAlive: time.Hour})
+	pushes := make(chan func(contract.Push), 1)
+	h.fake.on(contract.OpLeaseWatch, func(_ context.Context, _ fakeCall, push func(contract.Push)) (any, error) {
+		pushes <- push
+		return contract.LeaseWatchResult{Lease: contract.LeaseRecord{ID: "lse_1"}}, nil
+	})
+	sr := newSSEReader(t, h.do("GET", "/v1/leases/lse_1/events", agentSecret, ""))
+	sr.expectConnected()
+	push := receive(t, pushes, "the lease.watch push func")
+	push(contract.Push{Push: contract.PushDeviceUnhealthy, LeaseID: "lse_1", DeviceID: "dev_1"})
+	push(contract.Push{Push: contract.PushDeviceRecovered, LeaseID: "lse_1", DeviceID: "dev_1", Attempts: 2})
+	push(contract.Push{Push: contract.PushLeaseLost, LeaseID: "lse_1", DeviceID: "dev_1", Reason: "device-lost"})
+	want := []struct{ event, data string }{
+		{"device_unhealthy", `{"deviceId":"dev_1","leaseId":"lse_1"}`},
+		{"device_recovered", `{"attempts":2,"deviceId":"dev_1","leaseId":"lse_1"}`},
+		{"lease_lost", `{"leaseId":"lse_1","deviceId":"dev_1","reason":"device-lost"}`},
+	}
+	for _, w := range want {
+		if f := sr.mustNext(); f.Event != w.event || f.Data != w.data {
+			t.Fatalf("event %+v, want %s %s", f, w.event, w.data)
+		}
+	}
+	sr.expectEnd()
+}
