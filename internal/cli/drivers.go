@@ -139,7 +139,10 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 				StateFile: filepath.Join(home, "demo-devices"),
 			})
 			if err != nil {
-				return set, fmt.Errorf("demo driver: %w", err)
+				// A damaged state file turns this platform off, not the
+				// daemon: status and doctor show why.
+				failed(p, fmt.Errorf("demo driver: %w", err))
+				continue
 			}
 			set.drivers[p] = d
 			demoServes[p] = true

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -264,4 +265,22 @@ func TestStartAfterKillEndsTheLeaseOfAStoppedDevice(t *testing.T) {
 	if st := h.run("status"); strings.Contains(st.stdout, "reclaiming") {
 		t.Errorf("a device is stuck reclaiming\n%s", st.stdout)
 	}
+}
+
+// A damaged demo state file turns its platform off, with the reason in
+// status; the other platform still leases.
+func TestDamagedDemoStateFileDisablesOnlyItsPlatform(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	if err := os.WriteFile(h.path("demo-devices.ios.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := h.run("status")
+	if !strings.Contains(st.stdout, "demo-devices.ios.json") {
+		t.Errorf("status does not name the damaged file\n%s", st.stdout)
+	}
+	if r := h.run("lease", "--platform", "android", "--agent-id", "a", "--detach"); r.code != 0 {
+		t.Errorf("android lease with the iOS state file damaged\n%s", r)
+	}
+	expectFailure(t, h.run("lease", "--platform", "ios", "--agent-id", "b", "--detach"), 12, "NO_DRIVER")
 }
