@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/config"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -78,4 +81,37 @@ func TestHTTPSessionsShareTheDispatcherRules(t *testing.T) {
 	if _, err := back.Call(ctx, other, contract.OpLeaseRequestGet, contract.LeaseRequestGetInput{RequestID: st.Request.ID}, nil); code(err) != contract.CodeUnknownLeaseRequest {
 		t.Errorf("another agent reads the request: %v, want UNKNOWN_LEASE_REQUEST", err)
 	}
+}
+
+func TestDoctorReportsAWarmPoolTargetThatCanNeverBeFilled(t *testing.T) {
+	cfg, err := config.Default().Override("warmPool.targets", `[{"platform":"ios","model":"No Such Phone","count":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := startDaemon(t, cfg)
+	ctx := context.Background()
+	evs, _, err := dial(t, home, "op", true).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pool's first pass finds the model unknown and says so.
+	timeout := time.After(20 * time.Second)
+	for missed := false; !missed; {
+		select {
+		case ev := <-evs:
+			missed = ev.Event == "warm-pool.target-missed" && strings.Contains(string(ev.Payload), "unknown-model")
+		case <-timeout:
+			t.Fatal("no warm-pool.target-missed event")
+		}
+	}
+	var res contract.DoctorResult
+	if err := dial(t, home, "a", false).Call(ctx, contract.OpDoctorRun, contract.DoctorInput{}, &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Findings {
+		if f.Kind == "warm-pool-target-unreachable" && f.Reason == "unknown-model" {
+			return
+		}
+	}
+	t.Errorf("findings = %+v, want warm-pool-target-unreachable", res.Findings)
 }

@@ -136,6 +136,14 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		}
 		res.Findings = append(res.Findings, f)
 	}
+	for _, t := range d.engine.WarmPoolStatus().Targets {
+		switch t.Reason {
+		case "no-driver", "unknown-model", "runtime-missing", "unresolvable":
+			res.Findings = append(res.Findings, contract.Finding{Kind: "warm-pool-target-unreachable", Platform: t.Platform, Reason: t.Reason,
+				Message: fmt.Sprintf("warm-pool target %s %s %s can never be filled: %s", t.Platform, t.Model, t.OSVersion, t.Reason),
+				Remedy:  "fix or remove the target in warmPool.targets (simlock catalog lists the models and runtimes), then restart the daemon"})
+		}
+	}
 	orphans, err := d.engine.Orphans(ctx)
 	if err != nil {
 		return res, err
