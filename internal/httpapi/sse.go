@@ -133,6 +133,12 @@ func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 	if err != nil {
 		return s.beforeStream(hideRequest(tok, err, id))
 	}
+	// An EventSource reconnects whenever a stream ends; one that already
+	// saw the settled request is told to stop (204 ends its retries).
+	if st.Request.State.Terminal() && r.Header.Get("Last-Event-ID") == strconv.FormatUint(st.Rev, 10) {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 	sw, err := startSSE(w)
 	if err != nil {
 		return nil
@@ -145,7 +151,7 @@ func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 		if first || st.Rev != last {
 			first, last = false, st.Rev
 			v := s.requestView(ctx, tok, st)
-			if err := sw.event(v.State, "", v); err != nil {
+			if err := sw.event(v.State, strconv.FormatUint(st.Rev, 10), v); err != nil {
 				return nil
 			}
 			if st.Request.State.Terminal() {

@@ -449,3 +449,24 @@ func TestLeaseStreamTellsOfACrashAndARecovery(t *testing.T) {
 	}
 	sr.expectEnd()
 }
+
+func TestRequestStreamTellsAReconnectingEventSourceToStop(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	h.fake.answer(contract.OpLeaseRequestGet, reqStatus(9, contract.RequestCancelled, nil), nil)
+	// The first connection sees the settled request, with its id.
+	sr := newSSEReader(t, h.do("GET", "/v1/lease-requests/req_1/events", agentSecret, ""))
+	sr.expectConnected()
+	f := sr.mustNext()
+	if f.Event != "cancelled" || f.ID != "9" {
+		t.Fatalf("event %+v, want cancelled with id 9", f)
+	}
+	sr.expectEnd()
+	// Reconnecting with that id is answered 204: EventSource stops.
+	req := h.request(t.Context(), "GET", "/v1/lease-requests/req_1/events", agentSecret, "")
+	req.Header.Set("Last-Event-ID", "9")
+	resp := h.send(req)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("reconnect after the terminal event: %d, want 204", resp.StatusCode)
+	}
+}
