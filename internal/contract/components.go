@@ -261,4 +261,6 @@ type NukeResult struct {
 	Released  []string `json:"released"`
 	Cancelled []string `json:"cancelled"`
 	Deleted   []string `json:"deleted"`
+	// Stopped are the devices shut down when devices are not deleted.
+	Stopped []string `json:"stopped"`
 }

@@ -30,7 +30,7 @@ const nukePoll = 100 * time.Millisecond
 // returns. ctx bounds the waits: when it ends, Nuke returns what it did so
 // far with an error, and the work it started goes on.
 func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
-	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}}
+	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}, Stopped: []string{}}
 	e.mu.Lock()
 	if e.stopping || !e.started {
 		e.mu.Unlock()
@@ -81,6 +81,22 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 	if deleteDevices {
 		if err := e.deleteAll(ctx, &res); err != nil {
 			return res, err
+		}
+		return res, nil
+	}
+	// Without deleting, every simulator and emulator simlock runs is
+	// stopped: a nuke leaves nothing of simlock's running.
+	e.mu.Lock()
+	var running []string
+	for _, d := range e.idleReadyLocked() {
+		e.claims[d.ID] = "eviction"
+		running = append(running, d.ID)
+	}
+	e.mu.Unlock()
+	sort.Strings(running)
+	for _, id := range running {
+		if err := e.shutdownDevice(ctx, id, "nuke"); err == nil {
+			res.Stopped = append(res.Stopped, id)
 		}
 	}
 	return res, nil
