@@ -30,6 +30,9 @@ type Cmd struct {
 	// Timeout bounds the call; 0 means only ctx bounds it.
 	Timeout time.Duration
 	Stdin   []byte
+	// StopGrace is how long a program told to stop (SIGTERM, when ctx or
+	// Timeout ends) has before it is killed; 0 means 5 s.
+	StopGrace time.Duration
 }
 
 // String renders the command for logs and error messages.
@@ -116,6 +119,9 @@ func run(ctx context.Context, c Cmd, stdout, stderr io.Writer) (int, error) {
 	// Stop politely first: simulators and emulators clean up on SIGTERM.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
+	if c.StopGrace > 0 {
+		cmd.WaitDelay = c.StopGrace
+	}
 	if c.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}

@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,4 +49,35 @@ func TestCallersDeadlineIsNotTheCommandsTimeout(t *testing.T) {
 	if errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the caller's deadline, not a TimeoutError", err)
 	}
+}
+
+func TestStopGraceBoundsAProgramThatIgnoresSIGTERM(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := &signalWriter{ch: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The program says it is ready, then ignores SIGTERM.
+		_, _ = OS{}.Stream(ctx, Cmd{Path: "/bin/sh", Args: []string{"-c", `trap "" TERM; echo ready; while :; do sleep 1; done`},
+			StopGrace: 100 * time.Millisecond}, ready, io.Discard)
+	}()
+	<-ready.ch
+	t0 := time.Now()
+	cancel()
+	<-done
+	// The default grace is 5 s; the program is killed well before that.
+	if took := time.Since(t0); took > 3*time.Second {
+		t.Errorf("stopping took %s with a 100 ms grace", took)
+	}
+}
+
+// signalWriter closes ch at the first write.
+type signalWriter struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/simlock/simlock/internal/runner"
 )
@@ -71,6 +72,10 @@ func (e *StoppedError) Unwrap() []error {
 	return []error{e.Cause, e.CtxErr}
 }
 
+// StopGrace is how long a stopped installer has to exit before it is
+// killed.
+const StopGrace = 10 * time.Second
+
 // Run runs cmd with s and calls progress with every percentage the program
 // prints, from one goroutine at a time, in the order printed within each of
 // stdout and stderr, and never after Run returns. progress may be nil; it
@@ -83,6 +88,11 @@ func (e *StoppedError) Unwrap() []error {
 func Run(ctx context.Context, s Streamer, cmd runner.Cmd, progress func(percent float64)) (Result, error) {
 	if progress == nil {
 		progress = func(float64) {}
+	}
+	if cmd.StopGrace == 0 {
+		// An installer stopped mid-download gets time to clean up its
+		// partial files before it is killed.
+		cmd.StopGrace = StopGrace
 	}
 	c := &collector{progress: progress}
 	stdout, stderr := &lineWriter{c: c}, &lineWriter{c: c}
