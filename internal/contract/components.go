@@ -1,5 +1,10 @@
 package contract
 
+import (
+	"regexp"
+	"strings"
+)
+
 // Component operations: install, list and remove runtimes (an iOS
 // simulator runtime, an Android system image).
 
@@ -35,11 +40,15 @@ func checkComponent(field, v string) error {
 	if len(v) > MaxComponentLen {
 		return BadRequest(field, "must be at most %d characters, got %d", MaxComponentLen, len(v))
 	}
-	if !idPattern.MatchString(v) {
+	// Components reach tool arguments and SDK paths: letters, digits, dots
+	// and dashes only, never "..".
+	if !componentPattern.MatchString(v) || strings.Contains(v, "..") {
 		return BadRequest(field, "must be a version such as 26.4, a major such as 26, latest, or an API level such as 36; got %q", clip(v))
 	}
 	return nil
 }
+
+var componentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // ComponentProgress is one step of an install, pushed to its caller:
 // waiting behind another install on the platform, then downloading, with a
@@ -232,8 +241,10 @@ type WarmTargetStatus struct {
 	Booting int `json:"booting"`
 	Short   int `json:"short"`
 	// Reason says why a short target is not being filled: no-driver,
-	// runtime-missing, unknown-model, boot-failed, device-limit,
-	// running-limit, reserve, ram-budget, request-waiting.
+	// runtime-missing, unknown-model, unresolvable, boot-failed,
+	// device-limit, running-limit, reserve, ram-budget; or, for a wait that
+	// passes on its own, request-waiting (the pool yields to requests) or
+	// boot-limit (warmPool.maxConcurrentBoots boots are running).
 	Reason string `json:"reason,omitempty"`
 }
 

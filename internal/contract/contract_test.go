@@ -120,3 +120,18 @@ func TestDownloadingProgressIsBoundedBySchema(t *testing.T) {
 		t.Errorf("a 64-character component was refused: %v", err)
 	}
 }
+
+func TestComponentNamesCannotReachOutsideTheSDK(t *testing.T) {
+	for _, ok := range []string{"26.4", "26", "latest", "36", "Baklava-preview"} {
+		in := ComponentInstallInput{Platform: PlatformAndroid, Version: ok}
+		if err := in.Validate(); err != nil {
+			t.Errorf("%q refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "../36", "36/../../etc", "a..b", "36;rm", "36 37", "/abs", strings.Repeat("1", 65)} {
+		in := ComponentRemoveInput{Platform: PlatformAndroid, Version: bad}
+		if err := in.Validate(); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

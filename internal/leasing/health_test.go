@@ -1,6 +1,7 @@
 package leasing
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
 )
 
@@ -128,6 +130,53 @@ func TestReleasingDuringARecoveryStopsIt(t *testing.T) {
 		}
 		if got := h.st.names("device.recovered"); len(got) != 0 {
 			t.Errorf("events = %v", got)
+		}
+	})
+}
+
+// bootWatcher records how each boot ended.
+type bootWatcher struct {
+	*demo.Driver
+	mu    sync.Mutex
+	ended []error
+}
+
+func (b *bootWatcher) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	d, err := b.Driver.MakeReady(ctx, dev)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = append(b.ended, ctx.Err())
+	return d, err
+}
+
+func TestReleasingDuringARebootCancelsTheBoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var watch *bootWatcher
+		started := time.Now()
+		h := build(t, newMemStore(), fixed(2), nil, nil, func(h *harness, o *Options) {
+			o.DefaultTTL = time.Hour
+			o.Health = HealthPolicy{Enabled: true, ProbeInterval: 10 * time.Second, StableObservations: 2, MaxAttempts: 3, Backoff: 5 * time.Second, MaxConcurrent: 1}
+			watch = &bootWatcher{Driver: h.drivers[contract.PlatformIOS]}
+			o.Drivers[contract.PlatformIOS] = watch
+		})
+		g := h.mustGrant(h.acquire("a", ios))
+		h.drivers[contract.PlatformIOS].Inject(g.Device.DriverDeviceID, demo.FaultCrash)
+		// Probes at 10 s and 20 s see it stopped; the first boot starts
+		// after the 5 s backoff and takes 2 s: release half way through it.
+		time.Sleep(time.Until(started.Add(20*time.Second + 5*time.Second + bootTime/2)))
+		synctest.Wait()
+		h.release("a", g.Lease.ID)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		watch.mu.Lock()
+		defer watch.mu.Unlock()
+		// The grant's boot, then the recovery's, cut short by the release so
+		// it does not race the clean.
+		if len(watch.ended) != 2 || watch.ended[1] == nil {
+			t.Errorf("boots ended with %v, want the recovery's cancelled", watch.ended)
+		}
+		if s := deviceState(h, g.Device.ID); s != contract.DeviceShutdown {
+			t.Errorf("device after the release = %s, want cleaned (shutdown)", s)
 		}
 	})
 }
