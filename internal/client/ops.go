@@ -63,8 +63,14 @@ func (c *Client) List(ctx context.Context, kind contract.ListKind) (contract.Lis
 
 // Status reads the daemon's status.
 func (c *Client) Status(ctx context.Context) (contract.Status, error) {
+	return c.StatusWith(ctx, contract.StatusGetInput{})
+}
+
+// StatusWith reads the daemon's status as in asks: a summary, or only once
+// startup has converged.
+func (c *Client) StatusWith(ctx context.Context, in contract.StatusGetInput) (contract.Status, error) {
 	var s contract.Status
-	err := c.Call(ctx, contract.OpStatusGet, contract.Empty{}, &s)
+	err := c.Call(ctx, contract.OpStatusGet, in, &s)
 	return s, err
 }
 

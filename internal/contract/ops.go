@@ -306,13 +306,27 @@ const (
 	ListRequests ListKind = "requests"
 )
 
-// ListGetInput asks for one kind of record.
+// ListGetInput asks for one kind of record, optionally one page of it.
 type ListGetInput struct {
 	Kind ListKind `json:"kind"`
+	// Limit caps the page: 0 means the whole list, at most MaxListPage.
+	Limit int `json:"limit,omitempty"`
+	// After is the id of the last record of the previous page (its Next);
+	// the page starts with the record after it in list order.
+	After string `json:"after,omitempty"`
 }
+
+// MaxListPage is the largest page list.get returns.
+const MaxListPage = 10000
 
 // Validate checks the input's fields.
 func (in *ListGetInput) Validate() error {
+	if in.Limit < 0 || in.Limit > MaxListPage {
+		return BadRequest("limit", "must be between 0 and %d, got %d", MaxListPage, in.Limit)
+	}
+	if err := checkLen("after", in.After, MaxIDLen); err != nil {
+		return err
+	}
 	switch in.Kind {
 	case ListDevices, ListLeases, ListRequests:
 		return nil
@@ -328,7 +342,24 @@ type ListGetResult struct {
 	Devices  []Device             `json:"devices,omitempty"`
 	Leases   []LeaseRecord        `json:"leases,omitempty"`
 	Requests []LeaseRequestRecord `json:"requests,omitempty"`
+	// Next, set when a limited page did not reach the end, is the After
+	// of the next page.
+	Next string `json:"next,omitempty"`
 }
+
+// StatusGetInput asks for the daemon's status.
+type StatusGetInput struct {
+	// Summary leaves out the device, lease and waiting lists: daemon,
+	// drivers, capacity, counts, queue depth, installs and the warm pool
+	// only, at a cost that does not grow with the lists.
+	Summary bool `json:"summary,omitempty"`
+	// WaitReady answers only once startup has converged (or failed),
+	// instead of at once with health "starting".
+	WaitReady bool `json:"waitReady,omitempty"`
+}
+
+// Validate accepts any StatusGetInput.
+func (*StatusGetInput) Validate() error { return nil }
 
 // EventsReplayInput asks for stored events.
 type EventsReplayInput struct {

@@ -375,11 +375,23 @@ type Status struct {
 	Leases     []LeaseRecord    `json:"leases,omitempty"`
 	Waiting    []WaitingRequest `json:"waiting,omitempty"`
 	QueueDepth int              `json:"queueDepth"`
+	// Counts are the sizes of the lists, set whether or not the lists are.
+	Counts *StatusCounts `json:"counts,omitempty"`
 	// Installs are the component installs running or waiting, oldest
 	// first (at most 16).
 	Installs []InstallStatus `json:"installs,omitempty"`
 	// WarmPool is the warm pool's settings and how each target fares.
 	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
+}
+
+// StatusCounts are how many devices (by state), leases and open requests
+// the daemon holds.
+type StatusCounts struct {
+	Devices        int                 `json:"devices"`
+	DevicesByState map[DeviceState]int `json:"devicesByState"`
+	Leases         int                 `json:"leases"`
+	// Waiting counts open requests: queued, downloading or starting.
+	Waiting int `json:"waiting"`
 }
 
 // Catalog is what a platform offers.

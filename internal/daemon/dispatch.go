@@ -72,7 +72,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	caller := leasing.Caller{Principal: principal, Admin: role == contract.RoleAdmin}
 	switch req.Op {
 	case contract.OpStatusGet:
-		var in contract.Empty
+		var in contract.StatusGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
