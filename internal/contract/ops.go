@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -311,8 +312,8 @@ type ListGetInput struct {
 	Kind ListKind `json:"kind"`
 	// Limit caps the page: 0 means the whole list, at most MaxListPage.
 	Limit int `json:"limit,omitempty"`
-	// After is the id of the last record of the previous page (its Next);
-	// the page starts with the record after it in list order.
+	// After is the previous page's Next: the page starts with the first
+	// record after it in list order (oldest first).
 	After string `json:"after,omitempty"`
 }
 
@@ -326,6 +327,11 @@ func (in *ListGetInput) Validate() error {
 	}
 	if err := checkLen("after", in.After, MaxIDLen); err != nil {
 		return err
+	}
+	if in.After != "" {
+		if _, err := ParseListCursor(in.After); err != nil {
+			return err
+		}
 	}
 	switch in.Kind {
 	case ListDevices, ListLeases, ListRequests:
@@ -342,8 +348,8 @@ type ListGetResult struct {
 	Devices  []Device             `json:"devices,omitempty"`
 	Leases   []LeaseRecord        `json:"leases,omitempty"`
 	Requests []LeaseRequestRecord `json:"requests,omitempty"`
-	// Next, set when a limited page did not reach the end, is the After
-	// of the next page.
+	// Next, set when a limited page did not reach the end, is the after
+	// of the next page (an opaque cursor).
 	Next string `json:"next,omitempty"`
 }
 
@@ -593,4 +599,31 @@ type Finding struct {
 // DoctorResult answers doctor.run.
 type DoctorResult struct {
 	Findings []Finding `json:"findings"`
+}
+
+// ListCursor is where a page of a list ends: the sort time (epoch ms) and
+// id of its last record. Lists are ordered by (time, id), so a page resumes
+// exactly after its cursor even when that record is gone meanwhile.
+type ListCursor struct {
+	At int64
+	ID string
+}
+
+// String is the cursor as list.get's next and after carry it.
+func (c ListCursor) String() string { return strconv.FormatInt(c.At, 10) + "-" + c.ID }
+
+// ParseListCursor reads a cursor from list.get's after.
+func ParseListCursor(s string) (ListCursor, error) {
+	at, id, ok := strings.Cut(s, "-")
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || id == "" {
+		return ListCursor{}, BadRequest("after", "is not a cursor list.get returned as next: %q", clip(s))
+	}
+	return ListCursor{At: ms, ID: id}, nil
+}
+
+// Passed reports whether a record at (at, id) is at or before c in list
+// order: on an earlier page.
+func (c ListCursor) Passed(at int64, id string) bool {
+	return at < c.At || (at == c.At && id <= c.ID)
 }

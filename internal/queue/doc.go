@@ -1,0 +1,70 @@
+// Package queue is simlock's request book and fair wait queue. It knows
+// lease requests and the requesters waiting on them, and nothing of devices,
+// drivers or databases: what serves a request is decided by a Placer, and
+// what is made durable goes through a Store, both given by the owner (the
+// worker's lease engine today; the gateway's fleet router next).
+//
+// # What the queue owns
+//
+// Request records (stored before anything is told, settled exactly once),
+// idempotency keys (a repeat joins the open request or gets the stored
+// answer), one open request or lease per requester, arrival order with head
+// blocking, queue positions (pushed only to waiters whose position changed),
+// each request's timeoutMs (one deadline, fixed when it first joins the
+// line: a request put back in line gets only the time left, and one put
+// back after its deadline fails with QUEUE_TIMEOUT at once), noWait (decided
+// in one place: a request that cannot be placed when it joins the line
+// fails with NO_CAPACITY), cancel and abandon, and the revisions long-polls
+// wait on.
+//
+// # The decision step
+//
+// Every decision — the queue's and the owner's — runs in [Queue.Do] under
+// one lock, as one [Txn]: the decision changes memory at once (so the rest
+// of it reads its own writes), collects its records and events, and, before
+// it commits, the queue serves the line if the decision may have made room
+// (the owner calls [Txn.Kick]). Then one Store commit writes it all. Only
+// after that commit is anyone told anything: events are published, waiters
+// woken, progress pushed, slow work started. A commit that fails is fatal:
+// the queue answers every waiter with INTERNAL, refuses every later
+// decision and tells the owner (Options.Fatal), who stops; the next start
+// converges from the database, which holds only what was committed. So no
+// decision needs an undo, and no caller ever hears of a decision that was
+// not saved.
+//
+// # Serving and head blocking
+//
+// Waiters join one line per platform; the line across platforms keeps
+// arrival order. Serving repeatedly takes the earliest waiter among the
+// heads of the platforms not yet blocked in this pass and asks the Placer
+// to place it. A waiter that must wait blocks every later waiter of its
+// platform ([ScopePlatform]) or, when what it waits for is machine- or
+// fleet-wide, every later waiter of every platform ([ScopeAll]). So the
+// head is never bypassed by a request it competes with, and a pass costs
+// the number of waiters placed plus one Place per platform, whatever the
+// length of the line.
+//
+// # The placement consistency model
+//
+// A Placer may assume that Place is called under the decision lock, in
+// arrival order, for the head of a platform's line only, at most once per
+// waiter per pass, and that nothing else decides while it runs: what it
+// reads of its own state is exact for the duration of the call. It must not
+// block. When it returns a Start it must have reserved, in the same Txn,
+// everything the Start will use, so the next waiter placed in the pass
+// cannot be given the same room; the Start runs after the commit, outside
+// the lock, and ends the waiter exactly once: granted ([Txn.Grant]), back
+// in line ([Txn.Requeue]: the room could not be made after all), or failed
+// ([Txn.Settle]). A Placer whose view of capacity lags reality (a gateway
+// working from worker reports) places optimistically on that view; a Start
+// refused by the real holder of the capacity (a worker's NO_CAPACITY) is a
+// stale view, and the waiter goes back in line with its place and deadline.
+// A Block is a claim about now only: the queue asks again after every
+// decision that kicks it, and never remembers a block between passes.
+//
+// All exported methods are safe for concurrent use. Callbacks given to the
+// queue (progress functions, Placer methods, Options hooks) are called with
+// the decision lock held and must not block or call back into the queue,
+// except Start.Run and Resolution.Park, which run as tracked work outside
+// it.
+package queue

@@ -1,0 +1,453 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Need is what a waiter needs placed, as its Placer understands it (a
+// resolved device spec on a worker). The queue keeps it and hands it back;
+// it reads only the platform, whose line the waiter joins.
+type Need interface {
+	Platform() contract.Platform
+}
+
+// Scope is how far a waiter's wait reaches.
+type Scope uint8
+
+// The scopes of a block.
+const (
+	// ScopeNone: the waiter does not wait.
+	ScopeNone Scope = iota
+	// ScopePlatform: later waiters of the same platform wait too.
+	ScopePlatform
+	// ScopeAll: every later waiter waits too (a machine-wide limit).
+	ScopeAll
+)
+
+// Block is what a waiter's wait imposes on the waiters behind it.
+type Block struct {
+	Scope Scope
+	// Stage, when set, is what the waiter is told instead of its place in
+	// line: a reclaiming stage with an ETA when a device that fits it is
+	// being cleaned.
+	Stage *contract.LeaseProgress
+}
+
+// The plain blocks.
+var (
+	NoBlock       = Block{}
+	BlockPlatform = Block{Scope: ScopePlatform}
+	BlockAll      = Block{Scope: ScopeAll}
+)
+
+// Start is a placement's slow part: what the waiter is told once the
+// placement is committed, the device being readied for it, and the work,
+// run outside the lock as tracked work (Options.Go).
+type Start struct {
+	Progress contract.LeaseProgress
+	Target   *contract.DeviceSpec
+	Run      func()
+}
+
+// Placer decides what serves a waiter (see the package doc for its
+// consistency model).
+type Placer interface {
+	// Admit runs in the decision that would put w in line, before it
+	// joins: a non-nil error settles w instead, with reason as the
+	// lease.rejected reason (a runtime being removed, say).
+	Admit(w *Waiter) (cerr *contract.Error, reason string)
+	// Place runs in the decision step, in arrival order; it reserves in tx
+	// what w needs and either grants w at once (Txn.Grant), or returns the
+	// slow Start, or returns the block w's wait imposes on later waiters.
+	Place(tx *Txn, w *Waiter) (Start, Block)
+}
+
+// Writes is the durable part of one decision that the queue made; the
+// owner's Store adds its own rows (devices, leases) and writes it all in
+// one transaction.
+type Writes struct {
+	Requests []contract.LeaseRequestRecord
+	// Events have no seq yet; Commit returns them with the seqs assigned.
+	Events []contract.Event
+}
+
+// Store makes decisions durable and reads settled requests back.
+type Store interface {
+	// Commit writes one decision atomically and returns its events with
+	// their seqs. If it fails, nothing of it was written.
+	Commit(ctx context.Context, w Writes) ([]contract.Event, error)
+	// RequestByKey finds a stored request by requester and idempotency key.
+	RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error)
+	// Request finds a stored request by id.
+	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
+}
+
+// Options configure a Queue. Store, Placer and LeaseOf are required.
+type Options struct {
+	Store  Store
+	Placer Placer
+	// LeaseOf names the active lease a requester holds, if any; one lease
+	// or one open request per requester.
+	LeaseOf func(requester string) (leaseID string, ok bool)
+	// Gate, when set, refuses new requests before anything is stored (a
+	// nuke in progress).
+	Gate func() *contract.Error
+	// Seal adds the facts a decision implies (capacity.changed) just
+	// before it commits.
+	Seal func(tx *Txn)
+	// Publish receives committed events in order. It must not block.
+	Publish func(...contract.Event)
+	// Fatal is told, once, that a commit failed and the queue stopped
+	// deciding; the owner should stop (the next start converges from the
+	// database). It is called in a goroutine of its own.
+	Fatal func(error)
+	// Go runs a Start and a parked request's continuation as work the
+	// owner tracks; nil runs them in plain goroutines.
+	Go     func(func())
+	Logger *slog.Logger
+	// CommitTimeout bounds one commit; 30 s when 0.
+	CommitTimeout time.Duration
+}
+
+// Queue is the request book and the fair line. Make one with New.
+type Queue struct {
+	opts Options
+	log  *slog.Logger
+
+	mu sync.Mutex
+	// mu is the decision lock: it guards the fields below, and the owner's
+	// state too (the owner reads and writes it only in Do and View).
+	open        map[string]*Waiter // open requests by id
+	byRequester map[string]*Waiter // open request of each requester
+	byKey       map[reqKey]*Waiter // open requests with an idempotency key
+	all         list               // open requests in arrival order
+	line        list               // waiters in line, all platforms, in arrival order
+	lines       []*platformLine    // one line per platform, in first-seen order
+	seq         uint64             // last arrival number handed out
+	revs        uint64             // last revision handed out
+	lastDepth   int
+	stopping    bool
+	broken      error
+	tx          *Txn // the decision in progress, nil between decisions
+}
+
+type reqKey struct{ requester, key string }
+
+// platformLine is one platform's waiters in line, in arrival order.
+type platformLine struct {
+	platform contract.Platform
+	list
+}
+
+// New makes a queue.
+func New(opts Options) *Queue {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Publish == nil {
+		opts.Publish = func(...contract.Event) {}
+	}
+	if opts.Fatal == nil {
+		opts.Fatal = func(error) {}
+	}
+	if opts.Go == nil {
+		opts.Go = func(f func()) { go f() }
+	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = 30 * time.Second
+	}
+	return &Queue{
+		opts: opts, log: opts.Logger,
+		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{},
+		all: list{at: allLinks}, line: list{at: lineLinks},
+	}
+}
+
+// Do runs one decision: f changes state through tx, the queue serves the
+// line if f kicked it, everything tx holds is committed in one transaction,
+// and only then is anyone told. f's error is returned after its writes
+// commit, so a decision that refuses should refuse before it writes. A
+// failed commit is fatal (see the package doc) and returns INTERNAL.
+func (q *Queue) Do(f func(tx *Txn) error) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.broken != nil {
+		return q.brokenError()
+	}
+	tx := q.beginLocked()
+	ferr := f(tx)
+	if err := q.finishLocked(tx); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// View runs f under the decision lock, for reads of state that decisions
+// change. f must not decide anything.
+func (q *Queue) View(f func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f()
+}
+
+// Err is the commit failure that stopped the queue, or nil.
+func (q *Queue) Err() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.broken
+}
+
+func (q *Queue) brokenError() *contract.Error {
+	return contract.Errorf(contract.CodeInternal, "simlock stopped deciding after it could not save its state (%v); it restarts from what was saved", q.broken)
+}
+
+func (q *Queue) beginLocked() *Txn {
+	tx := &Txn{q: q}
+	q.tx = tx
+	return tx
+}
+
+// finishLocked serves the line if the decision kicked it, seals, commits and
+// then tells.
+func (q *Queue) finishLocked(tx *Txn) error {
+	defer func() { q.tx = nil }()
+	if tx.kick {
+		q.serveLocked(tx)
+	}
+	depth := q.line.n
+	if depth != q.lastDepth {
+		tx.Event("queue.changed", map[string]any{"depth": depth})
+	}
+	if q.opts.Seal != nil {
+		q.opts.Seal(tx)
+	}
+	w := Writes{Events: tx.events}
+	w.Requests = append(w.Requests, tx.stale...)
+	for _, wt := range tx.written {
+		w.Requests = append(w.Requests, wt.rec)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.opts.CommitTimeout)
+	evs, err := q.opts.Store.Commit(ctx, w)
+	cancel()
+	if err != nil {
+		q.failLocked(tx, err)
+		return q.brokenError()
+	}
+	q.lastDepth = depth
+	if len(evs) > 0 {
+		q.opts.Publish(evs...)
+	}
+	for _, f := range tx.tells {
+		f()
+	}
+	q.reportPositionsLocked(tx)
+	for _, wt := range tx.touched {
+		wt.bump(q)
+	}
+	return nil
+}
+
+// failLocked stops the queue after a commit failed: nothing of the failed
+// decision is told; every waiter, those the decision settled included,
+// hears INTERNAL; their stored records stay as they were, and the next
+// start settles the open ones.
+func (q *Queue) failLocked(tx *Txn, err error) {
+	q.broken = err
+	q.log.Error("commit failed; the queue stops deciding", "err", err)
+	cerr := q.brokenError()
+	for _, w := range tx.settled {
+		w.answer(cerr)
+	}
+	for _, w := range q.open {
+		w.answer(cerr)
+	}
+	q.open, q.byRequester, q.byKey = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}
+	go q.opts.Fatal(err)
+}
+
+// Stop stops taking requests and answers every waiter still in line with
+// DAEMON_STOPPING. Their records stay open: the next start settles them as
+// daemon-restarted. Requests being started or downloading finish as their
+// work ends (or hear DAEMON_STOPPING at Close).
+func (q *Queue) Stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopping = true
+	cerr := contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	for w := q.line.head; w != nil; {
+		next := w.line.next
+		q.forgetLocked(w)
+		w.answer(cerr)
+		w = next
+	}
+}
+
+// Close answers every open request with DAEMON_STOPPING without settling
+// it, as after a crash.
+func (q *Queue) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopping = true
+	cerr := contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped")
+	for w := q.all.head; w != nil; {
+		next := w.all.next
+		q.forgetLocked(w)
+		w.answer(cerr)
+		w = next
+	}
+}
+
+// Stopping reports whether Stop or Close was called.
+func (q *Queue) Stopping() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stopping
+}
+
+// lineOf is p's line, made on first use.
+func (q *Queue) lineOf(p contract.Platform) *platformLine {
+	for _, l := range q.lines {
+		if l.platform == p {
+			return l
+		}
+	}
+	l := &platformLine{platform: p, list: list{at: platLinks}}
+	q.lines = append(q.lines, l)
+	return l
+}
+
+// serveLocked places waiters in arrival order, taking each time the
+// earliest head among the platforms no waiter has blocked in this pass.
+func (q *Queue) serveLocked(tx *Txn) {
+	tx.kick = false
+	if q.stopping || q.line.n == 0 {
+		return
+	}
+	var blocked [8]bool // index in q.lines; more platforms than this never exist
+	for {
+		var w *Waiter
+		wi := -1
+		for i, l := range q.lines {
+			if i < len(blocked) && blocked[i] {
+				continue
+			}
+			if h := l.head; h != nil && (w == nil || h.seq < w.seq) {
+				w, wi = h, i
+			}
+		}
+		if w == nil {
+			return
+		}
+		start, block := q.opts.Placer.Place(tx, w)
+		if w.phase != phaseInLine {
+			continue // granted or settled by the placer
+		}
+		if start.Run != nil {
+			tx.started(w, start)
+			continue
+		}
+		if block.Scope == ScopeNone {
+			// A placer that neither placed nor blocked: treat it as a
+			// wait, or the pass would ask again for ever.
+			q.log.Error("placer neither placed nor blocked a waiter", "requestId", w.rec.ID)
+			block.Scope = ScopePlatform
+		}
+		tx.hint(w, block.Stage)
+		if wi < len(blocked) {
+			blocked[wi] = true
+		}
+		if block.Scope == ScopeAll {
+			return
+		}
+	}
+}
+
+// reportPositionsLocked tells waiters whose place changed in tx their new
+// place: from the earliest waiter where the line changed to its end.
+// Waiters ahead of every change keep their place and hear nothing.
+func (q *Queue) reportPositionsLocked(tx *Txn) {
+	var from *Waiter
+	for _, c := range tx.moved {
+		if c.phase == phaseInLine && (from == nil || c.seq < from.seq) {
+			from = c
+		}
+	}
+	for _, w := range tx.hinted {
+		if w.phase == phaseInLine && w != from {
+			w.report(q)
+		}
+	}
+	if from == nil {
+		return
+	}
+	pos := 0
+	if p := from.line.prev; p != nil {
+		pos = p.pos
+	}
+	for w := from; w != nil; w = w.line.next {
+		pos++
+		w.pos = pos
+		w.rec.QueuePosition = pos
+		w.report(q)
+	}
+}
+
+// forgetLocked removes an open request from every index and line.
+func (q *Queue) forgetLocked(w *Waiter) {
+	if w.phase == phaseInLine {
+		q.leaveLineLocked(w)
+		if q.tx != nil {
+			q.tx.kick = true // a waiter that blocked others is gone
+		}
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if q.open[w.rec.ID] == w {
+		delete(q.open, w.rec.ID)
+		q.all.remove(w)
+	}
+	if q.byRequester[w.rec.RequesterID] == w {
+		delete(q.byRequester, w.rec.RequesterID)
+	}
+	if k := w.rec.IdempotencyKey; k != "" && q.byKey[reqKey{w.rec.RequesterID, k}] == w {
+		delete(q.byKey, reqKey{w.rec.RequesterID, k})
+	}
+}
+
+func (q *Queue) leaveLineLocked(w *Waiter) {
+	if q.tx != nil && w.line.next != nil {
+		q.tx.moved = append(q.tx.moved, w.line.next)
+	}
+	q.line.remove(w)
+	q.lineOf(w.platform).remove(w)
+	w.phase = phaseOut
+}
+
+func (q *Queue) nextRev() uint64 {
+	q.revs++
+	return q.revs
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func marshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err))
+	}
+	return b
+}

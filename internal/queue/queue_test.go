@@ -1,0 +1,499 @@
+package queue
+
+import (
+	"context"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+var (
+	ios     = contract.LeaseRequestInput{Platform: contract.PlatformIOS}
+	android = contract.LeaseRequestInput{Platform: contract.PlatformAndroid}
+)
+
+func positions(c *call) []int {
+	var out []int
+	for _, p := range c.steps() {
+		if p.Stage == contract.StageQueued {
+			out = append(out, p.QueuePosition)
+		}
+	}
+	return out
+}
+
+func TestWaitersAreServedInArrivalOrderAndHearEachNewPlace(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	a, b, c := r.mustSubmit("a", ios), r.mustSubmit("b", ios), r.mustSubmit("c", ios)
+	if got := positions(c); !slices.Equal(got, []int{3}) {
+		t.Fatalf("c's places after joining: %v, want [3]", got)
+	}
+	for i := range 3 {
+		r.pl.release(contract.PlatformIOS, "")
+		if i == 0 && !answered(a) {
+			t.Fatal("a is not granted after the first release")
+		}
+	}
+	for _, w := range []*call{a, b, c} {
+		if _, cerr := w.t.Result(); cerr != nil {
+			t.Fatalf("%s: %v", w.t.RequestID(), cerr)
+		}
+	}
+	if want := []string{a.t.RequestID(), b.t.RequestID(), c.t.RequestID()}; !slices.Equal(r.pl.placed, want) {
+		t.Fatalf("placed %v, want arrival order %v", r.pl.placed, want)
+	}
+	if got := positions(c); !slices.Equal(got, []int{3, 2, 1}) {
+		t.Fatalf("c's places: %v, want [3 2 1]", got)
+	}
+}
+
+func TestOnlyWaitersWhosePlaceChangedAreTold(t *testing.T) {
+	r := newRig(t)
+	a, b := r.mustSubmit("a", ios), r.mustSubmit("b", ios)
+	r.mustSubmit("c", ios)
+	before := len(a.steps()) + len(b.steps())
+	if _, err := r.q.Cancel(context.Background(), Caller{Principal: "c"}, contract.LeaseCancelInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if after := len(a.steps()) + len(b.steps()); after != before {
+		t.Fatalf("a and b, ahead of the cancelled c, were told %d more steps", after-before)
+	}
+	if _, err := r.q.Cancel(context.Background(), Caller{Principal: "a"}, contract.LeaseCancelInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := positions(b); !slices.Equal(got, []int{2, 1}) {
+		t.Fatalf("b's places after a left: %v, want [2 1]", got)
+	}
+}
+
+func TestHeadBlockingIsPerPlatformUnlessTheBlockIsMachineWide(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	iosHead := r.mustSubmit("a", ios)
+	r.pl.free[contract.PlatformIOS] = 0
+	laterIOS := r.mustSubmit("b", ios)
+	_ = laterIOS
+	r.pl.free[contract.PlatformAndroid] = 1
+	droid := r.mustSubmit("c", android)
+	if !answered(droid) {
+		t.Fatal("an android request waited behind an iOS head blocked by its own platform")
+	}
+	if answered(iosHead) {
+		t.Fatal("the iOS head was granted without a slot")
+	}
+
+	r.pl.scope[contract.PlatformIOS] = ScopeAll
+	_ = r.q.Do(func(tx *Txn) error { tx.Kick(); return nil })
+	droid2 := r.mustSubmit("d", android)
+	if answered(droid2) {
+		t.Fatal("an android request went ahead of a head whose block is machine-wide")
+	}
+}
+
+func TestTheHeadIsNeverBypassedByALaterWaiterOfItsPlatform(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	head := r.mustSubmit("a", ios)
+	next := r.mustSubmit("b", ios)
+	r.pl.release(contract.PlatformIOS, "")
+	if !answered(head) || answered(next) {
+		t.Fatalf("one slot: head answered %v, next answered %v; want only the head", answered(head), answered(next))
+	}
+}
+
+func TestABlockedHeadIsToldTheStageItWaitsOn(t *testing.T) {
+	r := newRig(t)
+	r.pl.stage = &contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 500}
+	a := r.mustSubmit("a", ios)
+	b := r.mustSubmit("b", ios)
+	if got := a.last(); got.Stage != contract.StageReclaiming || got.EtaMs != 500 {
+		t.Fatalf("the head was told %+v, want reclaiming with its ETA", got)
+	}
+	if got := b.last(); got.Stage != contract.StageQueued || got.QueuePosition != 2 {
+		t.Fatalf("the second waiter was told %+v, want queued at 2", got)
+	}
+}
+
+func TestNoWaitFailsAtOnceWhenNothingFitsAndIsGrantedWhenSomethingDoes(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	in := ios
+	in.NoWait = true
+	c := r.mustSubmit("a", in)
+	if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeNoCapacity {
+		t.Fatalf("noWait with nothing free: %v, want NO_CAPACITY", cerr)
+	}
+	if rec := r.st.record(c.t.RequestID()); rec.State != contract.RequestFailed {
+		t.Fatalf("stored as %s, want failed", rec.State)
+	}
+	r.pl.free[contract.PlatformIOS] = 1
+	c = r.mustSubmit("b", in)
+	if _, cerr := c.t.Result(); cerr != nil {
+		t.Fatalf("noWait with a free slot: %v", cerr)
+	}
+}
+
+func TestTimeoutHasOneDeadlineFromFirstQueueing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.pl.free[contract.PlatformIOS] = 0
+		in := ios
+		in.TimeoutMs = 10_000
+		start := time.Now()
+		c := r.mustSubmit("a", in)
+		time.Sleep(4 * time.Second)
+		r.pl.release(contract.PlatformIOS, "") // placed: a Start begins
+		w := <-r.pl.started
+		time.Sleep(3 * time.Second) // the Start takes 3 s, then fails to make room
+		_ = r.q.Do(func(tx *Txn) error { r.pl.free[contract.PlatformIOS] = 0; tx.Requeue(w); return nil })
+		<-c.t.Done()
+		_, cerr := c.t.Result()
+		if cerr == nil || cerr.Code != contract.CodeQueueTimeout {
+			t.Fatalf("after the requeue: %v, want QUEUE_TIMEOUT", cerr)
+		}
+		if got := time.Since(start); got != 10*time.Second {
+			t.Fatalf("timed out after %v, want exactly the 10 s from first queueing", got)
+		}
+		told := len(c.steps())
+		r.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting})
+		if len(c.steps()) != told {
+			t.Fatal("a settled request was told progress")
+		}
+	})
+}
+
+func TestARequeuePastTheDeadlineTimesOutAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		in := ios
+		in.TimeoutMs = 1000
+		r.pl.free[contract.PlatformIOS] = 1
+		c := r.mustSubmit("a", in)
+		w := <-r.pl.started
+		time.Sleep(5 * time.Second)
+		start := time.Now()
+		_ = r.q.Do(func(tx *Txn) error { tx.Requeue(w); return nil })
+		_, cerr := c.t.Result()
+		if cerr == nil || cerr.Code != contract.CodeQueueTimeout || time.Since(start) != 0 {
+			t.Fatalf("requeued past its deadline: %v after %v, want QUEUE_TIMEOUT at once", cerr, time.Since(start))
+		}
+	})
+}
+
+func TestARequeuedNoWaitRequestFailsWithNoCapacity(t *testing.T) {
+	r := newRig(t)
+	in := ios
+	in.NoWait = true
+	r.pl.free[contract.PlatformIOS] = 1
+	c := r.mustSubmit("a", in)
+	w := <-r.pl.started
+	_ = r.q.Do(func(tx *Txn) error { tx.Requeue(w); return nil })
+	if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeNoCapacity {
+		t.Fatalf("requeued noWait request: %v, want NO_CAPACITY", cerr)
+	}
+}
+
+func TestOneOpenRequestOrLeasePerRequester(t *testing.T) {
+	r := newRig(t)
+	c := r.mustSubmit("a", ios)
+	ce := expectCode(t, "second request", r.submit("a", ios).err, contract.CodeRequesterAlreadyLeased)
+	if ce.Details["existingRequestId"] != c.t.RequestID() {
+		t.Fatalf("details %v, want existingRequestId %s", ce.Details, c.t.RequestID())
+	}
+	r.pl.instant = true
+	r.pl.release(contract.PlatformIOS, "")
+	ce = expectCode(t, "request while holding a lease", r.submit("a", ios).err, contract.CodeRequesterAlreadyLeased)
+	if ce.Details["existingLeaseId"] != "lse_"+c.t.RequestID() {
+		t.Fatalf("details %v, want the lease", ce.Details)
+	}
+}
+
+func TestIdempotencyKeyJoinsTheOpenRequestAndReplaysTheSettledOne(t *testing.T) {
+	r := newRig(t)
+	in := ios
+	in.IdempotencyKey = "k1"
+	first := r.mustSubmit("a", in)
+	again := r.mustSubmit("a", in)
+	if again.t.RequestID() != first.t.RequestID() {
+		t.Fatalf("a repeat made request %s, want the open %s", again.t.RequestID(), first.t.RequestID())
+	}
+	if got := again.last(); got.Stage != contract.StageQueued {
+		t.Fatalf("the joiner was told %+v first, want the request's last step", got)
+	}
+	other := in
+	other.Model = "iPhone 17"
+	expectCode(t, "same key, other spec", r.submit("a", other).err, contract.CodeIdempotencyConflict)
+
+	r.pl.instant = true
+	r.pl.release(contract.PlatformIOS, "")
+	g1, _ := first.t.Result()
+	g2, _ := again.t.Result()
+	if g1.Lease.ID == "" || g1.Lease.ID != g2.Lease.ID {
+		t.Fatalf("the two calls got leases %q and %q, want the same one", g1.Lease.ID, g2.Lease.ID)
+	}
+	delete(r.pl.leases, "a") // the lease ended; the record stays
+	replayed := r.mustSubmit("a", in)
+	if g, cerr := replayed.t.Result(); cerr != nil || g.Lease.ID != g1.Lease.ID {
+		t.Fatalf("repeat after settling: %v %v, want the stored grant", g.Lease.ID, cerr)
+	}
+}
+
+func TestCancelWithdrawsOnlyWaitersInLine(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 1
+	started := r.mustSubmit("a", ios)
+	<-r.pl.started
+	queued := r.mustSubmit("b", ios)
+	ctx := context.Background()
+	res, _ := r.q.Cancel(ctx, Caller{Principal: "a"}, contract.LeaseCancelInput{})
+	if res.Outcome != contract.CancelNotCancellable {
+		t.Fatalf("cancel of a started request: %s, want not-cancellable", res.Outcome)
+	}
+	res, _ = r.q.Cancel(ctx, Caller{Principal: "x"}, contract.LeaseCancelInput{RequestID: queued.t.RequestID()})
+	if res.Outcome != contract.CancelNotFound {
+		t.Fatalf("another agent's cancel: %s, want not-found", res.Outcome)
+	}
+	res, _ = r.q.Cancel(ctx, Caller{Principal: "b"}, contract.LeaseCancelInput{RequestID: queued.t.RequestID()})
+	if res.Outcome != contract.CancelCancelled {
+		t.Fatalf("cancel of a queued request: %s, want cancelled", res.Outcome)
+	}
+	if rec := r.st.record(queued.t.RequestID()); rec.State != contract.RequestCancelled {
+		t.Fatalf("stored as %s, want cancelled", rec.State)
+	}
+	res, _ = r.q.Cancel(ctx, Caller{Principal: "b"}, contract.LeaseCancelInput{RequestID: queued.t.RequestID()})
+	if res.Outcome != contract.CancelCancelled {
+		t.Fatalf("cancel again after settling: %s, want cancelled (from the store)", res.Outcome)
+	}
+	_ = started
+}
+
+func TestAbandonCancelsInLineAndLetsAStartKeepItsDevice(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 1
+	starting := r.mustSubmit("a", ios)
+	w := <-r.pl.started
+	waiting := r.mustSubmit("b", ios)
+	if !r.q.Abandon(waiting.t) {
+		t.Fatal("abandoning a lone waiter did not end it")
+	}
+	if _, cerr := waiting.t.Result(); cerr == nil || cerr.Code != contract.CodeCancelled {
+		t.Fatalf("abandoned waiter: %v, want CANCELLED", cerr)
+	}
+	if !r.q.Abandon(starting.t) {
+		t.Fatal("abandoning a started request did not end it")
+	}
+	if answered(starting) {
+		t.Fatal("a started request was answered before its Start ended")
+	}
+	r.pl.finish(w)
+	if _, cerr := starting.t.Result(); cerr == nil || cerr.Code != contract.CodeCancelled {
+		t.Fatalf("after its Start: %v, want CANCELLED with no grant", cerr)
+	}
+	if r.pl.free[contract.PlatformIOS] != 1 {
+		t.Fatal("the Start of an abandoned request did not keep its device for the next one")
+	}
+}
+
+func TestAbandonLeavesARequestOthersFollow(t *testing.T) {
+	r := newRig(t)
+	in := ios
+	in.IdempotencyKey = "k"
+	a := r.mustSubmit("a", in)
+	b := r.mustSubmit("a", in)
+	if r.q.Abandon(b.t) {
+		t.Fatal("one of two followers leaving ended the request")
+	}
+	if answered(a) {
+		t.Fatal("the remaining follower's request was answered")
+	}
+	res := r.mustResource("z", ios)
+	if r.q.Abandon(res) {
+		t.Fatal("a resource request ended when its creator's call returned")
+	}
+}
+
+func (r *rig) mustResource(requester string, in contract.LeaseRequestInput) *Ticket {
+	r.t.Helper()
+	in.RequesterID = requester
+	t, err := r.q.Submit(context.Background(), Ask{Caller: Caller{Principal: requester}, Input: in, TTLMs: 1},
+		func(context.Context) Resolution { return Resolution{Need: need(in.Platform)} })
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return t
+}
+
+func TestStatusWaitsForTheNextRevision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.pl.instant = true
+		r.mustSubmit("a", ios)
+		b := r.mustSubmit("b", ios)
+		caller := Caller{Principal: "b"}
+		st, err := r.q.Status(context.Background(), caller, contract.LeaseRequestGetInput{RequestID: b.t.RequestID()})
+		if err != nil || st.Request.QueuePosition != 2 {
+			t.Fatalf("status %+v %v, want queued at 2", st.Request, err)
+		}
+		got := make(chan contract.LeaseRequestStatus)
+		go func() {
+			st, _ := r.q.Status(context.Background(), caller, contract.LeaseRequestGetInput{RequestID: b.t.RequestID(), WaitMs: 30_000, AfterRev: st.Rev})
+			got <- st
+		}()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("the long-poll answered before anything changed")
+		default:
+		}
+		r.pl.release(contract.PlatformIOS, "") // a is granted: b moves to 1
+		next := <-got
+		if next.Request.QueuePosition != 1 || next.Rev == st.Rev {
+			t.Fatalf("after the change: %+v rev %d, want place 1 and a new revision", next.Request, next.Rev)
+		}
+		if _, err := r.q.Status(context.Background(), Caller{Principal: "x"}, contract.LeaseRequestGetInput{RequestID: b.t.RequestID()}); contract.AsError(err).Code != contract.CodeUnknownLeaseRequest {
+			t.Fatalf("another agent read the request: %v", err)
+		}
+	})
+}
+
+func TestNobodyIsToldBeforeTheCommitThatDecided(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	r.pl.free[contract.PlatformIOS] = 1
+	var sawRecord contract.RequestState
+	c := &call{}
+	in := ios
+	in.RequesterID = "a"
+	c.t, c.err = r.q.Submit(context.Background(), Ask{Caller: Caller{Principal: "a"}, Input: in, TTLMs: 1,
+		Progress: func(contract.LeaseProgress) {}},
+		func(context.Context) Resolution { return Resolution{Need: need(contract.PlatformIOS)} })
+	<-c.t.Done()
+	sawRecord = r.st.record(c.t.RequestID()).State
+	if sawRecord != contract.RequestGranted {
+		t.Fatalf("when the grant was answered the store held %q, want granted", sawRecord)
+	}
+	r.mu.Lock()
+	names := []string{}
+	for _, e := range r.events {
+		names = append(names, e.Event)
+	}
+	r.mu.Unlock()
+	if !slices.Equal(names, []string{"lease.requested", "lease.granted"}) {
+		t.Fatalf("published %v, want the one commit's events", names)
+	}
+}
+
+func TestAFailedCommitStopsTheQueueAndTellsNobody(t *testing.T) {
+	r := newRig(t)
+	waiting := r.mustSubmit("a", ios)
+	told := len(waiting.steps())
+	r.pl.instant = true
+	r.st.failNext = true
+	r.pl.release(contract.PlatformIOS, "") // the grant's commit fails
+	if err := <-r.fatal; err == nil {
+		t.Fatal("Fatal was not told the commit error")
+	}
+	_, cerr := waiting.t.Result()
+	if cerr == nil || cerr.Code != contract.CodeInternal {
+		t.Fatalf("the waiter whose grant failed to commit got %v, want INTERNAL", cerr)
+	}
+	if len(waiting.steps()) != told {
+		t.Fatal("the waiter was told progress from the failed decision")
+	}
+	if rec := r.st.record(waiting.t.RequestID()); rec.State != contract.RequestQueued {
+		t.Fatalf("the store holds %s, want the last committed state (queued)", rec.State)
+	}
+	if r.q.Err() == nil {
+		t.Fatal("Err is nil after a failed commit")
+	}
+	expectCode(t, "a decision after the failure", r.q.Do(func(*Txn) error { return nil }), contract.CodeInternal)
+	expectCode(t, "a request after the failure", r.submit("b", ios).err, contract.CodeInternal)
+}
+
+func TestStopAnswersWaitersAndLeavesTheirRecordsOpen(t *testing.T) {
+	r := newRig(t)
+	c := r.mustSubmit("a", ios)
+	r.q.Stop()
+	if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeDaemonStopping {
+		t.Fatalf("after Stop: %v, want DAEMON_STOPPING", cerr)
+	}
+	if rec := r.st.record(c.t.RequestID()); rec.State != contract.RequestQueued {
+		t.Fatalf("stored as %s, want still queued (the next start settles it)", rec.State)
+	}
+	expectCode(t, "request after Stop", r.submit("b", ios).err, contract.CodeDaemonStopping)
+}
+
+func TestAdmitRefusalAndAnUnresolvableSpecAreStoredAsFailed(t *testing.T) {
+	r := newRig(t)
+	in := ios
+	in.Model = "Gone"
+	r.pl.refuse["Gone"] = contract.Errorf(contract.CodeRuntimeMissing, "being removed")
+	c := r.mustSubmit("a", in)
+	if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeRuntimeMissing {
+		t.Fatalf("refused by Admit: %v", cerr)
+	}
+	if got := r.st.names(); !slices.Equal(got, []string{"lease.requested", "lease.rejected"}) {
+		t.Fatalf("events %v, want requested then rejected in one commit", got)
+	}
+	if r.st.commits != 1 {
+		t.Fatalf("%d commits, want 1", r.st.commits)
+	}
+}
+
+func TestCancelAllCancelsTheLineAndAbandonsStarts(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 1
+	starting := r.mustSubmit("a", ios)
+	w := <-r.pl.started
+	queued := r.mustSubmit("b", ios)
+	var ids []string
+	_ = r.q.Do(func(tx *Txn) error {
+		ids = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "released everything"), "killed", false)
+		return nil
+	})
+	if len(ids) != 2 {
+		t.Fatalf("cancelled %v, want both", ids)
+	}
+	if _, cerr := queued.t.Result(); cerr == nil || cerr.Code != contract.CodeCancelled {
+		t.Fatalf("queued: %v", cerr)
+	}
+	if answered(starting) {
+		t.Fatal("the started request was settled; want it abandoned until its Start ends")
+	}
+	r.pl.finish(w)
+	if _, cerr := starting.t.Result(); cerr == nil {
+		t.Fatal("the abandoned request was granted")
+	}
+}
+
+func TestAPassCostsOnePlacePerPlatformWhateverTheLineLength(t *testing.T) {
+	r := newRig(t)
+	for i := range 500 {
+		r.mustSubmit("r"+strings.Repeat("x", i%3)+string(rune('a'+i%26))+time.Duration(i).String(), ios)
+	}
+	r.pl.asked = 0
+	_ = r.q.Do(func(tx *Txn) error { tx.Kick(); return nil })
+	if r.pl.asked != 1 {
+		t.Fatalf("a pass over a blocked line of 500 asked the placer %d times, want 1", r.pl.asked)
+	}
+}
+
+func TestTheQueueKnowsNothingOfDevicesDriversOrSQLite(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"/internal/driver", "/internal/core", "/internal/store", "/internal/leasing", "sqlite", "database/sql"} {
+			if strings.Contains(dep, banned) {
+				t.Errorf("internal/queue depends on %s", dep)
+			}
+		}
+	}
+}

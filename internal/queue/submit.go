@@ -1,0 +1,460 @@
+package queue
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// SettledRev is the revision of every settled request: it never changes
+// again, and it is above any revision an open request can have.
+const SettledRev = math.MaxInt64
+
+// Caller is who calls an operation.
+type Caller struct {
+	Principal string
+	Admin     bool
+}
+
+// Sees reports whether the caller may see a request: an admin any, an agent
+// the ones it made or that are made for it.
+func (c Caller) Sees(rec contract.LeaseRequestRecord) bool {
+	return c.Admin || rec.OwnerID == c.Principal || rec.RequesterID == c.Principal
+}
+
+// Ask is a lease request as the queue takes it: input already decoded and
+// validated, the lease's TTL already checked by the owner.
+type Ask struct {
+	Caller Caller
+	Input  contract.LeaseRequestInput
+	TTLMs  int64
+	// Progress is told each step of the wait; nil makes a request that
+	// waits on its own, as a resource, whoever follows it.
+	Progress func(contract.LeaseProgress)
+}
+
+// Resolution is what the owner made of a request before it joins the line.
+type Resolution struct {
+	// Need is what to place.
+	Need Need
+	// Err settles the request at once, with Reason for lease.rejected.
+	Err    *contract.Error
+	Reason string
+	// Park keeps the request open outside the line (a runtime to download
+	// first); it runs as tracked work after the commit that stored the
+	// request, and must end with Txn.Enqueue or Txn.Settle. The request
+	// cannot be cancelled meanwhile; its requester leaving ends it.
+	Park func(w *Waiter)
+}
+
+// Submit stores a request and puts it in line, or joins the open request
+// made with the same idempotency key, or answers again what a settled one
+// answered. resolve runs first, outside the lock (it may ask a driver);
+// what it found is decided in one commit with the record: settled, parked,
+// granted at once, or queued. Errors found before anything is stored (the
+// requester already holds a lease or has a request open, an idempotency
+// conflict, the daemon stopping, the gate closed) are returned; the ticket
+// carries every later answer.
+func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context) Resolution) (*Ticket, error) {
+	requester := a.Input.RequesterID
+	if requester == "" {
+		requester = a.Caller.Principal
+	}
+	if requester == "" {
+		return nil, contract.BadRequest("requesterId", "is required when the session has no principal")
+	}
+	spec := contract.RequestSpec{Platform: a.Input.Platform, Model: a.Input.Model, Class: a.Input.Class, OSVersion: a.Input.OSVersion}
+	key := a.Input.IdempotencyKey
+
+	// What needs no resolving is answered before resolving.
+	q.mu.Lock()
+	t, err := q.checkLocked(requester, spec, a, nil)
+	q.mu.Unlock()
+	if t != nil || err != nil {
+		return t, err
+	}
+	if key != "" {
+		if t, err := q.replay(ctx, requester, key, spec); t != nil || err != nil {
+			return t, err
+		}
+	}
+	res := resolve(ctx)
+
+	err = q.Do(func(tx *Txn) error {
+		var err error
+		if t, err = q.checkLocked(requester, spec, a, tx); t != nil || err != nil {
+			return err
+		}
+		if key != "" {
+			// It may have settled while this one resolved.
+			if t, err = q.replay(ctx, requester, key, spec); t != nil || err != nil {
+				return err
+			}
+		}
+		t = q.createLocked(tx, a, requester, spec, res)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// checkLocked answers a request that needs no new record: refused, or
+// joining the open one with its key. tx is the decision when there is one.
+func (q *Queue) checkLocked(requester string, spec contract.RequestSpec, a Ask, tx *Txn) (*Ticket, error) {
+	if q.broken != nil {
+		return nil, q.brokenError()
+	}
+	if q.stopping {
+		return nil, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	}
+	if q.opts.Gate != nil {
+		if cerr := q.opts.Gate(); cerr != nil {
+			return nil, cerr
+		}
+	}
+	if key := a.Input.IdempotencyKey; key != "" {
+		if w := q.byKey[reqKey{requester, key}]; w != nil {
+			if w.rec.Spec != spec {
+				return nil, idempotencyConflict(key)
+			}
+			t := &Ticket{w: w, progress: a.Progress}
+			w.interests = append(w.interests, t)
+			if a.Progress == nil {
+				w.detached = true
+			} else if w.last.Stage != "" {
+				last := w.last
+				if tx != nil {
+					tx.After(func() { a.Progress(last) })
+				} else {
+					a.Progress(last)
+				}
+			}
+			return t, nil
+		}
+	}
+	if id, ok := q.opts.LeaseOf(requester); ok {
+		return nil, contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds lease %s; release it first", requester, id).
+			With("requesterId", requester).With("existingLeaseId", id)
+	}
+	if w := q.byRequester[requester]; w != nil {
+		return nil, contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has request %s waiting", requester, w.rec.ID).
+			With("requesterId", requester).With("existingRequestId", w.rec.ID)
+	}
+	return nil, nil
+}
+
+// replay answers a repeat of a settled request with what it answered then.
+func (q *Queue) replay(ctx context.Context, requester, key string, spec contract.RequestSpec) (*Ticket, error) {
+	rec, found, err := q.opts.Store.RequestByKey(ctx, requester, key)
+	if err != nil {
+		return nil, contract.Errorf(contract.CodeInternal, "read request: %v", err)
+	}
+	if !found {
+		return nil, nil
+	}
+	if rec.Spec != spec {
+		return nil, idempotencyConflict(key)
+	}
+	if !rec.State.Terminal() {
+		// Open in the database but not here: a record a previous run left,
+		// which its start settled; read as such.
+		return nil, contract.Errorf(contract.CodeIdempotencyConflict, "idempotency key %q names request %s, which is not settled", key, rec.ID).
+			With("idempotencyKey", key)
+	}
+	w := &Waiter{rec: rec, done: make(chan struct{}), grant: rec.Grant, err: rec.Error, replayed: true, phase: phaseSettled}
+	if w.err == nil && w.grant == nil {
+		w.err = contract.Errorf(contract.CodeCancelled, "request %s was %s", rec.ID, rec.State)
+	}
+	close(w.done)
+	return &Ticket{w: w}, nil
+}
+
+func idempotencyConflict(key string) *contract.Error {
+	return contract.Errorf(contract.CodeIdempotencyConflict, "idempotency key %q was used for a different request", key).
+		With("idempotencyKey", key)
+}
+
+// createLocked stores a new request and acts on its resolution.
+func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.RequestSpec, res Resolution) *Ticket {
+	owner := a.Caller.Principal
+	if owner == "" {
+		owner = requester
+	}
+	w := &Waiter{
+		rec: contract.LeaseRequestRecord{
+			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey,
+			Spec: spec, State: contract.RequestQueued, CreatedAt: time.Now().UnixMilli(),
+			Policy: contract.WaitPolicy{NoWait: a.Input.NoWait, TimeoutMs: a.Input.TimeoutMs, TTLMs: a.TTLMs},
+		},
+		platform: spec.Platform,
+		phase:    phaseOut,
+		detached: a.Progress == nil,
+		done:     make(chan struct{}),
+		changed:  make(chan struct{}),
+	}
+	t := &Ticket{w: w, progress: a.Progress}
+	w.interests = []*Ticket{t}
+	q.open[w.rec.ID] = w
+	q.byRequester[requester] = w
+	if k := a.Input.IdempotencyKey; k != "" {
+		q.byKey[reqKey{requester, k}] = w
+	}
+	q.insertOpenLocked(w)
+	tx.write(w)
+	tx.Event("lease.requested", map[string]any{
+		"requestId": w.rec.ID, "requestSpec": spec, "requester": requester, "waitPolicy": w.rec.Policy,
+	})
+	switch {
+	case res.Err != nil:
+		tx.Settle(w, res.Err, res.Reason)
+	case res.Park != nil:
+		w.phase = phaseParked
+		tx.After(func() { q.opts.Go(func() { res.Park(w) }) })
+	default:
+		w.need = res.Need
+		if cerr, reason := q.opts.Placer.Admit(w); cerr != nil {
+			tx.Settle(w, cerr, reason)
+			break
+		}
+		tx.enqueue(w, false)
+	}
+	return t
+}
+
+// insertOpenLocked keeps the open list in (createdAt, id) order.
+func (q *Queue) insertOpenLocked(w *Waiter) {
+	after := q.all.tail
+	for after != nil && (after.rec.CreatedAt > w.rec.CreatedAt ||
+		(after.rec.CreatedAt == w.rec.CreatedAt && after.rec.ID > w.rec.ID)) {
+		after = after.all.prev
+	}
+	if after == q.all.tail {
+		q.all.pushBack(w)
+		return
+	}
+	// Rare: a tie within one millisecond. Rebuild the links around w.
+	lw := &w.all
+	lw.prev = after
+	if after == nil {
+		lw.next = q.all.head
+		q.all.head = w
+	} else {
+		lw.next = after.all.next
+		after.all.next = w
+	}
+	lw.next.all.prev = w
+	q.all.n++
+}
+
+// Abandon ends one requester's interest: its call stopped waiting. It
+// reports whether the request ends with it. A request others still follow,
+// or made as a resource, goes on. Otherwise a request in line or parked is
+// cancelled now; one being started is abandoned: its Start keeps what it
+// readied, grants nothing, and settles it.
+func (q *Queue) Abandon(t *Ticket) bool {
+	ended := true
+	_ = q.Do(func(tx *Txn) error {
+		w := t.w
+		if !q.isOpen(w) {
+			return nil
+		}
+		for i, it := range w.interests {
+			if it == t {
+				w.interests = append(w.interests[:i], w.interests[i+1:]...)
+				break
+			}
+		}
+		if len(w.interests) > 0 || w.detached {
+			ended = false
+			return nil
+		}
+		switch w.phase {
+		case phaseStarting:
+			w.abandoned = true
+		default:
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester stopped waiting"), "cancelled")
+		}
+		return nil
+	})
+	return ended
+}
+
+// Cancel withdraws a request waiting in line, named by id or by requester.
+// One being started or downloading is not cancellable. A request named by
+// id that has already settled answers by how it settled: cancelled again
+// for a cancelled one, not-cancellable (naming the lease) otherwise.
+func (q *Queue) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	requester := in.RequesterID
+	if requester == "" && in.RequestID == "" {
+		requester = c.Principal
+	}
+	var res contract.LeaseCancelResult
+	askStore := false
+	err := q.Do(func(tx *Txn) error {
+		var w *Waiter
+		if in.RequestID != "" {
+			w = q.open[in.RequestID]
+		} else {
+			w = q.byRequester[requester]
+		}
+		switch {
+		case w == nil:
+			askStore = in.RequestID != ""
+			res = contract.LeaseCancelResult{Outcome: contract.CancelNotFound}
+		case !c.Sees(w.rec):
+			res = contract.LeaseCancelResult{Outcome: contract.CancelNotFound}
+		case w.phase != phaseInLine:
+			res = contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: w.rec.ID}
+		default:
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the request was cancelled"), "cancelled")
+			res = contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: w.rec.ID}
+		}
+		return nil
+	})
+	if err != nil || !askStore {
+		return res, err
+	}
+	rec, ok, err := q.opts.Store.Request(ctx, in.RequestID)
+	if err != nil {
+		return contract.LeaseCancelResult{}, contract.Errorf(contract.CodeInternal, "read request: %v", err)
+	}
+	if !ok || !c.Sees(rec) {
+		return contract.LeaseCancelResult{Outcome: contract.CancelNotFound}, nil
+	}
+	if rec.State == contract.RequestCancelled {
+		return contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: rec.ID}, nil
+	}
+	return contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: rec.ID, LeaseID: rec.LeaseID}, nil
+}
+
+// Status reads a lease request. With in.WaitMs it first waits, at most that
+// long, until the request's revision differs from in.AfterRev; a settled
+// request answers at once. An agent sees only its own requests: others'
+// are UNKNOWN_LEASE_REQUEST, as if they did not exist.
+func (q *Queue) Status(ctx context.Context, c Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
+	var expired <-chan time.Time
+	if in.WaitMs > 0 {
+		t := time.NewTimer(time.Duration(in.WaitMs) * time.Millisecond)
+		defer t.Stop()
+		expired = t.C
+	}
+	for {
+		q.mu.Lock()
+		w, open := q.open[in.RequestID]
+		if !open {
+			q.mu.Unlock()
+			break
+		}
+		if !c.Sees(w.rec) {
+			q.mu.Unlock()
+			return contract.LeaseRequestStatus{}, unknownRequest(in.RequestID)
+		}
+		st := w.status()
+		if expired == nil || st.Rev != in.AfterRev {
+			q.mu.Unlock()
+			return st, nil
+		}
+		changed, done := w.changed, w.done
+		q.mu.Unlock()
+		select {
+		case <-changed:
+		case <-done:
+		case <-expired:
+			expired = nil // answer with what is there now
+		case <-ctx.Done():
+			return contract.LeaseRequestStatus{}, contract.Errorf(contract.CodeCancelled, "stopped waiting: %v", ctx.Err())
+		}
+	}
+	rec, ok, err := q.opts.Store.Request(ctx, in.RequestID)
+	if err != nil {
+		return contract.LeaseRequestStatus{}, contract.Errorf(contract.CodeInternal, "read request: %v", err)
+	}
+	if !ok || !c.Sees(rec) {
+		return contract.LeaseRequestStatus{}, unknownRequest(in.RequestID)
+	}
+	return contract.LeaseRequestStatus{Request: rec, Rev: SettledRev}, nil
+}
+
+// Resource is what lease-request.create answers for t: the request as it
+// stands, or, when it failed before it could wait (no capacity with
+// noWait, an unresolvable spec), that error.
+func (q *Queue) Resource(t *Ticket) (contract.LeaseRequestStatus, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := t.w
+	if q.isOpen(w) {
+		return w.status(), nil
+	}
+	if !w.replayed && w.err != nil {
+		return contract.LeaseRequestStatus{}, w.err
+	}
+	return contract.LeaseRequestStatus{Request: w.rec, Rev: SettledRev}, nil
+}
+
+func unknownRequest(id string) *contract.Error {
+	return contract.Errorf(contract.CodeUnknownLeaseRequest, "no lease request %s", id).With("requestId", id)
+}
+
+// Records lists open requests oldest first; a limit above 0 returns one
+// page after the cursor, and the cursor of the next page when there is one.
+func (q *Queue) Records(after *contract.ListCursor, limit int) ([]contract.LeaseRequestRecord, string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := []contract.LeaseRequestRecord{}
+	for w := q.all.head; w != nil; w = w.all.next {
+		if after != nil && after.Passed(w.rec.CreatedAt, w.rec.ID) {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			last := out[len(out)-1]
+			return out, contract.ListCursor{At: last.CreatedAt, ID: last.ID}.String()
+		}
+		out = append(out, w.rec)
+	}
+	return out, ""
+}
+
+// Waiting lists open requests as status shows them, oldest first: queued
+// ones with their place, downloading ones, and those being started.
+func (q *Queue) Waiting() []contract.WaitingRequest {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.WaitingLocked()
+}
+
+// WaitingLocked is Waiting for a caller holding the lock (in View).
+func (q *Queue) WaitingLocked() []contract.WaitingRequest {
+	t := time.Now().UnixMilli()
+	out := make([]contract.WaitingRequest, 0, q.all.n)
+	for w := q.all.head; w != nil; w = w.all.next {
+		wr := contract.WaitingRequest{RequestID: w.rec.ID, RequesterID: w.rec.RequesterID, Spec: w.rec.Spec, WaitingMs: t - w.rec.CreatedAt}
+		switch w.phase {
+		case phaseParked:
+			wr.Stage = "downloading"
+		case phaseInLine:
+			wr.Stage, wr.QueuePosition = "queued", w.pos
+		default:
+			wr.Stage = "starting"
+		}
+		out = append(out, wr)
+	}
+	return out
+}
+
+// CountsLocked are how many requests are open and how many wait in line;
+// for a caller holding the lock (in View).
+func (q *Queue) CountsLocked() (open, depth int) { return q.all.n, q.line.n }
+
+// WaitingOnLocked reports whether a request waits in line for p.
+func (q *Queue) WaitingOnLocked(p contract.Platform) bool {
+	for _, l := range q.lines {
+		if l.platform == p {
+			return l.n > 0
+		}
+	}
+	return false
+}

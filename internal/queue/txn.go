@@ -1,0 +1,308 @@
+package queue
+
+import (
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Txn is one decision in the making. Its changes are in memory at once;
+// its records and events commit together when the decision ends, and what
+// it tells (After, settlements, progress) is told only after that commit.
+// A Txn is valid only inside the Do that made it.
+type Txn struct {
+	q       *Queue
+	events  []contract.Event
+	written []*Waiter // records to write, each once
+	stale   []contract.LeaseRequestRecord
+	touched []*Waiter // revisions to bump after the commit
+	tells   []func()
+	settled []*Waiter // answered by this decision (after its commit)
+	moved   []*Waiter // where the line changed: positions from here on
+	hinted  []*Waiter // heads whose blocking stage changed
+	kick    bool
+}
+
+// Event adds an event to the decision; it is published after the commit.
+func (tx *Txn) Event(name string, payload any) {
+	tx.events = append(tx.events, contract.Event{
+		ID: newID("evt_"), Timestamp: time.Now().UnixMilli(), Event: name, Payload: marshal(payload),
+	})
+}
+
+// After runs f once the decision has committed, still under the lock, in
+// the order After was called. f must not block.
+func (tx *Txn) After(f func()) { tx.tells = append(tx.tells, f) }
+
+// Kick says the decision may have made room: the line is served before
+// the commit.
+func (tx *Txn) Kick() { tx.kick = true }
+
+// Abandoned reports whether w no longer wants a grant: its requester went
+// away, or it was settled meanwhile. A Start checks it before it grants.
+func (tx *Txn) Abandoned(w *Waiter) bool { return w.abandoned || !tx.q.isOpen(w) }
+
+func (q *Queue) isOpen(w *Waiter) bool { return q.open[w.rec.ID] == w }
+
+func (tx *Txn) write(w *Waiter) {
+	if w.writtenIn != tx {
+		w.writtenIn = tx
+		tx.written = append(tx.written, w)
+	}
+	tx.touch(w)
+}
+
+func (tx *Txn) touch(w *Waiter) {
+	if w.touchedIn != tx {
+		w.touchedIn = tx
+		tx.touched = append(tx.touched, w)
+	}
+}
+
+// Grant settles w as granted with g, in this decision. The placer writes
+// the lease (and its lease.granted event) in the same Txn.
+func (tx *Txn) Grant(w *Waiter, g contract.LeaseGrant) {
+	q := tx.q
+	if !q.isOpen(w) {
+		q.log.Error("grant of a request that is not open", "requestId", w.rec.ID)
+		return
+	}
+	q.forgetLocked(w)
+	w.rec.State, w.rec.Stage, w.rec.QueuePosition = contract.RequestGranted, "", 0
+	w.rec.SettledAt, w.rec.LeaseID, w.rec.Grant = g.Lease.GrantedAt, g.Lease.ID, &g
+	tx.write(w)
+	tx.settled = append(tx.settled, w)
+	tx.tells = append(tx.tells, func() {
+		w.grant = &g
+		w.answer(nil)
+	})
+}
+
+// Settle ends w with an error, in this decision: failed, or cancelled when
+// the code is CANCELLED, with a lease.rejected event giving reason. A
+// request already settled is left as it is.
+func (tx *Txn) Settle(w *Waiter, cerr *contract.Error, reason string) {
+	q := tx.q
+	if !q.isOpen(w) {
+		return
+	}
+	q.forgetLocked(w)
+	state := contract.RequestFailed
+	if cerr.Code == contract.CodeCancelled {
+		state = contract.RequestCancelled
+	}
+	w.rec.State, w.rec.Stage, w.rec.QueuePosition = state, "", 0
+	w.rec.SettledAt, w.rec.Error = time.Now().UnixMilli(), cerr
+	tx.write(w)
+	tx.rejected(w.rec, reason)
+	tx.settled = append(tx.settled, w)
+	tx.tells = append(tx.tells, func() { w.answer(cerr) })
+}
+
+func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason string) {
+	tx.Event("lease.rejected", map[string]any{
+		"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": reason,
+		"code": rec.Error.Code,
+	})
+}
+
+// SettleStale settles a request a previous run left open: its requester's
+// connection is gone with that run. The daemon's start does this for every
+// open record it loads.
+func (tx *Txn) SettleStale(rec contract.LeaseRequestRecord) {
+	rec.State, rec.Stage, rec.QueuePosition = contract.RequestFailed, "", 0
+	rec.SettledAt = time.Now().UnixMilli()
+	rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open").
+		With("reason", "daemon-restarted")
+	tx.stale = append(tx.stale, rec)
+	tx.rejected(rec, "daemon-restarted")
+}
+
+// Requeue puts a placed waiter back in line, at the place its arrival gives
+// it, when the room its Start was to get could not be made. Its deadline
+// stays: past it, it fails with QUEUE_TIMEOUT at once. A waiter whose
+// requester went away is cancelled instead; while the queue stops, it is
+// answered DAEMON_STOPPING with its record left open.
+func (tx *Txn) Requeue(w *Waiter) {
+	q := tx.q
+	if !q.isOpen(w) {
+		return
+	}
+	if w.abandoned {
+		tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+		return
+	}
+	if q.stopping {
+		tx.answerStopping(w)
+		return
+	}
+	w.rec.State = contract.RequestQueued
+	w.target = nil
+	tx.write(w)
+	tx.enqueue(w, true)
+}
+
+// Enqueue puts a parked request (its runtime downloaded) in line with need,
+// as a newcomer: its timeout counts from now.
+func (tx *Txn) Enqueue(w *Waiter, need Need) {
+	q := tx.q
+	if !q.isOpen(w) {
+		return
+	}
+	if q.stopping {
+		tx.answerStopping(w)
+		return
+	}
+	w.need, w.platform = need, need.Platform()
+	if cerr, reason := q.opts.Placer.Admit(w); cerr != nil {
+		tx.Settle(w, cerr, reason)
+		return
+	}
+	tx.enqueue(w, false)
+}
+
+func (tx *Txn) answerStopping(w *Waiter) {
+	tx.q.forgetLocked(w)
+	cerr := contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	tx.settled = append(tx.settled, w)
+	tx.tells = append(tx.tells, func() { w.answer(cerr) })
+}
+
+// enqueue puts w in line and serves; noWait and the deadline are decided
+// here, for newcomers and returning waiters alike.
+func (tx *Txn) enqueue(w *Waiter, again bool) {
+	q := tx.q
+	now := time.Now()
+	if !again {
+		q.seq++
+		w.seq = q.seq
+		if ms := w.rec.Policy.TimeoutMs; ms > 0 {
+			w.deadline = now.Add(time.Duration(ms) * time.Millisecond)
+		}
+	} else if !w.deadline.IsZero() && !now.Before(w.deadline) {
+		tx.Settle(w, timeoutError(w), "timeout")
+		return
+	}
+	q.line.insert(w)
+	q.lineOf(w.platform).insert(w)
+	w.phase = phaseInLine
+	w.rec.State = contract.RequestQueued
+	tx.moved = append(tx.moved, w)
+	tx.touch(w)
+	q.serveLocked(tx)
+	if w.phase != phaseInLine {
+		return // placed at once
+	}
+	if w.rec.Policy.NoWait {
+		tx.Settle(w, contract.Errorf(contract.CodeNoCapacity, "no %s device is free and capacity is full", w.platform).
+			With("platform", w.platform), "no-wait")
+		return
+	}
+	if !again {
+		tx.Event("lease.queued", map[string]any{"requestId": w.rec.ID, "queuePosition": q.positionLocked(w)})
+	}
+	if !w.deadline.IsZero() {
+		tx.After(func() { q.armLocked(w) })
+	}
+}
+
+// positionLocked counts w's place in line from the front.
+func (q *Queue) positionLocked(w *Waiter) int {
+	if w == q.line.tail {
+		return q.line.n
+	}
+	n := 1
+	for p := w.line.prev; p != nil; p = p.line.prev {
+		n++
+	}
+	return n
+}
+
+func timeoutError(w *Waiter) *contract.Error {
+	return contract.Errorf(contract.CodeQueueTimeout, "no device was free within %s",
+		time.Duration(w.rec.Policy.TimeoutMs)*time.Millisecond).With("requestId", w.rec.ID)
+}
+
+// armLocked sets w's timer for what is left of its deadline.
+func (q *Queue) armLocked(w *Waiter) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.phase != phaseInLine {
+		return
+	}
+	w.timer = time.AfterFunc(time.Until(w.deadline), func() {
+		_ = q.Do(func(tx *Txn) error {
+			if w.phase == phaseInLine && !time.Now().Before(w.deadline) {
+				tx.Settle(w, timeoutError(w), "timeout")
+			}
+			return nil
+		})
+	})
+}
+
+// started moves w out of the line to be started as placed.
+func (tx *Txn) started(w *Waiter, s Start) {
+	q := tx.q
+	q.leaveLineLocked(w)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.phase = phaseStarting
+	w.hinted = nil
+	w.rec.State, w.rec.QueuePosition = contract.RequestStarting, 0
+	w.target = s.Target
+	w.last, w.rec.Stage = s.Progress, s.Progress.Stage
+	tx.write(w)
+	tx.tells = append(tx.tells, func() {
+		w.push(s.Progress)
+		q.opts.Go(s.Run)
+	})
+}
+
+// hint records the stage a blocked head waits on (nil: its place).
+func (tx *Txn) hint(w *Waiter, stage *contract.LeaseProgress) {
+	same := (stage == nil && w.hinted == nil) || (stage != nil && w.hinted != nil && stage.Same(*w.hinted))
+	if same {
+		return
+	}
+	w.hinted = stage
+	tx.hinted = append(tx.hinted, w)
+}
+
+// CancelAll ends every open request with cerr (reason for lease.rejected)
+// in this decision. A request whose Start runs is abandoned (its Start
+// keeps what it readied and grants nothing); with settleStarting it is
+// settled now as well. It returns the ids, oldest first.
+func (tx *Txn) CancelAll(cerr *contract.Error, reason string, settleStarting bool) []string {
+	q := tx.q
+	ids := []string{}
+	for w := q.all.head; w != nil; {
+		next := w.all.next
+		switch w.phase {
+		case phaseStarting:
+			w.abandoned = true
+			if settleStarting {
+				tx.Settle(w, cerr, reason)
+			}
+		default:
+			tx.Settle(w, cerr, reason)
+		}
+		ids = append(ids, w.rec.ID)
+		w = next
+	}
+	return ids
+}
+
+// Progress tells w's requesters a step of its Start or download, unless it
+// is what they last heard or w has settled. It is not a decision: nothing
+// is stored but the record's stage in memory.
+func (q *Queue) Progress(w *Waiter, p contract.LeaseProgress) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.broken != nil || !q.isOpen(w) || p.Same(w.last) {
+		return
+	}
+	w.push(p)
+	w.bump(q)
+}

@@ -1,0 +1,220 @@
+package queue
+
+import (
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// phase is where an open request is.
+type phase uint8
+
+const (
+	phaseOut      phase = iota // between places, inside one decision
+	phaseParked                // stored, outside the line (a runtime download)
+	phaseInLine                // waiting in line
+	phaseStarting              // placed: its Start runs
+	phaseSettled               // answered; nothing changes any more
+)
+
+// Waiter is an open lease request and the requesters waiting on it. The
+// queue owns it; a Placer reads it through its methods, under the lock.
+type Waiter struct {
+	rec      contract.LeaseRequestRecord
+	need     Need
+	platform contract.Platform
+	phase    phase
+	seq      uint64 // arrival number, given when it first joins the line
+	pos      int    // place in line, from 1, while in line
+	// deadline is when its timeoutMs runs out (zero: never), fixed when it
+	// first joins the line.
+	deadline time.Time
+	timer    *time.Timer
+	// abandoned: its requester went away while its device was started.
+	abandoned bool
+	// detached requests were made as a resource: they wait whether or not
+	// anyone follows them.
+	detached  bool
+	interests []*Ticket
+	last      contract.LeaseProgress // last progress told
+	hinted    *contract.LeaseProgress
+	target    *contract.DeviceSpec
+	rev       uint64
+	changed   chan struct{}
+	done      chan struct{}
+	grant     *contract.LeaseGrant
+	err       *contract.Error
+	replayed  bool
+	// txn marks the decision that last wrote or touched it, so each is
+	// written and woken once per decision.
+	writtenIn, touchedIn *Txn
+
+	all, line, plat links
+}
+
+// ID is the request's id.
+func (w *Waiter) ID() string { return w.rec.ID }
+
+// Spec is what the request asked for.
+func (w *Waiter) Spec() contract.RequestSpec { return w.rec.Spec }
+
+// Requester is who the lease will be for.
+func (w *Waiter) Requester() string { return w.rec.RequesterID }
+
+// Owner is the principal the lease will belong to.
+func (w *Waiter) Owner() string { return w.rec.OwnerID }
+
+// TTLMs is the lease's lifetime once granted.
+func (w *Waiter) TTLMs() int64 { return w.rec.Policy.TTLMs }
+
+// Need is what the owner resolved the request to.
+func (w *Waiter) Need() Need { return w.need }
+
+// Platform is the platform whose line the request joins.
+func (w *Waiter) Platform() contract.Platform { return w.platform }
+
+// answer ends every wait on w with cerr, whatever its record says.
+func (w *Waiter) answer(cerr *contract.Error) {
+	if w.phase == phaseSettled {
+		return
+	}
+	w.phase = phaseSettled
+	w.err = cerr
+	close(w.done)
+}
+
+// bump marks a change a reader may be waiting for.
+func (w *Waiter) bump(q *Queue) {
+	w.rev = q.nextRev()
+	if w.changed != nil {
+		close(w.changed)
+	}
+	w.changed = make(chan struct{})
+}
+
+// push tells every requester of w a step of its wait.
+func (w *Waiter) push(p contract.LeaseProgress) {
+	w.last = p
+	w.rec.Stage = p.Stage
+	for _, t := range w.interests {
+		if t.progress != nil {
+			t.progress(p)
+		}
+	}
+}
+
+// report tells a waiter in line where it is, if that changed: its place,
+// or the stage its placer said it waits on.
+func (w *Waiter) report(q *Queue) {
+	p := contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: w.pos}
+	if w.hinted != nil {
+		p = *w.hinted
+	}
+	if !p.Same(w.last) {
+		w.push(p)
+		w.bump(q)
+	}
+}
+
+// status is w as lease-request.get shows it.
+func (w *Waiter) status() contract.LeaseRequestStatus {
+	st := contract.LeaseRequestStatus{Request: w.rec, Rev: w.rev, Target: w.target}
+	if w.last.Stage != "" {
+		p := w.last
+		st.Progress = &p
+	}
+	return st
+}
+
+// Ticket is one requester's interest in a request: several requesters
+// share a request they made with the same idempotency key. Its methods are
+// safe for concurrent use.
+type Ticket struct {
+	w        *Waiter
+	progress func(contract.LeaseProgress)
+}
+
+// RequestID is the request's id.
+func (t *Ticket) RequestID() string { return t.w.rec.ID }
+
+// Done is closed when the request is answered.
+func (t *Ticket) Done() <-chan struct{} { return t.w.done }
+
+// Result is the answer once Done is closed: the grant, or the error.
+func (t *Ticket) Result() (contract.LeaseGrant, *contract.Error) {
+	<-t.w.done
+	if t.w.err != nil {
+		return contract.LeaseGrant{}, t.w.err
+	}
+	if t.w.grant == nil {
+		return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "request %s was %s", t.w.rec.ID, t.w.rec.State)
+	}
+	return *t.w.grant, nil
+}
+
+// links are a waiter's neighbours in one list.
+type links struct{ prev, next *Waiter }
+
+func allLinks(w *Waiter) *links  { return &w.all }
+func lineLinks(w *Waiter) *links { return &w.line }
+func platLinks(w *Waiter) *links { return &w.plat }
+
+// list is an intrusive doubly linked list of waiters kept in arrival order.
+type list struct {
+	head, tail *Waiter
+	n          int
+	at         func(*Waiter) *links
+}
+
+// insert puts w in seq order: at the end for a newcomer, where its arrival
+// puts it for one coming back.
+func (l *list) insert(w *Waiter) {
+	after := l.tail
+	for after != nil && after.seq > w.seq {
+		after = l.at(after).prev
+	}
+	lw := l.at(w)
+	lw.prev = after
+	if after == nil {
+		lw.next = l.head
+		l.head = w
+	} else {
+		lw.next = l.at(after).next
+		l.at(after).next = w
+	}
+	if lw.next == nil {
+		l.tail = w
+	} else {
+		l.at(lw.next).prev = w
+	}
+	l.n++
+}
+
+// pushBack puts w at the end.
+func (l *list) pushBack(w *Waiter) {
+	lw := l.at(w)
+	lw.prev, lw.next = l.tail, nil
+	if l.tail == nil {
+		l.head = w
+	} else {
+		l.at(l.tail).next = w
+	}
+	l.tail = w
+	l.n++
+}
+
+func (l *list) remove(w *Waiter) {
+	lw := l.at(w)
+	if lw.prev == nil {
+		l.head = lw.next
+	} else {
+		l.at(lw.prev).next = lw.next
+	}
+	if lw.next == nil {
+		l.tail = lw.prev
+	} else {
+		l.at(lw.next).prev = lw.prev
+	}
+	*lw = links{}
+	l.n--
+}
