@@ -8,12 +8,12 @@ import (
 	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // newInstaller makes the component installer over the drivers that can
 // install components. Its events go through the engine, made right after.
-func (d *Daemon) newInstaller(db *store.DB) *components.Installer {
+func (d *Daemon) newInstaller(db *sqlite.DB) *components.Installer {
 	drivers := map[contract.Platform]driver.Installer{}
 	for p, drv := range d.opts.Drivers {
 		if in, ok := drv.(driver.Installer); ok {

@@ -40,6 +40,7 @@ import (
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // Files under SIMLOCK_HOME.
@@ -96,7 +97,7 @@ type Daemon struct {
 	opts      Options
 	log       *slog.Logger
 	bus       *events.Bus
-	db        *store.DB
+	db        *sqlite.DB
 	engine    *leasing.Engine
 	installer *components.Installer
 	ln        net.Listener
@@ -339,14 +340,14 @@ func (d *Daemon) converge(ctx context.Context) {
 }
 
 // openStore opens the database, private to the user, and loads the tokens.
-func (d *Daemon) openStore(ctx context.Context) (*store.DB, error) {
+func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	dbPath := filepath.Join(d.opts.Home, DBName)
 	// SQLite gives its -wal and -shm files the database file's mode: make
 	// it private before SQLite creates it.
 	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
 		f.Close()
 	}
-	db, err := store.Open(ctx, dbPath)
+	db, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // tokenPrefix starts every HTTP token secret, so a leaked one is easy to
@@ -22,14 +23,14 @@ const tokenPrefix = "slk_"
 // memory by the hash of their secret, so checking a request costs no
 // database read.
 type tokenBook struct {
-	db *store.DB
+	db *sqlite.DB
 
 	mu     sync.Mutex
 	byHash map[string]contract.TokenRecord
 	hashOf map[string]string // token id -> hash
 }
 
-func loadTokens(ctx context.Context, db *store.DB) (*tokenBook, error) {
+func loadTokens(ctx context.Context, db *sqlite.DB) (*tokenBook, error) {
 	all, err := db.Tokens(ctx)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -6,16 +6,15 @@ import (
 	"fmt"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 )
 
-// Token is a stored HTTP token: its record and the hex SHA-256 of its secret.
-type Token struct {
-	contract.TokenRecord
-	Hash string
-}
+// Tokens and component records are written rarely (a token made or revoked,
+// a component installed) and read at startup, so their statements are not
+// prepared: parsing them costs nothing next to how seldom they run.
 
 // PutToken stores a new token.
-func (db *DB) PutToken(ctx context.Context, t Token) error {
+func (db *DB) PutToken(ctx context.Context, t store.Token) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, role, label, hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 			t.ID, string(t.Role), t.Label, t.Hash, t.CreatedAt)
@@ -45,15 +44,15 @@ func (db *DB) DeleteToken(ctx context.Context, id string) (bool, error) {
 }
 
 // Tokens returns every token, oldest first.
-func (db *DB) Tokens(ctx context.Context) ([]Token, error) {
+func (db *DB) Tokens(ctx context.Context) ([]store.Token, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT id, role, label, hash, created_at FROM tokens ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: tokens: %w", err)
 	}
 	defer rows.Close()
-	var out []Token
+	var out []store.Token
 	for rows.Next() {
-		var t Token
+		var t store.Token
 		var role string
 		if err := rows.Scan(&t.ID, &role, &t.Label, &t.Hash, &t.CreatedAt); err != nil {
 			return nil, fmt.Errorf("store: tokens: %w", err)

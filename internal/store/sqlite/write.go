@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // terminalStates is the SQL list of the request states for which
@@ -55,65 +56,38 @@ ON CONFLICT (id) DO UPDATE SET
 // Commit writes c in one transaction and returns its events as appended, with
 // their seqs, in order. If it returns an error, nothing of c was written.
 // An empty Change is a no-op returning nil, nil.
-func (db *DB) Commit(ctx context.Context, c Change) ([]contract.Event, error) {
-	if len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0 {
+//
+// A device, lease or request named more than once in c is written once, with
+// its last version, at the place of its first.
+func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, error) {
+	if c.Empty() {
 		return nil, nil
 	}
+	c.Devices = lastOfEach(c.Devices, func(d store.Device) string { return d.ID })
+	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.ID })
+	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
 	// Everything that can be checked or encoded is done before the write
 	// lock is taken, so the lock is held only for the SQL.
-	records, err := prepare(c)
+	records, err := check(c)
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 
-	out := make([]contract.Event, 0, len(c.Events))
+	var out []contract.Event
 	err = db.write(ctx, func(tx *sql.Tx) error {
 		// Devices before leases, so a lease may name a device created by the
 		// same Change.
-		for _, d := range c.Devices {
-			if _, err := tx.ExecContext(ctx, upsertDevice,
-				d.ID, string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID,
-				d.Address, nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince,
-				d.LastUsedAt, d.DeferredReclaim, d.QuarantineAttempts, d.QuarantineNextRetry); err != nil {
-				return fmt.Errorf("device %s: %w", d.ID, err)
-			}
+		if err := db.putDevices(ctx, tx, c.Devices); err != nil {
+			return err
 		}
-		for _, l := range c.Leases {
-			if _, err := tx.ExecContext(ctx, upsertLease,
-				l.ID, l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
-				l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason); err != nil {
-				return fmt.Errorf("lease %s: %w", l.ID, err)
-			}
+		if err := db.putLeases(ctx, tx, c.Leases); err != nil {
+			return err
 		}
-		for i, r := range c.Requests {
-			var key any // NULL keeps keyless requests out of the unique index
-			if r.IdempotencyKey != "" {
-				key = r.IdempotencyKey
-			}
-			if _, err := tx.ExecContext(ctx, upsertRequest,
-				r.ID, r.RequesterID, key, string(r.State), r.CreatedAt, r.SettledAt,
-				records[i]); err != nil {
-				return fmt.Errorf("request %s: %w", r.ID, err)
-			}
+		if err := db.putRequests(ctx, tx, c.Requests, records); err != nil {
+			return err
 		}
-		for _, e := range c.Events {
-			res, err := tx.ExecContext(ctx, insertEvent, e.ID, e.Timestamp, e.Event, nullJSON(e.Payload))
-			if err != nil {
-				return fmt.Errorf("event %s: %w", e.ID, err)
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
-				return fmt.Errorf("event %s: %w", e.ID, err)
-			}
-			out = append(out, contract.Event{
-				ID:        e.ID,
-				Seq:       seq,
-				Timestamp: e.Timestamp,
-				Event:     e.Event,
-				Payload:   e.Payload,
-			})
-		}
-		return nil
+		out, err = db.appendEvents(ctx, tx, c.Events)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
@@ -121,10 +95,112 @@ func (db *DB) Commit(ctx context.Context, c Change) ([]contract.Event, error) {
 	return out, nil
 }
 
-// prepare checks c and encodes its request records. Malformed JSON is refused
+// The put and append methods run inside Commit's transaction. Each takes its
+// prepared statement only if it has rows to write: tx.StmtContext costs an
+// allocation or two, and most decisions touch one or two of the tables.
+
+func (db *DB) putDevices(ctx context.Context, tx *sql.Tx, ds []store.Device) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	st := tx.StmtContext(ctx, db.st.upsertDevice)
+	for _, d := range ds {
+		if _, err := st.ExecContext(ctx,
+			d.ID, string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID,
+			d.Address, nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince,
+			d.LastUsedAt, d.DeferredReclaim, d.QuarantineAttempts, d.QuarantineNextRetry); err != nil {
+			return fmt.Errorf("device %s: %w", d.ID, err)
+		}
+	}
+	return nil
+}
+
+func (db *DB) putLeases(ctx context.Context, tx *sql.Tx, ls []store.Lease) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	st := tx.StmtContext(ctx, db.st.upsertLease)
+	for _, l := range ls {
+		if _, err := st.ExecContext(ctx,
+			l.ID, l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
+			l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason); err != nil {
+			return fmt.Errorf("lease %s: %w", l.ID, err)
+		}
+	}
+	return nil
+}
+
+// putRequests writes rs; records[i] is the JSON of rs[i].
+func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRequestRecord, records []string) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	st := tx.StmtContext(ctx, db.st.upsertRequest)
+	for i, r := range rs {
+		var key any // NULL keeps keyless requests out of the unique index
+		if r.IdempotencyKey != "" {
+			key = r.IdempotencyKey
+		}
+		if _, err := st.ExecContext(ctx,
+			r.ID, r.RequesterID, key, string(r.State), r.CreatedAt, r.SettledAt,
+			records[i]); err != nil {
+			return fmt.Errorf("request %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// appendEvents appends es in order and returns them with their seqs.
+func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent) ([]contract.Event, error) {
+	out := make([]contract.Event, 0, len(es))
+	if len(es) == 0 {
+		return out, nil
+	}
+	st := tx.StmtContext(ctx, db.st.insertEvent)
+	for _, e := range es {
+		res, err := st.ExecContext(ctx, e.ID, e.Timestamp, e.Event, nullJSON(e.Payload))
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		seq, err := res.LastInsertId()
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		out = append(out, contract.Event{
+			ID:        e.ID,
+			Seq:       seq,
+			Timestamp: e.Timestamp,
+			Event:     e.Event,
+			Payload:   e.Payload,
+		})
+	}
+	return out, nil
+}
+
+// lastOfEach returns xs with one element per key: the last one given for the
+// key, at the position of the first. xs itself is left as it is.
+func lastOfEach[T any](xs []T, key func(T) string) []T {
+	if len(xs) < 2 {
+		return xs
+	}
+	at := make(map[string]int, len(xs))
+	out := make([]T, 0, len(xs))
+	for _, x := range xs {
+		k := key(x)
+		if i, ok := at[k]; ok {
+			out[i] = x
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, x)
+	}
+	return out
+}
+
+// check checks c and encodes its request records. Malformed JSON is refused
 // here because SQLite would store it happily and every later read that hands
 // it to encoding/json would fail.
-func prepare(c Change) (records []string, err error) {
+func check(c store.Change) (records []string, err error) {
 	for _, d := range c.Devices {
 		if d.ID == "" {
 			return nil, errors.New("device with empty id")
@@ -169,6 +245,19 @@ func nullJSON(b json.RawMessage) any {
 	return string(b)
 }
 
+// The pruning statements. Only settled requests and ended leases are ever
+// deleted; events go oldest first.
+const (
+	pruneSettled  = `DELETE FROM lease_requests WHERE state IN ` + terminalStates + ` AND settled_at < ?`
+	countRequests = `SELECT count(*) FROM lease_requests`
+	pruneOldest   = `DELETE FROM lease_requests WHERE rowid IN (
+	SELECT rowid FROM lease_requests WHERE state IN ` + terminalStates + `
+	ORDER BY settled_at, created_at, rowid LIMIT ?)`
+	pruneEvents = `DELETE FROM events WHERE seq <= (
+	SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`
+	pruneLeases = `DELETE FROM leases WHERE ended_at <> 0 AND ended_at < ?`
+)
+
 // PruneRequests deletes settled requests: first those settled before
 // settledBefore (when > 0), then, while more than keepMax requests remain
 // (when keepMax > 0), the longest-settled ones. An open request is never
@@ -178,9 +267,7 @@ func (db *DB) PruneRequests(ctx context.Context, settledBefore int64, keepMax in
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if settledBefore > 0 {
-			res, err := tx.ExecContext(ctx,
-				`DELETE FROM lease_requests WHERE state IN `+terminalStates+` AND settled_at < ?`,
-				settledBefore)
+			res, err := tx.StmtContext(ctx, db.st.pruneSettled).ExecContext(ctx, settledBefore)
 			if err != nil {
 				return err
 			}
@@ -192,13 +279,11 @@ func (db *DB) PruneRequests(ctx context.Context, settledBefore int64, keepMax in
 		}
 		if keepMax > 0 {
 			var total int64
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM lease_requests`).Scan(&total); err != nil {
+			if err := tx.StmtContext(ctx, db.st.countRequests).QueryRowContext(ctx).Scan(&total); err != nil {
 				return err
 			}
 			if excess := total - int64(keepMax); excess > 0 {
-				res, err := tx.ExecContext(ctx, `DELETE FROM lease_requests WHERE rowid IN (
-	SELECT rowid FROM lease_requests WHERE state IN `+terminalStates+`
-	ORDER BY settled_at, created_at, rowid LIMIT ?)`, excess)
+				res, err := tx.StmtContext(ctx, db.st.pruneOldest).ExecContext(ctx, excess)
 				if err != nil {
 					return err
 				}
@@ -226,8 +311,7 @@ func (db *DB) PruneEvents(ctx context.Context, keepMax int) (int64, error) {
 	}
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE seq <= (
-	SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`, keepMax)
+		res, err := tx.StmtContext(ctx, db.st.pruneEvents).ExecContext(ctx, keepMax)
 		if err != nil {
 			return err
 		}
@@ -245,8 +329,7 @@ func (db *DB) PruneEvents(ctx context.Context, keepMax int) (int64, error) {
 func (db *DB) PruneLeases(ctx context.Context, endedBefore int64) (int64, error) {
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`DELETE FROM leases WHERE ended_at <> 0 AND ended_at < ?`, endedBefore)
+		res, err := tx.StmtContext(ctx, db.st.pruneLeases).ExecContext(ctx, endedBefore)
 		if err != nil {
 			return err
 		}

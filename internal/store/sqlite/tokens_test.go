@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 )
 
 func TestTokensSurviveReopenAndRevoke(t *testing.T) {
@@ -16,14 +17,14 @@ func TestTokensSurviveReopenAndRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Token{TokenRecord: contract.TokenRecord{ID: "tok_a", Role: contract.TokenAgent, Label: "ci", CreatedAt: 1}, Hash: "aa"}
-	b := Token{TokenRecord: contract.TokenRecord{ID: "tok_b", Role: contract.TokenOperator, CreatedAt: 2}, Hash: "bb"}
-	for _, tok := range []Token{b, a} {
+	a := store.Token{TokenRecord: contract.TokenRecord{ID: "tok_a", Role: contract.TokenAgent, Label: "ci", CreatedAt: 1}, Hash: "aa"}
+	b := store.Token{TokenRecord: contract.TokenRecord{ID: "tok_b", Role: contract.TokenOperator, CreatedAt: 2}, Hash: "bb"}
+	for _, tok := range []store.Token{b, a} {
 		if err := db.PutToken(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.PutToken(ctx, Token{TokenRecord: contract.TokenRecord{ID: "tok_c", Role: contract.TokenAgent}, Hash: "aa"}); err == nil {
+	if err := db.PutToken(ctx, store.Token{TokenRecord: contract.TokenRecord{ID: "tok_c", Role: contract.TokenAgent}, Hash: "aa"}); err == nil {
 		t.Fatal("a second token with the same hash was stored")
 	}
 	db.Close()

@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -8,53 +8,80 @@ import (
 	"fmt"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // defaultLimit bounds a read whose caller gave no limit, so that an API call
 // cannot pull the whole history into memory.
 const defaultLimit = 1000
 
+// The reads, prepared at Open on the read pool.
+const (
+	loadDevices = `SELECT id, platform, model, os_version, driver,
+	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at,
+	deferred_reclaim, quarantine_attempts, quarantine_next_retry
+FROM devices WHERE state <> ? ORDER BY created_at, id`
+	loadLeases = `SELECT id, device_id, request_id, requester_id, owner_id,
+	granted_at, ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason
+FROM leases WHERE ended_at = 0 ORDER BY granted_at, id`
+	loadRequests = `SELECT record FROM lease_requests
+WHERE state NOT IN ` + terminalStates + ` ORDER BY created_at, rowid`
+
+	selectRequest      = `SELECT record FROM lease_requests WHERE id = ?`
+	selectRequestByKey = `SELECT record FROM lease_requests WHERE requester_id = ? AND idempotency_key = ?`
+	selectRequests     = `SELECT record FROM lease_requests ORDER BY created_at DESC, rowid DESC LIMIT ?`
+
+	// One statement per shape of EventQuery, so each keeps the plan that
+	// suits it: a filter by seq walks the rowid, a filter by time the
+	// timestamp index.
+	eventCols        = `SELECT seq, id, timestamp, event, payload FROM events`
+	eventsSince      = eventCols + ` WHERE timestamp >= ? ORDER BY seq LIMIT ?`
+	eventsAfter      = eventCols + ` WHERE seq > ? ORDER BY seq LIMIT ?`
+	eventsSinceAfter = eventCols + ` WHERE timestamp >= ? AND seq > ? ORDER BY seq LIMIT ?`
+	eventsNewest     = `SELECT * FROM (` + eventCols + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
+
+	// lastSeq reads SQLite's AUTOINCREMENT counter rather than the events
+	// table, so that pruning can never move it backwards.
+	lastSeq = `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+)
+
 // Load returns what a starting daemon needs to resume: the live devices, the
 // active leases and the open requests, as of one committed state.
-func (db *DB) Load(ctx context.Context) (Snapshot, error) {
-	var s Snapshot
+func (db *DB) Load(ctx context.Context) (store.Snapshot, error) {
+	var s store.Snapshot
 	// One read transaction, so the three lists agree with each other even if
 	// a commit lands between the queries.
 	tx, err := db.r.BeginTx(ctx, nil)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("store: load: %w", err)
+		return store.Snapshot{}, fmt.Errorf("store: load: %w", err)
 	}
 	defer tx.Rollback()
 
-	if s.Devices, err = loadDevices(ctx, tx); err != nil {
-		return Snapshot{}, fmt.Errorf("store: load: devices: %w", err)
+	if s.Devices, err = db.loadDevices(ctx, tx); err != nil {
+		return store.Snapshot{}, fmt.Errorf("store: load: devices: %w", err)
 	}
-	if s.Leases, err = loadLeases(ctx, tx); err != nil {
-		return Snapshot{}, fmt.Errorf("store: load: leases: %w", err)
+	if s.Leases, err = db.loadLeases(ctx, tx); err != nil {
+		return store.Snapshot{}, fmt.Errorf("store: load: leases: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT record FROM lease_requests
-WHERE state NOT IN `+terminalStates+` ORDER BY created_at, rowid`)
+	rows, err := tx.StmtContext(ctx, db.st.loadRequests).QueryContext(ctx)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
+		return store.Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
 	}
 	if s.Requests, err = scanRecords(rows); err != nil {
-		return Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
+		return store.Snapshot{}, fmt.Errorf("store: load: requests: %w", err)
 	}
 	return s, nil
 }
 
-func loadDevices(ctx context.Context, tx *sql.Tx) ([]Device, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, platform, model, os_version, driver,
-	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at,
-	deferred_reclaim, quarantine_attempts, quarantine_next_retry
-FROM devices WHERE state <> ? ORDER BY created_at, id`, string(contract.DeviceDeleted))
+func (db *DB) loadDevices(ctx context.Context, tx *sql.Tx) ([]store.Device, error) {
+	rows, err := tx.StmtContext(ctx, db.st.loadDevices).QueryContext(ctx, string(contract.DeviceDeleted))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ds []Device
+	var ds []store.Device
 	for rows.Next() {
-		var d Device
+		var d store.Device
 		var data sql.NullString
 		if err := rows.Scan(&d.ID, &d.Platform, &d.Model, &d.OSVersion, &d.Driver,
 			&d.DriverDeviceID, &d.Address, &data, &d.State, &d.CreatedAt, &d.StateSince,
@@ -69,17 +96,15 @@ FROM devices WHERE state <> ? ORDER BY created_at, id`, string(contract.DeviceDe
 	return ds, rows.Err()
 }
 
-func loadLeases(ctx context.Context, tx *sql.Tx) ([]Lease, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, device_id, request_id, requester_id, owner_id,
-	granted_at, ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason
-FROM leases WHERE ended_at = 0 ORDER BY granted_at, id`)
+func (db *DB) loadLeases(ctx context.Context, tx *sql.Tx) ([]store.Lease, error) {
+	rows, err := tx.StmtContext(ctx, db.st.loadLeases).QueryContext(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ls []Lease
+	var ls []store.Lease
 	for rows.Next() {
-		var l Lease
+		var l store.Lease
 		if err := rows.Scan(&l.ID, &l.DeviceID, &l.RequestID, &l.RequesterID, &l.OwnerID,
 			&l.GrantedAt, &l.TTLMs, &l.LastRenewedAt, &l.TTLDeadline, &l.EndedAt,
 			&l.EndReason); err != nil {
@@ -92,7 +117,7 @@ FROM leases WHERE ended_at = 0 ORDER BY granted_at, id`)
 
 // Request returns the request with the given id, and whether there is one.
 func (db *DB) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
-	r, ok, err := db.oneRecord(ctx, `SELECT record FROM lease_requests WHERE id = ?`, id)
+	r, ok, err := oneRecord(db.st.request.QueryRowContext(ctx, id))
 	if err != nil {
 		return contract.LeaseRequestRecord{}, false, fmt.Errorf("store: request %s: %w", id, err)
 	}
@@ -106,18 +131,18 @@ func (db *DB) RequestByKey(ctx context.Context, requesterID, key string) (contra
 	if key == "" {
 		return contract.LeaseRequestRecord{}, false, nil
 	}
-	r, ok, err := db.oneRecord(ctx,
-		`SELECT record FROM lease_requests WHERE requester_id = ? AND idempotency_key = ?`,
-		requesterID, key)
+	r, ok, err := oneRecord(db.st.requestByKey.QueryRowContext(ctx, requesterID, key))
 	if err != nil {
 		return contract.LeaseRequestRecord{}, false, fmt.Errorf("store: request by key: %w", err)
 	}
 	return r, ok, nil
 }
 
-func (db *DB) oneRecord(ctx context.Context, query string, args ...any) (contract.LeaseRequestRecord, bool, error) {
+// oneRecord decodes the record column of a single-row query, reporting
+// whether there was a row.
+func oneRecord(row *sql.Row) (contract.LeaseRequestRecord, bool, error) {
 	var rec string
-	err := db.r.QueryRowContext(ctx, query, args...).Scan(&rec)
+	err := row.Scan(&rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return contract.LeaseRequestRecord{}, false, nil
 	}
@@ -137,8 +162,7 @@ func (db *DB) Requests(ctx context.Context, limit int) ([]contract.LeaseRequestR
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	rows, err := db.r.QueryContext(ctx,
-		`SELECT record FROM lease_requests ORDER BY created_at DESC, rowid DESC LIMIT ?`, limit)
+	rows, err := db.st.requests.QueryContext(ctx, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: requests: %w", err)
 	}
@@ -171,34 +195,25 @@ func scanRecords(rows *sql.Rows) ([]contract.LeaseRequestRecord, error) {
 // the oldest Limit events that match, so a reader can page forward by seq.
 // With neither set it returns the newest Limit events, which is what a reader
 // without a cursor wants to see.
-func (db *DB) Events(ctx context.Context, q EventQuery) ([]contract.Event, error) {
+func (db *DB) Events(ctx context.Context, q store.EventQuery) ([]contract.Event, error) {
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	const cols = `SELECT seq, id, timestamp, event, payload FROM events`
 	var (
-		query string
-		args  []any
+		rows *sql.Rows
+		err  error
 	)
 	switch {
-	case q.SinceTs > 0 || q.AfterSeq > 0:
-		where := ` WHERE 1`
-		if q.SinceTs > 0 {
-			where += ` AND timestamp >= ?`
-			args = append(args, q.SinceTs)
-		}
-		if q.AfterSeq > 0 {
-			where += ` AND seq > ?`
-			args = append(args, q.AfterSeq)
-		}
-		query = cols + where + ` ORDER BY seq LIMIT ?`
-		args = append(args, limit)
+	case q.SinceTs > 0 && q.AfterSeq > 0:
+		rows, err = db.st.eventsSinceAfter.QueryContext(ctx, q.SinceTs, q.AfterSeq, limit)
+	case q.SinceTs > 0:
+		rows, err = db.st.eventsSince.QueryContext(ctx, q.SinceTs, limit)
+	case q.AfterSeq > 0:
+		rows, err = db.st.eventsAfter.QueryContext(ctx, q.AfterSeq, limit)
 	default:
-		query = `SELECT * FROM (` + cols + ` ORDER BY seq DESC LIMIT ?) ORDER BY seq`
-		args = []any{limit}
+		rows, err = db.st.eventsNewest.QueryContext(ctx, limit)
 	}
-	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: events: %w", err)
 	}
@@ -222,13 +237,10 @@ func (db *DB) Events(ctx context.Context, q EventQuery) ([]contract.Event, error
 }
 
 // LastSeq returns the highest seq ever assigned, or 0 if no event was ever
-// appended. It is read from SQLite's AUTOINCREMENT counter rather than the
-// events table so that pruning can never move it backwards.
+// appended. Pruning never moves it backwards.
 func (db *DB) LastSeq(ctx context.Context) (int64, error) {
 	var seq int64
-	err := db.r.QueryRowContext(ctx,
-		`SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&seq)
-	if err != nil {
+	if err := db.st.lastSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("store: last seq: %w", err)
 	}
 	return seq, nil
