@@ -8,8 +8,11 @@
 // The driver never runs a process or uses the network. By default a device is
 // an entry in memory and is gone with the Driver; with Options.StateFile the
 // simulated world (devices, their faults, installed runtimes) is also kept in
-// a file and outlives the process, as real simulators outlive simlock's
-// daemon (see state.go).
+// files and outlives the process, as real simulators outlive simlock's
+// daemon: a snapshot, and a journal to which each operation appends what it
+// changed, at a cost that does not grow with the world. The journal is not
+// synced, so the world survives the daemon being killed at any moment, but
+// not a power cut (see stateFile in state.go).
 //
 // Runtimes can be downloaded too (see components.go): Options names versions
 // that are downloadable but not installed, and InstallComponent installs one
@@ -127,23 +130,31 @@ type Options struct {
 	// StateFile, when set, keeps the simulated world in the file
 	// StatePath(StateFile, Platform), so that a Driver made after the
 	// process died finds it as a real machine would. The two platforms'
-	// drivers may be given the same StateFile: each has a file of its own.
+	// drivers may be given the same StateFile: each has files of its own.
 	//
-	// New loads the world from the file if it exists (an absent file is an
-	// empty world) and fails, naming the file, if it cannot be read or is
-	// corrupt. Each change is then written before the operation that made
-	// it returns, atomically and with mode 0600; an operation whose change
-	// cannot be written fails with a *driver.CrashError (Inject with the
-	// plain error), its change made nonetheless, as a real tool that
-	// crashed after acting; the next write records it. What a loaded
-	// device comes back as is settled as described at settle in state.go:
-	// booted devices still run, booting ones are stopped.
+	// The world is the snapshot StatePath(StateFile, Platform) and the
+	// journal JournalPath(StateFile, Platform), both mode 0600.
 	//
-	// The file holds the whole world, so a Driver with a StateFile adopts
+	// New loads the world from the snapshot, if it exists, and the journal
+	// (an absent snapshot is an empty world, and a journal without one is
+	// discarded), and fails, naming the file, if either cannot be read or
+	// is corrupt; a last journal line cut short by a kill is ignored. New
+	// then compacts: it writes the loaded world as the new snapshot,
+	// atomically, and empties the journal. Each change is then appended to
+	// the journal before the operation that made it returns, and is safe
+	// from a kill of the process from then on; an operation that changes
+	// nothing writes nothing. An operation whose change cannot be written
+	// fails with a *driver.CrashError (Inject with the plain error), its
+	// change made nonetheless, as a real tool that crashed after acting;
+	// the next write records it. What a loaded device comes back as is
+	// settled as described at settle in state.go: booted devices still
+	// run, booting ones are stopped.
+	//
+	// The files hold the whole world, so a Driver with a StateFile adopts
 	// no device it does not know: an operation on one fails saying it does
 	// not exist, as for a vanished device, except Destroy, which succeeds.
 	// The configuration (times, Fail, FailOn) is not part of the world and
-	// is not kept. Only one Driver at a time may use a platform's file.
+	// is not kept. Only one Driver at a time may use a platform's files.
 	StateFile string
 }
 
@@ -264,7 +275,10 @@ func New(opts Options) (*Driver, error) {
 		d.receipts[v] = d.receipt(v, builtinStamp)
 	}
 	if opts.StateFile != "" {
-		d.file = &stateFile{path: StatePath(opts.StateFile, opts.Platform)}
+		d.file = &stateFile{
+			path:    StatePath(opts.StateFile, opts.Platform),
+			journal: JournalPath(opts.StateFile, opts.Platform),
+		}
 		if err := d.load(); err != nil {
 			return nil, err
 		}
@@ -273,11 +287,14 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d.refreshLocked()
-	// Written at once, so that the settled world is what the file says and
-	// a file that cannot be written shows now rather than at the first
-	// operation.
-	if err := d.save(); err != nil {
-		return nil, err
+	// Compacted at once, so that the settled world is what the snapshot
+	// says, the journal starts empty (without a line a killed daemon left
+	// half written), and files that cannot be written show now rather than
+	// at the first operation.
+	if d.file != nil {
+		if err := d.compact(); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -387,17 +404,29 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	if err != nil {
 		return driver.Device{}, crash(opProvision, err)
 	}
-	id := d.newID()
 	d.mu.Lock()
+	id := d.newIDLocked()
 	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion}, state: stateCreated}
 	d.mu.Unlock()
-	if err := d.saved(opProvision, nil); err != nil {
+	if err := d.saved(opProvision, nil, id); err != nil {
 		return driver.Device{}, err
 	}
 	return driver.Device{ID: id, Data: data}, nil
 }
 
-func (d *Driver) newID() string {
+// newIDLocked returns a random id that no device this driver knows, or
+// knew, has: a map lookup or two, whatever the number of devices. d.mu must
+// be held.
+func (d *Driver) newIDLocked() string {
+	for {
+		id := d.randomID()
+		if _, taken := d.devices[id]; !taken && d.gone[id] == 0 {
+			return id
+		}
+	}
+}
+
+func (d *Driver) randomID() string {
 	if d.platform == contract.PlatformAndroid {
 		var b [6]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
@@ -433,7 +462,7 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		fail = takeFault(&rec.bootFails) || fail
 		addr := d.address(dev.ID, rec)
 		d.mu.Unlock()
-		if err := d.saved(opBoot, run(ctx, opBoot, 0, fail)); err != nil {
+		if err := d.saved(opBoot, run(ctx, opBoot, 0, fail), dev.ID); err != nil {
 			return driver.Device{}, err
 		}
 		dev.Address = addr
@@ -458,13 +487,13 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	// leaves a booting device for the next one to settle. A failure is not
 	// reported here: the save at the end writes this change too, or says
 	// it could not.
-	_ = d.save()
+	_ = d.save(dev.ID)
 
-	dev, err := d.endBoot(dev, rec, prev, run(ctx, opBoot, d.bootTime, fail))
-	if err := d.saved(opBoot, err); err != nil {
+	booted, err := d.endBoot(dev, rec, prev, run(ctx, opBoot, d.bootTime, fail))
+	if err := d.saved(opBoot, err, dev.ID); err != nil {
 		return driver.Device{}, err
 	}
-	return dev, nil
+	return booted, nil
 }
 
 // endBoot settles the boot of rec, which started in state prev, once its
@@ -538,12 +567,12 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 	d.mu.Unlock()
 	// The fault is used up even if the daemon dies during the wait; as in
 	// MakeReady, the save at the end reports a failure.
-	_ = d.save()
+	_ = d.save(dev.ID)
 	if err := run(ctx, opReclaim, d.reclaimTime, fail); err != nil {
-		return driver.ReclaimResult{}, d.saved(opReclaim, err)
+		return driver.ReclaimResult{}, d.saved(opReclaim, err, dev.ID)
 	}
 	res, err := d.endReclaim(dev.ID)
-	if err := d.saved(opReclaim, err); err != nil {
+	if err := d.saved(opReclaim, err, dev.ID); err != nil {
 		return driver.ReclaimResult{}, err
 	}
 	return res, nil
@@ -605,7 +634,7 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 		rec.state = stateShutdown
 	}
 	d.mu.Unlock()
-	return d.saved(opShutdown, nil)
+	return d.saved(opShutdown, nil, dev.ID)
 }
 
 // Destroy deletes the device after ReclaimTime/4, stopping it first if it
@@ -628,7 +657,7 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	}
 	d.gone[dev.ID] = destroyed
 	d.mu.Unlock()
-	return d.saved(opDestroy, nil)
+	return d.saved(opDestroy, nil, dev.ID)
 }
 
 // adoptLocked returns the record of device id, creating it in state s when

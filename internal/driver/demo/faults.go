@@ -79,7 +79,7 @@ func (d *Driver) Inject(deviceID string, f Fault) error {
 	if err := d.applyFault(deviceID, f); err != nil {
 		return err
 	}
-	return d.save()
+	return d.save(deviceID)
 }
 
 func (d *Driver) applyFault(deviceID string, f Fault) error {

@@ -1,6 +1,7 @@
 package demo_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,22 +31,25 @@ func managed(t *testing.T, d *demo.Driver) []driver.Observed {
 	return r.Devices
 }
 
-// killed copies the state files under base to a new base, as a daemon
-// killed now would leave them, so a second Driver can start from them while
-// the first one still finishes what it was doing without touching them.
+// killed copies the state files (snapshots and journals) under base to a
+// new base, as a daemon killed now would leave them, so a second Driver can
+// start from them while the first one still finishes what it was doing
+// without touching them.
 func killed(t *testing.T, base string) string {
 	t.Helper()
 	copyBase := filepath.Join(t.TempDir(), "killed")
 	for _, p := range contract.Platforms() {
-		b, err := os.ReadFile(demo.StatePath(base, p))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(demo.StatePath(copyBase, p), b, 0o600); err != nil {
-			t.Fatal(err)
+		for _, path := range []func(string, contract.Platform) string{demo.StatePath, demo.JournalPath} {
+			b, err := os.ReadFile(path(base, p))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path(copyBase, p), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return copyBase
@@ -57,6 +61,12 @@ func TestStatePath(t *testing.T) {
 	}
 	if got := demo.StatePath("/x/world", contract.PlatformAndroid); got != "/x/world.android.json" {
 		t.Errorf("StatePath(android) = %q", got)
+	}
+	if got := demo.JournalPath("/x/world", contract.PlatformIOS); got != "/x/world.ios.journal" {
+		t.Errorf("JournalPath(ios) = %q", got)
+	}
+	if got := demo.JournalPath("/x/world", contract.PlatformAndroid); got != "/x/world.android.journal" {
+		t.Errorf("JournalPath(android) = %q", got)
 	}
 }
 
@@ -205,10 +215,12 @@ func TestStateFileBootingDeviceComesBackStopped(t *testing.T) {
 }
 
 func TestStateFileCorruptIsAnError(t *testing.T) {
-	// A real file to spoil.
+	// A real snapshot to spoil: the second Driver writes the device the
+	// first one journalled into it.
 	base := filepath.Join(t.TempDir(), "world")
 	d := newDriver(t, demo.Options{Platform: contract.PlatformAndroid, StateFile: base})
 	boot(t, d, provision(t, d))
+	newDriver(t, demo.Options{Platform: contract.PlatformAndroid, StateFile: base})
 	good, err := os.ReadFile(demo.StatePath(base, contract.PlatformAndroid))
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +256,7 @@ func TestStateFileCorruptIsAnError(t *testing.T) {
 		"bare version":   edit(func(w map[string]any) { w["runtimes"].(map[string]any)["36"] = "36" }),
 		"state":          edit(func(w map[string]any) { firstDevice(w)["state"] = "exploded" }),
 		"fault count":    edit(func(w map[string]any) { firstDevice(w)["bootFails"] = -1 }),
+		"generation":     edit(func(w map[string]any) { w["generation"] = -1 }),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -293,20 +306,24 @@ func TestStateFileAbsentIsAnEmptyWorld(t *testing.T) {
 		if fi, err := os.Stat(demo.StatePath(base, p)); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: state file after New: %v, %v; want mode 0600", p, fi, err)
 		}
+		if fi, err := os.Stat(demo.JournalPath(base, p)); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 0 {
+			t.Errorf("%s: journal after New: %v, %v; want an empty file of mode 0600", p, fi, err)
+		}
 		if got := managed(t, newDriver(t, demo.Options{Platform: p, StateFile: base})); len(got) != 0 {
 			t.Errorf("%s: the second Driver of a fresh world lists %+v", p, got)
 		}
 	}
 }
 
-func TestStateFileWritesAreAtomic(t *testing.T) {
+func TestStateFileOperationsAppendToTheJournal(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	base := filepath.Join(dir, "world")
 	path := demo.StatePath(base, contract.PlatformAndroid)
+	journal := demo.JournalPath(base, contract.PlatformAndroid)
 	d := newDriver(t, demo.Options{Platform: contract.PlatformAndroid, DownloadableRuntimes: []string{"37"}, StateFile: base})
-
 	var dev driver.Device
+	installed := func() driver.ComponentInfo { info, _ := find(t, d, "37"); return info }
 	steps := []struct {
 		name string
 		f    func() error
@@ -321,51 +338,66 @@ func TestStateFileWritesAreAtomic(t *testing.T) {
 			return nil
 		}},
 		{"install", func() error { _, err := d.InstallComponent(ctx, "37", nil); return err }},
+		{"remove", func() error { return d.RemoveComponent(ctx, installed()) }},
 		{"shutdown", func() error { return d.Shutdown(ctx, dev) }},
 		{"destroy", func() error { return d.Destroy(ctx, dev) }},
 	}
 	for _, s := range steps {
-		// Held open, so that its inode cannot be freed and handed to a
-		// new file, which would make the two look the same.
-		old, err := os.Open(path)
+		snapshot, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, err := old.Stat()
+		before, err := os.ReadFile(journal)
 		if err != nil {
 			t.Fatal(err)
 		}
+		oldSnapshot, release1 := hold(t, path)
+		oldJournal, release2 := hold(t, journal)
 		err = s.f()
-		old.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		after, err := os.Stat(path)
-		if err != nil {
-			t.Fatalf("after %s: %v", s.name, err)
+		if fi := stat(t, path); !os.SameFile(oldSnapshot, fi) || !bytes.Equal(read(t, path), snapshot) {
+			t.Errorf("%s rewrote the snapshot; a change is to be appended to the journal", s.name)
 		}
-		// A file replaced by a rename is a new file; one rewritten in
-		// place, which a reader could catch half written, is the same.
-		if os.SameFile(before, after) {
-			t.Errorf("%s rewrote the state file in place", s.name)
+		fi := stat(t, journal)
+		if !os.SameFile(oldJournal, fi) {
+			t.Errorf("%s replaced the journal rather than appending to it", s.name)
 		}
-		if after.Mode().Perm() != 0o600 {
-			t.Errorf("after %s the state file's mode is %v, want 0600", s.name, after.Mode().Perm())
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("after %s the journal's mode is %v, want 0600", s.name, fi.Mode().Perm())
 		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
+		after := read(t, journal)
+		added, ok := bytes.CutPrefix(after, before)
+		if !ok || len(added) == 0 || added[len(added)-1] != '\n' {
+			t.Fatalf("%s did not append whole lines to the journal: it went from\n%s\nto\n%s", s.name, before, after)
 		}
-		if len(entries) != 1 || entries[0].Name() != filepath.Base(path) {
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
+		for line := range bytes.Lines(added) {
+			if !json.Valid(line) {
+				t.Errorf("%s appended %q, not a JSON line", s.name, line)
 			}
-			t.Errorf("after %s the directory holds %v, want only %s", s.name, names, filepath.Base(path))
 		}
+		// What an operation on one device writes does not grow with the
+		// world; a line is about a hundred bytes.
+		if len(added) > 512 {
+			t.Errorf("%s appended %d bytes: %s", s.name, len(added), added)
+		}
+		wantOnly(t, dir, path, journal)
+		release1()
+		release2()
+	}
+}
+
+func TestStateFileSnapshotIsReplacedAtomically(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "world")
+	path := demo.StatePath(base, contract.PlatformAndroid)
+	d := newDriver(t, demo.Options{Platform: contract.PlatformAndroid, StateFile: base})
+	for range 10 {
+		boot(t, d, provision(t, d))
 	}
 
-	// A reader never sees a partial file, however the writes fall.
+	// A reader never sees a partial snapshot, however the compactions fall.
 	stop := make(chan struct{})
 	var reads atomic.Int32
 	var reader sync.WaitGroup
@@ -384,59 +416,92 @@ func TestStateFileWritesAreAtomic(t *testing.T) {
 			reads.Add(1)
 		}
 	})
-	for range 30 {
-		dev := boot(t, d, provision(t, d))
-		if err := d.Destroy(ctx, dev); err != nil {
+	compactions, iterations := 0, 2*journalBound(0)
+	for range iterations {
+		old, release := hold(t, path)
+		if err := d.Inject(provision(t, d).ID, demo.FaultVanish); err != nil {
 			t.Fatal(err)
+		}
+		fi := stat(t, path)
+		release()
+		if !os.SameFile(old, fi) {
+			compactions++
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("a compaction left the snapshot with mode %v, want 0600", fi.Mode().Perm())
+			}
 		}
 	}
 	close(stop)
 	reader.Wait()
 	if reads.Load() == 0 {
-		t.Error("the reader never read the file")
+		t.Error("the reader never read the snapshot")
 	}
+	// Ten devices made 30 changes, each iteration makes two more, and a
+	// compaction writes each change that would take the journal past
+	// journalBound(10) lines.
+	if want := (30 + 2*iterations) / (journalBound(10) + 1); compactions != want {
+		t.Errorf("%d compactions, want %d", compactions, want)
+	}
+	wantOnly(t, dir, path, demo.JournalPath(base, contract.PlatformAndroid))
 }
 
 func TestStateFileWriteFailureFailsTheOperation(t *testing.T) {
 	ctx := t.Context()
 	base := filepath.Join(t.TempDir(), "world")
 	path := demo.StatePath(base, contract.PlatformIOS)
+	journal := demo.JournalPath(base, contract.PlatformIOS)
 	d := newDriver(t, demo.Options{Platform: contract.PlatformIOS, StateFile: base})
 	kept := provision(t, d)
 
-	// Nothing can be renamed over a directory, whoever runs the test.
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
+	// Nothing can be appended to a directory, nor renamed over one,
+	// whoever runs the test.
+	block := func(path string) {
+		t.Helper()
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	block(journal)
 	_, err := d.Provision(ctx, someSpec(contract.PlatformIOS))
 	wantCrash(t, err, "provision")
-	if err != nil && !strings.Contains(err.Error(), path) {
-		t.Errorf("Provision error %q does not name the state file", err)
+	if err != nil && !strings.Contains(err.Error(), journal) {
+		t.Errorf("Provision error %q does not name the journal", err)
 	}
-	if err := d.Inject(kept.ID, demo.FaultBootFail); err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("Inject with an unwritable state file: err = %v, want one naming %s", err, path)
+	// After a failed append the driver compacts, which writes the snapshot
+	// but cannot empty the journal.
+	if err := d.Inject(kept.ID, demo.FaultBootFail); err == nil || !strings.Contains(err.Error(), journal) {
+		t.Errorf("Inject with an unwritable journal: err = %v, want one naming %s", err, journal)
 	}
-
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the failed writes left no directory in the way: %v", err)
+	block(path)
+	wantCrash(t, d.Shutdown(ctx, kept), "shutdown")
+	err = d.Inject(kept.ID, demo.FaultReclaimFail)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("Inject with an unwritable snapshot: err = %v, want one naming %s", err, path)
+	}
+	for _, p := range []string{path, journal} {
+		if _, err := os.Stat(filepath.Join(p, "blocker")); err != nil {
+			t.Fatalf("the failed writes left no directory in the way: %v", err)
+		}
 	}
 
 	// The changes were made nonetheless, as by a tool that crashed after
 	// acting: the fault fails the next boot. The next write that can be made
 	// records everything the failed ones missed.
-	if err := os.RemoveAll(path); err != nil {
-		t.Fatal(err)
+	for _, p := range []string{path, journal} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, err = d.MakeReady(ctx, kept)
 	wantInjected(t, err, "boot")
 	boot(t, d, kept)
-	want := managed(t, d)
+	want := demo.World(d)
 	again := newDriver(t, demo.Options{Platform: contract.PlatformIOS, StateFile: base})
-	if got := managed(t, again); len(got) != 2 || !reflect.DeepEqual(got, want) {
-		t.Errorf("after the failed writes the file holds\n%+v\nwant\n%+v", got, want)
+	if got := demo.World(again); len(managed(t, again)) != 2 || got != want {
+		t.Errorf("after the failed writes the files hold\n%s\nwant\n%s", got, want)
 	}
 }
 
