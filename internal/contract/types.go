@@ -16,6 +16,20 @@ const (
 // Platforms lists every platform in a fixed order.
 func Platforms() []Platform { return []Platform{PlatformIOS, PlatformAndroid} }
 
+// NumPlatforms is how many platforms there are.
+const NumPlatforms = 2
+
+// Index is p's place in Platforms, or -1 for an unknown platform.
+func (p Platform) Index() int {
+	switch p {
+	case PlatformIOS:
+		return 0
+	case PlatformAndroid:
+		return 1
+	}
+	return -1
+}
+
 // Valid reports whether p is a known platform.
 func (p Platform) Valid() bool { return p == PlatformIOS || p == PlatformAndroid }
 

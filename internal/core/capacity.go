@@ -92,40 +92,66 @@ type Slot struct {
 	Releasing bool
 }
 
-// Usage is what the current devices take of the limits.
+// PerPlatform is a count for each platform. It is comparable by value.
+type PerPlatform [contract.NumPlatforms]int
+
+// Of is p's count (0 for an unknown platform).
+func (c PerPlatform) Of(p contract.Platform) int {
+	if i := p.Index(); i >= 0 {
+		return c[i]
+	}
+	return 0
+}
+
+// Add adds n to p's count.
+func (c *PerPlatform) Add(p contract.Platform, n int) {
+	if i := p.Index(); i >= 0 {
+		c[i] += n
+	}
+}
+
+// Usage is what the current devices take of the limits. It is comparable
+// by value, so a change is seen without building a report.
 type Usage struct {
-	Running  map[contract.Platform]int
-	Reserved map[contract.Platform]int
-	Devices  map[contract.Platform]int
+	Running  PerPlatform
+	Reserved PerPlatform
+	Devices  PerPlatform
 	RAMBytes int64
+}
+
+// Add counts one slot in (n = 1) or out (n = -1). The engine keeps its
+// usage by calling it on every change of a device's state or claim;
+// Measure recounts from scratch with the same rule.
+func (u *Usage) Add(l Limits, s Slot, n int) {
+	if s.State == contract.DeviceDeleted {
+		return
+	}
+	u.Devices.Add(s.Platform, n)
+	if l.RAM != nil {
+		u.RAMBytes += int64(n) * l.RAM.PerDevice[s.Platform]
+	}
+	switch {
+	case s.Releasing:
+	case s.Reserved:
+		u.Reserved.Add(s.Platform, n)
+	case Running(s.State):
+		u.Running.Add(s.Platform, n)
+	}
 }
 
 // Measure counts slots against limits.
 func Measure(l Limits, slots []Slot) Usage {
-	u := Usage{Running: map[contract.Platform]int{}, Reserved: map[contract.Platform]int{}, Devices: map[contract.Platform]int{}}
+	var u Usage
 	for _, s := range slots {
-		if s.State == contract.DeviceDeleted {
-			continue
-		}
-		u.Devices[s.Platform]++
-		if l.RAM != nil {
-			u.RAMBytes += l.RAM.PerDevice[s.Platform]
-		}
-		switch {
-		case s.Releasing:
-		case s.Reserved:
-			u.Reserved[s.Platform]++
-		case Running(s.State):
-			u.Running[s.Platform]++
-		}
+		u.Add(l, s, 1)
 	}
 	return u
 }
 
 func (u Usage) totalRunning() int {
 	n := 0
-	for _, p := range contract.Platforms() {
-		n += u.Running[p] + u.Reserved[p]
+	for i := range contract.NumPlatforms {
+		n += u.Running[i] + u.Reserved[i]
 	}
 	return n
 }
@@ -150,7 +176,7 @@ func CanStart(l Limits, u Usage, p contract.Platform) Block {
 	if u.totalRunning() >= l.MaxRunning {
 		return BlockGlobalRunning
 	}
-	if u.Running[p]+u.Reserved[p] >= l.Platforms[p].MaxRunning {
+	if u.Running.Of(p)+u.Reserved.Of(p) >= l.Platforms[p].MaxRunning {
 		return BlockPlatformRunning
 	}
 	return BlockNone
@@ -159,7 +185,7 @@ func CanStart(l Limits, u Usage, p contract.Platform) Block {
 // CanCreate says whether one more device of p may be created (it will also
 // need CanStart).
 func CanCreate(l Limits, u Usage, p contract.Platform) Block {
-	if u.Devices[p] >= l.Platforms[p].MaxDevices {
+	if u.Devices.Of(p) >= l.Platforms[p].MaxDevices {
 		return BlockDeviceLimit
 	}
 	if l.RAM != nil && u.RAMBytes+l.RAM.PerDevice[p] > l.RAM.LimitBytes {
@@ -169,18 +195,18 @@ func CanCreate(l Limits, u Usage, p contract.Platform) Block {
 }
 
 // Report summarises usage against limits; warm counts idle ready devices.
-func Report(l Limits, u Usage, warm map[contract.Platform]int) contract.Capacity {
+func Report(l Limits, u Usage, warm PerPlatform) contract.Capacity {
 	c := contract.Capacity{Strategy: l.Strategy, Platforms: map[contract.Platform]contract.PlatformCapacity{}}
 	c.Global.MaxRunning = l.MaxRunning
 	for _, p := range contract.Platforms() {
 		pl := l.Platforms[p]
 		c.Platforms[p] = contract.PlatformCapacity{
-			Running: u.Running[p], Reserved: u.Reserved[p], MaxRunning: pl.MaxRunning,
-			Devices: u.Devices[p], MaxDevices: pl.MaxDevices, Warm: warm[p],
+			Running: u.Running.Of(p), Reserved: u.Reserved.Of(p), MaxRunning: pl.MaxRunning,
+			Devices: u.Devices.Of(p), MaxDevices: pl.MaxDevices, Warm: warm.Of(p),
 		}
-		c.Global.Running += u.Running[p]
-		c.Global.Reserved += u.Reserved[p]
-		c.Global.Warm += warm[p]
+		c.Global.Running += u.Running.Of(p)
+		c.Global.Reserved += u.Reserved.Of(p)
+		c.Global.Warm += warm.Of(p)
 	}
 	if l.RAM != nil {
 		c.RAMBudget = &contract.RAMCapacity{LimitBytes: l.RAM.LimitBytes, UsedBytes: u.RAMBytes, OverLimit: u.RAMBytes > l.RAM.LimitBytes}

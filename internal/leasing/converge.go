@@ -8,6 +8,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -27,7 +28,7 @@ func (r reality) readable(p contract.Platform) bool {
 }
 
 // state is how the device was found: its run state, and whether it exists.
-func (r reality) state(d *store.Device) (driver.RunState, bool) {
+func (r reality) state(d *dev) (driver.RunState, bool) {
 	s, ok := r.devices[d.Platform][d.DriverDeviceID]
 	return s, ok
 }
@@ -62,6 +63,59 @@ func (e *Engine) readReality(ctx context.Context) reality {
 	return r
 }
 
+// convergeDevicesLocked checks each device loaded at startup against what
+// its platform showed, in the startup decision; the work it starts begins
+// once that decision commits.
+func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
+	var all []*dev
+	e.reg.each(func(d *dev) bool {
+		all = append(all, d)
+		return true
+	})
+	for _, d := range all {
+		switch d.State {
+		case contract.DeviceQuarantined:
+			// Retries resume from the stored next-retry time; a device
+			// quarantined before retries existed gets its first one now.
+			if d.QuarantineNextRetry == 0 && d.QuarantineAttempts < e.opts.Quarantine.MaxRetries {
+				e.changeDevice(tx, d, func(rec *store.Device) {
+					rec.QuarantineNextRetry = now() + e.opts.Quarantine.delay(rec.QuarantineAttempts).Milliseconds()
+				})
+			}
+			e.armQuarantineLocked(tx, d)
+		case contract.DeviceProvisioning:
+			e.setClaim(tx, d, claimDestroy)
+			tx.After(func() { e.goWork(func() { e.destroyAbandoned(d) }) })
+		case contract.DeviceReclaiming:
+			if d.lease == "" && r.readable(d.Platform) {
+				// Interrupted (or put off while its platform was
+				// unreadable): clean it in full now.
+				e.startReclaimLocked(tx, d)
+			}
+		case contract.DeviceReady, contract.DeviceShutdown:
+			if d.lease != "" || !r.readable(d.Platform) {
+				break
+			}
+			state, present := r.state(d)
+			switch {
+			case !present:
+				e.setState(tx, d, contract.DeviceDeleted)
+				tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "missing"})
+			case d.State == contract.DeviceReady && state == driver.Stopped:
+				e.changeDevice(tx, d, func(rec *store.Device) { rec.State, rec.Address = contract.DeviceShutdown, "" })
+				tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": "startup"})
+			}
+		case contract.DeviceLeased:
+			if d.lease == "" {
+				// A leased device with no lease cannot be handed out as it
+				// is: clean it first.
+				e.setState(tx, d, contract.DeviceReclaiming)
+				e.startReclaimLocked(tx, d)
+			}
+		}
+	}
+}
+
 // convergeLeasesLocked checks each lease kept over the restart against
 // what its platform showed: a device that runs keeps its lease; one that
 // stopped ends it as device-lost and is cleaned; one gone ends it and is
@@ -69,7 +123,7 @@ func (e *Engine) readReality(ctx context.Context) reality {
 // stays reclaiming, marked for a full clean, until a start that can read
 // the platform cleans it. Restart never proves a holder dead, so running
 // devices' leases are never ended here.
-func (e *Engine) convergeLeasesLocked(r reality) {
+func (e *Engine) convergeLeasesLocked(tx *queue.Txn, r reality) {
 	ids := make([]string, 0, len(e.leases))
 	for id := range e.leases {
 		ids = append(ids, id)
@@ -80,23 +134,21 @@ func (e *Engine) convergeLeasesLocked(r reality) {
 		if !ok {
 			continue
 		}
-		d, ok := e.devices[l.DeviceID]
+		d, ok := e.reg.get(l.DeviceID)
 		if !ok {
 			continue
 		}
 		state, present := r.state(d)
 		switch {
 		case r.unreadable[d.Platform]:
-			e.endAtStartupLocked(id, d.ID, "unreadable")
+			e.endAtStartupLocked(tx, id, d, "unreadable")
 		case r.devices[d.Platform] == nil:
 			// No driver for the platform this start: nothing to read, nothing
 			// to decide.
 		case !present:
-			e.endAtStartupLocked(id, d.ID, "missing")
+			e.endAtStartupLocked(tx, id, d, "missing")
 		case state == driver.Stopped:
-			if err := e.endLocked(id, ReasonDeviceLost); err != nil {
-				e.log.Error("could not end the lease of a stopped device", "leaseId", id, "err", err)
-			}
+			e.endLocked(tx, id, ReasonDeviceLost)
 		}
 	}
 }
@@ -104,27 +156,17 @@ func (e *Engine) convergeLeasesLocked(r reality) {
 // endAtStartupLocked ends a lease as device-lost without cleaning its
 // device: gone (marked deleted) or unreadable (left reclaiming with the
 // full-clean marker).
-func (e *Engine) endAtStartupLocked(leaseID, devID, why string) {
-	e.noReclaim[devID] = true
-	defer delete(e.noReclaim, devID)
-	if err := e.endLocked(leaseID, ReasonDeviceLost); err != nil {
-		e.log.Error("could not end a lease at startup", "leaseId", leaseID, "err", err)
+func (e *Engine) endAtStartupLocked(tx *queue.Txn, leaseID string, d *dev, why string) {
+	e.noReclaim[d.ID] = true
+	defer delete(e.noReclaim, d.ID)
+	e.endLocked(tx, leaseID, ReasonDeviceLost)
+	if d.at == nil {
 		return
 	}
-	d, ok := e.devices[devID]
-	if !ok {
-		return
-	}
-	tx := e.begin()
 	if why == "missing" {
-		tx.setState(devID, contract.DeviceDeleted)
-		tx.event("device.deleted", map[string]any{"deviceId": devID, "initiator": "missing"})
-	} else {
-		nd := *d
-		nd.DeferredReclaim = true
-		tx.putDevice(nd)
+		e.setState(tx, d, contract.DeviceDeleted)
+		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "missing"})
+		return
 	}
-	if _, err := e.commitLocked(tx); err != nil {
-		e.log.Error("could not record a device at startup", "deviceId", devID, "err", err)
-	}
+	e.changeDevice(tx, d, func(rec *store.Device) { rec.DeferredReclaim = true })
 }

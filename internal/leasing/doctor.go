@@ -8,6 +8,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
 )
 
 // Stalled-transition thresholds: a device is stalled when its transition
@@ -21,31 +22,32 @@ const (
 // Stalled lists devices stuck in a transition (provisioning, reclaiming)
 // with no work in flight on them: nothing will move them on.
 func (e *Engine) Stalled() []contract.Device {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []contract.Device
 	t := now()
-	for id, d := range e.devices {
-		if e.claims[id] != "" {
-			continue
-		}
-		var op driver.Operation
-		switch d.State {
-		case contract.DeviceProvisioning:
-			op = driver.OpProvision
-		case contract.DeviceReclaiming:
-			if _, leased := e.byDevice[id]; leased {
-				continue
+	e.view(func() {
+		e.reg.each(func(d *dev) bool {
+			if d.claim != claimNone {
+				return true
 			}
-			op = driver.OpReclaim
-		default:
-			continue
-		}
-		limit := max(stalledMultiplier*e.estimate(d.Platform, op, specOf(d)), stalledMinimum.Milliseconds())
-		if t-d.StateSince > limit {
-			out = append(out, e.deviceViewLocked(d))
-		}
-	}
+			var op driver.Operation
+			switch d.State {
+			case contract.DeviceProvisioning:
+				op = driver.OpProvision
+			case contract.DeviceReclaiming:
+				if d.lease != "" {
+					return true
+				}
+				op = driver.OpReclaim
+			default:
+				return true
+			}
+			limit := max(stalledMultiplier*e.estimate(d.Platform, op, d.spec()), stalledMinimum.Milliseconds())
+			if t-d.StateSince > limit {
+				out = append(out, deviceView(d))
+			}
+			return true
+		})
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
@@ -53,47 +55,40 @@ func (e *Engine) Stalled() []contract.Device {
 // QuarantineStalled puts a stalled device in quarantine, where its clean is
 // retried; a device that moved on meanwhile is left alone.
 func (e *Engine) QuarantineStalled(id string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	d, ok := e.devices[id]
-	if !ok || e.claims[id] != "" || (d.State != contract.DeviceProvisioning && d.State != contract.DeviceReclaiming) {
+	return e.do(func(tx *queue.Txn) error {
+		d, ok := e.reg.get(id)
+		if !ok || !d.idle() || (d.State != contract.DeviceProvisioning && d.State != contract.DeviceReclaiming) {
+			return nil
+		}
+		e.quarantineLocked(tx, d, "stalled-transition", nil)
 		return nil
-	}
-	if _, leased := e.byDevice[id]; leased {
-		return nil
-	}
-	tx := e.begin()
-	e.quarantineLocked(tx, id, "stalled-transition", nil)
-	if _, err := e.commitLocked(tx); err != nil {
-		return err
-	}
-	e.armQuarantineLocked(id)
-	return nil
+	})
 }
 
 // ExpiredLeases lists active leases whose deadline has passed; the engine
 // expires them on its timers, so any found is a fault to report.
 func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	var out []contract.LeaseRecord
 	t := now()
-	for _, l := range e.leases {
-		if l.TTLDeadline < t-1000 {
-			out = append(out, l.LeaseRecord)
+	e.view(func() {
+		for _, l := range e.leases {
+			if l.TTLDeadline < t-1000 {
+				out = append(out, l.LeaseRecord)
+			}
 		}
-	}
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
 // ExpireNow ends a lease whose deadline passed.
 func (e *Engine) ExpireNow(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if l, ok := e.leases[id]; ok && l.TTLDeadline < now() {
-		e.expireLocked(id)
-	}
+	_ = e.do(func(tx *queue.Txn) error {
+		if l, ok := e.leases[id]; ok && l.TTLDeadline < now() {
+			e.endLocked(tx, id, ReasonExpired)
+		}
+		return nil
+	})
 }
 
 // Orphan is a device in a root simlock owns that the registry does not
@@ -116,20 +111,19 @@ func (e *Engine) Orphans(ctx context.Context) ([]Orphan, error) {
 		if err != nil {
 			return nil, driver.ContractError(err)
 		}
-		e.mu.Lock()
 		known := map[string]bool{}
-		for _, d := range e.devices {
-			if d.Platform == p && d.DriverDeviceID != "" {
-				known[d.DriverDeviceID] = true
-			}
-		}
 		provisioning := false
-		for _, d := range e.devices {
-			if d.Platform == p && d.State == contract.DeviceProvisioning {
-				provisioning = true
-			}
-		}
-		e.mu.Unlock()
+		e.view(func() {
+			e.reg.each(func(d *dev) bool {
+				if d.Platform == p && d.DriverDeviceID != "" {
+					known[d.DriverDeviceID] = true
+				}
+				if d.Platform == p && d.State == contract.DeviceProvisioning {
+					provisioning = true
+				}
+				return true
+			})
+		})
 		if provisioning {
 			// A device being created may not have its id recorded yet.
 			continue

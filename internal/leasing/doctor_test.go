@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
 )
 
 func TestStalledTransitionIsFoundAndQuarantined(t *testing.T) {
@@ -14,14 +15,14 @@ func TestStalledTransitionIsFoundAndQuarantined(t *testing.T) {
 		g := h.mustGrant(h.acquire("a", ios))
 		// A clean nobody runs: the device is reclaiming with no claim, as
 		// if its work was lost.
-		h.e.mu.Lock()
-		tx := h.e.begin()
-		tx.setState(g.Device.ID, contract.DeviceReclaiming)
-		l := *h.e.leases[g.Lease.ID]
-		l.EndedAt = now()
-		tx.putLease(l)
-		h.e.commitLocked(tx)
-		h.e.mu.Unlock()
+		_ = h.e.do(func(tx *queue.Txn) error {
+			d, _ := h.e.reg.get(g.Device.ID)
+			h.e.setState(tx, d, contract.DeviceReclaiming)
+			l := h.e.leases[g.Lease.ID].Lease
+			l.EndedAt = now()
+			h.e.putLease(tx, l)
+			return nil
+		})
 		if s := h.e.Stalled(); len(s) != 0 {
 			t.Fatalf("stalled at once: %+v", s)
 		}
@@ -47,9 +48,7 @@ func TestOverdueLeaseIsReportedAndExpired(t *testing.T) {
 			t.Fatalf("overdue at once: %+v", got)
 		}
 		// Its timer lost (a fault): the deadline passes unnoticed.
-		h.e.mu.Lock()
-		h.e.timers[g.Lease.ID].Stop()
-		h.e.mu.Unlock()
+		h.e.view(func() { h.e.leases[g.Lease.ID].timer.Stop() })
 		time.Sleep(2 * time.Minute)
 		if got := h.e.ExpiredLeases(); len(got) != 1 || got[0].ID != g.Lease.ID {
 			t.Fatalf("overdue = %+v", got)

@@ -1,16 +1,35 @@
-// Package leasing is simlock's lease engine: it grants devices to requesters,
-// keeps the fair wait queue, renews, releases and expires leases, and drives
-// the drivers to create, boot and clean devices.
+// Package leasing is simlock's lease engine on a worker: the local Placer
+// behind the fair queue (internal/queue). It owns the machine's devices and
+// leases: it places waiters on devices (grant an idle one, boot, create,
+// make room), renews, releases and expires leases, and drives the drivers
+// to create, boot, clean, shut down and delete devices; health, the warm
+// pool, the idle tiers, quarantine retries and nuke are here too.
 //
-// One Engine owns every device, lease and open request of a daemon. Each
-// decision runs under the engine's lock and commits to the store in one
-// transaction before anyone is answered; events are published only after
-// that commit. Driver work (provisioning, booting, reclaiming) runs outside
-// the lock in goroutines the engine tracks, so a slow simulator never blocks
-// other requesters. All exported methods are safe for concurrent use.
+// One Engine owns every device and lease of a daemon. Every decision runs
+// in the queue's decision step (queue.Do), under its one lock, and commits
+// to the store in one transaction before anyone is told anything; a failed
+// commit stops the engine (Options.Fatal), and the next start converges
+// from the database. Driver work runs outside the lock in goroutines the
+// engine tracks, so a slow simulator never blocks other requesters.
+//
+// # Placement consistency model
+//
+// The local Placer's view is exact: it is the only writer of the devices
+// it places on, every reservation (a claim, a new device row) is made in
+// the decision that places, under the lock, and capacity is counted from
+// those same records by counters kept in step with every change (see
+// registry). What it cannot see is the platform itself: a device that
+// crashed or vanished since the last look is found by health probes,
+// startup convergence and the doctor, and a Start whose driver call fails
+// settles its request (or, when the room it was to make could not be made,
+// puts it back in line). A decision costs the same whatever the number of
+// devices and leases: lookups go through indexes, never over every row.
+//
+// All exported methods are safe for concurrent use.
 package leasing
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +45,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -95,24 +115,22 @@ type Options struct {
 	// EndWait is lease.endWaitMs: how long the clean of an ended lease's
 	// device waits for its participants at most; 10 minutes when 0.
 	EndWait time.Duration
+	// Fatal is told, once, that a commit failed: the engine decides
+	// nothing more, and its owner should stop (the next start converges
+	// from the database). It is called in a goroutine of its own.
+	Fatal func(error)
 }
 
 // Caller is who calls an operation.
-type Caller struct {
-	Principal string
-	Admin     bool
-}
-
-// sees reports whether the caller may see a request: an admin any, an agent
-// the ones it made or that are made for it.
-func (c Caller) sees(rec contract.LeaseRequestRecord) bool {
-	return c.Admin || rec.OwnerID == c.Principal || rec.RequesterID == c.Principal
-}
+type Caller = queue.Caller
 
 // Engine is the lease engine. Make one with New, then Start it.
 type Engine struct {
 	opts Options
 	log  *slog.Logger
+	// q is the request book and the line; its decision lock guards every
+	// field below it.
+	q *queue.Queue
 
 	// ctx bounds driver work; cancel ends it at Close.
 	ctx    context.Context
@@ -120,65 +138,38 @@ type Engine struct {
 	// work tracks background driver work (starts and reclaims).
 	work sync.WaitGroup
 
-	mu sync.Mutex
-	// mu guards the fields below.
-	devices   map[string]*store.Device
-	leases    map[string]*store.Lease // active only
-	byDevice  map[string]string       // device id -> active lease id
-	requests  map[string]*request     // open requests
-	revs      uint64                  // last request revision handed out
-	removing  map[string]bool         // runtimes being removed ("ios/26.4")
-	health    map[string]*healthState // leased devices the monitor tracks
-	warm      warmState
-	noReclaim map[string]bool        // devices whose lease ends at startup without a clean
-	queue     []*request             // waiting, in arrival order
-	claims    map[string]string      // device id -> operation in flight
-	stuck     map[string]bool        // devices that failed to stop or delete: never victims
-	timers    map[string]*time.Timer // lease id -> expiry timer
-	catalogs  map[contract.Platform]driver.Catalog
-	lastCap   string
-	lastDepth int
-	started   bool
-	stopping  bool
+	reg         *registry
+	leases      map[string]*lease // active only
+	byRequester map[string]*lease
+	leaseOrder  list.List // of *lease, in (grantedAt, id) order
+	pending     pendingWrites
+	removing    map[string]bool         // runtimes being removed ("ios/26.4")
+	health      map[string]*healthState // leased devices the monitor tracks
+	warm        warmState
+	noReclaim   map[string]bool // devices whose lease ends at startup without a clean
+	timers      map[string]*time.Timer
+	catalogs    map[contract.Platform]driver.Catalog
+	// sealed is the capacity last reported by capacity.changed.
+	sealed   capacityKey
+	hasCap   bool
+	started  bool
+	stopping bool
 	// ends tracks lease-end participant calls, reclaims and nukes in
 	// flight.
 	ends endState
 }
 
-// request is an open lease request and the requesters waiting on it.
-type request struct {
-	rec      contract.LeaseRequestRecord
-	want     core.Want
-	spec     contract.DeviceSpec // resolved spec to create, when one is needed
-	progress []func(contract.LeaseProgress)
-	done     chan struct{}
-	grant    *contract.LeaseGrant
-	err      *contract.Error
-	timer    *time.Timer
-	// abandoned marks a request whose requester went away while its device
-	// was being started; the device is kept, the grant is not made.
-	abandoned bool
-	last      contract.LeaseProgress
-	// Releasing is the device shut down to make room for this request.
-	releasing string
-	// target is the device being readied, once the request left the queue.
-	target *contract.DeviceSpec
-	// downloading is set while the request waits for a runtime download;
-	// it is not in the queue then, and cannot be cancelled.
-	downloading bool
-	// queuedAt is when the request entered the queue (after any download);
-	// its timeoutMs counts from there.
-	queuedAt time.Time
-	// detached requests were made as a resource (lease-request.create):
-	// they wait whether or not anyone watches, until cancelled.
-	detached bool
-	// replayed marks a settled request answered again for a repeated
-	// idempotency key.
-	replayed bool
-	// rev grows with every change a reader could see; changed is closed
-	// (and replaced) at each, waking lease-request.get waits.
-	rev     uint64
-	changed chan struct{}
+// lease is an active lease.
+type lease struct {
+	store.Lease
+	timer *time.Timer
+	at    *list.Element
+}
+
+// capacityKey is what capacity.changed reports, comparable by value.
+type capacityKey struct {
+	use  core.Usage
+	warm core.PerPlatform
 }
 
 // New makes an engine. It does nothing until Start.
@@ -191,6 +182,9 @@ func New(opts Options) *Engine {
 	}
 	if opts.LeaseEnded == nil {
 		opts.LeaseEnded = func(contract.LeaseRecord, string) {}
+	}
+	if opts.Fatal == nil {
+		opts.Fatal = func(error) {}
 	}
 	opts.Quarantine = opts.Quarantine.withDefaults()
 	opts.Health = opts.Health.withDefaults()
@@ -209,14 +203,26 @@ func New(opts Options) *Engine {
 		opts.MaxTTL = 4 * time.Hour
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Engine{
+	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
-		devices: map[string]*store.Device{}, leases: map[string]*store.Lease{}, byDevice: map[string]string{},
-		requests: map[string]*request{}, claims: map[string]string{}, stuck: map[string]bool{}, removing: map[string]bool{}, health: map[string]*healthState{},
-		noReclaim: map[string]bool{},
-		warm:      warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}}, timers: map[string]*time.Timer{},
-		catalogs: map[contract.Platform]driver.Catalog{},
+		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{},
+		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
+		warm:   warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}},
+		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{},
 	}
+	e.leaseOrder.Init()
+	e.q = queue.New(queue.Options{
+		Store:   engineStore{e},
+		Placer:  e,
+		LeaseOf: e.leaseOfLocked,
+		Gate:    e.gateLocked,
+		Seal:    e.sealLocked,
+		Publish: opts.Publish,
+		Fatal:   opts.Fatal,
+		Go:      e.goWork,
+		Logger:  opts.Logger.With("module", "queue"),
+	})
+	return e
 }
 
 func now() int64 { return time.Now().UnixMilli() }
@@ -225,6 +231,41 @@ func newID(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// do runs one decision (see queue.Do).
+func (e *Engine) do(f func(tx *queue.Txn) error) error { return e.q.Do(f) }
+
+// view reads state under the decision lock.
+func (e *Engine) view(f func()) { e.q.View(f) }
+
+// Err is the commit failure that stopped the engine, or nil.
+func (e *Engine) Err() error { return e.q.Err() }
+
+// gateLocked refuses new requests while the engine is not open for them.
+func (e *Engine) gateLocked() *contract.Error {
+	if e.stopping || !e.started {
+		return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+	}
+	return e.maintenanceFenceLocked()
+}
+
+func (e *Engine) leaseOfLocked(requester string) (string, bool) {
+	if l, ok := e.byRequester[requester]; ok {
+		return l.ID, true
+	}
+	return "", false
+}
+
+// sealLocked adds capacity.changed to a decision that changed what it
+// reports; the counters are compared by value, never re-encoded.
+func (e *Engine) sealLocked(tx *queue.Txn) {
+	k := capacityKey{e.reg.use, e.reg.warm}
+	if e.hasCap && k == e.sealed {
+		return
+	}
+	e.sealed, e.hasCap = k, true
+	tx.Event("capacity.changed", core.Report(e.opts.Limits, k.use, k.warm))
 }
 
 // Start loads the registry and converges it: requests left open by the last
@@ -245,107 +286,45 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("load registry: %w", err)
 	}
 	reality := e.readReality(ctx)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for i := range snap.Devices {
-		d := snap.Devices[i]
-		e.devices[d.ID] = &d
-	}
-	for i := range snap.Leases {
-		l := snap.Leases[i]
-		e.leases[l.ID] = &l
-		e.byDevice[l.DeviceID] = l.ID
-	}
-	tx := e.begin()
-	for _, rec := range snap.Requests {
-		rec.State = contract.RequestFailed
-		rec.SettledAt = now()
-		rec.Stage = ""
-		rec.QueuePosition = 0
-		rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open").
-			With("reason", "daemon-restarted")
-		tx.change.Requests = append(tx.change.Requests, rec)
-		tx.event("lease.rejected", map[string]any{
-			"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": "daemon-restarted",
-			"code": rec.Error.Code,
-		})
-	}
-	var reclaim, remove, quarantined []string
-	for id, d := range e.devices {
-		switch d.State {
-		case contract.DeviceQuarantined:
-			// Retries resume from the stored next-retry time; a device
-			// quarantined before retries existed gets its first one now.
-			if d.QuarantineNextRetry == 0 && d.QuarantineAttempts < e.opts.Quarantine.MaxRetries {
-				nd := *d
-				nd.QuarantineNextRetry = now() + e.opts.Quarantine.delay(nd.QuarantineAttempts).Milliseconds()
-				tx.putDevice(nd)
-			}
-			quarantined = append(quarantined, id)
-		case contract.DeviceProvisioning:
-			remove = append(remove, id)
-		case contract.DeviceReclaiming:
-			if _, leased := e.byDevice[id]; !leased && reality.readable(d.Platform) {
-				// Interrupted (or put off while its platform was
-				// unreadable): clean it in full now.
-				reclaim = append(reclaim, id)
-			}
-		case contract.DeviceReady, contract.DeviceShutdown:
-			if _, leased := e.byDevice[id]; leased || !reality.readable(d.Platform) {
-				break
-			}
-			state, present := reality.state(d)
-			switch {
-			case !present:
-				tx.setState(id, contract.DeviceDeleted)
-				tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "missing"})
-			case d.State == contract.DeviceReady && state == driver.Stopped:
-				nd := tx.setState(id, contract.DeviceShutdown)
-				nd.Address = ""
-				tx.putDevice(nd)
-				tx.event("device.shutdown", map[string]any{"deviceId": id, "initiator": "startup"})
-			}
-		case contract.DeviceLeased:
-			if _, leased := e.byDevice[id]; !leased {
-				// A leased device with no lease cannot be handed out as it
-				// is: clean it first.
-				nd := *d
-				nd.State = contract.DeviceReclaiming
-				nd.StateSince = now()
-				tx.putDevice(nd)
-				reclaim = append(reclaim, id)
-			}
+	err = e.do(func(tx *queue.Txn) error {
+		for _, d := range snap.Devices {
+			e.reg.add(d)
 		}
-	}
-	tx.event("daemon.started", map[string]any{"limits": e.opts.Limits})
-	if _, err := e.commitLocked(tx); err != nil {
+		for _, l := range snap.Leases {
+			e.addLeaseLocked(l)
+		}
+		for _, rec := range snap.Requests {
+			tx.SettleStale(rec)
+		}
+		e.convergeDevicesLocked(tx, reality)
+		tx.Event("daemon.started", map[string]any{"limits": e.opts.Limits})
+		e.started = true
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	e.started = true
-	for _, id := range remove {
-		e.claims[id] = "destroy"
-		e.goWork(func() { e.destroyAbandoned(id) })
-	}
-	for _, id := range reclaim {
-		e.startReclaimLocked(id)
-	}
-	for _, id := range quarantined {
-		e.armQuarantineLocked(id)
-	}
-	t := time.Now()
-	var expired []string
-	for id, l := range e.leases {
-		if l.TTLDeadline <= t.UnixMilli() {
-			expired = append(expired, id)
-			continue
+	err = e.do(func(tx *queue.Txn) error {
+		t := now()
+		var expired []string
+		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
+			l := el.Value.(*lease)
+			if l.TTLDeadline <= t {
+				expired = append(expired, l.ID)
+				continue
+			}
+			e.armLocked(tx, l)
 		}
-		e.armLocked(l)
+		sort.Strings(expired)
+		for _, id := range expired {
+			e.endLocked(tx, id, ReasonExpired)
+		}
+		e.convergeLeasesLocked(tx, reality)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	sort.Strings(expired)
-	for _, id := range expired {
-		e.expireLocked(id)
-	}
-	e.convergeLeasesLocked(reality)
 	if e.opts.Health.Enabled {
 		go e.watchHealth()
 	}
@@ -372,31 +351,29 @@ func (e *Engine) goWork(f func()) {
 // work in flight (reclaims included) until ctx ends; then it cancels what
 // is left.
 func (e *Engine) Shutdown(ctx context.Context, reason string) error {
-	e.mu.Lock()
-	tx := e.begin()
-	tx.event("daemon.stopping", map[string]any{"reason": reason})
-	if _, err := e.commitLocked(tx); err != nil {
+	err := e.do(func(tx *queue.Txn) error {
+		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+		e.stopping = true
+		// Participant waits end now: a stop waits for the cleans, not for
+		// them.
+		e.cutEndsLocked(errStopping)
+		return nil
+	})
+	if err != nil {
 		e.log.Warn("could not record daemon.stopping", "err", err)
 	}
-	e.stopping = true
-	// Participant waits end now: a stop waits for the cleans, not for them.
-	e.cutEndsLocked(errStopping)
-	// Waiters hear at once that the daemon is going; the records stay open,
-	// like every request still open at the end, and the next start settles
-	// them as daemon-restarted.
-	for _, r := range e.queue {
-		e.answerLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping"))
-	}
-	e.queue = nil
-	e.mu.Unlock()
+	// Waiters hear at once that the daemon is going; the records stay
+	// open, like every request still open at the end, and the next start
+	// settles them as daemon-restarted.
+	e.q.Stop()
 	done := make(chan struct{})
 	go func() {
 		e.work.Wait()
 		close(done)
 	}()
-	var err error
 	select {
 	case <-done:
+		err = nil
 	case <-ctx.Done():
 		err = fmt.Errorf("driver work still in flight: %w", ctx.Err())
 	}
@@ -407,32 +384,23 @@ func (e *Engine) Shutdown(ctx context.Context, reason string) error {
 // Close cancels driver work and stops every timer without waiting.
 func (e *Engine) Close() {
 	e.cancel()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.stopping = true
-	e.cutEndsLocked(errStopping)
-	for id, t := range e.timers {
-		t.Stop()
-		delete(e.timers, id)
-	}
+	e.view(func() {
+		e.stopping = true
+		e.cutEndsLocked(errStopping)
+		for id, t := range e.timers {
+			t.Stop()
+			delete(e.timers, id)
+		}
+		for _, l := range e.leases {
+			if l.timer != nil {
+				l.timer.Stop()
+			}
+		}
+	})
 	// Requests still open are answered but not settled in the store: their
 	// records stay open, and the next start settles them as
 	// daemon-restarted, as after a crash.
-	for _, r := range e.requests {
-		e.answerLocked(r, contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped"))
-	}
-	e.queue = nil
-}
-
-// answerLocked ends the wait on an open request without settling its
-// stored record.
-func (e *Engine) answerLocked(r *request, cerr *contract.Error) {
-	if r.timer != nil {
-		r.timer.Stop()
-	}
-	r.err = cerr
-	delete(e.requests, r.rec.ID)
-	close(r.done)
+	e.q.Close()
 }
 
 // Wait blocks until background driver work has finished. Tests use it.

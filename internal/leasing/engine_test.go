@@ -507,22 +507,46 @@ func TestRestartRestoresLeasesAndExpiresPassedDeadlines(t *testing.T) {
 	})
 }
 
-func TestCommitFailureChangesNothing(t *testing.T) {
+func TestAFailedCommitStopsTheEngineTellsNobodyAndARestartConverges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newMemStore()
-		h := start(t, st, fixed(2))
+		fatal := make(chan error, 1)
+		h := build(t, st, fixed(2), nil, nil, func(_ *harness, o *Options) { o.Fatal = func(err error) { fatal <- err } })
 		g := h.mustGrant(h.acquire("a", ios))
 		st.mu.Lock()
 		st.failNext = true
 		st.mu.Unlock()
 		_, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID})
 		wantCode(t, err, contract.CodeInternal)
-		leases := h.e.Leases(Caller{Admin: true})
-		if len(leases) != 1 || h.e.Devices()[0].State != contract.DeviceLeased {
-			t.Fatalf("after a failed commit: leases %v, device %s", leases, h.e.Devices()[0].State)
+		if err := <-fatal; !errors.Is(err, errInjected) {
+			t.Fatalf("Fatal was told %v, want the commit error", err)
 		}
-		if _, err := h.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
-			t.Errorf("release after the store recovered: %v", err)
+		h.mu.Lock()
+		lost := slices.Clone(h.lost)
+		h.mu.Unlock()
+		if len(lost) != 0 {
+			t.Fatalf("holders were told %v of an end that was never saved", lost)
+		}
+		st.mu.Lock()
+		saved := st.leases[g.Lease.ID]
+		st.mu.Unlock()
+		if saved.EndedAt != 0 {
+			t.Fatal("the store holds the end whose commit failed")
+		}
+		_, err = h.e.Renew(Caller{Principal: "a"}, contract.LeaseRenewInput{LeaseID: g.Lease.ID})
+		wantCode(t, err, contract.CodeInternal)
+		_, err = h.e.Acquire(context.Background(), Caller{Principal: "b"}, ios, nil)
+		wantCode(t, err, contract.CodeInternal)
+
+		// The next start converges from what was saved: the lease is there.
+		h.e.Close()
+		h.e.Wait()
+		h2 := restart(t, st, fixed(2), h)
+		if l := h2.e.Leases(Caller{Admin: true}); len(l) != 1 || l[0].ID != g.Lease.ID {
+			t.Fatalf("after the restart: leases %+v, want the saved one", l)
+		}
+		if _, err := h2.e.Release(Caller{Principal: "a"}, contract.LeaseIDInput{LeaseID: g.Lease.ID}); err != nil {
+			t.Errorf("release after the restart: %v", err)
 		}
 	})
 }

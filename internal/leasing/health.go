@@ -2,10 +2,13 @@ package leasing
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // HealthPolicy is how leased devices are watched. Every ProbeInterval the
@@ -75,14 +78,14 @@ func (e *Engine) watchHealth() {
 // probe reads each platform with leased devices once and acts on what it
 // sees.
 func (e *Engine) probe(slots chan struct{}) {
-	e.mu.Lock()
 	platforms := map[contract.Platform]bool{}
-	for _, l := range e.leases {
-		if d, ok := e.devices[l.DeviceID]; ok {
-			platforms[d.Platform] = true
+	e.view(func() {
+		for _, l := range e.leases {
+			if d, ok := e.reg.get(l.DeviceID); ok {
+				platforms[d.Platform] = true
+			}
 		}
-	}
-	e.mu.Unlock()
+	})
 	for p := range platforms {
 		drv, ok := e.opts.Drivers[p]
 		if !ok {
@@ -105,80 +108,79 @@ func (e *Engine) probe(slots chan struct{}) {
 }
 
 func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, slots chan struct{}) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for leaseID, l := range e.leases {
-		d, ok := e.devices[l.DeviceID]
-		if !ok || d.Platform != p || d.State != contract.DeviceLeased {
-			continue
+	_ = e.do(func(tx *queue.Txn) error {
+		ids := make([]string, 0, len(e.leases))
+		for id := range e.leases {
+			ids = append(ids, id)
 		}
-		h := e.health[d.ID]
-		if h == nil {
-			h = &healthState{}
-			e.health[d.ID] = h
-		}
-		if h.cancel != nil {
-			continue // a recovery is running
-		}
-		state, present := seen[d.DriverDeviceID]
-		switch {
-		case !present:
-			h.stopped = 0
-			h.absent++
-			if h.absent >= e.opts.Health.StableObservations {
-				tx := e.begin()
-				tx.event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
-				if _, err := e.commitLocked(tx); err == nil {
+		sort.Strings(ids)
+		for _, leaseID := range ids {
+			l := e.leases[leaseID]
+			d, ok := e.reg.get(l.DeviceID)
+			if !ok || d.Platform != p || d.State != contract.DeviceLeased {
+				continue
+			}
+			h := e.health[d.ID]
+			if h == nil {
+				h = &healthState{}
+				e.health[d.ID] = h
+			}
+			if h.cancel != nil {
+				continue // a recovery is running
+			}
+			state, present := seen[d.DriverDeviceID]
+			switch {
+			case !present:
+				h.stopped = 0
+				h.absent++
+				if h.absent >= e.opts.Health.StableObservations {
+					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
 					delete(e.health, d.ID)
-					if err := e.endLocked(leaseID, ReasonDeviceLost); err != nil {
-						e.log.Error("could not end the lease of a vanished device", "leaseId", leaseID, "err", err)
-					}
+					e.endLocked(tx, leaseID, ReasonDeviceLost)
 				}
+			case state == driver.Stopped:
+				h.absent = 0
+				h.stopped++
+				if h.stopped >= e.opts.Health.StableObservations {
+					e.startRecoveryLocked(tx, leaseID, d, h, slots)
+				}
+			case state == driver.Running:
+				h.stopped, h.absent = 0, 0
 			}
-		case state == driver.Stopped:
-			h.absent = 0
-			h.stopped++
-			if h.stopped >= e.opts.Health.StableObservations {
-				e.startRecoveryLocked(leaseID, d.ID, h, slots)
+		}
+		// Forget devices no longer leased.
+		for id := range e.health {
+			if d, ok := e.reg.get(id); !ok || d.lease == "" {
+				delete(e.health, id)
 			}
-		case state == driver.Running:
-			h.stopped, h.absent = 0, 0
 		}
-	}
-	// Forget devices no longer leased.
-	for id := range e.health {
-		if _, leased := e.byDevice[id]; !leased {
-			delete(e.health, id)
-		}
-	}
+		return nil
+	})
 }
 
-// startRecoveryLocked reports the crash and boots the device again in the
-// background, under the same lease.
-func (e *Engine) startRecoveryLocked(leaseID, devID string, h *healthState, slots chan struct{}) {
+// startRecoveryLocked reports the crash and, once tx commits, boots the
+// device again in the background, under the same lease.
+func (e *Engine) startRecoveryLocked(tx *queue.Txn, leaseID string, d *dev, h *healthState, slots chan struct{}) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	h.cancel = cancel
 	h.stopped = 0
-	tx := e.begin()
-	tx.event("device.crash-detected", map[string]any{"deviceId": devID, "leaseId": leaseID})
-	_, _ = e.commitLocked(tx)
-	if l, ok := e.leases[leaseID]; ok {
-		e.opts.DeviceHealth(l.LeaseRecord, NoticeUnhealthy, 0)
-	}
-	e.goWork(func() { e.recover(ctx, leaseID, devID, slots) })
+	tx.Event("device.crash-detected", map[string]any{"deviceId": d.ID, "leaseId": leaseID})
+	l := e.leases[leaseID].LeaseRecord
+	tx.After(func() {
+		e.opts.DeviceHealth(l, NoticeUnhealthy, 0)
+		e.goWork(func() { e.recover(ctx, leaseID, d, slots) })
+	})
 }
 
 // recover boots a crashed device, backing off between tries; it gives up,
 // ending the lease as device-lost, when the tries are spent. It stops at
 // once if the lease ends meanwhile.
-func (e *Engine) recover(ctx context.Context, leaseID, devID string, slots chan struct{}) {
-	defer func() {
-		e.mu.Lock()
-		if h := e.health[devID]; h != nil {
+func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan struct{}) {
+	defer e.view(func() {
+		if h := e.health[d.ID]; h != nil {
 			h.cancel = nil
 		}
-		e.mu.Unlock()
-	}()
+	})
 	select {
 	case slots <- struct{}{}:
 		defer func() { <-slots }()
@@ -193,61 +195,59 @@ func (e *Engine) recover(ctx context.Context, leaseID, devID string, slots chan 
 			return
 		case <-time.After(wait):
 		}
-		e.mu.Lock()
-		d, ok := e.devices[devID]
-		_, leased := e.leases[leaseID]
-		if !ok || !leased || d.State != contract.DeviceLeased {
-			e.mu.Unlock()
+		var rec store.Device
+		still := false
+		e.view(func() {
+			_, leased := e.leases[leaseID]
+			still = d.at != nil && leased && d.State == contract.DeviceLeased
+			rec = d.Device
+		})
+		if !still {
 			return
 		}
-		dev := *d
-		e.mu.Unlock()
-		ready, err := e.opts.Drivers[dev.Platform].MakeReady(ctx, driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData})
+		ready, err := e.opts.Drivers[rec.Platform].MakeReady(ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
-			e.mu.Lock()
-			if _, still := e.leases[leaseID]; still {
-				nd := *e.devices[devID]
-				nd.Address = ready.Address
-				if ready.Data != nil {
-					nd.DriverData = ready.Data
+			_ = e.do(func(tx *queue.Txn) error {
+				l, still := e.leases[leaseID]
+				if !still {
+					return nil
 				}
-				tx := e.begin()
-				tx.putDevice(nd)
-				tx.event("device.recovered", map[string]any{"deviceId": devID, "leaseId": leaseID, "attempts": attempt})
-				if _, cerr := e.commitLocked(tx); cerr == nil {
-					e.opts.DeviceHealth(e.leases[leaseID].LeaseRecord, NoticeRecovered, attempt)
-				}
-			}
-			e.mu.Unlock()
+				e.changeDevice(tx, d, func(r *store.Device) {
+					r.Address = ready.Address
+					if ready.Data != nil {
+						r.DriverData = ready.Data
+					}
+				})
+				tx.Event("device.recovered", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": attempt})
+				rec := l.LeaseRecord
+				tx.After(func() { e.opts.DeviceHealth(rec, NoticeRecovered, attempt) })
+				return nil
+			})
 			return
 		}
 		lastErr = err
-		e.log.Warn("recovery attempt failed", "deviceId", devID, "leaseId", leaseID, "attempt", attempt, "err", err)
+		e.log.Warn("recovery attempt failed", "deviceId", d.ID, "leaseId", leaseID, "attempt", attempt, "err", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, still := e.leases[leaseID]; !still {
-		return
-	}
-	tx := e.begin()
-	msg := ""
-	if lastErr != nil {
-		msg = lastErr.Error()
-	}
-	tx.event("device.recovery-failed", map[string]any{"deviceId": devID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
-	if _, err := e.commitLocked(tx); err != nil {
-		return
-	}
-	delete(e.health, devID)
-	if err := e.endLocked(leaseID, ReasonDeviceLost); err != nil {
-		e.log.Error("could not end the lease of a lost device", "leaseId", leaseID, "err", err)
-	}
+	_ = e.do(func(tx *queue.Txn) error {
+		if _, still := e.leases[leaseID]; !still {
+			return nil
+		}
+		msg := ""
+		if lastErr != nil {
+			msg = lastErr.Error()
+		}
+		tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
+		delete(e.health, d.ID)
+		e.endLocked(tx, leaseID, ReasonDeviceLost)
+		return nil
+	})
 }
 
-// stopRecovery ends a recovery in flight for a device whose lease ended.
+// stopRecoveryLocked ends a recovery in flight for a device whose lease
+// ended.
 func (e *Engine) stopRecoveryLocked(devID string) {
 	if h := e.health[devID]; h != nil && h.cancel != nil {
 		h.cancel()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
 )
 
 // IdlePolicy is the idle tiers: a ready device unused for ShutdownAfter is
@@ -80,7 +81,10 @@ func (e *Engine) reapIdle() {
 	}
 }
 
-// proposalsLocked lists what the rules would do now, oldest idle first.
+// proposalsLocked lists what the rules would do now, oldest idle first. It
+// walks the idle devices from the least recently used and stops at the
+// first used too recently: a device's idle time is at most the time since
+// its last use.
 func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupAction {
 	t := now()
 	var out []contract.CleanupAction
@@ -89,18 +93,27 @@ func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupA
 		deleteAfter = e.opts.Idle.ShutdownAfter
 	}
 	kept := e.targetedLocked()
-	for id, d := range e.devices {
-		if _, leased := e.byDevice[id]; leased || e.claims[id] != "" || kept[id] {
-			continue
+	look := func(state contract.DeviceState, r, action string, after int64) {
+		if rule != "" && rule != r {
+			return
 		}
-		idle := t - max(d.LastUsedAt, d.StateSince)
-		switch {
-		case d.State == contract.DeviceReady && (rule == "" || rule == contract.RuleIdleShutdown) && idle >= e.opts.Idle.ShutdownAfter.Milliseconds():
-			out = append(out, contract.CleanupAction{Rule: contract.RuleIdleShutdown, DeviceID: id, Action: "shutdown", IdleMs: idle})
-		case d.State == contract.DeviceShutdown && (rule == "" || rule == contract.RuleIdleDelete) && idle >= deleteAfter.Milliseconds():
-			out = append(out, contract.CleanupAction{Rule: contract.RuleIdleDelete, DeviceID: id, Action: "delete", IdleMs: idle})
+		for _, p := range contract.Platforms() {
+			v := e.reg.victims[victimKey{state, p}]
+			if v == nil {
+				continue
+			}
+			for _, d := range v.items {
+				if t-d.LastUsedAt < after {
+					break
+				}
+				if idle := t - max(d.LastUsedAt, d.StateSince); idle >= after && !kept[d.ID] {
+					out = append(out, contract.CleanupAction{Rule: r, DeviceID: d.ID, Action: action, IdleMs: idle})
+				}
+			}
 		}
 	}
+	look(contract.DeviceReady, contract.RuleIdleShutdown, "shutdown", e.opts.Idle.ShutdownAfter.Milliseconds())
+	look(contract.DeviceShutdown, contract.RuleIdleDelete, "delete", deleteAfter.Milliseconds())
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].IdleMs != out[j].IdleMs {
 			return out[i].IdleMs > out[j].IdleMs
@@ -115,38 +128,43 @@ func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupA
 // a device leased meanwhile is left alone.
 func (e *Engine) Cleanup(ctx context.Context, in contract.CleanupRunInput, trigger string) contract.CleanupRunResult {
 	pressure := e.diskPressure()
-	e.mu.Lock()
-	actions := e.proposalsLocked(in.Rule, pressure)
-	if in.DryRun || e.stopping || e.maintenanceLocked() {
-		e.mu.Unlock()
+	var actions []contract.CleanupAction
+	var todo []contract.CleanupAction
+	var devs []*dev
+	dry := false
+	_ = e.do(func(tx *queue.Txn) error {
+		actions = e.proposalsLocked(in.Rule, pressure)
+		if in.DryRun || e.stopping || e.maintenanceLocked() {
+			dry = true
+			return nil
+		}
+		for _, a := range actions {
+			if d, ok := e.reg.get(a.DeviceID); ok && d.idle() {
+				e.setClaim(tx, d, claimCleanup)
+				todo = append(todo, a)
+				devs = append(devs, d)
+			}
+		}
+		return nil
+	})
+	if dry {
 		return contract.CleanupRunResult{DryRun: in.DryRun, Actions: nonNilActions(actions)}
 	}
-	var todo []contract.CleanupAction
-	for _, a := range actions {
-		if e.claims[a.DeviceID] == "" {
-			e.claims[a.DeviceID] = "cleanup"
-			todo = append(todo, a)
-		}
-	}
-	e.mu.Unlock()
 	done := []contract.CleanupAction{}
-	for _, a := range todo {
-		initiator := "rule"
+	for i, a := range todo {
 		var err error
 		if a.Action == "shutdown" {
-			err = e.shutdownDevice(ctx, a.DeviceID, initiator)
+			err = e.shutdownDevice(ctx, devs[i], "rule")
 		} else {
-			err = e.removeDevice(ctx, a.DeviceID, initiator)
+			err = e.removeDevice(ctx, devs[i], "rule")
 		}
 		if err != nil {
 			a.Error = err.Error()
 		}
-		e.mu.Lock()
-		tx := e.begin()
-		tx.event("cleanup.executed", map[string]any{"rule": a.Rule, "deviceId": a.DeviceID, "action": a.Action, "idleMs": a.IdleMs, "trigger": trigger, "ok": err == nil})
-		_, _ = e.commitLocked(tx)
-		e.serveLocked()
-		e.mu.Unlock()
+		_ = e.do(func(tx *queue.Txn) error {
+			tx.Event("cleanup.executed", map[string]any{"rule": a.Rule, "deviceId": a.DeviceID, "action": a.Action, "idleMs": a.IdleMs, "trigger": trigger, "ok": err == nil})
+			return nil
+		})
 		done = append(done, a)
 	}
 	return contract.CleanupRunResult{Actions: done}

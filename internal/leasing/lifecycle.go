@@ -7,29 +7,37 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
 
-// armLocked (re)starts l's expiry timer from its stored deadline.
-func (e *Engine) armLocked(l *store.Lease) {
-	if t, ok := e.timers[l.ID]; ok {
-		t.Stop()
-	}
+// armLocked (re)starts l's expiry timer from its stored deadline, once tx
+// has committed.
+func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 	id, deadline := l.ID, l.TTLDeadline
-	wait := time.Until(time.UnixMilli(deadline))
-	e.timers[id] = time.AfterFunc(wait, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		// A renew moves the deadline and re-arms; a stale timer does nothing.
-		if l, ok := e.leases[id]; ok && l.TTLDeadline == deadline {
-			e.expireLocked(id)
+	tx.After(func() {
+		if l.timer != nil {
+			l.timer.Stop()
 		}
+		if e.leases[id] != l {
+			return // ended in the same decision
+		}
+		l.timer = time.AfterFunc(time.Until(time.UnixMilli(deadline)), func() {
+			_ = e.do(func(tx *queue.Txn) error {
+				// A renew moves the deadline and re-arms; a stale timer
+				// does nothing.
+				if l, ok := e.leases[id]; ok && l.TTLDeadline == deadline {
+					e.endLocked(tx, id, ReasonExpired)
+				}
+				return nil
+			})
+		})
 	})
 }
 
 // ownedLocked finds a lease the caller may act on. Another owner's lease is
 // FORBIDDEN for agents; admins act on any.
-func (e *Engine) ownedLocked(c Caller, id string) (*store.Lease, *contract.Error) {
+func (e *Engine) ownedLocked(c Caller, id string) (*lease, *contract.Error) {
 	l, ok := e.leases[id]
 	if !ok {
 		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
@@ -43,264 +51,249 @@ func (e *Engine) ownedLocked(c Caller, id string) (*store.Lease, *contract.Error
 // Renew moves a lease's deadline to now plus ttlMs, or plus its stored width
 // when ttlMs is 0. A given ttlMs becomes the stored width.
 func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRecord, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	l, cerr := e.ownedLocked(c, in.LeaseID)
-	if cerr != nil {
-		return contract.LeaseRecord{}, cerr
-	}
-	nl := *l
-	if in.TTLMs != 0 {
-		ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
+	var out contract.LeaseRecord
+	err := e.do(func(tx *queue.Txn) error {
+		l, cerr := e.ownedLocked(c, in.LeaseID)
 		if cerr != nil {
-			return contract.LeaseRecord{}, cerr
+			return cerr
 		}
-		nl.TTLMs = ttl.Milliseconds()
-	}
-	t := now()
-	nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
-	tx := e.begin()
-	tx.putLease(nl)
-	tx.event("lease.renewed", map[string]any{"leaseId": nl.ID, "ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs})
-	if _, err := e.commitLocked(tx); err != nil {
-		return contract.LeaseRecord{}, err
-	}
-	e.armLocked(e.leases[nl.ID])
-	return nl.LeaseRecord, nil
+		nl := l.Lease
+		if in.TTLMs != 0 {
+			ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
+			if cerr != nil {
+				return cerr
+			}
+			nl.TTLMs = ttl.Milliseconds()
+		}
+		t := now()
+		nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
+		e.putLease(tx, nl)
+		tx.Event("lease.renewed", map[string]any{"leaseId": nl.ID, "ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs})
+		e.armLocked(tx, l)
+		out = nl.LeaseRecord
+		return nil
+	})
+	return out, err
 }
 
 // Release ends a lease. It returns once the end is committed and the device
 // is reclaiming; the clean runs in the background and then the queue moves.
 func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	l, cerr := e.ownedLocked(c, in.LeaseID)
-	if cerr != nil {
-		return contract.ReleaseResult{}, cerr
-	}
-	dev := l.DeviceID
-	if err := e.endLocked(l.ID, ReasonExplicit); err != nil {
-		return contract.ReleaseResult{}, err
-	}
-	return contract.ReleaseResult{LeaseID: in.LeaseID, DeviceID: dev, Released: true}, nil
+	var res contract.ReleaseResult
+	err := e.do(func(tx *queue.Txn) error {
+		l, cerr := e.ownedLocked(c, in.LeaseID)
+		if cerr != nil {
+			return cerr
+		}
+		res = contract.ReleaseResult{LeaseID: in.LeaseID, DeviceID: l.DeviceID, Released: true}
+		e.endLocked(tx, l.ID, ReasonExplicit)
+		return nil
+	})
+	return res, err
 }
 
-// ReleaseAll ends every lease (reason killed) and cancels every open request.
+// ReleaseAll ends every lease (reason killed) and cancels every open
+// request, in one decision: queued ones are cancelled, those whose device
+// is being started are abandoned (the device is kept, ready, and no lease
+// is made from it).
 func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
-	for _, r := range e.sortedRequestsLocked() {
-		switch r.rec.State {
-		case contract.RequestQueued:
-			e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "an operator released everything"), "killed")
-		case contract.RequestStarting:
-			// Its device is being started: it is kept, ready, and no lease
-			// is made from it.
-			r.abandoned = true
-		default:
-			continue
-		}
-		res.Cancelled = append(res.Cancelled, r.rec.ID)
-	}
+	err := e.do(func(tx *queue.Txn) error {
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), ReasonKilled, false)
+		res.Released = e.endAllLocked(tx, ReasonKilled)
+		return nil
+	})
+	return res, err
+}
+
+// endAllLocked ends every active lease with reason, in tx, and returns
+// their ids in order.
+func (e *Engine) endAllLocked(tx *queue.Txn, reason string) []string {
 	ids := make([]string, 0, len(e.leases))
 	for id := range e.leases {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if err := e.endLocked(id, ReasonKilled); err != nil {
-			return res, err
-		}
-		res.Released = append(res.Released, id)
+		e.endLocked(tx, id, reason)
 	}
-	return res, nil
+	return ids
 }
 
-func (e *Engine) expireLocked(id string) {
-	if err := e.endLocked(id, ReasonExpired); err != nil {
-		e.log.Error("could not expire lease", "leaseId", id, "err", err)
-	}
-}
-
-// endLocked commits a lease's end, tells its holders, and starts the
-// device's clean (after its lease-end participants, when there are any).
-// Every lease end goes through here.
-func (e *Engine) endLocked(id, reason string) error {
+// endLocked ends a lease in tx; once committed, its holders are told and the
+// device's clean starts (after its lease-end participants, when there are
+// any). Every lease end goes through here.
+func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 	l, ok := e.leases[id]
 	if !ok {
-		return nil
+		return
 	}
-	ended := *l
-	t := now()
-	ended.EndedAt, ended.EndReason = t, reason
-	tx := e.begin()
-	tx.putLease(ended)
-	if d, ok := e.devices[ended.DeviceID]; ok && d.State == contract.DeviceLeased {
-		e.markDeferredLocked(tx, tx.setState(d.ID, contract.DeviceReclaiming))
+	ended := l.Lease
+	ended.EndedAt, ended.EndReason = now(), reason
+	e.putLease(tx, ended)
+	if d, ok := e.reg.get(ended.DeviceID); ok && d.State == contract.DeviceLeased {
+		e.changeDevice(tx, d, func(r *store.Device) {
+			r.State = contract.DeviceReclaiming
+			// A device whose clean waits for participants is wiped in full
+			// if the daemon dies before the clean is done.
+			r.DeferredReclaim = r.DeferredReclaim || len(e.opts.LeaseEndParticipants) > 0
+		})
 	}
 	if reason == ReasonExpired {
-		tx.event("lease.expired", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "ownerId": ended.OwnerID})
+		tx.Event("lease.expired", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "ownerId": ended.OwnerID})
 	} else {
-		tx.event("lease.released", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID})
+		tx.Event("lease.released", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID})
 	}
-	if _, err := e.commitLocked(tx); err != nil {
-		return err
-	}
-	if t, ok := e.timers[id]; ok {
-		t.Stop()
-		delete(e.timers, id)
-	}
-	e.opts.LeaseEnded(ended.LeaseRecord, reason)
+	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, reason) })
 	e.stopRecoveryLocked(ended.DeviceID)
-	e.afterEndLocked(ended, reason)
-	// A waiter may be served by this device once clean; say so now.
-	e.reportPositionsLocked()
-	return nil
+	e.afterEndLocked(tx, ended, reason)
 }
 
-// startReclaimLocked cleans a device in the background.
-func (e *Engine) startReclaimLocked(id string) {
-	e.claims[id] = "reclaim"
-	d := *e.devices[id]
-	done := e.trackReclaimLocked(id)
-	e.goWork(func() {
-		defer e.reclaimEnded(id, done)
-		e.runReclaim(d)
+// startReclaimLocked claims a device and cleans it in the background once tx
+// has committed.
+func (e *Engine) startReclaimLocked(tx *queue.Txn, d *dev) {
+	e.setClaim(tx, d, claimReclaim)
+	done := e.trackReclaimLocked(d.ID)
+	tx.After(func() {
+		e.goWork(func() {
+			defer e.reclaimEnded(d.ID, done)
+			e.runReclaim(d)
+		})
 	})
 }
 
-func (e *Engine) runReclaim(d store.Device) {
-	drv, ok := e.opts.Drivers[d.Platform]
+// runReclaim cleans d and commits the result, in the same decision as
+// whatever the line does with the device then: a clean device goes to the
+// next waiter that fits in that one commit.
+func (e *Engine) runReclaim(d *dev) {
+	var rec store.Device
+	e.view(func() { rec = d.Device })
+	drv, ok := e.opts.Drivers[rec.Platform]
 	started := time.Now()
 	var res driver.ReclaimResult
 	var err error
 	if ok {
-		res, err = drv.Reclaim(e.ctx, driver.Device{ID: d.DriverDeviceID, Address: d.Address, Data: d.DriverData})
+		res, err = drv.Reclaim(e.ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
 	} else {
-		err = driver.ContractError(contract.Errorf(contract.CodeNoDriver, "no driver for %s", d.Platform))
+		err = driver.ContractError(contract.Errorf(contract.CodeNoDriver, "no driver for %s", rec.Platform))
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.claims, d.ID)
-	if _, ok := e.devices[d.ID]; !ok {
-		return
-	}
-	tx := e.begin()
-	if err != nil {
-		if e.ctx.Err() != nil {
-			// Stopping: leave it reclaiming; the next start cleans it again.
-			return
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
 		}
-		e.log.Warn("reclaim failed", "deviceId", d.ID, "err", err)
-		tx.event("device.purge-failed", map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
-		e.quarantineLocked(tx, d.ID, "purge-failed", nil)
-	} else {
+		if err != nil {
+			if e.ctx.Err() != nil {
+				// Stopping: leave it reclaiming; the next start cleans it again.
+				return nil
+			}
+			e.log.Warn("reclaim failed", "deviceId", d.ID, "err", err)
+			tx.Event("device.purge-failed", map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
+			e.quarantineLocked(tx, d, "purge-failed", nil)
+			return nil
+		}
 		state := res.State
 		if state != contract.DeviceReady {
 			state = contract.DeviceShutdown
 		}
-		nd := tx.setState(d.ID, state)
-		nd.LastUsedAt = now()
-		nd.DeferredReclaim = false // wiped: whatever was put off is done
-		if state == contract.DeviceShutdown {
-			nd.Address = ""
-		}
-		tx.putDevice(nd)
-		tx.event("device.reclaimed", map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
-	}
-	if _, err := e.commitLocked(tx); err != nil {
-		return
-	}
-	e.armQuarantineLocked(d.ID)
-	e.serveLocked()
+		e.changeDevice(tx, d, func(r *store.Device) {
+			r.State = state
+			r.LastUsedAt = now()
+			r.DeferredReclaim = false // wiped: whatever was put off is done
+			if state == contract.DeviceShutdown {
+				r.Address = ""
+			}
+		})
+		tx.Event("device.reclaimed", map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
+		return nil
+	})
 }
 
-// shutdownDevice stops an idle device to free its running slot. A device
-// that fails to stop is quarantined and never chosen to make room again.
-func (e *Engine) shutdownDevice(ctx context.Context, id, initiator string) error {
-	e.mu.Lock()
-	d := *e.devices[id]
-	e.mu.Unlock()
-	err := e.opts.Drivers[d.Platform].Shutdown(ctx, driver.Device{ID: d.DriverDeviceID, Address: d.Address, Data: d.DriverData})
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.claims, id)
-	tx := e.begin()
-	if err != nil {
-		e.log.Warn("shutdown failed", "deviceId", id, "err", err)
-		e.stuck[id] = true
-		tx.setState(id, contract.DeviceShutdown)
-		e.quarantineLocked(tx, id, "shutdown-failed", map[string]any{"error": err.Error()})
-	} else {
-		nd := tx.setState(id, contract.DeviceShutdown)
-		nd.Address = ""
-		tx.putDevice(nd)
-		tx.event("device.shutdown", map[string]any{"deviceId": id, "initiator": initiator})
-	}
-	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
+// shutdownDevice stops an idle device (claimed by the caller) to free its
+// running slot. A device that fails to stop is quarantined and never chosen
+// to make room again.
+func (e *Engine) shutdownDevice(ctx context.Context, d *dev, initiator string) error {
+	var rec store.Device
+	e.view(func() { rec = d.Device })
+	err := e.opts.Drivers[rec.Platform].Shutdown(ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
+	cerr := e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
+		}
+		if err != nil {
+			e.log.Warn("shutdown failed", "deviceId", d.ID, "err", err)
+			e.setStuck(d, true)
+			e.setState(tx, d, contract.DeviceShutdown)
+			e.quarantineLocked(tx, d, "shutdown-failed", map[string]any{"error": err.Error()})
+			return nil
+		}
+		e.changeDevice(tx, d, func(r *store.Device) { r.State, r.Address = contract.DeviceShutdown, "" })
+		tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": initiator})
+		return nil
+	})
+	if err == nil {
 		err = cerr
 	}
-	e.armQuarantineLocked(id)
 	return err
 }
 
-// removeDevice deletes an idle device to free its slots. A device that
-// fails to delete is quarantined and never chosen to make room again.
-func (e *Engine) removeDevice(ctx context.Context, id, initiator string) error {
-	e.mu.Lock()
-	d := *e.devices[id]
-	e.mu.Unlock()
-	err := e.opts.Drivers[d.Platform].Destroy(ctx, driver.Device{ID: d.DriverDeviceID, Address: d.Address, Data: d.DriverData})
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.claims, id)
-	tx := e.begin()
-	if err != nil {
-		e.log.Warn("delete failed", "deviceId", id, "err", err)
-		e.stuck[id] = true
-		if d.State == contract.DeviceReady {
-			tx.setState(id, contract.DeviceShutdown)
+// removeDevice deletes an idle device (claimed by the caller) to free its
+// slots. A device that fails to delete is quarantined and never chosen to
+// make room again.
+func (e *Engine) removeDevice(ctx context.Context, d *dev, initiator string) error {
+	var rec store.Device
+	e.view(func() { rec = d.Device })
+	err := e.opts.Drivers[rec.Platform].Destroy(ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
+	cerr := e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
 		}
-		e.quarantineLocked(tx, id, "delete-failed", map[string]any{"error": err.Error()})
-	} else {
-		tx.setState(id, contract.DeviceDeleted)
-		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": initiator})
-	}
-	if _, cerr := e.commitLocked(tx); cerr != nil && err == nil {
+		if err != nil {
+			e.log.Warn("delete failed", "deviceId", d.ID, "err", err)
+			e.setStuck(d, true)
+			if d.State == contract.DeviceReady {
+				e.setState(tx, d, contract.DeviceShutdown)
+			}
+			e.quarantineLocked(tx, d, "delete-failed", map[string]any{"error": err.Error()})
+			return nil
+		}
+		e.setState(tx, d, contract.DeviceDeleted)
+		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": initiator})
+		return nil
+	})
+	if err == nil {
 		err = cerr
 	}
-	e.armQuarantineLocked(id)
 	return err
 }
 
-// destroyAbandoned deletes a device whose creation failed or was cut short.
-func (e *Engine) destroyAbandoned(id string) {
-	e.mu.Lock()
-	d, ok := e.devices[id]
-	if !ok {
-		e.mu.Unlock()
+// destroyAbandoned deletes a device whose creation failed or was cut short
+// (claimed destroy by the caller).
+func (e *Engine) destroyAbandoned(d *dev) {
+	var rec store.Device
+	gone := false
+	e.view(func() { rec, gone = d.Device, d.at == nil })
+	if gone {
 		return
 	}
-	dev := *d
-	e.mu.Unlock()
 	var err error
-	if drv, ok := e.opts.Drivers[dev.Platform]; ok && dev.DriverDeviceID != "" {
-		err = drv.Destroy(e.ctx, driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData})
+	if drv, ok := e.opts.Drivers[rec.Platform]; ok && rec.DriverDeviceID != "" {
+		err = drv.Destroy(e.ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.claims, id)
-	tx := e.begin()
-	if err != nil {
-		e.log.Warn("could not delete a failed device", "deviceId", id, "err", err)
-		e.quarantineLocked(tx, id, "delete-failed", map[string]any{"error": err.Error()})
-	} else {
-		tx.setState(id, contract.DeviceDeleted)
-		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "failed-start"})
-	}
-	if _, err := e.commitLocked(tx); err == nil {
-		e.armQuarantineLocked(id)
-		e.serveLocked()
-	}
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
+		}
+		if err != nil {
+			e.log.Warn("could not delete a failed device", "deviceId", d.ID, "err", err)
+			e.quarantineLocked(tx, d, "delete-failed", map[string]any{"error": err.Error()})
+			return nil
+		}
+		e.setState(tx, d, contract.DeviceDeleted)
+		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "failed-start"})
+		return nil
+	})
 }

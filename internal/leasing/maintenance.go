@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
 )
 
 // NukeResult is what a nuke did: the leases it ended, the requests it
@@ -31,50 +32,37 @@ const nukePoll = 100 * time.Millisecond
 // far with an error, and the work it started goes on.
 func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
 	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}, Stopped: []string{}}
-	e.mu.Lock()
-	if e.stopping || !e.started {
-		e.mu.Unlock()
-		return res, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
-	}
-	tx := e.begin()
-	tx.event("maintenance.started", map[string]any{"deleteDevices": deleteDevices})
-	if _, err := e.commitLocked(tx); err != nil {
-		e.mu.Unlock()
+	var inflight []chan struct{}
+	err := e.do(func(tx *queue.Txn) error {
+		if e.stopping || !e.started {
+			return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+		}
+		tx.Event("maintenance.started", map[string]any{"deleteDevices": deleteDevices})
+		e.ends.maintenance++
+		e.cutEndsLocked(errMaintenance)
+		// Waiters go first, so that none is granted a device a reclaim
+		// frees while the nuke runs, only to lose it a moment later. A
+		// request whose device is being started keeps the device, ready,
+		// and gets no lease from it.
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), ReasonKilled, true)
+		inflight = e.reclaimsLocked()
+		return nil
+	})
+	if err != nil {
 		return res, err
 	}
-	e.ends.maintenance++
 	defer e.endMaintenance(&res)
-	e.cutEndsLocked(errMaintenance)
-	// Waiters go first, so that none is granted a device a reclaim frees
-	// while the nuke runs, only to lose it a moment later.
-	for _, r := range e.sortedRequestsLocked() {
-		// Abandoned too: a request whose device is being started keeps the
-		// device, ready, and gets no lease from it.
-		r.abandoned = true
-		e.settleLocked(r, nil, contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), ReasonKilled)
-		res.Cancelled = append(res.Cancelled, r.rec.ID)
-	}
-	inflight := e.reclaimsLocked()
-	e.mu.Unlock()
 	if err := waitAll(ctx, inflight); err != nil {
 		return res, fmt.Errorf("wait for reclaims in flight: %w", err)
 	}
-
-	e.mu.Lock()
-	ids := make([]string, 0, len(e.leases))
-	for id := range e.leases {
-		ids = append(ids, id)
+	err = e.do(func(tx *queue.Txn) error {
+		res.Released = e.endAllLocked(tx, ReasonKilled)
+		inflight = e.reclaimsLocked()
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("end leases: %w", err)
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if err := e.endLocked(id, ReasonKilled); err != nil {
-			e.mu.Unlock()
-			return res, fmt.Errorf("end lease %s: %w", id, err)
-		}
-		res.Released = append(res.Released, id)
-	}
-	inflight = e.reclaimsLocked()
-	e.mu.Unlock()
 	if err := waitAll(ctx, inflight); err != nil {
 		return res, fmt.Errorf("wait for reclaims: %w", err)
 	}
@@ -86,17 +74,20 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 	}
 	// Without deleting, every simulator and emulator simlock runs is
 	// stopped: a nuke leaves nothing of simlock's running.
-	e.mu.Lock()
-	var running []string
-	for _, d := range e.idleReadyLocked() {
-		e.claims[d.ID] = "eviction"
-		running = append(running, d.ID)
-	}
-	e.mu.Unlock()
-	sort.Strings(running)
-	for _, id := range running {
-		if err := e.shutdownDevice(ctx, id, "nuke"); err == nil {
-			res.Stopped = append(res.Stopped, id)
+	var running []*dev
+	_ = e.do(func(tx *queue.Txn) error {
+		for _, p := range contract.Platforms() {
+			for _, d := range e.reg.idleReady(p) {
+				e.setClaim(tx, d, claimEviction)
+				running = append(running, d)
+			}
+		}
+		return nil
+	})
+	sort.Slice(running, func(i, j int) bool { return running[i].ID < running[j].ID })
+	for _, d := range running {
+		if err := e.shutdownDevice(ctx, d, "nuke"); err == nil {
+			res.Stopped = append(res.Stopped, d.ID)
 		}
 	}
 	return res, nil
@@ -104,15 +95,15 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 
 // endMaintenance opens acquisition again and records what the nuke did.
 func (e *Engine) endMaintenance(res *NukeResult) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ends.maintenance--
 	sort.Strings(res.Deleted)
-	tx := e.begin()
-	tx.event("maintenance.ended", map[string]any{
-		"released": len(res.Released), "cancelled": len(res.Cancelled), "deleted": len(res.Deleted),
+	err := e.do(func(tx *queue.Txn) error {
+		e.ends.maintenance--
+		tx.Event("maintenance.ended", map[string]any{
+			"released": len(res.Released), "cancelled": len(res.Cancelled), "deleted": len(res.Deleted),
+		})
+		return nil
 	})
-	if _, err := e.commitLocked(tx); err != nil {
+	if err != nil {
 		e.log.Error("could not record maintenance.ended", "err", err)
 	}
 }
@@ -139,55 +130,63 @@ func (e *Engine) deleteAll(ctx context.Context, res *NukeResult) error {
 	tried := map[string]bool{}
 	var first map[string]bool
 	for {
-		e.mu.Lock()
-		if e.stopping {
+		var batch []*dev
+		busy, stopping := false, false
+		_ = e.do(func(tx *queue.Txn) error {
+			if e.stopping {
+				stopping = true
+				return nil
+			}
+			if first == nil {
+				first = make(map[string]bool, e.reg.len())
+				e.reg.each(func(d *dev) bool {
+					first[d.ID] = true
+					return true
+				})
+			}
+			e.reg.each(func(d *dev) bool {
+				if tried[d.ID] {
+					return true
+				}
+				if !d.idle() {
+					busy = busy || first[d.ID]
+					return true
+				}
+				tried[d.ID] = true
+				switch d.State {
+				case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+					batch = append(batch, d)
+				}
+				return true
+			})
+			for _, d := range batch {
+				e.setClaim(tx, d, claimNuke)
+			}
+			return nil
+		})
+		if stopping {
 			// A delete cut off by the stop would quarantine a healthy
 			// device; the next nuke deletes what is left.
-			e.mu.Unlock()
 			return fmt.Errorf("delete devices: %w", errStopping)
-		}
-		if first == nil {
-			first = make(map[string]bool, len(e.devices))
-			for id := range e.devices {
-				first[id] = true
-			}
-		}
-		var batch []string
-		busy := false
-		for id, d := range e.devices {
-			if tried[id] {
-				continue
-			}
-			if e.claims[id] != "" || e.byDevice[id] != "" {
-				busy = busy || first[id]
-				continue
-			}
-			tried[id] = true
-			switch d.State {
-			case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
-				e.claims[id] = "nuke"
-				batch = append(batch, id)
-			}
 		}
 		deleted := make([]bool, len(batch))
 		dones := make([]chan struct{}, len(batch))
-		for i, id := range batch {
+		for i, d := range batch {
 			done := make(chan struct{})
 			dones[i] = done
 			// As work, so a stop waits for a delete under way rather than
 			// cutting it off half done.
 			e.goWork(func() {
 				defer close(done)
-				deleted[i] = e.removeDevice(e.ctx, id, "nuke") == nil
+				deleted[i] = e.removeDevice(e.ctx, d, "nuke") == nil
 			})
 		}
-		e.mu.Unlock()
 		if err := waitAll(ctx, dones); err != nil {
 			return fmt.Errorf("delete devices: %w", err)
 		}
-		for i, id := range batch {
+		for i, d := range batch {
 			if deleted[i] {
-				res.Deleted = append(res.Deleted, id)
+				res.Deleted = append(res.Deleted, d.ID)
 			}
 		}
 		if !busy {

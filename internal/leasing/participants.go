@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -56,7 +57,7 @@ var (
 )
 
 // endState is what the engine tracks of lease ends and reclaims in flight.
-// e.mu guards it.
+// The decision lock guards it.
 type endState struct {
 	// calls are the participant calls the engine may still cut short: from
 	// the call until every participant returned or the wait ended.
@@ -112,19 +113,19 @@ func (e *Engine) cutEndsLocked(cause error) {
 	}
 }
 
-// afterEndLocked runs once a lease's end is committed and published. With
-// no participant it starts the device's clean at once, as always. With
-// participants it calls them, and then: cleans the device once they have
-// returned (or the ceiling passed); cleans it at once, without waiting,
-// when a nuke or a stop is under way; and waits for nothing when the end
-// left no device to clean.
-func (e *Engine) afterEndLocked(l store.Lease, reason string) {
-	d, ok := e.devices[l.DeviceID]
+// afterEndLocked runs in the decision that ends a lease; what it starts
+// begins once that decision commits. With no participant it starts the
+// device's clean, as always. With participants it calls them, and then:
+// cleans the device once they have returned (or the ceiling passed); cleans
+// it at once, without waiting, when a nuke or a stop is under way; and
+// waits for nothing when the end left no device to clean.
+func (e *Engine) afterEndLocked(tx *queue.Txn, l store.Lease, reason string) {
+	d, ok := e.reg.get(l.DeviceID)
 	// A device startup could not read, or found gone, is not cleaned now.
 	reclaim := ok && d.State == contract.DeviceReclaiming && !e.noReclaim[l.DeviceID]
 	if len(e.opts.LeaseEndParticipants) == 0 {
 		if reclaim {
-			e.startReclaimLocked(d.ID)
+			e.startReclaimLocked(tx, d)
 		}
 		return
 	}
@@ -132,46 +133,60 @@ func (e *Engine) afterEndLocked(l store.Lease, reason string) {
 	if ok {
 		ended.Platform = d.Platform
 	}
-	id := l.DeviceID
 	if reclaim {
 		// Claimed before any participant runs, until the clean ends:
 		// nothing else (recovery, doctor, a waiter) touches the device
 		// while a participant may still be working on it.
-		e.claims[id] = "reclaim"
+		e.setClaim(tx, d, claimReclaim)
 	}
-	c := e.callParticipantsLocked(ended)
+	c := e.newEndCallLocked(ended)
 	switch {
 	case c.ceiling == nil:
+		tx.After(func() { e.callParticipants(c) })
 		if reclaim {
-			e.startReclaimLocked(id)
+			e.startReclaimLocked(tx, d)
 		}
 	case !reclaim:
-		e.goWork(func() { e.awaitParticipants(c, false) })
+		tx.After(func() {
+			e.callParticipants(c)
+			e.goWork(func() { e.awaitParticipants(c, false) })
+		})
 	default:
-		done := e.trackReclaimLocked(id)
-		e.goWork(func() {
-			defer e.reclaimEnded(id, done)
-			e.awaitParticipants(c, true)
-			e.reclaimAfterWait(id)
+		done := e.trackReclaimLocked(d.ID)
+		tx.After(func() {
+			e.callParticipants(c)
+			e.goWork(func() {
+				defer e.reclaimEnded(d.ID, done)
+				e.awaitParticipants(c, true)
+				e.reclaimAfterWait(d)
+			})
 		})
 	}
 }
 
-// callParticipantsLocked calls every participant at once, each in its own
-// goroutine, so none waits behind another and the lock is not held while
-// they work.
-func (e *Engine) callParticipantsLocked(ended EndedLease) *endCall {
+// newEndCallLocked makes the participants' call for one ended lease: with a
+// live context and the ceiling running, or with a context already
+// cancelled when a nuke or a stop is under way.
+func (e *Engine) newEndCallLocked(ended EndedLease) *endCall {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	c := &endCall{ended: ended, ctx: ctx, cancel: cancel, returned: make(chan struct{})}
 	if cause := e.cutCauseLocked(); cause != nil {
 		cancel(cause)
-	} else {
-		if e.ends.calls == nil {
-			e.ends.calls = map[*endCall]bool{}
-		}
-		e.ends.calls[c] = true
-		c.ceiling = time.NewTimer(e.endWait())
+		return c
 	}
+	if e.ends.calls == nil {
+		e.ends.calls = map[*endCall]bool{}
+	}
+	e.ends.calls[c] = true
+	c.ceiling = time.NewTimer(e.endWait())
+	return c
+}
+
+// callParticipants calls every participant at once, each in its own
+// goroutine, so none waits behind another and the lock is not held while
+// they work.
+func (e *Engine) callParticipants(c *endCall) {
+	ctx, ended := c.ctx, c.ended
 	var left atomic.Int32
 	left.Store(int32(len(e.opts.LeaseEndParticipants)))
 	for _, p := range e.opts.LeaseEndParticipants {
@@ -186,7 +201,6 @@ func (e *Engine) callParticipantsLocked(ended EndedLease) *endCall {
 			}
 		}()
 	}
-	return c
 }
 
 // callParticipant calls p, turning a panic into an error: a participant is
@@ -215,36 +229,24 @@ func (e *Engine) awaitParticipants(c *endCall, reclaiming bool) {
 		}
 		c.cancel(errEndWaitCeiling)
 	}
-	e.mu.Lock()
-	delete(e.ends.calls, c)
-	e.mu.Unlock()
+	e.view(func() { delete(e.ends.calls, c) })
 }
 
 // reclaimAfterWait cleans the device whose participants are done.
-func (e *Engine) reclaimAfterWait(id string) {
-	e.mu.Lock()
-	d, ok := e.devices[id]
-	if !ok || e.ctx.Err() != nil {
-		// Closed: no more driver work. The device stays reclaiming with its
-		// deferred-reclaim marker, and the next start wipes it.
-		delete(e.claims, id)
-		e.mu.Unlock()
-		return
+func (e *Engine) reclaimAfterWait(d *dev) {
+	closed := false
+	_ = e.do(func(tx *queue.Txn) error {
+		if d.at == nil || e.ctx.Err() != nil {
+			// Closed: no more driver work. The device stays reclaiming with
+			// its deferred-reclaim marker, and the next start wipes it.
+			e.setClaim(tx, d, claimNone)
+			closed = true
+		}
+		return nil
+	})
+	if !closed {
+		e.runReclaim(d)
 	}
-	dev := *d
-	e.mu.Unlock()
-	e.runReclaim(dev)
-}
-
-// markDeferredLocked records in tx that the clean of a device whose lease
-// is ending waits for participants, so a daemon that dies before the clean
-// is done leaves a device the next start wipes in full.
-func (e *Engine) markDeferredLocked(tx *txn, d store.Device) {
-	if len(e.opts.LeaseEndParticipants) == 0 {
-		return
-	}
-	d.DeferredReclaim = true
-	tx.putDevice(d)
 }
 
 // trackReclaimLocked registers a reclaim starting on device id.
@@ -259,11 +261,11 @@ func (e *Engine) trackReclaimLocked(id string) chan struct{} {
 
 // reclaimEnded unregisters a reclaim and wakes whoever waits for it.
 func (e *Engine) reclaimEnded(id string, done chan struct{}) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.ends.reclaims[id] == done {
-		delete(e.ends.reclaims, id)
-	}
+	e.view(func() {
+		if e.ends.reclaims[id] == done {
+			delete(e.ends.reclaims, id)
+		}
+	})
 	close(done)
 }
 

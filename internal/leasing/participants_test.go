@@ -153,22 +153,31 @@ func (h *endHarness) reclaims() int {
 
 // reclaimsOf counts the driver reclaims of one of simlock's devices.
 func (h *endHarness) reclaimsOf(deviceID string) int {
-	h.e.mu.Lock()
-	d, ok := h.e.devices[deviceID]
-	h.e.mu.Unlock()
+	var p contract.Platform
+	var driverID string
+	ok := false
+	h.e.view(func() {
+		if d, found := h.e.reg.get(deviceID); found {
+			p, driverID, ok = d.Platform, d.DriverDeviceID, true
+		}
+	})
 	if !ok {
 		return -1
 	}
-	c := h.counting[d.Platform]
+	c := h.counting[p]
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.reclaims[d.DriverDeviceID]
+	return c.reclaims[driverID]
 }
 
 func (h *endHarness) claim(deviceID string) string {
-	h.e.mu.Lock()
-	defer h.e.mu.Unlock()
-	return h.e.claims[deviceID]
+	out := ""
+	h.e.view(func() {
+		if d, ok := h.e.reg.get(deviceID); ok {
+			out = d.claim.String()
+		}
+	})
+	return out
 }
 
 func (h *endHarness) state(deviceID string) contract.DeviceState {

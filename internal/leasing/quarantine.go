@@ -5,6 +5,8 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // QuarantinePolicy is how a quarantined device is retried: up to
@@ -47,116 +49,108 @@ func (p QuarantinePolicy) delay(attempt int) time.Duration {
 }
 
 // quarantineLocked moves a device to quarantined in tx, with its first
-// retry scheduled; the caller commits, then calls armQuarantineLocked.
-func (e *Engine) quarantineLocked(tx *txn, id, reason string, payload map[string]any) {
-	nd := tx.setState(id, contract.DeviceQuarantined)
-	nd.Address = ""
-	nd.QuarantineAttempts = 0
-	nd.QuarantineNextRetry = now() + e.opts.Quarantine.delay(0).Milliseconds()
-	tx.putDevice(nd)
-	p := map[string]any{"deviceId": id, "reason": reason}
+// retry scheduled and armed once tx commits.
+func (e *Engine) quarantineLocked(tx *queue.Txn, d *dev, reason string, payload map[string]any) {
+	e.changeDevice(tx, d, func(r *store.Device) {
+		r.State = contract.DeviceQuarantined
+		r.Address = ""
+		r.QuarantineAttempts = 0
+		r.QuarantineNextRetry = now() + e.opts.Quarantine.delay(0).Milliseconds()
+	})
+	p := map[string]any{"deviceId": d.ID, "reason": reason}
 	for k, v := range payload {
 		p[k] = v
 	}
-	tx.event("device.quarantined", p)
+	tx.Event("device.quarantined", p)
+	e.armQuarantineLocked(tx, d)
 }
 
-// armQuarantineLocked sets the retry timer of a quarantined device from its
-// stored next-retry time (at once when it has passed: after a restart).
-func (e *Engine) armQuarantineLocked(id string) {
-	d, ok := e.devices[id]
-	if !ok || d.State != contract.DeviceQuarantined || d.QuarantineNextRetry == 0 || e.stopping {
-		return
-	}
-	key := "quarantine:" + id
-	if t, ok := e.timers[key]; ok {
-		t.Stop()
-	}
-	wait := time.Until(time.UnixMilli(d.QuarantineNextRetry))
-	e.timers[key] = time.AfterFunc(max(wait, 0), func() { e.retryQuarantined(id) })
+// armQuarantineLocked sets, once tx commits, the retry timer of a
+// quarantined device from its stored next-retry time (at once when it has
+// passed: after a restart).
+func (e *Engine) armQuarantineLocked(tx *queue.Txn, d *dev) {
+	tx.After(func() {
+		if d.at == nil || d.State != contract.DeviceQuarantined || d.QuarantineNextRetry == 0 || e.stopping {
+			return
+		}
+		key := "quarantine:" + d.ID
+		if t, ok := e.timers[key]; ok {
+			t.Stop()
+		}
+		wait := time.Until(time.UnixMilli(d.QuarantineNextRetry))
+		e.timers[key] = time.AfterFunc(max(wait, 0), func() { e.retryQuarantined(d) })
+	})
 }
 
 // retryQuarantined tries to clean a quarantined device again. Cleaned, it
 // serves again; failed, it waits longer, until its retries are spent and
 // it is deleted.
-func (e *Engine) retryQuarantined(id string) {
-	e.mu.Lock()
-	delete(e.timers, "quarantine:"+id)
-	d, ok := e.devices[id]
-	if !ok || d.State != contract.DeviceQuarantined || e.claims[id] != "" || e.stopping {
-		e.mu.Unlock()
+func (e *Engine) retryQuarantined(d *dev) {
+	var rec store.Device
+	started := false
+	_ = e.do(func(tx *queue.Txn) error {
+		delete(e.timers, "quarantine:"+d.ID)
+		if d.at == nil || d.State != contract.DeviceQuarantined || d.claim != claimNone || e.stopping {
+			return nil
+		}
+		e.setClaim(tx, d, claimRetry)
+		rec, started = d.Device, true
+		return nil
+	})
+	if !started {
 		return
 	}
-	e.claims[id] = "quarantine-retry"
-	dev := *d
-	e.mu.Unlock()
-
-	drv, ok := e.opts.Drivers[dev.Platform]
+	drv, ok := e.opts.Drivers[rec.Platform]
 	var res driver.ReclaimResult
-	err := error(contract.Errorf(contract.CodeNoDriver, "no driver for %s", dev.Platform))
-	dd := driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData}
+	err := error(contract.Errorf(contract.CodeNoDriver, "no driver for %s", rec.Platform))
+	dd := driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData}
 	if ok {
 		res, err = drv.Reclaim(e.ctx, dd)
 	}
-	attempt := dev.QuarantineAttempts + 1
-	if err != nil && attempt >= e.opts.Quarantine.MaxRetries && ok && e.ctx.Err() == nil {
-		// Spent: delete it.
-		derr := drv.Destroy(e.ctx, dd)
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		delete(e.claims, id)
-		if derr != nil {
-			e.log.Warn("could not delete a quarantined device whose retries are spent", "deviceId", id, "err", derr)
-			tx := e.begin()
-			nd := *e.devices[id]
-			nd.QuarantineAttempts, nd.QuarantineNextRetry = attempt, 0
-			tx.putDevice(nd)
-			tx.event("device.quarantine-abandoned", map[string]any{"deviceId": id, "attempts": attempt, "deleted": false, "error": derr.Error()})
-			_, _ = e.commitLocked(tx)
-			return
+	attempt := rec.QuarantineAttempts + 1
+	var derr error
+	spent := err != nil && attempt >= e.opts.Quarantine.MaxRetries && ok && e.ctx.Err() == nil
+	if spent {
+		derr = drv.Destroy(e.ctx, dd)
+	}
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil || (!spent && e.ctx.Err() != nil) {
+			return nil
 		}
-		tx := e.begin()
-		tx.setState(id, contract.DeviceDeleted)
-		tx.event("device.quarantine-abandoned", map[string]any{"deviceId": id, "attempts": attempt, "deleted": true, "error": err.Error()})
-		tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "quarantine"})
-		delete(e.stuck, id)
-		if _, cerr := e.commitLocked(tx); cerr == nil {
-			e.serveLocked()
+		switch {
+		case spent && derr != nil:
+			e.log.Warn("could not delete a quarantined device whose retries are spent", "deviceId", d.ID, "err", derr)
+			e.changeDevice(tx, d, func(r *store.Device) { r.QuarantineAttempts, r.QuarantineNextRetry = attempt, 0 })
+			tx.Event("device.quarantine-abandoned", map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": false, "error": derr.Error()})
+		case spent:
+			e.setStuck(d, false)
+			e.setState(tx, d, contract.DeviceDeleted)
+			tx.Event("device.quarantine-abandoned", map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": true, "error": err.Error()})
+			tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "quarantine"})
+		case err != nil:
+			e.changeDevice(tx, d, func(r *store.Device) {
+				r.QuarantineAttempts = attempt
+				r.QuarantineNextRetry = now() + e.opts.Quarantine.delay(attempt).Milliseconds()
+			})
+			tx.Event("device.quarantine-retry-failed", map[string]any{"deviceId": d.ID, "attempt": attempt, "error": err.Error(), "nextRetryAt": d.QuarantineNextRetry})
+			e.armQuarantineLocked(tx, d)
+		default:
+			state := res.State
+			if state != contract.DeviceReady {
+				state = contract.DeviceShutdown
+			}
+			e.setStuck(d, false)
+			e.changeDevice(tx, d, func(r *store.Device) {
+				r.State = state
+				r.QuarantineAttempts, r.QuarantineNextRetry, r.DeferredReclaim = 0, 0, false
+				r.LastUsedAt = now()
+				if state == contract.DeviceShutdown {
+					r.Address = ""
+				}
+			})
+			tx.Event("device.quarantine-recovered", map[string]any{"deviceId": d.ID, "attempts": attempt, "state": state})
 		}
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.claims, id)
-	if _, ok := e.devices[id]; !ok || e.ctx.Err() != nil {
-		return
-	}
-	tx := e.begin()
-	if err != nil {
-		nd := *e.devices[id]
-		nd.QuarantineAttempts = attempt
-		nd.QuarantineNextRetry = now() + e.opts.Quarantine.delay(attempt).Milliseconds()
-		tx.putDevice(nd)
-		tx.event("device.quarantine-retry-failed", map[string]any{"deviceId": id, "attempt": attempt, "error": err.Error(), "nextRetryAt": nd.QuarantineNextRetry})
-		if _, cerr := e.commitLocked(tx); cerr == nil {
-			e.armQuarantineLocked(id)
-		}
-		return
-	}
-	state := res.State
-	if state != contract.DeviceReady {
-		state = contract.DeviceShutdown
-	}
-	nd := tx.setState(id, state)
-	nd.QuarantineAttempts, nd.QuarantineNextRetry, nd.DeferredReclaim = 0, 0, false
-	nd.LastUsedAt = now()
-	if state == contract.DeviceShutdown {
-		nd.Address = ""
-	}
-	tx.putDevice(nd)
-	tx.event("device.quarantine-recovered", map[string]any{"deviceId": id, "attempts": attempt, "state": state})
-	delete(e.stuck, id)
-	if _, cerr := e.commitLocked(tx); cerr == nil {
-		e.serveLocked()
-	}
+		return nil
+	})
 }

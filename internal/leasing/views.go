@@ -3,104 +3,169 @@ package leasing
 import (
 	"context"
 	"sort"
-	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/queue"
 )
 
-func (e *Engine) sortedRequestsLocked() []*request {
-	out := make([]*request, 0, len(e.requests))
-	for _, r := range e.requests {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].rec.CreatedAt != out[j].rec.CreatedAt {
-			return out[i].rec.CreatedAt < out[j].rec.CreatedAt
+// Snapshot is the engine's part of status.get, read in one pass under the
+// decision lock, so its parts agree with each other.
+type Snapshot struct {
+	Capacity   contract.Capacity
+	Counts     contract.StatusCounts
+	QueueDepth int
+	WarmPool   contract.WarmPoolStatus
+	// The lists, oldest first; nil in a summary.
+	Devices []contract.Device
+	Leases  []contract.LeaseRecord
+	Waiting []contract.WaitingRequest
+}
+
+// Snapshot reads capacity, counts, the queue depth and the warm pool, and
+// unless summary the device, lease and waiting lists. A summary costs the
+// same whatever the number of devices, leases and requests.
+func (e *Engine) Snapshot(summary bool) Snapshot {
+	var s Snapshot
+	e.view(func() {
+		s.Capacity = core.Report(e.opts.Limits, e.reg.use, e.reg.warm)
+		open, depth := e.q.CountsLocked()
+		s.QueueDepth = depth
+		s.Counts = contract.StatusCounts{Devices: e.reg.len(), DevicesByState: e.reg.byState(), Leases: len(e.leases), Waiting: open}
+		s.WarmPool = e.warmPoolStatusLocked()
+		if summary {
+			return
 		}
-		return out[i].rec.ID < out[j].rec.ID
+		s.Devices = make([]contract.Device, 0, e.reg.len())
+		e.reg.each(func(d *dev) bool {
+			s.Devices = append(s.Devices, deviceView(d))
+			return true
+		})
+		s.Leases = make([]contract.LeaseRecord, 0, len(e.leases))
+		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
+			s.Leases = append(s.Leases, el.Value.(*lease).LeaseRecord)
+		}
+		s.Waiting = e.q.WaitingLocked()
 	})
+	return s
+}
+
+// Capacity reports current usage against limits.
+func (e *Engine) Capacity() contract.Capacity {
+	var c contract.Capacity
+	e.view(func() { c = core.Report(e.opts.Limits, e.reg.use, e.reg.warm) })
+	return c
+}
+
+// Leases lists active leases the caller may see, oldest first: an agent its
+// own, an admin all of them.
+func (e *Engine) Leases(c Caller) []contract.LeaseRecord {
+	out, _ := e.LeasesPage(c, nil, 0)
 	return out
 }
 
-// Leases lists active leases the caller may see: an agent its own, an admin
-// all of them. Oldest first.
-func (e *Engine) Leases(c Caller) []contract.LeaseRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// LeasesPage is Leases, one page: with a limit above 0, at most limit
+// leases after the cursor, and the next page's cursor when there is one.
+func (e *Engine) LeasesPage(c Caller, after *contract.ListCursor, limit int) ([]contract.LeaseRecord, string) {
 	out := []contract.LeaseRecord{}
-	for _, l := range e.leases {
-		if c.Admin || l.OwnerID == c.Principal {
+	next := ""
+	e.view(func() {
+		el := e.leaseOrder.Front()
+		if after != nil {
+			if l, ok := e.leases[after.ID]; ok && l.GrantedAt == after.At {
+				el = l.at.Next()
+			}
+		}
+		for ; el != nil; el = el.Next() {
+			l := el.Value.(*lease)
+			if (after != nil && after.Passed(l.GrantedAt, l.ID)) || (!c.Admin && l.OwnerID != c.Principal) {
+				continue
+			}
+			if limit > 0 && len(out) == limit {
+				last := out[len(out)-1]
+				next = contract.ListCursor{At: last.GrantedAt, ID: last.ID}.String()
+				return
+			}
 			out = append(out, l.LeaseRecord)
 		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].GrantedAt != out[j].GrantedAt {
-			return out[i].GrantedAt < out[j].GrantedAt
-		}
-		return out[i].ID < out[j].ID
 	})
-	return out
+	return out, next
 }
 
 // Devices lists every device that is not deleted, oldest first.
 func (e *Engine) Devices() []contract.Device {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]contract.Device, 0, len(e.devices))
-	for _, d := range e.devices {
-		out = append(out, e.deviceViewLocked(d))
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
-	})
+	out, _ := e.DevicesPage(nil, 0)
 	return out
 }
 
-func (e *Engine) deviceViewLocked(d *store.Device) contract.Device {
-	return contract.Device{
-		ID: d.ID, DriverDeviceID: d.DriverDeviceID, Driver: d.Driver, Spec: specOf(d), State: d.State,
-		Address: d.Address, LeaseID: e.byDevice[d.ID], CreatedAt: d.CreatedAt, StateSince: d.StateSince,
-		LastUsedAt: d.LastUsedAt,
-	}
+// DevicesPage is Devices, one page, as LeasesPage.
+func (e *Engine) DevicesPage(after *contract.ListCursor, limit int) ([]contract.Device, string) {
+	out := []contract.Device{}
+	next := ""
+	e.view(func() {
+		el := e.reg.order.Front()
+		if after != nil {
+			if d, ok := e.reg.get(after.ID); ok && d.CreatedAt == after.At {
+				el = d.at.Next()
+			}
+		}
+		for ; el != nil; el = el.Next() {
+			d := el.Value.(*dev)
+			if after != nil && after.Passed(d.CreatedAt, d.ID) {
+				continue
+			}
+			if limit > 0 && len(out) == limit {
+				last := out[len(out)-1]
+				next = contract.ListCursor{At: last.CreatedAt, ID: last.ID}.String()
+				return
+			}
+			out = append(out, deviceView(d))
+		}
+	})
+	return out, next
 }
 
 // Requests lists open requests in arrival order.
 func (e *Engine) Requests() []contract.LeaseRequestRecord {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := []contract.LeaseRequestRecord{}
-	for _, r := range e.sortedRequestsLocked() {
-		out = append(out, r.rec)
-	}
+	out, _ := e.q.Records(nil, 0)
 	return out
 }
 
-// WaitingList lists open requests as status shows them: queued ones with
-// their place, and those whose device is being started.
-func (e *Engine) WaitingList() []contract.WaitingRequest {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t := time.Now().UnixMilli()
-	out := []contract.WaitingRequest{}
-	for _, r := range e.sortedRequestsLocked() {
-		w := contract.WaitingRequest{RequestID: r.rec.ID, RequesterID: r.rec.RequesterID, Spec: r.rec.Spec, WaitingMs: t - r.rec.CreatedAt}
-		switch {
-		case r.downloading:
-			w.Stage = "downloading"
-		case r.rec.State == contract.RequestQueued:
-			w.Stage, w.QueuePosition = "queued", r.rec.QueuePosition
-		default:
-			w.Stage = "starting"
-		}
-		out = append(out, w)
+// RequestsPage is Requests, one page, as LeasesPage.
+func (e *Engine) RequestsPage(after *contract.ListCursor, limit int) ([]contract.LeaseRequestRecord, string) {
+	return e.q.Records(after, limit)
+}
+
+// WaitingList lists open requests as status shows them.
+func (e *Engine) WaitingList() []contract.WaitingRequest { return e.q.Waiting() }
+
+func deviceView(d *dev) contract.Device {
+	return contract.Device{
+		ID: d.ID, DriverDeviceID: d.DriverDeviceID, Driver: d.Driver, Spec: d.spec(), State: d.State,
+		Address: d.Address, LeaseID: d.lease, CreatedAt: d.CreatedAt, StateSince: d.StateSince,
+		LastUsedAt: d.LastUsedAt,
 	}
-	return out
+}
+
+// Lease reads an active lease and its device.
+func (e *Engine) Lease(c Caller, id string) (contract.LeaseGetResult, error) {
+	var res contract.LeaseGetResult
+	var cerr *contract.Error
+	e.view(func() {
+		var l *lease
+		if l, cerr = e.ownedLocked(c, id); cerr != nil {
+			return
+		}
+		res = contract.LeaseGetResult{Lease: l.LeaseRecord, RequestID: l.RequestID}
+		if d, ok := e.reg.get(l.DeviceID); ok {
+			res.Device = deviceView(d)
+		}
+	})
+	if cerr != nil {
+		return contract.LeaseGetResult{}, cerr
+	}
+	return res, nil
 }
 
 // Limits are the engine's capacity limits.
@@ -143,16 +208,14 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 		for _, o := range reality.Devices {
 			present[o.ID] = true
 		}
-		e.mu.Lock()
-		for id, dev := range e.devices {
-			if dev.Platform != p || e.claims[id] != "" || dev.DriverDeviceID == "" || dev.State == contract.DeviceProvisioning {
-				continue
-			}
-			if !present[dev.DriverDeviceID] {
-				out = append(out, e.deviceViewLocked(dev))
-			}
-		}
-		e.mu.Unlock()
+		e.view(func() {
+			e.reg.each(func(dv *dev) bool {
+				if dv.Platform == p && dv.claim == claimNone && dv.DriverDeviceID != "" && dv.State != contract.DeviceProvisioning && !present[dv.DriverDeviceID] {
+					out = append(out, deviceView(dv))
+				}
+				return true
+			})
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -162,26 +225,21 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 // deleted (device.deleted, initiator doctor). A leased or busy device is
 // never touched.
 func (e *Engine) MarkMissing(id string) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	d, ok := e.devices[id]
-	if !ok || e.byDevice[id] != "" || e.claims[id] != "" {
+	return e.do(func(tx *queue.Txn) error {
+		d, ok := e.reg.get(id)
+		if !ok || !d.idle() {
+			return nil
+		}
+		switch d.State {
+		case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+		default:
+			return nil // mid-transition: the next look decides
+		}
+		if d.State == contract.DeviceReady {
+			e.setState(tx, d, contract.DeviceShutdown)
+		}
+		e.setState(tx, d, contract.DeviceDeleted)
+		tx.Event("device.deleted", map[string]any{"deviceId": id, "initiator": "doctor"})
 		return nil
-	}
-	switch d.State {
-	case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
-	default:
-		return nil // mid-transition: the next look decides
-	}
-	tx := e.begin()
-	if d.State == contract.DeviceReady {
-		tx.setState(id, contract.DeviceShutdown)
-	}
-	tx.setState(id, contract.DeviceDeleted)
-	tx.event("device.deleted", map[string]any{"deviceId": id, "initiator": "doctor"})
-	if _, err := e.commitLocked(tx); err != nil {
-		return err
-	}
-	e.serveLocked() // its slots are free: a waiter may start now
-	return nil
+	})
 }

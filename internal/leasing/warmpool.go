@@ -8,6 +8,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -46,12 +47,34 @@ type warmState struct {
 	failed  map[int]time.Time // target index -> last failed boot, to back off
 }
 
-func targetMatches(t contract.WarmTarget, d *store.Device) bool {
+func targetMatches(t contract.WarmTarget, d *dev) bool {
 	return d.Platform == t.Platform && strings.EqualFold(d.Model, t.Model) &&
 		(t.OSVersion == "" || core.VersionFits(d.OSVersion, t.OSVersion))
 }
 
-// runWarmPool runs passes until the engine closes.
+// targetBuckets calls f for each spec bucket a device of target t could
+// be in.
+func (e *Engine) targetBuckets(t contract.WarmTarget, f func(b *fitBucket)) {
+	i := t.Platform.Index()
+	if i < 0 {
+		return
+	}
+	for k, b := range e.reg.fits[i] {
+		if strings.EqualFold(k.model, t.Model) && (t.OSVersion == "" || core.VersionFits(k.osVersion, t.OSVersion)) {
+			f(b)
+		}
+	}
+}
+
+// targetReady lists t's idle ready devices, most recently used first.
+func (e *Engine) targetReady(t contract.WarmTarget) []*dev {
+	var out []*dev
+	e.targetBuckets(t, func(b *fitBucket) { out = append(out, b.ready.items...) })
+	sort.Slice(out, func(i, j int) bool { return later(out[i], out[j]) })
+	return out
+}
+
+// runWarmPool runs passes every Interval until the engine closes.
 func (e *Engine) runWarmPool() {
 	t := time.NewTicker(e.opts.WarmPool.Interval)
 	defer t.Stop()
@@ -65,23 +88,6 @@ func (e *Engine) runWarmPool() {
 	}
 }
 
-// idleReadyLocked lists idle ready devices, most recently used first.
-func (e *Engine) idleReadyLocked() []*store.Device {
-	var out []*store.Device
-	for id, d := range e.devices {
-		if _, leased := e.byDevice[id]; !leased && d.State == contract.DeviceReady && e.claims[id] == "" {
-			out = append(out, d)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].LastUsedAt != out[j].LastUsedAt {
-			return out[i].LastUsedAt > out[j].LastUsedAt
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
-}
-
 // targetedLocked is the set of idle ready devices the targets keep: for
 // each target, up to Count of its matching devices.
 func (e *Engine) targetedLocked() map[string]bool {
@@ -89,11 +95,13 @@ func (e *Engine) targetedLocked() map[string]bool {
 	if e.opts.WarmPool == nil || !e.opts.WarmPool.Enabled {
 		return kept
 	}
-	idle := e.idleReadyLocked()
 	for _, t := range e.opts.WarmPool.Targets {
 		n := 0
-		for _, d := range idle {
-			if n < t.Count && !kept[d.ID] && targetMatches(t, d) {
+		for _, d := range e.targetReady(t) {
+			if n == t.Count {
+				break
+			}
+			if !kept[d.ID] {
 				kept[d.ID] = true
 				n++
 			}
@@ -102,82 +110,61 @@ func (e *Engine) targetedLocked() map[string]bool {
 	return kept
 }
 
-// waitingOnLocked reports whether a request waits in the queue for p.
-func (e *Engine) waitingOnLocked(p contract.Platform) bool {
-	for _, r := range e.queue {
-		if r.want.Platform == p {
-			return true
-		}
-	}
-	return false
-}
-
 // warmPlan is one thing a pass decided to do.
 type warmPlan struct {
 	target int
-	boot   string // a shut-down device to boot; "" to create one
+	boot   *dev // a shut-down device to boot; nil to create one
 }
 
 // warmPass sheds idle devices over budget and fills short targets.
 func (e *Engine) warmPass() {
-	e.mu.Lock()
-	if e.stopping || !e.started || e.maintenanceLocked() {
-		// A nuke owns the devices while it runs.
-		e.mu.Unlock()
-		return
-	}
-	var shed []string
+	var shed []*dev
 	var plans []warmPlan
-	if !e.opts.WarmPool.Enabled {
-		for _, d := range e.idleReadyLocked() {
-			shed = append(shed, d.ID)
+	_ = e.do(func(tx *queue.Txn) error {
+		if e.stopping || !e.started || e.maintenanceLocked() {
+			// A nuke owns the devices while it runs.
+			return nil
 		}
-	} else {
-		shed = e.overBudgetLocked()
-		plans = e.fillLocked()
-	}
-	for _, id := range shed {
-		e.claims[id] = "eviction"
-	}
-	e.mu.Unlock()
-
-	for _, id := range shed {
-		_ = e.shutdownDevice(e.ctx, id, "warm-pool")
+		if !e.opts.WarmPool.Enabled {
+			for _, p := range contract.Platforms() {
+				shed = append(shed, e.reg.idleReady(p)...)
+			}
+		} else {
+			shed = e.overBudgetLocked()
+			plans = e.fillLocked(tx)
+		}
+		for _, d := range shed {
+			e.setClaim(tx, d, claimEviction)
+		}
+		return nil
+	})
+	for _, d := range shed {
+		_ = e.shutdownDevice(e.ctx, d, "warm-pool")
 	}
 	for _, p := range plans {
 		e.startWarm(p)
-	}
-	if len(shed) > 0 {
-		e.mu.Lock()
-		e.serveLocked()
-		e.mu.Unlock()
 	}
 }
 
 // overBudgetLocked picks idle ready devices to shut down so that idle
 // devices leave each platform's reserve free: least recently used first,
 // devices no target keeps before the kept ones.
-func (e *Engine) overBudgetLocked() []string {
-	var out []string
+func (e *Engine) overBudgetLocked() []*dev {
+	var out []*dev
 	kept := e.targetedLocked()
-	u := e.usageLocked()
+	u := e.reg.use
 	for _, p := range contract.Platforms() {
 		reserve := e.opts.WarmPool.Reserve[p]
 		if reserve <= 0 {
 			continue
 		}
-		var idle []*store.Device
-		for _, d := range e.idleReadyLocked() {
-			if d.Platform == p {
-				idle = append(idle, d)
-			}
-		}
-		free := e.opts.Limits.Platforms[p].MaxRunning - u.Running[p] - u.Reserved[p]
+		idle := e.reg.idleReady(p) // most recently used first
+		free := e.opts.Limits.Platforms[p].MaxRunning - u.Running.Of(p) - u.Reserved.Of(p)
 		excess := reserve - free
 		// Least recently used last in idle; unkept ones go first.
 		sort.SliceStable(idle, func(i, j int) bool { return !kept[idle[i].ID] && kept[idle[j].ID] })
 		for i := len(idle) - 1; i >= 0 && excess > 0; i-- {
-			out = append(out, idle[i].ID)
+			out = append(out, idle[i])
 			excess--
 		}
 	}
@@ -186,19 +173,14 @@ func (e *Engine) overBudgetLocked() []string {
 
 // fillLocked decides which short targets to start a device for now, and
 // records why the others are short.
-func (e *Engine) fillLocked() []warmPlan {
+func (e *Engine) fillLocked(tx *queue.Txn) []warmPlan {
 	st := e.warm
 	var plans []warmPlan
 	inFlight := len(st.booting)
-	u := e.usageLocked()
-	idle := e.idleReadyLocked()
+	u := e.reg.use
 	for i, t := range e.opts.WarmPool.Targets {
-		ready, booting := 0, 0
-		for _, d := range idle {
-			if targetMatches(t, d) {
-				ready++
-			}
-		}
+		ready := len(e.targetReady(t))
+		booting := 0
 		for _, ti := range st.booting {
 			if ti == i {
 				booting++
@@ -212,26 +194,25 @@ func (e *Engine) fillLocked() []warmPlan {
 				break
 			}
 			plan := warmPlan{target: i}
-			for id, d := range e.devices {
-				if _, leased := e.byDevice[id]; !leased && d.State == contract.DeviceShutdown && e.claims[id] == "" && targetMatches(t, d) {
-					plan.boot = id
-					break
+			e.targetBuckets(t, func(b *fitBucket) {
+				if plan.boot == nil {
+					plan.boot = b.shutdown.last()
 				}
-			}
-			if plan.boot == "" {
+			})
+			if plan.boot == nil {
 				if b := core.CanCreate(e.opts.Limits, u, t.Platform); b != core.BlockNone {
 					reason = warmReason(b)
 					break
 				}
 			}
 			// Reserve the slot now, so the next target counts it.
-			if plan.boot != "" {
-				e.claims[plan.boot] = "boot"
-				st.booting[plan.boot] = i
+			if plan.boot != nil {
+				e.setClaim(tx, plan.boot, claimBoot)
+				st.booting[plan.boot.ID] = i
 			} else {
-				u.Devices[t.Platform]++
+				u.Devices.Add(t.Platform, 1)
 			}
-			u.Reserved[t.Platform]++
+			u.Reserved.Add(t.Platform, 1)
 			inFlight++
 			short--
 			plans = append(plans, plan)
@@ -239,12 +220,10 @@ func (e *Engine) fillLocked() []warmPlan {
 		if reason != st.reason[i] {
 			st.reason[i] = reason
 			if reason != "" && reason != "request-waiting" && reason != "boot-limit" {
-				tx := e.begin()
-				tx.event("warm-pool.target-missed", map[string]any{
+				tx.Event("warm-pool.target-missed", map[string]any{
 					"platform": t.Platform, "model": t.Model, "osVersion": t.OSVersion, "count": t.Count,
 					"ready": ready, "short": short, "reason": reason,
 				})
-				_, _ = e.commitLocked(tx)
 			}
 		}
 	}
@@ -256,7 +235,7 @@ func (e *Engine) warmBlockLocked(i int, t contract.WarmTarget, u core.Usage, inF
 	if _, ok := e.opts.Drivers[t.Platform]; !ok {
 		return "no-driver"
 	}
-	if e.waitingOnLocked(t.Platform) {
+	if e.q.WaitingOnLocked(t.Platform) {
 		return "request-waiting"
 	}
 	if inFlight >= e.opts.WarmPool.MaxConcurrentBoots {
@@ -268,7 +247,7 @@ func (e *Engine) warmBlockLocked(i int, t contract.WarmTarget, u core.Usage, inF
 	if b := core.CanStart(e.opts.Limits, u, t.Platform); b != core.BlockNone {
 		return warmReason(b)
 	}
-	if u.Running[t.Platform]+u.Reserved[t.Platform]+e.opts.WarmPool.Reserve[t.Platform] >= e.opts.Limits.Platforms[t.Platform].MaxRunning {
+	if u.Running.Of(t.Platform)+u.Reserved.Of(t.Platform)+e.opts.WarmPool.Reserve[t.Platform] >= e.opts.Limits.Platforms[t.Platform].MaxRunning {
 		return "reserve"
 	}
 	return ""
@@ -289,52 +268,46 @@ func warmReason(b core.Block) string {
 func (e *Engine) startWarm(p warmPlan) {
 	t := e.opts.WarmPool.Targets[p.target]
 	drv := e.opts.Drivers[t.Platform]
-	id := p.boot
-	if id == "" {
+	d := p.boot
+	if d == nil {
 		// Model names match in any case, as in requests.
 		model := t.Model
-		e.mu.Lock()
-		for _, m := range e.catalogs[t.Platform].Models {
-			if strings.EqualFold(m, model) {
-				model = m
+		e.view(func() {
+			for _, m := range e.catalogs[t.Platform].Models {
+				if strings.EqualFold(m, model) {
+					model = m
+				}
 			}
-		}
-		e.mu.Unlock()
+		})
 		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion})
-		e.mu.Lock()
-		if err != nil {
-			reason := "unresolvable"
-			switch driver.ContractError(err).Code {
-			case contract.CodeUnknownModel:
-				reason = "unknown-model"
-			case contract.CodeRuntimeMissing:
-				reason = "runtime-missing"
+		_ = e.do(func(tx *queue.Txn) error {
+			if err != nil {
+				reason := "unresolvable"
+				switch driver.ContractError(err).Code {
+				case contract.CodeUnknownModel:
+					reason = "unknown-model"
+				case contract.CodeRuntimeMissing:
+					reason = "runtime-missing"
+				}
+				e.noteWarmFailureLocked(tx, p.target, reason, false)
+				return nil
 			}
-			e.noteWarmFailureLocked(p.target, reason, false)
-			e.mu.Unlock()
+			if b := core.CanCreate(e.opts.Limits, e.reg.use, t.Platform); b != core.BlockNone || e.stopping {
+				return nil
+			}
+			d = e.newDevice(tx, spec, claimBoot)
+			e.warm.booting[d.ID] = p.target
+			return nil
+		})
+		if d == nil {
 			return
 		}
-		if b := core.CanCreate(e.opts.Limits, e.usageLocked(), t.Platform); b != core.BlockNone || e.stopping {
-			e.mu.Unlock()
-			return
-		}
-		id = newID("dev_")
-		ts := now()
-		tx := e.begin()
-		tx.putDevice(store.Device{ID: id, Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion,
-			Driver: drv.Name(), State: contract.DeviceProvisioning, CreatedAt: ts, StateSince: ts, LastUsedAt: ts})
-		if _, err := e.commitLocked(tx); err != nil {
-			e.mu.Unlock()
-			return
-		}
-		e.claims[id] = "boot"
-		e.warm.booting[id] = p.target
-		e.mu.Unlock()
 	}
-	e.goWork(func() { e.runWarm(id, p.target, p.boot == "") })
+	create := p.boot == nil
+	e.goWork(func() { e.runWarm(d, p.target, create) })
 }
 
-func (e *Engine) noteWarmFailureLocked(target int, reason string, failedBoot bool) {
+func (e *Engine) noteWarmFailureLocked(tx *queue.Txn, target int, reason string, failedBoot bool) {
 	if failedBoot {
 		e.warm.failed[target] = time.Now()
 	}
@@ -343,36 +316,31 @@ func (e *Engine) noteWarmFailureLocked(target int, reason string, failedBoot boo
 	}
 	e.warm.reason[target] = reason
 	t := e.opts.WarmPool.Targets[target]
-	tx := e.begin()
-	tx.event("warm-pool.target-missed", map[string]any{
+	tx.Event("warm-pool.target-missed", map[string]any{
 		"platform": t.Platform, "model": t.Model, "osVersion": t.OSVersion, "count": t.Count, "reason": reason,
 	})
-	_, _ = e.commitLocked(tx)
 }
 
 // runWarm does the driver work of a warm start: create (when new), boot,
-// then the device is ready and idle.
-func (e *Engine) runWarm(id string, target int, create bool) {
-	e.mu.Lock()
-	dev := *e.devices[id]
-	e.mu.Unlock()
-	drv := e.opts.Drivers[dev.Platform]
-	spec := specOf(&dev)
-	dd := driver.Device{ID: dev.DriverDeviceID, Address: dev.Address, Data: dev.DriverData}
+// then the device is ready and idle (or, in the same commit, granted to a
+// request waiting for one like it).
+func (e *Engine) runWarm(d *dev, target int, create bool) {
+	var rec store.Device
+	e.view(func() { rec = d.Device })
+	drv := e.opts.Drivers[rec.Platform]
+	spec := d.spec()
+	dd := driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData}
 	var err error
 	if create {
 		started := time.Now()
 		dd, err = drv.Provision(e.ctx, spec)
 		if err == nil {
-			e.mu.Lock()
-			d := *e.devices[id]
-			d.DriverDeviceID, d.Address, d.DriverData = dd.ID, dd.Address, dd.Data
-			tx := e.begin()
-			tx.putDevice(d)
-			tx.event("device.provisioned", map[string]any{"deviceId": id, "spec": spec, "driver": drv.Name(),
-				"duration": time.Since(started).Milliseconds(), "initiator": "warm-pool"})
-			_, err = e.commitLocked(tx)
-			e.mu.Unlock()
+			err = e.do(func(tx *queue.Txn) error {
+				e.changeDevice(tx, d, func(r *store.Device) { r.DriverDeviceID, r.Address, r.DriverData = dd.ID, dd.Address, dd.Data })
+				tx.Event("device.provisioned", map[string]any{"deviceId": d.ID, "spec": spec, "driver": drv.Name(),
+					"duration": time.Since(started).Milliseconds(), "initiator": "warm-pool"})
+				return nil
+			})
 		}
 	}
 	var ready driver.Device
@@ -380,44 +348,44 @@ func (e *Engine) runWarm(id string, target int, create bool) {
 	if err == nil {
 		ready, err = drv.MakeReady(e.ctx, dd)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.warm.booting, id)
-	if err != nil {
-		e.log.Warn("warm-pool boot failed", "deviceId", id, "err", err)
-		e.noteWarmFailureLocked(target, "boot-failed", true)
-		if create {
-			e.claims[id] = "destroy"
-			e.goWork(func() { e.destroyAbandoned(id) })
-		} else {
-			delete(e.claims, id)
+	_ = e.do(func(tx *queue.Txn) error {
+		delete(e.warm.booting, d.ID)
+		if err != nil {
+			e.log.Warn("warm-pool boot failed", "deviceId", d.ID, "err", err)
+			e.noteWarmFailureLocked(tx, target, "boot-failed", true)
+			if create {
+				e.setClaim(tx, d, claimDestroy)
+				tx.After(func() { e.goWork(func() { e.destroyAbandoned(d) }) })
+			} else {
+				e.setClaim(tx, d, claimNone)
+			}
+			return nil
 		}
-		return
-	}
-	delete(e.claims, id)
-	if _, ok := e.devices[id]; !ok {
-		return
-	}
-	d := *e.devices[id]
-	d.Address, d.DriverData = ready.Address, ready.Data
-	if d.DriverData == nil {
-		d.DriverData = dd.Data
-	}
-	tx := e.begin()
-	tx.putDevice(d)
-	nd := tx.setState(id, contract.DeviceReady)
-	nd.LastUsedAt = now()
-	tx.putDevice(nd)
-	tx.event("device.ready", map[string]any{"deviceId": id, "bootDuration": time.Since(bootStart).Milliseconds(), "initiator": "warm-pool"})
-	if _, err := e.commitLocked(tx); err == nil {
-		e.serveLocked()
-	}
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
+		}
+		e.changeDevice(tx, d, func(r *store.Device) {
+			r.Address, r.DriverData = ready.Address, ready.Data
+			if r.DriverData == nil {
+				r.DriverData = dd.Data
+			}
+			r.State = contract.DeviceReady
+			r.LastUsedAt = now()
+		})
+		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds(), "initiator": "warm-pool"})
+		return nil
+	})
 }
 
 // WarmPoolStatus reports the pool's settings and each target's state.
 func (e *Engine) WarmPoolStatus() contract.WarmPoolStatus {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	var out contract.WarmPoolStatus
+	e.view(func() { out = e.warmPoolStatusLocked() })
+	return out
+}
+
+func (e *Engine) warmPoolStatusLocked() contract.WarmPoolStatus {
 	if e.opts.WarmPool == nil {
 		return contract.WarmPoolStatus{ReserveRunning: map[contract.Platform]int{}, Targets: []contract.WarmTargetStatus{}}
 	}
@@ -426,15 +394,9 @@ func (e *Engine) WarmPoolStatus() contract.WarmPoolStatus {
 	for _, pl := range contract.Platforms() {
 		out.ReserveRunning[pl] = p.Reserve[pl]
 	}
-	idle := e.idleReadyLocked()
 	for i, t := range p.Targets {
 		st := contract.WarmTargetStatus{WarmTarget: t}
-		for _, d := range idle {
-			if targetMatches(t, d) {
-				st.Ready++
-			}
-		}
-		st.Ready = min(st.Ready, t.Count)
+		st.Ready = min(len(e.targetReady(t)), t.Count)
 		for _, ti := range e.warm.booting {
 			if ti == i {
 				st.Booting++

@@ -68,30 +68,33 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 	spec := contract.RequestSpec{Platform: a.Input.Platform, Model: a.Input.Model, Class: a.Input.Class, OSVersion: a.Input.OSVersion}
 	key := a.Input.IdempotencyKey
 
-	// What needs no resolving is answered before resolving.
+	// What needs no resolving is answered before resolving, and checked
+	// again in the decision: it may have changed meanwhile.
+	check := func(tx *Txn) (*Ticket, error) {
+		if t, err := q.checkLocked(requester, spec, a, tx); t != nil || err != nil {
+			return t, err
+		}
+		if key != "" {
+			// A repeat of a settled request answers what it answered,
+			// whatever the requester holds now.
+			if t, err := q.replay(ctx, requester, key, spec); t != nil || err != nil {
+				return t, err
+			}
+		}
+		return nil, q.busyLocked(requester)
+	}
 	q.mu.Lock()
-	t, err := q.checkLocked(requester, spec, a, nil)
+	t, err := check(nil)
 	q.mu.Unlock()
 	if t != nil || err != nil {
 		return t, err
-	}
-	if key != "" {
-		if t, err := q.replay(ctx, requester, key, spec); t != nil || err != nil {
-			return t, err
-		}
 	}
 	res := resolve(ctx)
 
 	err = q.Do(func(tx *Txn) error {
 		var err error
-		if t, err = q.checkLocked(requester, spec, a, tx); t != nil || err != nil {
+		if t, err = check(tx); t != nil || err != nil {
 			return err
-		}
-		if key != "" {
-			// It may have settled while this one resolved.
-			if t, err = q.replay(ctx, requester, key, spec); t != nil || err != nil {
-				return err
-			}
 		}
 		t = q.createLocked(tx, a, requester, spec, res)
 		return nil
@@ -136,15 +139,20 @@ func (q *Queue) checkLocked(requester string, spec contract.RequestSpec, a Ask, 
 			return t, nil
 		}
 	}
+	return nil, nil
+}
+
+// busyLocked refuses a requester that holds a lease or has a request open.
+func (q *Queue) busyLocked(requester string) error {
 	if id, ok := q.opts.LeaseOf(requester); ok {
-		return nil, contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds lease %s; release it first", requester, id).
+		return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds lease %s; release it first", requester, id).
 			With("requesterId", requester).With("existingLeaseId", id)
 	}
 	if w := q.byRequester[requester]; w != nil {
-		return nil, contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has request %s waiting", requester, w.rec.ID).
+		return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has request %s waiting", requester, w.rec.ID).
 			With("requesterId", requester).With("existingRequestId", w.rec.ID)
 	}
-	return nil, nil
+	return nil
 }
 
 // replay answers a repeat of a settled request with what it answered then.

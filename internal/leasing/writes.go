@@ -1,0 +1,186 @@
+package leasing
+
+import (
+	"context"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// pendingWrites are the device and lease rows the decision in progress
+// changed, each once, last version wins; the queue's commit takes them with
+// its own records and events (see engineStore).
+type pendingWrites struct {
+	devices []store.Device
+	leases  []store.Lease
+	devAt   map[string]int
+	leaseAt map[string]int
+}
+
+func (p *pendingWrites) device(d store.Device) {
+	if p.devAt == nil {
+		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
+	}
+	if i, ok := p.devAt[d.ID]; ok {
+		p.devices[i] = d
+		return
+	}
+	p.devAt[d.ID] = len(p.devices)
+	p.devices = append(p.devices, d)
+}
+
+func (p *pendingWrites) lease(l store.Lease) {
+	if p.devAt == nil {
+		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
+	}
+	if i, ok := p.leaseAt[l.ID]; ok {
+		p.leases[i] = l
+		return
+	}
+	p.leaseAt[l.ID] = len(p.leases)
+	p.leases = append(p.leases, l)
+}
+
+// take hands over what is pending and starts afresh.
+func (p *pendingWrites) take() ([]store.Device, []store.Lease) {
+	d, l := p.devices, p.leases
+	p.devices, p.leases = nil, nil
+	clear(p.devAt)
+	clear(p.leaseAt)
+	return d, l
+}
+
+// engineStore is the queue's Store: one commit holds the queue's records
+// and events and the engine's device and lease rows. It runs under the
+// decision lock, like everything that fills pending.
+type engineStore struct{ e *Engine }
+
+func (s engineStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	devices, leases := s.e.pending.take()
+	c := store.Change{Devices: devices, Leases: leases, Requests: w.Requests}
+	if len(c.Devices)+len(c.Leases)+len(c.Requests)+len(w.Events) == 0 {
+		return nil, nil
+	}
+	c.Events = make([]store.NewEvent, len(w.Events))
+	for i, ev := range w.Events {
+		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
+	}
+	return s.e.opts.Store.Commit(ctx, c)
+}
+
+func (s engineStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
+	return s.e.opts.Store.RequestByKey(ctx, requesterID, key)
+}
+
+func (s engineStore) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	return s.e.opts.Store.Request(ctx, id)
+}
+
+// changeDevice changes d's record through f, in tx: the registry's counts
+// and indexes follow, the row is written with the decision, and the line is
+// served before the commit (the change may have made room). A move the
+// device state machine forbids is a bug in the engine and panics.
+func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
+	from := d.State
+	e.reg.update(d, func(d *dev) {
+		f(&d.Device)
+		if d.State != from {
+			d.StateSince = now()
+		}
+	})
+	if err := core.CheckTransition(d.ID, from, d.State); err != nil {
+		panic(err)
+	}
+	e.pending.device(d.Device)
+	tx.Kick()
+}
+
+// setState moves d to state to, in tx.
+func (e *Engine) setState(tx *queue.Txn, d *dev, to contract.DeviceState) {
+	e.changeDevice(tx, d, func(r *store.Device) { r.State = to })
+}
+
+// newDevice records a device about to be created, in tx.
+func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *dev {
+	t := now()
+	d := e.reg.add(store.Device{
+		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion,
+		Driver: e.opts.Drivers[spec.Platform].Name(), State: contract.DeviceProvisioning,
+		CreatedAt: t, StateSince: t, LastUsedAt: t,
+	})
+	e.setClaim(tx, d, c)
+	e.pending.device(d.Device)
+	return d
+}
+
+// setClaim marks (or, with claimNone, ends) driver work on d. Claims are not
+// stored, but they count against capacity, so they change only in a
+// decision.
+func (e *Engine) setClaim(tx *queue.Txn, d *dev, c claim) {
+	if d.at == nil {
+		return // deleted meanwhile
+	}
+	e.reg.update(d, func(d *dev) { d.claim = c })
+	tx.Kick()
+}
+
+// setStuck marks d as never to be chosen to make room again.
+func (e *Engine) setStuck(d *dev, stuck bool) {
+	if d.at == nil {
+		return
+	}
+	e.reg.update(d, func(d *dev) { d.stuck = stuck })
+}
+
+// addLeaseLocked registers an active lease.
+func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
+	l := &lease{Lease: rec}
+	e.leases[l.ID] = l
+	e.byRequester[l.RequesterID] = l
+	after := e.leaseOrder.Back()
+	for after != nil {
+		a := after.Value.(*lease)
+		if a.GrantedAt < l.GrantedAt || (a.GrantedAt == l.GrantedAt && a.ID < l.ID) {
+			break
+		}
+		after = after.Prev()
+	}
+	if after == nil {
+		l.at = e.leaseOrder.PushFront(l)
+	} else {
+		l.at = e.leaseOrder.InsertAfter(l, after)
+	}
+	if d, ok := e.reg.get(l.DeviceID); ok {
+		e.reg.update(d, func(d *dev) { d.lease = l.ID })
+	}
+	return l
+}
+
+// putLease writes a lease in tx: a new one is registered, an ended one
+// forgotten, with its device's link to it.
+func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
+	e.pending.lease(rec)
+	l, ok := e.leases[rec.ID]
+	switch {
+	case !ok && rec.EndedAt == 0:
+		e.addLeaseLocked(rec)
+		tx.Kick()
+	case ok && rec.EndedAt != 0:
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+		delete(e.leases, rec.ID)
+		if e.byRequester[rec.RequesterID] == l {
+			delete(e.byRequester, rec.RequesterID)
+		}
+		e.leaseOrder.Remove(l.at)
+		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == rec.ID {
+			e.reg.update(d, func(d *dev) { d.lease = "" })
+		}
+		tx.Kick()
+	case ok:
+		l.Lease = rec
+	}
+}
