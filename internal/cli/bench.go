@@ -41,6 +41,7 @@ import (
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // Bounds and sizes of a bench run.
@@ -1006,40 +1007,21 @@ func rssKiB(ctx context.Context, pid int) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 }
 
-// The two functions below are the only ones that know the store's API. The
-// store is being split into record types and store/sqlite; then
-// openFloorCommit becomes sqlite.Open and (*sqlite.DB).CommitFloor.
-
-// openFloorCommit opens a scratch database at path and returns one durable
-// commit of what a renewal writes: the update of one lease row and one
-// event insert, in one transaction.
+// openFloorCommit opens a scratch database at path and returns the store's
+// floor commit on it: what a renewal writes (one lease row updated, one
+// event appended) in one transaction, through the same prepared statements
+// as every decision. The first commit seeds the scratch rows and is not
+// timed.
 func openFloorCommit(ctx context.Context, path string) (commit func(context.Context) error, closeDB func() error, err error) {
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	now := time.Now().UnixMilli()
-	dev := store.Device{ID: "dev_floor", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1",
-		Driver: "demo", DriverDeviceID: "floor", State: contract.DeviceLeased, CreatedAt: now, StateSince: now}
-	l := store.Lease{LeaseRecord: contract.LeaseRecord{ID: "lse_floor", DeviceID: dev.ID, RequesterID: benchPrincipal,
-		OwnerID: benchPrincipal, GrantedAt: now, TTLMs: 60_000, LastRenewedAt: now, TTLDeadline: now + 60_000}, RequestID: "req_floor"}
-	if _, err := db.Commit(ctx, store.Change{Devices: []store.Device{dev}, Leases: []store.Lease{l}}); err != nil {
+	if err := db.CommitFloor(ctx); err != nil {
 		db.Close()
 		return nil, nil, err
 	}
-	n := 0
-	commit = func(ctx context.Context) error {
-		n++
-		t := time.Now().UnixMilli()
-		l.LastRenewedAt, l.TTLDeadline = t, t+l.TTLMs
-		payload, _ := json.Marshal(map[string]any{"leaseId": l.ID, "ttlDeadline": l.TTLDeadline, "ttlMs": l.TTLMs})
-		_, err := db.Commit(ctx, store.Change{
-			Leases: []store.Lease{l},
-			Events: []store.NewEvent{{ID: fmt.Sprintf("evt_floor%08d", n), Timestamp: t, Event: "lease.renewed", Payload: payload}},
-		})
-		return err
-	}
-	return commit, db.Close, nil
+	return db.CommitFloor, db.Close, nil
 }
 
 // appendEvents fills the event log of a stopped daemon's database to total
@@ -1047,7 +1029,7 @@ func openFloorCommit(ctx context.Context, path string) (commit func(context.Cont
 // 10,000, and returns how many it holds. The database is fresh, so its
 // last seq is its event count.
 func appendEvents(ctx context.Context, path string, total int, leaseIDs []string) (int, error) {
-	db, err := store.Open(ctx, path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return 0, benchError("open the daemon's database", err)
 	}

@@ -68,8 +68,17 @@ func TestStatusGolden(t *testing.T) {
 		}},
 	}
 	var b bytes.Buffer
-	renderStatus(&b, s, now)
+	renderStatus(&b, s, now, false)
 	golden(t, "status", b.Bytes())
+
+	// The summary: the same status as the daemon sends it with summary,
+	// counts where the lists were.
+	s.Devices, s.Leases, s.Waiting = nil, nil, nil
+	s.Counts = &contract.StatusCounts{Devices: 2, Leases: 1, Waiting: 3,
+		DevicesByState: map[contract.DeviceState]int{contract.DeviceLeased: 1, contract.DeviceProvisioning: 1}}
+	b.Reset()
+	renderStatus(&b, s, now, true)
+	golden(t, "status-summary", b.Bytes())
 }
 
 func TestCatalogGolden(t *testing.T) {

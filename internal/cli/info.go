@@ -16,31 +16,33 @@ import (
 )
 
 func statusCmd(env Env) *cobra.Command {
-	var asJSON bool
+	var asJSON, summary bool
 	cmd := &cobra.Command{
-		Use:   "status [--json]",
+		Use:   "status [--json] [--summary]",
 		Short: "Show the daemon, capacity, devices, leases and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
-				s, err := c.Status(ctx)
+				s, err := c.StatusWith(ctx, contract.StatusGetInput{Summary: summary})
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					return printJSON(env.Stdout, s)
 				}
-				renderStatus(env.Stdout, s, time.Now())
+				renderStatus(env.Stdout, s, time.Now(), summary)
 				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&summary, "summary", false, "counts instead of the device, lease and request lists (constant time, whatever the fleet's size)")
 	return cmd
 }
 
-// renderStatus is the human status view.
-func renderStatus(w io.Writer, s contract.Status, now time.Time) {
+// renderStatus is the human status view; a summary gives counts where the
+// full view lists.
+func renderStatus(w io.Writer, s contract.Status, now time.Time, summary bool) {
 	fmt.Fprintf(w, "Daemon: %s (pid %d, version %s, protocol %d-%d)\n", s.Daemon.Health, s.Daemon.PID, s.Daemon.Version,
 		s.Daemon.Protocol.Min, s.Daemon.Protocol.Max)
 	fmt.Fprintf(w, "Home: %s\n", s.Daemon.Home)
@@ -65,6 +67,37 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 			fmt.Fprintf(w, "  RAM budget: %s of %s\n", bytesHuman(r.UsedBytes), bytesHuman(r.LimitBytes))
 		}
 	}
+	if summary && s.Counts != nil {
+		renderCounts(w, s)
+	} else {
+		renderLists(w, s, now)
+	}
+	renderInstallsAndPool(w, s, now)
+}
+
+// renderCounts is the summary's middle: how many devices by state, leases
+// and open requests.
+func renderCounts(w io.Writer, s contract.Status) {
+	c := s.Counts
+	var states []string
+	for _, st := range []contract.DeviceState{contract.DeviceProvisioning, contract.DeviceReady, contract.DeviceLeased,
+		contract.DeviceReclaiming, contract.DeviceShutdown, contract.DeviceQuarantined} {
+		if n := c.DevicesByState[st]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	line := fmt.Sprintf("Devices: %d", c.Devices)
+	if len(states) > 0 {
+		line += " (" + strings.Join(states, ", ") + ")"
+	}
+	fmt.Fprintln(w, line)
+	fmt.Fprintf(w, "Leases: %d\n", c.Leases)
+	fmt.Fprintf(w, "Queue: %d waiting, %d open requests\n", s.QueueDepth, c.Waiting)
+}
+
+// renderLists is the full view's middle: every device, lease and open
+// request.
+func renderLists(w io.Writer, s contract.Status, now time.Time) {
 	fmt.Fprintf(w, "Devices: %d\n", len(s.Devices))
 	for _, d := range s.Devices {
 		lease := ""
@@ -97,6 +130,11 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time) {
 		fmt.Fprintf(w, "  %s: %s, %s, %s, waiting %s\n", r.RequestID, r.RequesterID, spec,
 			place, roundDur(time.Duration(r.WaitingMs)*time.Millisecond))
 	}
+}
+
+// renderInstallsAndPool is the end of either view: installs in progress
+// and the warm pool.
+func renderInstallsAndPool(w io.Writer, s contract.Status, now time.Time) {
 	for _, in := range s.Installs {
 		fmt.Fprintf(w, "Install %s\n", installLine(in, now))
 	}
@@ -147,8 +185,10 @@ func bytesHuman(b int64) string {
 
 func listCmd(env Env) *cobra.Command {
 	var devices, leases, requests, rules bool
+	var limit int
+	var after string
 	cmd := &cobra.Command{
-		Use:   "list [--devices|--leases|--requests|--rules]",
+		Use:   "list [--devices|--leases|--requests|--rules] [--limit N [--after CURSOR]]",
 		Short: "Print devices (default), leases or waiting requests as JSON (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -177,21 +217,33 @@ func listCmd(env Env) *cobra.Command {
 			case requests:
 				kind = contract.ListRequests
 			}
+			in := contract.ListGetInput{Kind: kind, Limit: limit, After: after}
+			if err := in.Validate(); err != nil {
+				return usage("%s", contract.AsError(err).Message)
+			}
 			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
-				res, err := c.List(ctx, kind)
+				res, err := c.ListPage(ctx, in)
 				if err != nil {
 					return err
 				}
+				out := map[string]any{}
 				switch kind {
 				case contract.ListLeases:
-					return printJSON(env.Stdout, map[string]any{"leases": nonNil(res.Leases)})
+					out["leases"] = nonNil(res.Leases)
 				case contract.ListRequests:
-					return printJSON(env.Stdout, map[string]any{"requests": nonNil(res.Requests)})
+					out["requests"] = nonNil(res.Requests)
+				default:
+					out["devices"] = nonNil(res.Devices)
 				}
-				return printJSON(env.Stdout, map[string]any{"devices": nonNil(res.Devices)})
+				if res.Next != "" {
+					out["next"] = res.Next
+				}
+				return printJSON(env.Stdout, out)
 			})
 		},
 	}
+	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("at most this many records, oldest first (1-%d; 0: all); the output's next is the --after of the next page", contract.MaxListPage))
+	cmd.Flags().StringVar(&after, "after", "", "start after this cursor (a previous page's next)")
 	cmd.Flags().BoolVar(&devices, "devices", false, "devices (the default)")
 	cmd.Flags().BoolVar(&leases, "leases", false, "active leases")
 	cmd.Flags().BoolVar(&requests, "requests", false, "open lease requests")

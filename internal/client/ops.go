@@ -54,10 +54,16 @@ func (c *Client) Leases(ctx context.Context) ([]contract.LeaseRecord, error) {
 	return r.Leases, err
 }
 
-// List reads one kind of record (admin).
+// List reads one kind of record, all of it (admin).
 func (c *Client) List(ctx context.Context, kind contract.ListKind) (contract.ListGetResult, error) {
+	return c.ListPage(ctx, contract.ListGetInput{Kind: kind})
+}
+
+// ListPage reads one page of one kind of record (admin): in.Limit records
+// after in.After; the result's Next is the After of the page that follows.
+func (c *Client) ListPage(ctx context.Context, in contract.ListGetInput) (contract.ListGetResult, error) {
 	var r contract.ListGetResult
-	err := c.Call(ctx, contract.OpListGet, contract.ListGetInput{Kind: kind}, &r)
+	err := c.Call(ctx, contract.OpListGet, in, &r)
 	return r, err
 }
 

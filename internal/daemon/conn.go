@@ -80,6 +80,13 @@ func (c *conn) send(v any) {
 		c.d.log.Error("encode frame", "err", err)
 		return
 	}
+	c.sendRaw(b)
+}
+
+func (c *conn) push(p contract.Push) { c.send(p) }
+
+// sendRaw queues an encoded frame, as send does.
+func (c *conn) sendRaw(b []byte) {
 	select {
 	case <-c.ctx.Done():
 	case c.out <- b:
@@ -89,7 +96,17 @@ func (c *conn) send(v any) {
 	}
 }
 
-func (c *conn) push(p contract.Push) { c.send(p) }
+// resultFrame is the frame {"id":id,"result":raw} and its newline: what
+// encoding a contract.Response would give, with raw (compact JSON from
+// json.Marshal) copied once instead of parsed and copied again.
+func resultFrame(id, raw json.RawMessage) []byte {
+	b := make([]byte, 0, len(id)+len(raw)+len(`{"id":,"result":}`)+1)
+	b = append(b, `{"id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, raw...)
+	return append(b, "}\n"...)
+}
 
 func (c *conn) run() {
 	defer c.d.dropConn(c)
@@ -188,7 +205,10 @@ func (c *conn) handle(frame []byte) {
 			c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeInternal, "encode result: %v", merr)})
 			return
 		}
-		c.send(contract.Response{ID: req.ID, Result: raw})
+		// The result is encoded once: the frame is put together around it
+		// rather than encoded again as a Response (a status of 10,000
+		// leases is megabytes).
+		c.sendRaw(resultFrame(req.ID, raw))
 		if after, ok := result.(afterSend); ok {
 			after.afterSend()
 		}

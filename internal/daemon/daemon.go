@@ -307,8 +307,15 @@ func (d *Daemon) converge(ctx context.Context) {
 			MaxConcurrent:      int(cfg.Int("health.maxConcurrentRecoveries")),
 		},
 		DeviceHealth: d.deviceHealth,
-		WarmPool:     warmPoolPolicy(cfg),
-		EndWait:      time.Duration(cfg.Int("lease.endWaitMs")) * time.Millisecond,
+		// A decision the store could not save stops the daemon: memory is
+		// ahead of the database, and the next start converges from what
+		// was saved.
+		Fatal: func(err error) {
+			d.log.Error("could not save a decision; stopping", "err", err)
+			d.requestStop()
+		},
+		WarmPool: warmPoolPolicy(cfg),
+		EndWait:  time.Duration(cfg.Int("lease.endWaitMs")) * time.Millisecond,
 		Idle: leasing.IdlePolicy{
 			Enabled:           true,
 			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,
@@ -476,6 +483,9 @@ func (d *Daemon) Stop(reason string) error {
 	_ = os.Remove(SocketPath(d.opts.Home))
 	d.unlock()
 	d.log.Info("daemon stopped", "reason", reason)
+	if d.startErr == nil && d.engine != nil && d.engine.Err() != nil {
+		return fmt.Errorf("stopped after a commit failed: %w", d.engine.Err())
+	}
 	return d.startErr
 }
 

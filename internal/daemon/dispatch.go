@@ -76,7 +76,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.status(), nil
+		return s.d.status(in), nil
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -139,7 +139,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.list(in.Kind)
+		return s.d.list(in)
 	case contract.OpEventsReplay:
 		var in contract.EventsReplayInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -351,14 +351,16 @@ func heapBytes() int64 {
 	return int64(sample[0].Value.Uint64())
 }
 
-func (d *Daemon) status() contract.Status {
+// status answers status.get: the engine's part read in one snapshot, and
+// in a summary without the lists.
+func (d *Daemon) status(in contract.StatusGetInput) contract.Status {
 	select {
 	case <-d.ready:
 	default:
 		return contract.Status{Daemon: d.info("starting"), Host: d.host()}
 	}
 	health := "running"
-	if d.startErr != nil {
+	if d.startErr != nil || (d.engine != nil && d.engine.Err() != nil) {
 		health = "failed"
 	}
 	d.mu.Lock()
@@ -382,32 +384,35 @@ func (d *Daemon) status() contract.Status {
 	if d.engine == nil {
 		return s
 	}
-	capacity := d.engine.Capacity()
-	s.Capacity = &capacity
-	s.Devices = d.engine.Devices()
-	s.Leases = d.engine.Leases(leasing.Caller{Admin: true})
-	s.Waiting = d.engine.WaitingList()
+	snap := d.engine.Snapshot(in.Summary)
+	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
+	s.Devices, s.Leases, s.Waiting = snap.Devices, snap.Leases, snap.Waiting
 	if d.installer != nil {
 		s.Installs = d.installer.Installs()
-	}
-	wp := d.engine.WarmPoolStatus()
-	s.WarmPool = &wp
-	for _, w := range s.Waiting {
-		if w.Stage == "queued" {
-			s.QueueDepth++
-		}
 	}
 	return s
 }
 
-func (d *Daemon) list(kind contract.ListKind) (contract.ListGetResult, error) {
-	switch kind {
-	case contract.ListLeases:
-		return contract.ListGetResult{Leases: d.engine.Leases(leasing.Caller{Admin: true})}, nil
-	case contract.ListRequests:
-		return contract.ListGetResult{Requests: d.engine.Requests()}, nil
+// list answers list.get: one kind of record, whole or one page.
+func (d *Daemon) list(in contract.ListGetInput) (contract.ListGetResult, error) {
+	var after *contract.ListCursor
+	if in.After != "" {
+		c, err := contract.ParseListCursor(in.After)
+		if err != nil {
+			return contract.ListGetResult{}, err
+		}
+		after = &c
 	}
-	return contract.ListGetResult{Devices: d.engine.Devices()}, nil
+	var res contract.ListGetResult
+	switch in.Kind {
+	case contract.ListLeases:
+		res.Leases, res.Next = d.engine.LeasesPage(leasing.Caller{Admin: true}, after, in.Limit)
+	case contract.ListRequests:
+		res.Requests, res.Next = d.engine.RequestsPage(after, in.Limit)
+	default:
+		res.Devices, res.Next = d.engine.DevicesPage(after, in.Limit)
+	}
+	return res, nil
 }
 
 func clip(s string) string {

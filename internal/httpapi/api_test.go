@@ -66,6 +66,23 @@ func TestStatusPassesThrough(t *testing.T) {
 	}
 }
 
+func TestStatusSummaryIsAskedOfTheDaemonAndABadValueIsRefused(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	h.fake.answer(contract.OpStatusGet, contract.Status{}, nil)
+	readJSON(t, h.do("GET", "/v1/status?summary=true", agentSecret, ""), http.StatusOK)
+	calls := h.fake.callsOf(contract.OpStatusGet)
+	if len(calls) != 1 || string(calls[0].Input) != `{"summary":true}` {
+		t.Fatalf("status.get was called with %v, want one call with summary true", calls)
+	}
+	e := readError(t, h.do("GET", "/v1/status?summary=maybe", agentSecret, ""), contract.CodeBadRequest)
+	if e["field"] != "summary" {
+		t.Fatalf("error %+v, want one naming summary", e)
+	}
+	if n := len(h.fake.callsOf(contract.OpStatusGet)); n != 1 {
+		t.Fatalf("a bad summary reached the daemon (%d calls)", n)
+	}
+}
+
 func TestOperatorRoutesRefuseAgents(t *testing.T) {
 	h := newHarness(t, httpapi.Options{})
 	h.fake.answer(contract.OpListGet, contract.ListGetResult{}, nil)

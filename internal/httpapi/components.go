@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -125,13 +124,11 @@ func (s *Server) listComponents(w http.ResponseWriter, r *http.Request, tok cont
 
 func (s *Server) removeComponent(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
 	in := contract.ComponentRemoveInput{Platform: contract.Platform(r.PathValue("platform")), Version: r.PathValue("version")}
-	if v := r.URL.Query().Get("dryRun"); v != "" {
-		dry, err := strconv.ParseBool(v)
-		if err != nil {
-			return contract.BadRequest("dryRun", "must be true or false, got %q", v)
-		}
-		in.DryRun = dry
+	dry, err := queryBool(r, "dryRun")
+	if err != nil {
+		return err
 	}
+	in.DryRun = dry
 	if err := in.Validate(); err != nil {
 		return err
 	}
