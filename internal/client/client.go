@@ -8,6 +8,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,6 +104,10 @@ func (c *Client) readLoop() {
 		if err != nil {
 			break
 		}
+		if id, result, ok := splitResult(b); ok {
+			c.route(contract.Inbound{Response: contract.Response{ID: id, Result: result}})
+			continue
+		}
 		var in contract.Inbound
 		if jerr := json.Unmarshal(b, &in); jerr != nil {
 			// A push that breaks the contract's bounds (a progress step
@@ -134,6 +139,30 @@ func (c *Client) readLoop() {
 		close(p.resp)
 	}
 	close(c.done)
+}
+
+// splitResult recognises a result frame as the daemon writes it,
+// {"id":"<digits>","result":<value>} (this client's ids are quoted
+// numbers), and returns its id and value, slices of b, without scanning the
+// value: the call that asked for it decodes it, once. Any other frame is
+// decoded in full.
+func splitResult(b []byte) (id, result json.RawMessage, ok bool) {
+	const head, mid = `{"id":"`, `","result":`
+	if !bytes.HasPrefix(b, []byte(head)) || b[len(b)-1] != '}' {
+		return nil, nil, false
+	}
+	i := len(head)
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if i == len(head) || !bytes.HasPrefix(b[i:], []byte(mid)) {
+		return nil, nil, false
+	}
+	start := i + len(mid)
+	if start >= len(b)-1 {
+		return nil, nil, false
+	}
+	return b[len(head)-1 : i+1], b[start : len(b)-1], true
 }
 
 func (c *Client) route(in contract.Inbound) {
@@ -197,8 +226,9 @@ func (c *Client) lostError() error {
 }
 
 // Call runs one operation: it sends input, waits for the response, and
-// decodes its result into result (which may be nil). A daemon error comes
-// back as *contract.Error.
+// decodes its result into result (which may be nil). A *json.RawMessage
+// result receives the result's bytes as the daemon sent them, unchecked:
+// decoding them checks them. A daemon error comes back as *contract.Error.
 func (c *Client) Call(ctx context.Context, op contract.Op, input, result any) error {
 	return c.call(ctx, op, input, result, &call{})
 }
@@ -231,6 +261,11 @@ func (c *Client) call(ctx context.Context, op contract.Op, input, result any, p 
 		}
 		if in.Error != nil {
 			return in.Error
+		}
+		if raw, ok := result.(*json.RawMessage); ok {
+			// Raw, as the daemon sent it: whoever decodes it checks it.
+			*raw = in.Result
+			return nil
 		}
 		if result != nil && len(in.Result) > 0 {
 			if err := json.Unmarshal(in.Result, result); err != nil {

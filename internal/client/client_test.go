@@ -152,3 +152,44 @@ func TestAnOutOfBoundsProgressPushIsDroppedNotFatal(t *testing.T) {
 		t.Errorf("progress = %+v, want only the valid 41%% step", seen)
 	}
 }
+
+func TestResultFramesAreSplitWithoutScanningAndOthersDecodedInFull(t *testing.T) {
+	for _, c := range []struct {
+		frame      string
+		id, result string
+		ok         bool
+	}{
+		{`{"id":"12","result":{"a":[1,2]}}`, `"12"`, `{"a":[1,2]}`, true},
+		{`{"id":"3","result":null}`, `"3"`, `null`, true},
+		{`{"id":"3","error":{"code":"INTERNAL"}}`, "", "", false},
+		{`{"push":"progress","id":"3","progress":{"stage":"queued"}}`, "", "", false},
+		{`{"id":"x","result":1}`, "", "", false},
+		{`{"id":"1","result":}`, "", "", false},
+	} {
+		id, result, ok := splitResult([]byte(c.frame))
+		if ok != c.ok || string(id) != c.id || string(result) != c.result {
+			t.Errorf("%s: got %q %q %v, want %q %q %v", c.frame, id, result, ok, c.id, c.result, c.ok)
+		}
+	}
+}
+
+func TestAMalformedResultIsADecodeErrorAndTheSessionGoesOn(t *testing.T) {
+	conn := fakeDaemon(t, func(req contract.Request, w *wire.Writer) {
+		if req.Op == contract.OpStatusGet {
+			_ = w.WriteRaw([]byte(`{"id":` + string(req.ID) + `,"result":{"daemon":}` + "\n"))
+			return
+		}
+		_ = w.Write(contract.Response{ID: req.ID, Result: json.RawMessage(`{"leases":[]}`)})
+	})
+	c, err := New(context.Background(), conn, contract.HelloInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Status(context.Background()); err == nil {
+		t.Fatal("a malformed status decoded without error")
+	}
+	if _, err := c.Leases(context.Background()); err != nil {
+		t.Fatalf("the next call on the session: %v", err)
+	}
+}

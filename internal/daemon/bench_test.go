@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -69,4 +72,37 @@ func BenchmarkGrantIdleReadyDevice(b *testing.B) {
 		release(g.Lease.ID)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkStatusFull measures a full status.get with 10,000 live leases:
+// the snapshot, its encoding and the read of the frame by the client
+// (decoded into a contract.Status, and only read as raw JSON).
+func BenchmarkStatusFull(b *testing.B) {
+	cfg, err := config.Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":20000,"ios":{"maxRunning":20000,"maxDevices":20000}}},"lease":{"defaultTtlMs":3600000}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, home := startDaemon(b, cfg)
+	ctx := context.Background()
+	admin := dial(b, home, "ops", true)
+	for i := range 10000 {
+		if _, err := admin.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: fmt.Sprintf("r%d", i)}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("decoded", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := admin.Status(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("raw", func(b *testing.B) {
+		for b.Loop() {
+			var raw json.RawMessage
+			if err := admin.Call(ctx, contract.OpStatusGet, contract.StatusGetInput{}, &raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

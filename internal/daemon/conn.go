@@ -96,6 +96,16 @@ func (c *conn) sendRaw(b []byte) {
 	}
 }
 
+// encodeResult encodes a result once. A result that encodes itself (our
+// own types: a status of thousands of records among them) is taken as it
+// encodes, without encoding/json scanning its output again.
+func encodeResult(result any) ([]byte, error) {
+	if m, ok := result.(json.Marshaler); ok {
+		return m.MarshalJSON()
+	}
+	return json.Marshal(result)
+}
+
 // resultFrame is the frame {"id":id,"result":raw} and its newline: what
 // encoding a contract.Response would give, with raw (compact JSON from
 // json.Marshal) copied once instead of parsed and copied again.
@@ -200,7 +210,7 @@ func (c *conn) handle(frame []byte) {
 			c.send(contract.Response{ID: req.ID, Error: contract.AsError(err)})
 			return
 		}
-		raw, merr := json.Marshal(result)
+		raw, merr := encodeResult(result)
 		if merr != nil {
 			c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeInternal, "encode result: %v", merr)})
 			return

@@ -3,6 +3,8 @@ package leasing
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -33,6 +35,18 @@ func (m *memStore) Commit(_ context.Context, c store.Change) ([]contract.Event, 
 	if m.failNext {
 		m.failNext = false
 		return nil, errInjected
+	}
+	// What the engine says is stored must be exactly what is: it decides
+	// which columns a real store writes.
+	for id, was := range c.Before.Devices {
+		if got, ok := m.devices[id]; !ok || !reflect.DeepEqual(got, was) {
+			return nil, fmt.Errorf("Before names device %s as %+v, stored %+v (%v)", id, was, got, ok)
+		}
+	}
+	for id, was := range c.Before.Leases {
+		if got, ok := m.leases[id]; !ok || got != was {
+			return nil, fmt.Errorf("Before names lease %s as %+v, stored %+v (%v)", id, was, got, ok)
+		}
 	}
 	for _, d := range c.Devices {
 		m.devices[d.ID] = d

@@ -11,17 +11,24 @@ import (
 
 // pendingWrites are the device and lease rows the decision in progress
 // changed, each once, last version wins; the queue's commit takes them with
-// its own records and events (see engineStore).
+// its own records and events (see engineStore). For rows that were stored
+// before the decision it keeps the stored version too, so the store writes
+// only the columns that changed.
 type pendingWrites struct {
 	devices []store.Device
 	leases  []store.Lease
 	devAt   map[string]int
 	leaseAt map[string]int
+	before  store.Before
 }
 
-func (p *pendingWrites) device(d store.Device) {
+// device adds d's new version; stored is its version before the decision
+// when it is stored, nil for a device the decision creates. Only the first
+// call for a device in a decision says what is stored.
+func (p *pendingWrites) device(d store.Device, stored *store.Device) {
 	if p.devAt == nil {
 		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
+		p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
 	}
 	if i, ok := p.devAt[d.ID]; ok {
 		p.devices[i] = d
@@ -29,11 +36,16 @@ func (p *pendingWrites) device(d store.Device) {
 	}
 	p.devAt[d.ID] = len(p.devices)
 	p.devices = append(p.devices, d)
+	if stored != nil {
+		p.before.Devices[d.ID] = *stored
+	}
 }
 
-func (p *pendingWrites) lease(l store.Lease) {
+// lease is device for leases.
+func (p *pendingWrites) lease(l store.Lease, stored *store.Lease) {
 	if p.devAt == nil {
 		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
+		p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
 	}
 	if i, ok := p.leaseAt[l.ID]; ok {
 		p.leases[i] = l
@@ -41,15 +53,19 @@ func (p *pendingWrites) lease(l store.Lease) {
 	}
 	p.leaseAt[l.ID] = len(p.leases)
 	p.leases = append(p.leases, l)
+	if stored != nil {
+		p.before.Leases[l.ID] = *stored
+	}
 }
 
 // take hands over what is pending and starts afresh.
-func (p *pendingWrites) take() ([]store.Device, []store.Lease) {
-	d, l := p.devices, p.leases
+func (p *pendingWrites) take() store.Change {
+	c := store.Change{Devices: p.devices, Leases: p.leases, Before: p.before}
 	p.devices, p.leases = nil, nil
 	clear(p.devAt)
 	clear(p.leaseAt)
-	return d, l
+	p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
+	return c
 }
 
 // engineStore is the queue's Store: one commit holds the queue's records
@@ -58,8 +74,8 @@ func (p *pendingWrites) take() ([]store.Device, []store.Lease) {
 type engineStore struct{ e *Engine }
 
 func (s engineStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
-	devices, leases := s.e.pending.take()
-	c := store.Change{Devices: devices, Leases: leases, Requests: w.Requests}
+	c := s.e.pending.take()
+	c.Requests = w.Requests
 	if len(c.Devices)+len(c.Leases)+len(c.Requests)+len(w.Events) == 0 {
 		return nil, nil
 	}
@@ -83,7 +99,7 @@ func (s engineStore) Request(ctx context.Context, id string) (contract.LeaseRequ
 // served before the commit (the change may have made room). A move the
 // device state machine forbids is a bug in the engine and panics.
 func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
-	from := d.State
+	from, stored := d.State, d.Device
 	e.reg.update(d, func(d *dev) {
 		f(&d.Device)
 		if d.State != from {
@@ -93,7 +109,9 @@ func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
 	if err := core.CheckTransition(d.ID, from, d.State); err != nil {
 		panic(err)
 	}
-	e.pending.device(d.Device)
+	// A device the decision made is pending already, as new: the first
+	// version pending in a decision is what the store holds.
+	e.pending.device(d.Device, &stored)
 	tx.Kick()
 }
 
@@ -111,7 +129,7 @@ func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *de
 		CreatedAt: t, StateSince: t, LastUsedAt: t,
 	})
 	e.setClaim(tx, d, c)
-	e.pending.device(d.Device)
+	e.pending.device(d.Device, nil)
 	return d
 }
 
@@ -161,8 +179,13 @@ func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 // putLease writes a lease in tx: a new one is registered, an ended one
 // forgotten, with its device's link to it.
 func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
-	e.pending.lease(rec)
 	l, ok := e.leases[rec.ID]
+	var was *store.Lease
+	if ok {
+		stored := l.Lease
+		was = &stored
+	}
+	e.pending.lease(rec, was)
 	switch {
 	case !ok && rec.EndedAt == 0:
 		e.addLeaseLocked(rec)

@@ -87,6 +87,18 @@ type Change struct {
 	Leases   []Lease                       // upserted by ID; the last of an ID wins
 	Requests []contract.LeaseRequestRecord // upserted by ID (record JSON + indexed columns); the last of an ID wins
 	Events   []NewEvent                    // appended in order, all of them
+	// Before holds, for devices and leases the caller knows are stored, the
+	// version stored now. A backend then writes only the columns that
+	// differ (a renewal changes three columns of one lease row and no
+	// index), and nothing for a row that did not change. Rows not named
+	// here are written whole.
+	Before Before
+}
+
+// Before is what a Change's rows were before it, by id.
+type Before struct {
+	Devices map[string]Device
+	Leases  map[string]Lease
 }
 
 // Empty reports whether c writes nothing.

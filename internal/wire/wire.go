@@ -30,9 +30,9 @@ func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// Next returns the next non-empty frame. Its bytes are valid until the next
-// call. At the end of input it returns io.EOF (a last line without a newline
-// is still a frame).
+// Next returns the next non-empty frame, in a slice of its own that the
+// caller may keep. At the end of input it returns io.EOF (a last line
+// without a newline is still a frame).
 func (r *Reader) Next() ([]byte, error) {
 	var buf []byte
 	tooLarge := false

@@ -47,3 +47,12 @@ func TestFrameAtExactLimitIsAccepted(t *testing.T) {
 		t.Fatalf("frame one over the limit: err = %v", err)
 	}
 }
+
+func TestAFrameStaysWhatItWasAfterTheNextIsRead(t *testing.T) {
+	r := NewReader(strings.NewReader("{\"a\":1}\n{\"b\":2}\n"), 100)
+	first, _ := r.Next()
+	second, _ := r.Next()
+	if string(first) != `{"a":1}` || string(second) != `{"b":2}` {
+		t.Fatalf("frames %q %q: the first was overwritten by reading the second", first, second)
+	}
+}

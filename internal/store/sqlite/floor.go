@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,12 +39,31 @@ const (
 //
 // It is safe to call concurrently with every other method.
 func (db *DB) CommitFloor(ctx context.Context) error {
-	now := time.Now().UnixMilli()
-	if err := db.seedFloor(ctx); err != nil {
+	err := db.commitFloor(ctx)
+	if errors.Is(err, errNotStored) {
+		// Pruned under it (it ended at the epoch): seed it again.
+		db.floorMu.Lock()
+		db.floorSeeded = false
+		db.floorMu.Unlock()
+		err = db.commitFloor(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("store: commit floor: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) commitFloor(ctx context.Context) error {
+	was, err := db.seedFloor(ctx)
+	if err != nil {
 		return err
 	}
-	l := floorLeaseAt(now)
-	_, err := db.Commit(ctx, store.Change{
+	now := time.Now().UnixMilli()
+	l := floorLeaseAt(max(now, was.LastRenewedAt+1)) // always a change, even within a millisecond
+	// As a renewal's commit: the lease is known to be stored, so only the
+	// columns a renewal moves are written.
+	_, err = db.Commit(ctx, store.Change{
+		Before: store.Before{Leases: map[string]store.Lease{floorLease: was}},
 		Leases: []store.Lease{l},
 		Events: []store.NewEvent{{
 			ID:        floorEventID(),
@@ -53,20 +73,24 @@ func (db *DB) CommitFloor(ctx context.Context) error {
 		}},
 	})
 	if err != nil {
-		return fmt.Errorf("store: commit floor: %w", err)
+		return err
 	}
+	db.floorMu.Lock()
+	db.floorLast = l
+	db.floorMu.Unlock()
 	return nil
 }
 
 // seedFloor writes the scratch device and lease once per DB. Writing them
 // again on a database that already has them (another process seeded it) is
 // an update, so it is harmless.
-func (db *DB) seedFloor(ctx context.Context) error {
+func (db *DB) seedFloor(ctx context.Context) (store.Lease, error) {
 	db.floorMu.Lock()
 	defer db.floorMu.Unlock()
 	if db.floorSeeded {
-		return nil
+		return db.floorLast, nil
 	}
+	l := floorLeaseAt(1)
 	_, err := db.Commit(ctx, store.Change{
 		Devices: []store.Device{{
 			ID:             floorDevice,
@@ -78,19 +102,20 @@ func (db *DB) seedFloor(ctx context.Context) error {
 			CreatedAt:      1,
 			StateSince:     1,
 		}},
-		Leases: []store.Lease{floorLeaseAt(1)},
+		Leases: []store.Lease{l},
 	})
 	if err != nil {
-		return fmt.Errorf("store: commit floor: seed: %w", err)
+		return store.Lease{}, fmt.Errorf("seed: %w", err)
 	}
-	db.floorSeeded = true
-	return nil
+	db.floorSeeded, db.floorLast = true, l
+	return l, nil
 }
 
 // floorLeaseAt is the scratch lease as renewed at now. It was granted and
 // ended at the epoch, so it is never loaded as active; only the columns a
 // renewal moves change from one call to the next, as in a real renewal.
-// PruneLeases may delete it; the next call then inserts it again.
+// PruneLeases may delete it (it ended at the epoch); the next call then
+// writes it again.
 func floorLeaseAt(now int64) store.Lease {
 	const ttl = 60_000
 	return store.Lease{

@@ -41,6 +41,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/simlock/simlock/internal/store"
+
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
@@ -58,11 +60,16 @@ type DB struct {
 	// st holds the prepared statements; all lists them, for Close.
 	st  stmts
 	all []*sql.Stmt
+	// The statements prepared on first use: narrow updates per column
+	// set, event inserts per row count.
+	narrowDevice, narrowLease narrowStmts
+	events                    eventStmts
 
 	// floorMu guards floorSeeded, which records that CommitFloor's scratch
-	// rows exist.
+	// rows exist, and floorLast, the scratch lease as last written.
 	floorMu     sync.Mutex
 	floorSeeded bool
+	floorLast   store.Lease
 }
 
 // stmts are the statements prepared once, at Open.
@@ -77,7 +84,7 @@ type DB struct {
 // then kept for as long as the connection lives.
 type stmts struct {
 	// Writer.
-	upsertDevice, upsertLease, upsertRequest, insertEvent              *sql.Stmt
+	upsertDevice, upsertLease, upsertRequest                           *sql.Stmt
 	pruneSettled, countRequests, pruneOldest, pruneEvents, pruneLeases *sql.Stmt
 	// Read pool.
 	loadDevices, loadLeases, loadRequests      *sql.Stmt
@@ -140,7 +147,9 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
-	db := &DB{w: w, r: r}
+	db := &DB{w: w, r: r,
+		narrowDevice: narrowStmts{table: "devices", columns: deviceColumns},
+		narrowLease:  narrowStmts{table: "leases", columns: leaseColumns}}
 	if err := db.prepare(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
@@ -160,7 +169,6 @@ func (db *DB) prepare(ctx context.Context) error {
 		{"upsert device", db.w, upsertDevice, &db.st.upsertDevice},
 		{"upsert lease", db.w, upsertLease, &db.st.upsertLease},
 		{"upsert request", db.w, upsertRequest, &db.st.upsertRequest},
-		{"insert event", db.w, insertEvent, &db.st.insertEvent},
 		{"prune settled requests", db.w, pruneSettled, &db.st.pruneSettled},
 		{"count requests", db.w, countRequests, &db.st.countRequests},
 		{"prune oldest requests", db.w, pruneOldest, &db.st.pruneOldest},
@@ -195,6 +203,9 @@ func (db *DB) Close() error {
 	for _, s := range db.all {
 		errs = append(errs, s.Close())
 	}
+	db.narrowDevice.close()
+	db.narrowLease.close()
+	db.events.close()
 	err := errors.Join(append(errs, db.r.Close(), db.w.Close())...)
 	if err != nil {
 		return fmt.Errorf("store: close: %w", err)

@@ -1091,3 +1091,96 @@ func BenchmarkCommitRenew(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tx/s")
 }
+
+// BenchmarkCommitGrant measures the commit of a warm grant: the device
+// leased, the lease, the request settled with its grant, and three events
+// (lease.requested, lease.granted, capacity.changed).
+func BenchmarkCommitGrant(b *testing.B) {
+	db, _ := openTemp(b)
+	ctx := context.Background()
+	dev := store.Device{ID: "dev_1", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1", Driver: "demo", DriverDeviceID: "x", State: contract.DeviceReady, CreatedAt: 1}
+	if _, err := db.Commit(ctx, store.Change{Devices: []store.Device{dev}}); err != nil {
+		b.Fatal(err)
+	}
+	payload := json.RawMessage(`{"leaseId":"lse_0123456789abcdef","deviceId":"dev_0123456789abcdef","requester":"agent-1","requestId":"req_0123456789abcdef","source":"warm"}`)
+	i := 0
+	for b.Loop() {
+		i++
+		id := fmt.Sprintf("%d", i)
+		dev.State = contract.DeviceLeased
+		l := store.Lease{LeaseRecord: contract.LeaseRecord{ID: "lse_" + id, DeviceID: dev.ID, RequesterID: "r" + id, OwnerID: "r" + id, GrantedAt: 1, TTLMs: 1, TTLDeadline: 2}}
+		g := contract.LeaseGrant{Lease: l.LeaseRecord, Environment: map[string]string{"SIMLOCK_DEMO": "1"}}
+		r := contract.LeaseRequestRecord{ID: "req_" + id, RequesterID: "r" + id, OwnerID: "r" + id, State: contract.RequestGranted, Grant: &g, LeaseID: l.ID}
+		evs := []store.NewEvent{
+			{ID: "evt_a" + id, Timestamp: 1, Event: "lease.requested", Payload: payload},
+			{ID: "evt_b" + id, Timestamp: 1, Event: "lease.granted", Payload: payload},
+			{ID: "evt_c" + id, Timestamp: 1, Event: "capacity.changed", Payload: payload},
+		}
+		if _, err := db.Commit(ctx, store.Change{Devices: []store.Device{dev}, Leases: []store.Lease{l}, Requests: []contract.LeaseRequestRecord{r}, Events: evs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestABeforeWritesOnlyTheColumnsThatChanged(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	d := store.Device{ID: "d1", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1", Driver: "demo",
+		DriverDeviceID: "x", Address: "stored", State: contract.DeviceReady, CreatedAt: 5, StateSince: 5}
+	if _, err := db.Commit(ctx, store.Change{Devices: []store.Device{d}}); err != nil {
+		t.Fatal(err)
+	}
+	// The caller's Before says the address is "claimed"; the new version
+	// keeps "claimed" and moves the state. Only the state differs, so only
+	// the state is written: the stored address stays.
+	was := d
+	was.Address = "claimed"
+	now := was
+	now.State, now.StateSince = contract.DeviceLeased, 9
+	if _, err := db.Commit(ctx, store.Change{Devices: []store.Device{now}, Before: store.Before{Devices: map[string]store.Device{d.ID: was}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := load(t, db).Devices[0]
+	if got.State != contract.DeviceLeased || got.StateSince != 9 || got.Address != "stored" {
+		t.Fatalf("stored %+v: want state and stateSince written, the address untouched", got)
+	}
+	// A Before naming a row that is not stored fails the commit whole.
+	ghost := store.Device{ID: "ghost", Platform: contract.PlatformIOS, State: contract.DeviceReady}
+	moved := ghost
+	moved.State = contract.DeviceShutdown
+	_, err := db.Commit(ctx, store.Change{
+		Devices: []store.Device{moved}, Before: store.Before{Devices: map[string]store.Device{"ghost": ghost}},
+		Events: []store.NewEvent{{ID: "evt_x", Timestamp: 1, Event: "x"}},
+	})
+	if err == nil {
+		t.Fatal("a Before naming an unstored row committed")
+	}
+	if evs, _ := db.Events(ctx, store.EventQuery{}); len(evs) != 0 {
+		t.Fatalf("the failed commit wrote %d events", len(evs))
+	}
+}
+
+func TestManyEventsInOneCommitGetConsecutiveSeqsInOrder(t *testing.T) {
+	db, _ := openTemp(t)
+	ctx := context.Background()
+	var es []store.NewEvent
+	for i := range 37 { // more than one multi-row insert
+		es = append(es, store.NewEvent{ID: fmt.Sprintf("evt_%02d", i), Timestamp: int64(i), Event: "x"})
+	}
+	if _, err := db.Commit(ctx, store.Change{Events: es[:2]}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Commit(ctx, store.Change{Events: es[2:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := db.Events(ctx, store.EventQuery{AfterSeq: 2})
+	if len(out) != 35 || len(stored) != 35 {
+		t.Fatalf("%d returned, %d stored, want 35", len(out), len(stored))
+	}
+	for i := range out {
+		if out[i].Seq != int64(i+3) || out[i].ID != es[i+2].ID || stored[i].Seq != out[i].Seq || stored[i].ID != out[i].ID {
+			t.Fatalf("event %d: returned %s seq %d, stored %s seq %d; want %s seq %d", i, out[i].ID, out[i].Seq, stored[i].ID, stored[i].Seq, es[i+2].ID, i+3)
+		}
+	}
+}

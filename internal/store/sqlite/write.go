@@ -49,8 +49,6 @@ ON CONFLICT (id) DO UPDATE SET
 	requester_id = excluded.requester_id, idempotency_key = excluded.idempotency_key,
 	state = excluded.state, created_at = excluded.created_at,
 	settled_at = excluded.settled_at, record = excluded.record`
-
-	insertEvent = `INSERT INTO events (id, timestamp, event, payload) VALUES (?, ?, ?, ?)`
 )
 
 // Commit writes c in one transaction and returns its events as appended, with
@@ -58,7 +56,10 @@ ON CONFLICT (id) DO UPDATE SET
 // An empty Change is a no-op returning nil, nil.
 //
 // A device, lease or request named more than once in c is written once, with
-// its last version, at the place of its first.
+// its last version, at the place of its first. A device or lease c.Before
+// names is written as an update of the columns that differ from it (nothing
+// when none does); a Before that names a row the database does not hold is
+// an error, and nothing is written.
 func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, error) {
 	if c.Empty() {
 		return nil, nil
@@ -66,27 +67,40 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	c.Devices = lastOfEach(c.Devices, func(d store.Device) string { return d.ID })
 	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.ID })
 	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
-	// Everything that can be checked or encoded is done before the write
-	// lock is taken, so the lock is held only for the SQL.
+	// Everything that can be checked, encoded or prepared is done before
+	// the write lock is taken, so the lock is held only for the SQL.
 	records, err := check(c)
+	if err != nil {
+		return nil, fmt.Errorf("store: commit: %w", err)
+	}
+	rows, err := db.planRows(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("store: commit: %w", err)
+	}
+	events, err := db.planEvents(ctx, c.Events)
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 
 	var out []contract.Event
 	err = db.write(ctx, func(tx *sql.Tx) error {
-		// Devices before leases, so a lease may name a device created by the
-		// same Change.
-		if err := db.putDevices(ctx, tx, c.Devices); err != nil {
-			return err
-		}
-		if err := db.putLeases(ctx, tx, c.Leases); err != nil {
-			return err
+		// Devices before leases (rows is in that order), so a lease may
+		// name a device created by the same Change.
+		for _, r := range rows {
+			res, err := tx.StmtContext(ctx, r.stmt).ExecContext(ctx, r.args...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.what, err)
+			}
+			if r.update {
+				if n, err := res.RowsAffected(); err != nil || n != 1 {
+					return fmt.Errorf("%s: %w", r.what, errNotStored)
+				}
+			}
 		}
 		if err := db.putRequests(ctx, tx, c.Requests, records); err != nil {
 			return err
 		}
-		out, err = db.appendEvents(ctx, tx, c.Events)
+		out, err = appendEvents(ctx, tx, c.Events, events)
 		return err
 	})
 	if err != nil {
@@ -95,39 +109,73 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	return out, nil
 }
 
-// The put and append methods run inside Commit's transaction. Each takes its
-// prepared statement only if it has rows to write: tx.StmtContext costs an
-// allocation or two, and most decisions touch one or two of the tables.
+// errNotStored is a Change.Before naming a row the database does not hold.
+var errNotStored = errors.New("not stored, though the change says it is")
 
-func (db *DB) putDevices(ctx context.Context, tx *sql.Tx, ds []store.Device) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	st := tx.StmtContext(ctx, db.st.upsertDevice)
-	for _, d := range ds {
-		if _, err := st.ExecContext(ctx,
-			d.ID, string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID,
-			d.Address, nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince,
-			d.LastUsedAt, d.DeferredReclaim, d.QuarantineAttempts, d.QuarantineNextRetry); err != nil {
-			return fmt.Errorf("device %s: %w", d.ID, err)
-		}
-	}
-	return nil
+// rowWrite is one device or lease statement of a commit.
+type rowWrite struct {
+	stmt   *sql.Stmt
+	args   []any
+	update bool // an update by id: exactly one row must change
+	what   string
 }
 
-func (db *DB) putLeases(ctx context.Context, tx *sql.Tx, ls []store.Lease) error {
-	if len(ls) == 0 {
-		return nil
-	}
-	st := tx.StmtContext(ctx, db.st.upsertLease)
-	for _, l := range ls {
-		if _, err := st.ExecContext(ctx,
-			l.ID, l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
-			l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason); err != nil {
-			return fmt.Errorf("lease %s: %w", l.ID, err)
+// planRows turns c's devices and leases into statements: whole upserts, or
+// updates of the changed columns of rows c.Before names.
+func (db *DB) planRows(ctx context.Context, c store.Change) ([]rowWrite, error) {
+	out := make([]rowWrite, 0, len(c.Devices)+len(c.Leases))
+	for _, d := range c.Devices {
+		now := deviceValues(d)
+		w := rowWrite{what: "device " + d.ID}
+		if was, ok := c.Before.Devices[d.ID]; ok {
+			mask := changedMask(deviceValues(was), now)
+			if mask == 0 {
+				continue
+			}
+			st, err := db.narrowDevice.get(ctx, db.w, mask)
+			if err != nil {
+				return nil, err
+			}
+			w.stmt, w.args, w.update = st, append(masked(mask, now), d.ID), true
+		} else {
+			w.stmt, w.args = db.st.upsertDevice, append([]any{d.ID}, now...)
 		}
+		out = append(out, w)
 	}
-	return nil
+	for _, l := range c.Leases {
+		now := leaseValues(l)
+		w := rowWrite{what: "lease " + l.ID}
+		if was, ok := c.Before.Leases[l.ID]; ok {
+			mask := changedMask(leaseValues(was), now)
+			if mask == 0 {
+				continue
+			}
+			st, err := db.narrowLease.get(ctx, db.w, mask)
+			if err != nil {
+				return nil, err
+			}
+			w.stmt, w.args, w.update = st, append(masked(mask, now), l.ID), true
+		} else {
+			w.stmt, w.args = db.st.upsertLease, append([]any{l.ID}, now...)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// planEvents prepares the inserts that append es: one per maxEventRows.
+func (db *DB) planEvents(ctx context.Context, es []store.NewEvent) ([]*sql.Stmt, error) {
+	var out []*sql.Stmt
+	for len(es) > 0 {
+		n := min(len(es), maxEventRows)
+		st, err := db.events.get(ctx, db.w, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+		es = es[n:]
+	}
+	return out, nil
 }
 
 // putRequests writes rs; records[i] is the JSON of rs[i].
@@ -150,29 +198,32 @@ func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRe
 	return nil
 }
 
-// appendEvents appends es in order and returns them with their seqs.
-func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent) ([]contract.Event, error) {
+// appendEvents appends es in order, in the inserts planEvents prepared, and
+// returns them with their seqs. A multi-row insert under the one writer
+// gives its rows consecutive seqs, the last of which it reports.
+func appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent, stmts []*sql.Stmt) ([]contract.Event, error) {
 	out := make([]contract.Event, 0, len(es))
-	if len(es) == 0 {
-		return out, nil
-	}
-	st := tx.StmtContext(ctx, db.st.insertEvent)
-	for _, e := range es {
-		res, err := st.ExecContext(ctx, e.ID, e.Timestamp, e.Event, nullJSON(e.Payload))
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+	for _, st := range stmts {
+		n := min(len(es), maxEventRows)
+		batch := es[:n]
+		es = es[n:]
+		args := make([]any, 0, 4*n)
+		for _, e := range batch {
+			args = append(args, e.ID, e.Timestamp, e.Event, nullJSON(e.Payload))
 		}
-		seq, err := res.LastInsertId()
+		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+			return nil, fmt.Errorf("events %s…: %w", batch[0].ID, err)
 		}
-		out = append(out, contract.Event{
-			ID:        e.ID,
-			Seq:       seq,
-			Timestamp: e.Timestamp,
-			Event:     e.Event,
-			Payload:   e.Payload,
-		})
+		last, err := res.LastInsertId()
+		if err != nil {
+			return nil, fmt.Errorf("events %s…: %w", batch[0].ID, err)
+		}
+		for i, e := range batch {
+			out = append(out, contract.Event{
+				ID: e.ID, Seq: last - int64(n-1-i), Timestamp: e.Timestamp, Event: e.Event, Payload: e.Payload,
+			})
+		}
 	}
 	return out, nil
 }

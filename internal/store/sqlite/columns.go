@@ -1,0 +1,137 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/simlock/simlock/internal/store"
+)
+
+// A decision writes only what it changed: a row the caller says is stored
+// (Change.Before) is written as an UPDATE of the columns that differ, so a
+// renewal rewrites three columns of one lease and no index page, where an
+// upsert of every column would rewrite the row and each of its indexes.
+// Events of one decision go in as one multi-row INSERT.
+
+// deviceColumns are the devices table's columns after id, in the order
+// deviceValues gives them.
+var deviceColumns = []string{"platform", "model", "os_version", "driver", "driver_device_id", "address",
+	"driver_data", "state", "created_at", "state_since", "last_used_at", "deferred_reclaim",
+	"quarantine_attempts", "quarantine_next_retry"}
+
+func deviceValues(d store.Device) []any {
+	return []any{string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID, d.Address,
+		nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince, d.LastUsedAt, d.DeferredReclaim,
+		d.QuarantineAttempts, d.QuarantineNextRetry}
+}
+
+// leaseColumns are the leases table's columns after id.
+var leaseColumns = []string{"device_id", "request_id", "requester_id", "owner_id", "granted_at",
+	"ttl_ms", "last_renewed_at", "ttl_deadline", "ended_at", "end_reason"}
+
+func leaseValues(l store.Lease) []any {
+	return []any{l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
+		l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason}
+}
+
+// changedMask has bit i set when column i differs between was and now.
+func changedMask(was, now []any) uint32 {
+	var m uint32
+	for i := range now {
+		if was[i] != now[i] {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// masked is the values of the columns in mask, in column order.
+func masked(mask uint32, values []any) []any {
+	out := make([]any, 0, len(values)+1)
+	for i, v := range values {
+		if mask&(1<<i) != 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// narrowStmts prepares, once per column set, the UPDATE of those columns
+// of one table's row by id. Statements are prepared on the writer outside
+// any transaction (Commit prepares before it begins), then bound in it.
+type narrowStmts struct {
+	table   string
+	columns []string
+	mu      sync.Mutex
+	byMask  map[uint32]*sql.Stmt
+}
+
+func (n *narrowStmts) get(ctx context.Context, w *sql.DB, mask uint32) (*sql.Stmt, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st, ok := n.byMask[mask]; ok {
+		return st, nil
+	}
+	var set []string
+	for i, c := range n.columns {
+		if mask&(1<<i) != 0 {
+			set = append(set, c+" = ?")
+		}
+	}
+	st, err := w.PrepareContext(ctx, "UPDATE "+n.table+" SET "+strings.Join(set, ", ")+" WHERE id = ?")
+	if err != nil {
+		return nil, fmt.Errorf("prepare update of %s: %w", n.table, err)
+	}
+	if n.byMask == nil {
+		n.byMask = map[uint32]*sql.Stmt{}
+	}
+	n.byMask[mask] = st
+	return st, nil
+}
+
+func (n *narrowStmts) close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, st := range n.byMask {
+		st.Close()
+	}
+	n.byMask = nil
+}
+
+// maxEventRows is the most events one INSERT appends; more go in several.
+const maxEventRows = 16
+
+// eventStmts prepares the INSERT of n events, for each n used.
+type eventStmts struct {
+	mu    sync.Mutex
+	byLen [maxEventRows + 1]*sql.Stmt
+}
+
+func (e *eventStmts) get(ctx context.Context, w *sql.DB, n int) (*sql.Stmt, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st := e.byLen[n]; st != nil {
+		return st, nil
+	}
+	q := "INSERT INTO events (id, timestamp, event, payload) VALUES " + strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", n), ", ")
+	st, err := w.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("prepare insert of %d events: %w", n, err)
+	}
+	e.byLen[n] = st
+	return st, nil
+}
+
+func (e *eventStmts) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, st := range e.byLen {
+		if st != nil {
+			st.Close()
+			e.byLen[i] = nil
+		}
+	}
+}
