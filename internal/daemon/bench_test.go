@@ -106,3 +106,48 @@ func BenchmarkStatusFull(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReleaseToQueuedGrant measures the time from a release to the
+// grant of the request queued behind it (the device is cleaned at once, in
+// the demo driver at zero timings, and handed on in the clean's commit).
+func BenchmarkReleaseToQueuedGrant(b *testing.B) {
+	cfg, err := config.Parse([]byte(`{"capacity":{"strategy":"fixed","config":{"maxRunning":1}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, home := startDaemon(b, cfg)
+	ctx := context.Background()
+	a, w := dial(b, home, "a", false), dial(b, home, "w", false)
+	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid}
+	held, err := a.RequestLease(ctx, in, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	holder, waiter := a, w
+	for b.Loop() {
+		b.StopTimer()
+		queued := make(chan struct{}, 1)
+		got := make(chan contract.LeaseGrant, 1)
+		go func() {
+			g, err := waiter.RequestLease(ctx, in, func(p contract.LeaseProgress) {
+				if p.Stage == contract.StageQueued {
+					select {
+					case queued <- struct{}{}:
+					default:
+					}
+				}
+			})
+			if err != nil {
+				b.Error(err)
+			}
+			got <- g
+		}()
+		<-queued
+		b.StartTimer()
+		if _, err := holder.Release(ctx, held.Lease.ID); err != nil {
+			b.Fatal(err)
+		}
+		held = <-got
+		holder, waiter = waiter, holder
+	}
+}
