@@ -70,6 +70,18 @@ func (m *memStore) record(id string) contract.LeaseRequestRecord {
 	return m.records[id]
 }
 
+// stateOf is the stored state of requester's request ("" for none).
+func (m *memStore) stateOf(requester string) contract.RequestState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.records {
+		if r.RequesterID == requester {
+			return r.State
+		}
+	}
+	return ""
+}
+
 func (m *memStore) names() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

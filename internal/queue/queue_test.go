@@ -89,7 +89,7 @@ func TestHeadBlockingIsPerPlatformUnlessTheBlockIsMachineWide(t *testing.T) {
 	}
 
 	r.pl.scope[contract.PlatformIOS] = ScopeAll
-	_ = r.q.Do(func(tx *Txn) error { tx.Kick(); return nil })
+	r.pl.free[contract.PlatformAndroid] = 1 // room for it, were it not for the head
 	droid2 := r.mustSubmit("d", android)
 	if answered(droid2) {
 		t.Fatal("an android request went ahead of a head whose block is machine-wide")
@@ -365,18 +365,26 @@ func TestStatusWaitsForTheNextRevision(t *testing.T) {
 func TestNobodyIsToldBeforeTheCommitThatDecided(t *testing.T) {
 	r := newRig(t)
 	r.pl.instant = true
-	r.pl.free[contract.PlatformIOS] = 1
-	var sawRecord contract.RequestState
-	c := &call{}
+	var storedWhenTold []contract.RequestState
 	in := ios
 	in.RequesterID = "a"
-	c.t, c.err = r.q.Submit(context.Background(), Ask{Caller: Caller{Principal: "a"}, Input: in, TTLMs: 1,
-		Progress: func(contract.LeaseProgress) {}},
+	var tk *Ticket
+	tk, err := r.q.Submit(context.Background(), Ask{Caller: Caller{Principal: "a"}, Input: in, TTLMs: 1,
+		Progress: func(p contract.LeaseProgress) {
+			// Told its place: the record that says it waits is stored.
+			storedWhenTold = append(storedWhenTold, r.st.stateOf("a"))
+		}},
 		func(context.Context) Resolution { return Resolution{Need: need(contract.PlatformIOS)} })
-	<-c.t.Done()
-	sawRecord = r.st.record(c.t.RequestID()).State
-	if sawRecord != contract.RequestGranted {
-		t.Fatalf("when the grant was answered the store held %q, want granted", sawRecord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(storedWhenTold, []contract.RequestState{contract.RequestQueued}) {
+		t.Fatalf("when told its place the store held %v, want the queued record", storedWhenTold)
+	}
+	r.pl.release(contract.PlatformIOS, "")
+	<-tk.Done()
+	if got := r.st.record(tk.RequestID()).State; got != contract.RequestGranted {
+		t.Fatalf("when the grant was answered the store held %q, want granted", got)
 	}
 	r.mu.Lock()
 	names := []string{}
@@ -384,8 +392,8 @@ func TestNobodyIsToldBeforeTheCommitThatDecided(t *testing.T) {
 		names = append(names, e.Event)
 	}
 	r.mu.Unlock()
-	if !slices.Equal(names, []string{"lease.requested", "lease.granted"}) {
-		t.Fatalf("published %v, want the one commit's events", names)
+	if !slices.Equal(names, []string{"lease.requested", "lease.queued", "queue.changed", "lease.granted", "queue.changed"}) {
+		t.Fatalf("published %v, want each decision's events after its commit", names)
 	}
 }
 
