@@ -339,13 +339,22 @@ func runBench(ctx context.Context, env Env, plan benchPlan, note func(string, ..
 		Command: plan.command(), Version: env.Version, Date: time.Now().UTC().Format(time.DateOnly),
 		Machine: readMachine(ctx), Samples: plan.Samples,
 	}
+	floorDir := filepath.Join(root, "floor")
+	if err := os.MkdirAll(floorDir, 0o700); err != nil {
+		return res, fmt.Errorf("bench: %w", err)
+	}
+	floor, err := openFloor(ctx, floorDir)
+	if err != nil {
+		return res, err
+	}
+	defer floor.closeDB()
 	for i, n := range plan.Leases {
 		last := i == len(plan.Leases)-1
 		events := -1 // no timed start
 		if last {
 			events = plan.Events
 		}
-		run, start, err := benchLeases(ctx, env, benchHome(root, n), n, plan.Samples, events, note)
+		run, start, err := benchLeases(ctx, env, benchHome(root, n), n, plan.Samples, events, floor, note)
 		if err != nil {
 			return res, err
 		}
@@ -354,14 +363,7 @@ func runBench(ctx context.Context, env Env, plan benchPlan, note func(string, ..
 			res.Start = start
 		}
 	}
-	note("floor: one durable SQLite commit, %d times", plan.Samples)
-	floorDir := filepath.Join(root, "floor")
-	if err := os.MkdirAll(floorDir, 0o700); err != nil {
-		return res, fmt.Errorf("bench: %w", err)
-	}
-	if res.Floor, err = measureFloor(ctx, floorDir, plan.Samples); err != nil {
-		return res, err
-	}
+	res.Floor = floor.stat()
 	note("progress push latency: in-process daemon, simulated downloads")
 	if res.PushLatency, err = measurePush(ctx, env, filepath.Join(root, "push"), plan.Samples); err != nil {
 		return res, err
@@ -450,7 +452,7 @@ type heldLease struct {
 // running limit is n+1: n iOS leases and one Android device fill it. With
 // events >= 0 it then stops the daemon, fills its event log to that many
 // events and times a start.
-func benchLeases(ctx context.Context, env Env, home string, n, samples, events int, note func(string, ...any)) (run benchRun, start benchStart, err error) {
+func benchLeases(ctx context.Context, env Env, home string, n, samples, events int, floor *floorSampler, note func(string, ...any)) (run benchRun, start benchStart, err error) {
 	run.Leases = n
 	if err := writeBenchConfig(home, n); err != nil {
 		return run, start, err
@@ -494,6 +496,9 @@ func benchLeases(ctx context.Context, env Env, home string, n, samples, events i
 		return run, start, err
 	}
 
+	if err := floor.take(ctx, samples/8); err != nil {
+		return run, start, err
+	}
 	note("%d leases: renew", n)
 	run.Renew, err = timed(ctx, samples, func(ctx context.Context, i int) (time.Duration, error) {
 		h := held[i%len(held)]
@@ -510,6 +515,9 @@ func benchLeases(ctx context.Context, env Env, home string, n, samples, events i
 		return run, start, err
 	}
 	for _, summary := range []bool{false, true} {
+		if err := floor.take(ctx, samples/8); err != nil {
+			return run, start, err
+		}
 		note("%d leases: status.get (summary: %v)", n, summary)
 		st, err := timed(ctx, samples, func(ctx context.Context, _ int) (time.Duration, error) {
 			var dt time.Duration
@@ -538,8 +546,14 @@ func benchLeases(ctx context.Context, env Env, home string, n, samples, events i
 	if err != nil {
 		return run, start, err
 	}
+	if err := floor.take(ctx, samples/8); err != nil {
+		return run, start, err
+	}
 	note("%d leases: warm grant", n)
 	if run.WarmGrant, err = measureWarmGrant(ctx, sessions[0], reclaimed, samples); err != nil {
+		return run, start, err
+	}
+	if err := floor.take(ctx, samples/8); err != nil {
 		return run, start, err
 	}
 	note("%d leases: release → next queued grant", n)
@@ -1061,21 +1075,40 @@ func appendEvents(ctx context.Context, path string, total int, leaseIDs []string
 	return max(int(last), total), nil
 }
 
-// measureFloor times samples floor commits in a scratch database in dir.
-func measureFloor(ctx context.Context, dir string, samples int) (benchStat, error) {
+// floorSampler times floor commits in a scratch database, a few before each
+// timed series, so the floor is measured across the whole run, as the disk
+// and the machine were while the rows were: one measurement at one moment
+// can land on a quiet or a busy spell and skew every ratio.
+type floorSampler struct {
+	commit  func(context.Context) error
+	closeDB func() error
+	times   []time.Duration
+}
+
+func openFloor(ctx context.Context, dir string) (*floorSampler, error) {
 	commit, closeDB, err := openFloorCommit(ctx, filepath.Join(dir, "floor.db"))
 	if err != nil {
-		return benchStat{}, benchError("floor database", err)
+		return nil, benchError("floor database", err)
 	}
-	defer closeDB()
-	return timed(ctx, samples, func(ctx context.Context, _ int) (time.Duration, error) {
-		t0 := time.Now()
-		if err := commit(ctx); err != nil {
-			return 0, benchError("floor commit", err)
-		}
-		return time.Since(t0), nil
-	})
+	return &floorSampler{commit: commit, closeDB: closeDB}, nil
 }
+
+// take times n floor commits.
+func (f *floorSampler) take(ctx context.Context, n int) error {
+	for range max(n, 1) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := f.commit(ctx); err != nil {
+			return benchError("floor commit", err)
+		}
+		f.times = append(f.times, time.Since(t0))
+	}
+	return nil
+}
+
+func (f *floorSampler) stat() benchStat { return summarize(f.times) }
 
 // reportClock is a demo driver whose InstallComponent notes when it
 // reports each whole percentage, the moment the report leaves the driver.

@@ -1,8 +1,6 @@
 package contract
 
 import (
-	"encoding/json"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -10,8 +8,8 @@ import (
 // The encoders below write the records a full status carries by the
 // thousand (devices and leases) without reflection: a status of 10,000
 // leases is megabytes, and encoding/json would spend most of the call on
-// it. They write what json.Marshal writes for the same value, field for
-// field; a test holds them to it.
+// it. They write what json.Marshal writes for the same value, byte for
+// byte; a test holds them to it.
 
 // AppendJSON appends d as JSON.
 func (d Device) AppendJSON(b []byte) []byte {
@@ -67,42 +65,6 @@ func (l LeaseRecord) AppendJSON(b []byte) []byte {
 	b = append(b, `,"ttlDeadline":`...)
 	b = strconv.AppendInt(b, l.TTLDeadline, 10)
 	return append(b, '}')
-}
-
-// AppendJSON appends s as JSON: everything but the device and lease lists
-// through encoding/json, those through their own encoders. Only the field
-// order differs from json.Marshal: the lists come last.
-func (s Status) AppendJSON(b []byte) ([]byte, error) {
-	devices, leases := s.Devices, s.Leases
-	s.Devices, s.Leases = nil, nil
-	head, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	// A device is some 300 bytes, a lease some 220: one allocation.
-	b = slices.Grow(b, len(head)+len(devices)*320+len(leases)*240+32)
-	b = append(b, head[:len(head)-1]...) // without its closing brace
-	if len(devices) > 0 {
-		b = append(b, `,"devices":[`...)
-		for i, d := range devices {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = d.AppendJSON(b)
-		}
-		b = append(b, ']')
-	}
-	if len(leases) > 0 {
-		b = append(b, `,"leases":[`...)
-		for i, l := range leases {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = l.AppendJSON(b)
-		}
-		b = append(b, ']')
-	}
-	return append(b, '}'), nil
 }
 
 const hexDigits = "0123456789abcdef"

@@ -151,3 +151,16 @@ func BenchmarkReleaseToQueuedGrant(b *testing.B) {
 		holder, waiter = waiter, holder
 	}
 }
+
+// BenchmarkRoundTrip measures the protocol alone: a lease.list of no
+// leases, which decides nothing and touches no store.
+func BenchmarkRoundTrip(b *testing.B) {
+	_, home := startDaemon(b, nil)
+	c := dial(b, home, "bench", false)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := c.Leases(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

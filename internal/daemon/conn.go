@@ -28,11 +28,23 @@ type conn struct {
 	nc     net.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
-	out    chan []byte
 	once   sync.Once
+	// kick wakes the writer goroutine: frames wait that nobody is writing.
+	kick chan struct{}
 	// draining is set when the daemon stops: reading has stopped, and the
 	// calls in flight still get to answer before the session closes.
 	draining atomic.Bool
+
+	wmu sync.Mutex
+	// wmu guards the outbox. One goroutine at a time writes it out (the
+	// writer): a call answering when nothing is being written writes its
+	// answer itself, with no hand-off; pushes, sent from under the engine's
+	// lock, never write and wake the writer goroutine instead.
+	outbox  [][]byte
+	writing bool
+	// closing: the session ended; the writer closes the connection once
+	// the outbox is empty, and frames after that are dropped.
+	closing bool
 
 	mu sync.Mutex
 	// mu guards the fields below.
@@ -42,7 +54,7 @@ type conn struct {
 
 func newConn(d *Daemon, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, out: make(chan []byte, outboxSize)}
+	c := &conn{d: d, nc: nc, ctx: ctx, cancel: cancel, kick: make(chan struct{}, 1)}
 	go c.writeLoop()
 	return c
 }
@@ -57,6 +69,7 @@ func (c *conn) close() {
 	c.once.Do(func() {
 		c.cancel()
 		_ = c.nc.SetReadDeadline(time.Now())
+		_ = c.nc.SetWriteDeadline(time.Now().Add(flushTimeout))
 	})
 }
 
@@ -73,7 +86,8 @@ func (c *conn) busy() bool {
 	return c.inFlight > 0
 }
 
-// send queues a frame; a session too slow to take its frames is dropped.
+// send queues a frame for the writer goroutine; it never blocks. A session
+// too slow to take its frames is dropped.
 func (c *conn) send(v any) {
 	b, err := wire.Encode(v)
 	if err != nil {
@@ -87,35 +101,107 @@ func (c *conn) push(p contract.Push) { c.send(p) }
 
 // sendRaw queues an encoded frame, as send does.
 func (c *conn) sendRaw(b []byte) {
-	select {
-	case <-c.ctx.Done():
-	case c.out <- b:
-	default:
+	if c.enqueue(b) {
+		// The writer goroutine takes the writer's part; a wake-up already
+		// pending does as well.
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// answer writes a call's answer: at once, from the calling goroutine, when
+// nothing else is being written; else after the frames queued before it.
+func (c *conn) answer(b []byte) {
+	if c.enqueue(b) {
+		c.flush()
+	}
+}
+
+// enqueue adds b to the outbox and reports whether the caller is now the
+// writer, who must flush.
+func (c *conn) enqueue(b []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing && !c.writing {
+		return false // the connection is closed
+	}
+	if len(c.outbox) >= outboxSize {
 		c.d.log.Warn("dropping a session that does not read its frames")
 		c.close()
+		return false
+	}
+	c.outbox = append(c.outbox, b)
+	if c.writing {
+		return false
+	}
+	c.writing = true
+	return true
+}
+
+// flush writes the outbox until it is empty, as the writer, and closes the
+// connection then if the session has ended. A failed write closes the
+// session and drops what is left.
+func (c *conn) flush() {
+	for {
+		c.wmu.Lock()
+		if len(c.outbox) == 0 {
+			c.writing = false
+			closing := c.closing
+			c.wmu.Unlock()
+			if closing {
+				c.nc.Close()
+			}
+			return
+		}
+		b := c.outbox[0]
+		c.outbox[0] = nil
+		c.outbox = c.outbox[1:]
+		c.wmu.Unlock()
+		if _, err := c.nc.Write(b); err != nil {
+			c.close()
+			c.wmu.Lock()
+			c.outbox, c.writing = nil, false
+			c.wmu.Unlock()
+			return
+		}
 	}
 }
 
-// encodeResult encodes a result once. A result that encodes itself (our
-// own types: a status of thousands of records among them) is taken as it
-// encodes, without encoding/json scanning its output again.
-func encodeResult(result any) ([]byte, error) {
-	if m, ok := result.(json.Marshaler); ok {
-		return m.MarshalJSON()
-	}
-	return json.Marshal(result)
+// resultAppender is a result that appends its own encoding (a status of
+// thousands of records), so it is encoded once, straight into the frame.
+type resultAppender interface {
+	appendResult(b []byte) ([]byte, error)
 }
 
-// resultFrame is the frame {"id":id,"result":raw} and its newline: what
-// encoding a contract.Response would give, with raw (compact JSON from
-// json.Marshal) copied once instead of parsed and copied again.
-func resultFrame(id, raw json.RawMessage) []byte {
-	b := make([]byte, 0, len(id)+len(raw)+len(`{"id":,"result":}`)+1)
+// resultFrame is the frame {"id":id,"result":<result>} and its newline: what
+// encoding a contract.Response would give, put together around the result
+// rather than encoding the result and then the Response again (which would
+// scan and copy the result twice more). A result that encodes itself (our
+// own types) is taken as it encodes.
+func resultFrame(id json.RawMessage, result any) ([]byte, error) {
+	b := make([]byte, 0, 256)
 	b = append(b, `{"id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
-	b = append(b, raw...)
-	return append(b, "}\n"...)
+	var err error
+	switch r := result.(type) {
+	case resultAppender:
+		b, err = r.appendResult(b)
+	case json.Marshaler:
+		var raw []byte
+		raw, err = r.MarshalJSON()
+		b = append(b, raw...)
+	default:
+		var raw []byte
+		raw, err = json.Marshal(result)
+		b = append(b, raw...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(b, "}\n"...), nil
 }
 
 func (c *conn) run() {
@@ -142,27 +228,31 @@ func (c *conn) run() {
 	}
 }
 
+// writeLoop writes queued pushes. Once the session closes, the frames
+// already queued still go out (bounded by close's write deadline), then the
+// connection closes: here, or by the writer at work when it is done.
 func (c *conn) writeLoop() {
-	defer c.nc.Close()
 	for {
 		select {
+		case <-c.kick:
+			c.flush()
 		case <-c.ctx.Done():
-			_ = c.nc.SetWriteDeadline(time.Now().Add(flushTimeout))
-			for {
-				select {
-				case b := <-c.out:
-					if _, err := c.nc.Write(b); err != nil {
-						return
-					}
-				default:
-					return
-				}
+			c.wmu.Lock()
+			c.closing = true
+			busy := c.writing
+			c.writing = true
+			c.wmu.Unlock()
+			// A wake-up still pending means the writer's part was handed to
+			// this goroutine: nobody else is writing.
+			select {
+			case <-c.kick:
+				busy = false
+			default:
 			}
-		case b := <-c.out:
-			if _, err := c.nc.Write(b); err != nil {
-				c.close()
-				return
+			if !busy {
+				c.flush()
 			}
+			return
 		}
 	}
 }
@@ -199,7 +289,7 @@ func (c *conn) handle(frame []byte) {
 	}
 	c.inFlight++
 	c.mu.Unlock()
-	go func() {
+	call := func() {
 		defer func() {
 			c.mu.Lock()
 			c.inFlight--
@@ -210,19 +300,31 @@ func (c *conn) handle(frame []byte) {
 			c.send(contract.Response{ID: req.ID, Error: contract.AsError(err)})
 			return
 		}
-		raw, merr := encodeResult(result)
+		frame, merr := resultFrame(req.ID, result)
 		if merr != nil {
 			c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeInternal, "encode result: %v", merr)})
 			return
 		}
-		// The result is encoded once: the frame is put together around it
-		// rather than encoded again as a Response (a status of 10,000
-		// leases is megabytes).
-		c.sendRaw(resultFrame(req.ID, raw))
+		c.answer(frame)
 		if after, ok := result.(afterSend); ok {
 			after.afterSend()
 		}
-	}()
+	}
+	if inline[req.Op] {
+		call()
+		return
+	}
+	go call()
+}
+
+// inline are the operations that wait on nothing but the decision lock: the
+// reading goroutine runs them itself, with no hand-off to another, and reads
+// the session's next frame once they have answered. Any other call runs in
+// a goroutine of its own, so a lease request waiting in line does not hold
+// up its session's renewals.
+var inline = map[contract.Op]bool{
+	contract.OpHello: true, contract.OpLeaseRenew: true, contract.OpLeaseRelease: true,
+	contract.OpLeaseGet: true, contract.OpLeaseList: true, contract.OpLeaseCancel: true,
 }
 
 // dispatch answers hello itself and hands every other call to the session

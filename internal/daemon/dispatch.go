@@ -76,7 +76,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return statusAnswer{s.d.status(in)}, nil
+		return s.d.status(in), nil
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -353,17 +353,42 @@ func heapBytes() int64 {
 
 // statusAnswer is status.get's result: the device and lease lists, by the
 // thousand in a large fleet, go through their own encoders.
-type statusAnswer struct{ s contract.Status }
+type statusAnswer struct {
+	s contract.Status
+	// full asks the engine for the lists when the answer is encoded, straight
+	// into the frame: a status of 10,000 leases is megabytes, copied once.
+	full   bool
+	engine *leasing.Engine
+}
 
-func (a statusAnswer) MarshalJSON() ([]byte, error) { return a.s.AppendJSON(nil) }
+func (a statusAnswer) MarshalJSON() ([]byte, error) { return a.appendResult(nil) }
+
+// appendResult appends the answer as JSON: for a full status, the engine's
+// lists first (from each record's kept encoding), then the rest.
+func (a statusAnswer) appendResult(b []byte) ([]byte, error) {
+	if !a.full {
+		head, err := json.Marshal(a.s)
+		return append(b, head...), err
+	}
+	b = append(b, '{')
+	b, snap := a.engine.AppendLists(b)
+	a.s.Capacity, a.s.Counts, a.s.QueueDepth, a.s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
+	a.s.Waiting = snap.Waiting
+	head, err := json.Marshal(a.s)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, ',')
+	return append(b, head[1:]...), nil // the rest, its opening brace dropped
+}
 
 // status answers status.get: the engine's part read in one snapshot, and
 // in a summary without the lists.
-func (d *Daemon) status(in contract.StatusGetInput) contract.Status {
+func (d *Daemon) status(in contract.StatusGetInput) statusAnswer {
 	select {
 	case <-d.ready:
 	default:
-		return contract.Status{Daemon: d.info("starting"), Host: d.host()}
+		return statusAnswer{s: contract.Status{Daemon: d.info("starting"), Host: d.host()}}
 	}
 	health := "running"
 	if d.startErr != nil || (d.engine != nil && d.engine.Err() != nil) {
@@ -388,15 +413,17 @@ func (d *Daemon) status(in contract.StatusGetInput) contract.Status {
 		s.Drivers = append(s.Drivers, ds)
 	}
 	if d.engine == nil {
-		return s
+		return statusAnswer{s: s}
 	}
-	snap := d.engine.Snapshot(in.Summary)
-	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
-	s.Devices, s.Leases, s.Waiting = snap.Devices, snap.Leases, snap.Waiting
 	if d.installer != nil {
 		s.Installs = d.installer.Installs()
 	}
-	return s
+	if !in.Summary {
+		return statusAnswer{s: s, full: true, engine: d.engine}
+	}
+	snap := d.engine.Snapshot(true)
+	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
+	return statusAnswer{s: s}
 }
 
 // list answers list.get: one kind of record, whole or one page.

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -18,8 +20,37 @@ func TestAResultFrameIsWhatEncodingTheResponseWouldWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := resultFrame(json.RawMessage(c.id), json.RawMessage(c.result)); string(got) != string(want) {
+		if got, err := resultFrame(json.RawMessage(c.id), json.RawMessage(c.result)); err != nil || string(got) != string(want) {
 			t.Errorf("id %s result %s:\n got %s\nwant %s", c.id, c.result, got, want)
 		}
+	}
+}
+
+func TestAFullStatusOverTheSocketIsWhatTheEngineHolds(t *testing.T) {
+	d, home := startDaemon(t, nil)
+	c := dial(t, home, "agent", false)
+	ctx := context.Background()
+	for _, p := range []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid} {
+		if _, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: p, RequesterID: "r-" + string(p)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var raw json.RawMessage
+	if err := c.Call(ctx, contract.OpStatusGet, contract.StatusGetInput{}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(raw) {
+		t.Fatalf("status is not JSON: %s", raw)
+	}
+	var got contract.Status
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := d.engine.Snapshot(false)
+	if !reflect.DeepEqual(got.Devices, want.Devices) || !reflect.DeepEqual(got.Leases, want.Leases) || len(got.Leases) != 2 {
+		t.Fatalf("status lists\n%+v\n%+v\nwant\n%+v\n%+v", got.Devices, got.Leases, want.Devices, want.Leases)
+	}
+	if got.Counts == nil || got.Counts.Leases != 2 || got.Capacity == nil || got.Daemon.Health != "running" || len(got.Drivers) != 2 {
+		t.Fatalf("the rest of the status: %s", raw)
 	}
 }

@@ -164,6 +164,16 @@ type lease struct {
 	store.Lease
 	timer *time.Timer
 	at    *list.Element
+	// view is the lease record encoded, kept until the lease changes.
+	view []byte
+}
+
+// viewJSON is the lease record as JSON.
+func (l *lease) viewJSON() []byte {
+	if l.view == nil {
+		l.view = l.LeaseRecord.AppendJSON(nil)
+	}
+	return l.view
 }
 
 // capacityKey is what capacity.changed reports, comparable by value.

@@ -45,6 +45,17 @@ type dev struct {
 	stuck bool
 	// at is its place in the registry's (createdAt, id) order.
 	at *list.Element
+	// view is the device as status shows it, encoded, kept until the device
+	// changes: a full status of thousands of devices copies these.
+	view []byte
+}
+
+// viewJSON is d as status shows it, as JSON.
+func (d *dev) viewJSON() []byte {
+	if d.view == nil {
+		d.view = deviceView(d).AppendJSON(nil)
+	}
+	return d.view
 }
 
 func (d *dev) spec() contract.DeviceSpec {
@@ -152,6 +163,7 @@ func (r *registry) add(rec store.Device) *dev {
 func (r *registry) update(d *dev, f func(d *dev)) {
 	r.index(d, -1)
 	f(d)
+	d.view = nil
 	if d.State == contract.DeviceDeleted {
 		r.drop(d)
 		return

@@ -2,6 +2,7 @@ package leasing
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -23,17 +24,22 @@ type Snapshot struct {
 	Waiting []contract.WaitingRequest
 }
 
+// summaryLocked fills what a summary holds.
+func (e *Engine) summaryLocked(s *Snapshot) {
+	s.Capacity = core.Report(e.opts.Limits, e.reg.use, e.reg.warm)
+	open, depth := e.q.CountsLocked()
+	s.QueueDepth = depth
+	s.Counts = contract.StatusCounts{Devices: e.reg.len(), DevicesByState: e.reg.byState(), Leases: len(e.leases), Waiting: open}
+	s.WarmPool = e.warmPoolStatusLocked()
+}
+
 // Snapshot reads capacity, counts, the queue depth and the warm pool, and
 // unless summary the device, lease and waiting lists. A summary costs the
 // same whatever the number of devices, leases and requests.
 func (e *Engine) Snapshot(summary bool) Snapshot {
 	var s Snapshot
 	e.view(func() {
-		s.Capacity = core.Report(e.opts.Limits, e.reg.use, e.reg.warm)
-		open, depth := e.q.CountsLocked()
-		s.QueueDepth = depth
-		s.Counts = contract.StatusCounts{Devices: e.reg.len(), DevicesByState: e.reg.byState(), Leases: len(e.leases), Waiting: open}
-		s.WarmPool = e.warmPoolStatusLocked()
+		e.summaryLocked(&s)
 		if summary {
 			return
 		}
@@ -49,6 +55,39 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 		s.Waiting = e.q.WaitingLocked()
 	})
 	return s
+}
+
+// AppendLists appends `"devices":[…],"leases":[…]` to b, the device and
+// lease lists as status.get carries them, and returns the rest of a full
+// snapshot taken in the same look (its lists left out but for Waiting).
+// Each record's encoding is kept until the record changes, so a status of
+// thousands of them costs copying bytes, not encoding them.
+func (e *Engine) AppendLists(b []byte) ([]byte, Snapshot) {
+	var s Snapshot
+	e.view(func() {
+		e.summaryLocked(&s)
+		b = slices.Grow(b, e.reg.len()*360+len(e.leases)*260+32)
+		b = append(b, `"devices":[`...)
+		first := true
+		e.reg.each(func(d *dev) bool {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, d.viewJSON()...)
+			return true
+		})
+		b = append(b, `],"leases":[`...)
+		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
+			if el != e.leaseOrder.Front() {
+				b = append(b, ',')
+			}
+			b = append(b, el.Value.(*lease).viewJSON()...)
+		}
+		b = append(b, ']')
+		s.Waiting = e.q.WaitingLocked()
+	})
+	return b, s
 }
 
 // Capacity reports current usage against limits.

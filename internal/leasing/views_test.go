@@ -1,9 +1,12 @@
 package leasing
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -91,4 +94,53 @@ func TestPagesCoverEveryRecordOnceAndResumeAfterAVanishedCursor(t *testing.T) {
 			t.Fatalf("device pages %d + %d (next %q), want 4 + 3 in list order", len(first), len(rest), last)
 		}
 	})
+}
+
+func TestTheEncodedSnapshotFollowsEveryChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(3))
+		same := func(what string) {
+			t.Helper()
+			b, _ := h.e.AppendLists([]byte("{"))
+			typed := h.e.Snapshot(false)
+			var enc struct {
+				Devices []contract.Device      `json:"devices"`
+				Leases  []contract.LeaseRecord `json:"leases"`
+			}
+			if err := json.Unmarshal(append(b, '}'), &enc); err != nil {
+				t.Fatalf("%s: %s: %v", what, b, err)
+			}
+			devs, leases := enc.Devices, enc.Leases
+			if !reflect.DeepEqual(nonNilDevices(devs), typed.Devices) || !reflect.DeepEqual(nonNilLeases(leases), typed.Leases) {
+				t.Fatalf("%s: encoded\n%+v\n%+v\nwant\n%+v\n%+v", what, devs, leases, typed.Devices, typed.Leases)
+			}
+		}
+		same("empty")
+		g := h.mustGrant(h.acquire("a", ios))
+		same("after a grant")
+		time.Sleep(time.Second)
+		if _, err := h.e.Renew(Caller{Principal: "a"}, contract.LeaseRenewInput{LeaseID: g.Lease.ID}); err != nil {
+			t.Fatal(err)
+		}
+		same("after a renewal")
+		h.release("a", g.Lease.ID)
+		same("after the release")
+		synctest.Wait()
+		h.e.Wait()
+		same("after the clean")
+	})
+}
+
+func nonNilDevices(d []contract.Device) []contract.Device {
+	if d == nil {
+		return []contract.Device{}
+	}
+	return d
+}
+
+func nonNilLeases(l []contract.LeaseRecord) []contract.LeaseRecord {
+	if l == nil {
+		return []contract.LeaseRecord{}
+	}
+	return l
 }

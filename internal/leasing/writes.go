@@ -204,6 +204,6 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 		}
 		tx.Kick()
 	case ok:
-		l.Lease = rec
+		l.Lease, l.view = rec, nil
 	}
 }
