@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/shirou/gopsutil/v4/cpu"
@@ -35,11 +36,15 @@ func daemonCmd(env Env) *cobra.Command {
 
 func daemonRunCmd(env Env) *cobra.Command {
 	var withHTTP bool
+	var notifyFD int
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon in the foreground (the CLI starts it on demand otherwise)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Closed on every way out; written once the socket listens.
+			notify := notifier(notifyFD)
+			defer notify.Close()
 			home, err := env.home()
 			if err != nil {
 				return err
@@ -69,7 +74,11 @@ func daemonRunCmd(env Env) *cobra.Command {
 				log.Warn(w)
 				fmt.Fprintln(env.Stderr, "warning: "+w)
 			}
-			err = daemon.Run(cmd.Context(), opts)
+			d, err := daemon.Start(cmd.Context(), opts)
+			if err == nil {
+				notify.listening()
+				err = d.Wait(cmd.Context())
+			}
 			if err != nil {
 				log.Error("daemon ended", "err", err)
 				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
@@ -78,7 +87,37 @@ func daemonRunCmd(env Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&withHTTP, "http", false, "serve the HTTP API for this run (as http.enabled does)")
+	cmd.Flags().IntVar(&notifyFD, "notify-fd", -1, "write a line to this inherited file descriptor once the socket listens, then close it (for the CLI's on-demand start)")
+	_ = cmd.Flags().MarkHidden("notify-fd")
 	return cmd
+}
+
+// startNotifier tells the process that started the daemon that its socket
+// listens (and, by then, that admin.token is written), through a pipe the
+// daemon inherited; a zero value does nothing.
+type startNotifier struct{ f *os.File }
+
+func notifier(fd int) startNotifier {
+	if fd < 3 {
+		return startNotifier{}
+	}
+	// The daemon's own children (xcrun, emulator, the adb server) must not
+	// hold the pipe open.
+	syscall.CloseOnExec(fd)
+	return startNotifier{os.NewFile(uintptr(fd), "notify")}
+}
+
+func (n startNotifier) listening() {
+	if n.f != nil {
+		_, _ = n.f.WriteString("listening\n")
+		n.Close()
+	}
+}
+
+func (n startNotifier) Close() {
+	if n.f != nil {
+		_ = n.f.Close()
+	}
 }
 
 // daemonOptions wires the real config, drivers and host facts.
@@ -134,17 +173,29 @@ func readHost() core.Host {
 func daemonStartCmd(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "start",
-		Short: "Start the daemon in the background if it is not running",
+		Short: "Start the daemon in the background if it is not running, and wait until it is ready",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			home, err := env.home()
+			if err != nil {
+				return err
+			}
 			c, err := connect(cmd.Context(), cmd, env, session{principal: "simlock-cli", autostart: true})
 			if err != nil {
 				return fail(err)
 			}
 			defer c.Close()
-			s, err := c.Status(cmd.Context())
+			// A daemon found running may still be starting (another
+			// command started it a moment ago): wait for it too.
+			s, err := awaitReady(cmd.Context(), c, home)
+			if daemonGone(err) {
+				err = goneAtStartup(home)
+			}
 			if err != nil {
 				return fail(err)
+			}
+			if s.Daemon.Health != "running" {
+				return fail(contract.Errorf(contract.CodeDaemonStopping, "the daemon is %s", s.Daemon.Health).With("health", s.Daemon.Health))
 			}
 			return printJSON(env.Stdout, map[string]any{"status": "running", "pid": s.Daemon.PID, "version": s.Daemon.Version})
 		},

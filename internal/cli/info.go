@@ -23,7 +23,11 @@ func statusCmd(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
-				s, err := c.StatusWith(ctx, contract.StatusGetInput{Summary: summary})
+				// A daemon still starting (another command started it a
+				// moment ago) is waited for, as one this command starts is.
+				ctx, cancel := context.WithTimeout(ctx, startupBound)
+				defer cancel()
+				s, err := c.StatusWith(ctx, contract.StatusGetInput{Summary: summary, WaitReady: true})
 				if err != nil {
 					return err
 				}

@@ -2,9 +2,11 @@
 // daemon per home), serves the daemon protocol on a unix socket, and runs the
 // lease engine over the SQLite store and the enabled drivers.
 //
-// Startup claims first and converges after: the socket listens before the
-// engine has loaded the registry, so clients connect at once; status.get and
-// hello answer during startup and every other operation waits for it.
+// Startup claims first and converges after: the admin token is written,
+// then the socket listens, before the engine has loaded the registry, so
+// clients connect at once and the token they read is this start's. hello and
+// status.get answer during startup (status.get with waitReady parks until
+// startup has converged or failed); every other operation waits for it.
 //
 // A Daemon's methods are safe for concurrent use.
 package daemon
@@ -141,6 +143,12 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	return d.Wait(ctx)
+}
+
+// Wait serves until ctx ends or a client (or a failed startup) asks the
+// daemon to stop, then stops it gracefully and returns Stop's error.
+func (d *Daemon) Wait(ctx context.Context) error {
 	reason := "requested"
 	select {
 	case <-ctx.Done():
@@ -151,7 +159,9 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // Start claims the home and begins serving; startup convergence continues in
-// the background. Call Stop to end it.
+// the background. When it returns, admin.token holds this start's token and
+// the socket (and the HTTP API, when enabled) accept connections. Call Stop
+// (or Wait) to end it.
 func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -188,8 +198,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
-// claim takes the home's lock, recovers a stale socket, listens, and writes
-// a fresh admin token.
+// claim takes the home's lock, recovers a stale socket, writes a fresh
+// admin token, and only then listens: a client that connects the moment the
+// socket accepts reads this start's token, never a missing or stale one.
 func (d *Daemon) claim() error {
 	lockPath := filepath.Join(d.opts.Home, LockName)
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
@@ -215,28 +226,39 @@ func (d *Daemon) claim() error {
 		d.unlock()
 		return fmt.Errorf("remove stale socket: %w", err)
 	}
+	tokenPath := filepath.Join(d.opts.Home, AdminTokenName)
+	if err := d.writeAdminToken(tokenPath); err != nil {
+		d.unlock()
+		return err
+	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
+		_ = os.Remove(tokenPath)
 		d.unlock()
 		return fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	_ = os.Chmod(sock, 0o600)
 	d.ln = ln
+	return nil
+}
 
+// writeAdminToken makes this start's admin secret, keeps its hash, and
+// replaces path with it at once (a temporary file renamed over it, mode
+// 0600), so a reader sees the old file or the new one, never a part.
+func (d *Daemon) writeAdminToken(path string) error {
 	var secret [32]byte
 	_, _ = rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
 	d.tokenHash = sha256.Sum256([]byte(token))
-	tokenPath := filepath.Join(d.opts.Home, AdminTokenName)
-	tmp := tokenPath + ".tmp"
+	tmp := path + ".tmp"
+	// A temporary file left by a crash keeps its mode under WriteFile:
+	// start from none.
+	_ = os.Remove(tmp)
 	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		ln.Close()
-		d.unlock()
 		return fmt.Errorf("write admin token: %w", err)
 	}
-	if err := os.Rename(tmp, tokenPath); err != nil {
-		ln.Close()
-		d.unlock()
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	return nil

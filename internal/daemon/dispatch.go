@@ -58,13 +58,8 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	req := contract.Request{ID: call, Op: op, Input: raw}
 	var e *leasing.Engine
 	if !info.Early {
-		select {
-		case <-s.d.ready:
-		case <-s.ctx.Done():
-			return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "connection closed")
-		}
-		if s.d.startErr != nil {
-			return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "daemon startup failed: %v", s.d.startErr)
+		if err := s.awaitStartup(); err != nil {
+			return nil, err
 		}
 		// Safe to read once ready is closed: converge set it before.
 		e = s.d.engine
@@ -75,6 +70,11 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		var in contract.StatusGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
+		}
+		if in.WaitReady {
+			if err := s.awaitStartup(); err != nil {
+				return nil, err
+			}
 		}
 		return s.d.status(in), nil
 	case contract.OpCatalogGet:
@@ -293,6 +293,22 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		return s.d.tokens.revoke(s.ctx, in.ID)
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
+}
+
+// awaitStartup parks the call until startup has converged, or the session
+// ends. A failed startup is DAEMON_STARTUP_FAILED with its reason: every call
+// that needs the engine gets it, and so does status.get with waitReady,
+// whose caller asked for a daemon that is ready.
+func (s *session) awaitStartup() error {
+	select {
+	case <-s.d.ready:
+	case <-s.ctx.Done():
+		return contract.Errorf(contract.CodeDaemonConnectionLost, "connection closed")
+	}
+	if s.d.startErr != nil {
+		return contract.Errorf(contract.CodeDaemonStartupFailed, "daemon startup failed: %v", s.d.startErr)
+	}
+	return nil
 }
 
 // stopResult answers daemon.stop, then starts the stop.

@@ -155,3 +155,55 @@ func TestDaemonStopAnswersBeforeClosing(t *testing.T) {
 		}
 	}
 }
+
+// The first command in a fresh home starts the daemon and waits until its
+// startup has converged: a first `status` shows the drivers and capacity,
+// not a daemon still starting. Commands racing to start it all wait for the
+// one that won.
+func TestFirstStatusInAFreshHomeShowsTheFullView(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	var runs []<-chan result
+	for range 3 {
+		runs = append(runs, h.runAsync("status"))
+	}
+	for i, ch := range runs {
+		r := awaitResult(t, ch)
+		if r.code != 0 {
+			t.Fatalf("status #%d\n%s", i+1, r)
+		}
+		for _, want := range []string{"Daemon: running (", "Driver ios: demo", "Driver android: demo", "Capacity (", "  ios: ", "Devices: 0", "Leases: 0"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("status #%d in a fresh home lacks %q\n%s", i+1, want, r.stdout)
+			}
+		}
+	}
+	if pid := h.startDaemon(); pid != lockPID(h.dir) {
+		t.Errorf("daemon start answered for pid %d, the lock names %d", pid, lockPID(h.dir))
+	}
+	if st := daemonStatus(t, h); st["health"] != "running" {
+		t.Errorf("daemon status after daemon start: %v, want health running", st)
+	}
+}
+
+// `daemon start` waits for startup: one that fails after the socket
+// listened (here, a damaged instance.json stops the drivers) exits with
+// DAEMON_STARTUP_FAILED and the reason, and leaves no daemon behind.
+func TestDaemonStartReportsAFailedStartup(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	if err := os.WriteFile(h.path("instance.json"), []byte("{damaged"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := h.run("daemon", "start")
+	e := expectFailure(t, r, 1, "DAEMON_STARTUP_FAILED")
+	if !strings.Contains(message(e), "instance.json is damaged") || !strings.Contains(message(e), "daemon.log") {
+		t.Errorf("the error does not give the reason and the log to read\n%s", r)
+	}
+	if strings.Contains(r.stdout, "running") {
+		t.Errorf("a failed start printed running\n%s", r)
+	}
+	if !waitLockFree(h.dir, waitBound) {
+		t.Errorf("the daemon whose startup failed still holds its lock")
+	}
+}
