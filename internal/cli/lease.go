@@ -166,14 +166,29 @@ func grantHuman(g contract.LeaseGrant, detach bool) string {
 // hold keeps a lease alive until the command is told to stop, then releases
 // it. It returns exit 14 when the daemon ends the lease.
 func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRecord) error {
-	every := time.Duration(lease.TTLMs) * time.Millisecond / 3
-	renew := time.NewTicker(max(every, 10*time.Millisecond))
-	defer renew.Stop()
 	parent := time.NewTicker(time.Second)
 	defer parent.Stop()
 	ppid := os.Getppid()
+	var mu sync.Mutex
 	deadline := lease.TTLDeadline
+	kctx, stopKeeping := context.WithCancel(ctx)
+	defer stopKeeping()
+	kept := make(chan error, 1)
+	go func() {
+		kept <- client.Hold(kctx, lease, func(context.Context) (*client.Client, error) { return c, nil }, func(rec contract.LeaseRecord) {
+			mu.Lock()
+			deadline = rec.TTLDeadline
+			mu.Unlock()
+		})
+	}()
+	// release stops the renewals (waiting for one in flight), then ends
+	// the lease; kept is read once, here or below.
+	keeperDone := false
 	release := func() error {
+		stopKeeping()
+		if !keeperDone {
+			<-kept
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err := c.Release(rctx, lease.ID)
@@ -208,26 +223,21 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 				return lost(p.Reason)
 			}
 		case <-c.Done():
+			mu.Lock()
+			last := deadline
+			mu.Unlock()
 			return fail(contract.Errorf(contract.CodeDaemonConnectionLost,
 				"lost the daemon while holding lease %s; it stays held until %s unless renewed",
-				lease.ID, time.UnixMilli(deadline).UTC().Format(time.RFC3339)).
-				With("leaseId", lease.ID).With("ttlDeadline", deadline))
-		case <-renew.C:
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			rec, err := c.Renew(rctx, lease.ID, 0)
-			cancel()
-			var ce *contract.Error
-			switch {
-			case err == nil:
-				deadline = rec.TTLDeadline
-			case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease:
+				lease.ID, time.UnixMilli(last).UTC().Format(time.RFC3339)).
+				With("leaseId", lease.ID).With("ttlDeadline", last))
+		case err := <-kept:
+			keeperDone = true
+			if errors.Is(err, client.ErrLeaseGone) {
 				// The push that says why may have been missed; the daemon
 				// no longer knows the lease, which is all we can say.
 				return lost("unknown-lease")
-			default:
-				// A transient failure: the next tick tries again, well
-				// before the deadline.
 			}
+			return release()
 		}
 	}
 }

@@ -2,12 +2,14 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -46,42 +48,28 @@ func (s *server) adopt(ctx context.Context, g contract.LeaseGrant) {
 	go s.keep(h)
 }
 
-// keep renews a held lease every TTL/3 until it is released, lost, or the
-// session ends. A renewal that cannot reach the daemon is tried again at
-// the next tick; one the daemon refuses with UNKNOWN_LEASE means the lease
-// is gone.
+// keep renews a held lease (client.Hold) until it is released, lost, or
+// the session ends; renewals that cannot reach the daemon are tried again,
+// over a new session once the old one is lost.
 func (s *server) keep(h *heldLease) {
-	rec := h.record()
-	every := max(time.Duration(rec.TTLMs)*time.Millisecond/3, 100*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	ctx, cancel := context.WithCancel(s.life)
+	defer cancel()
+	go func() {
 		select {
 		case <-h.halt:
-			return
-		case <-s.life.Done():
-			return
-		case <-t.C:
+			cancel()
+		case <-ctx.Done():
 		}
-		ctx, cancel := context.WithTimeout(s.life, every)
-		c, err := s.daemon(ctx, false)
-		if err == nil {
-			var renewed contract.LeaseRecord
-			renewed, err = c.Renew(ctx, rec.ID, 0)
-			if err == nil {
-				h.mu.Lock()
-				h.rec = renewed
-				h.mu.Unlock()
-			}
-		}
-		cancel()
-		if err != nil && contract.AsError(err).Code == contract.CodeUnknownLease {
-			s.lost(rec.ID, h.deviceID, "ended")
-			return
-		}
-		if err != nil {
-			s.log.Warn("lease renewal failed; trying again", "leaseId", rec.ID, "err", err)
-		}
+	}()
+	rec := h.record()
+	connect := func(ctx context.Context) (*client.Client, error) { return s.daemon(ctx, false) }
+	err := client.Hold(ctx, rec, connect, func(renewed contract.LeaseRecord) {
+		h.mu.Lock()
+		h.rec = renewed
+		h.mu.Unlock()
+	})
+	if errors.Is(err, client.ErrLeaseGone) {
+		s.lost(rec.ID, h.deviceID, "ended")
 	}
 }
 

@@ -43,22 +43,54 @@ func (t *tracked) update(st contract.LeaseRequestStatus, err *contract.Error) {
 	t.changed = make(chan struct{})
 }
 
-// follow starts following a request (once) from the status st.
+// follow starts following a request (once) from the status st. A request
+// already granted (served at once from a ready device) is adopted before
+// anyone can see it, as a grant that arrives later is in run: every grant
+// this session hands an agent is kept alive, watched and released at exit.
 func (s *server) follow(st contract.LeaseRequestStatus) *tracked {
+	s.mu.Lock()
+	t, ok := s.requests[st.Request.ID]
+	s.mu.Unlock()
+	if ok {
+		return t
+	}
+	s.arrived(st, false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.requests[st.Request.ID]; ok {
 		return t
 	}
-	t := &tracked{id: st.Request.ID, st: st, changed: make(chan struct{})}
+	t = &tracked{id: st.Request.ID, st: st, changed: make(chan struct{})}
 	s.requests[t.id] = t
-	go s.run(t)
+	if !st.Request.State.Terminal() {
+		go s.run(t)
+	}
 	return t
 }
 
+// arrived takes what a status of a followed request brings: a grant is
+// adopted (renewed, watched, released at exit), or given back when the
+// caller no longer wants it. Adopting twice is a no-op.
+func (s *server) arrived(st contract.LeaseRequestStatus, unwanted bool) {
+	if st.Request.State != contract.RequestGranted || st.Request.Grant == nil {
+		return
+	}
+	if !unwanted {
+		s.adopt(s.life, *st.Request.Grant)
+		return
+	}
+	c, err := s.daemon(s.life, false)
+	if err == nil {
+		_, err = c.Release(s.life, st.Request.LeaseID)
+	}
+	if err != nil {
+		s.log.Warn("could not release an unwanted grant", "leaseId", st.Request.LeaseID, "err", err)
+	}
+}
+
 // run reads the request's changes from the daemon until it settles. A
-// grant is adopted (renewed, watched) before waiters see it, so a lease
-// handed to the agent is always kept alive.
+// grant is adopted before waiters see it, so a lease handed to the agent is
+// always kept alive.
 func (s *server) run(t *tracked) {
 	st, _, _ := t.snapshot()
 	for !st.Request.State.Terminal() {
@@ -69,18 +101,10 @@ func (s *server) run(t *tracked) {
 			err = c.Call(s.life, contract.OpLeaseRequestGet, in, &next)
 			if err == nil {
 				st = next
-				if st.Request.State == contract.RequestGranted && st.Request.Grant != nil {
-					t.mu.Lock()
-					unwanted := t.unwanted
-					t.mu.Unlock()
-					if unwanted {
-						if _, err := c.Release(s.life, st.Request.LeaseID); err != nil {
-							s.log.Warn("could not release an unwanted grant", "leaseId", st.Request.LeaseID, "err", err)
-						}
-					} else {
-						s.adopt(s.life, *st.Request.Grant)
-					}
-				}
+				t.mu.Lock()
+				unwanted := t.unwanted
+				t.mu.Unlock()
+				s.arrived(st, unwanted)
 				t.update(st, nil)
 				continue
 			}

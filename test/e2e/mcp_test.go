@@ -225,6 +225,64 @@ func TestMCPPendingThenWaitForLease(t *testing.T) {
 	}
 }
 
+// A grant served at once from an idle ready device (source warm) is held by
+// the server from the moment it is handed over: lease_status says held at
+// once, renewals keep it past twice its TTL, and closing the client
+// releases it.
+func TestMCPWarmGrantIsHeldRenewedAndReleasedAtClose(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	f := h.follow()
+	// A demo Android reclaim leaves the device running: one lease and its
+	// release make it ready and idle.
+	warm := h.leaseDetached("warmer", "android")
+	if r := h.run("release", warm.Lease.ID, "--agent-id", "warmer"); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	f.next("device.reclaimed of "+warm.Device.ID, func(ev event) bool {
+		return ev.Event == "device.reclaimed" && ev.str("deviceId") == warm.Device.ID
+	})
+
+	m := h.mcpConnect("agent-warm")
+	const ttlMs = 1500
+	res, grant := m.call("lease_simulator", map[string]any{"platform": "android", "ttlMs": ttlMs}, nil)
+	if res.IsError || grant["source"] != "warm" {
+		t.Fatalf("lease_simulator = %v, want a grant with source warm", grant)
+	}
+	leaseID := grant["lease"].(map[string]any)["id"].(string)
+	granted := time.Now()
+	if _, st := m.call("lease_status", map[string]any{}, nil); st["held"] != true || st["leaseId"] != leaseID {
+		t.Fatalf("lease_status right after a warm grant = %v, want held:true for %s", st, leaseID)
+	}
+
+	// Renewals come every third of the TTL; six of them span twice the TTL.
+	for i := range 6 {
+		f.next("a renewal of "+leaseID, func(ev event) bool {
+			if ev.str("leaseId") != leaseID {
+				return false
+			}
+			if ev.Event == "lease.expired" || ev.Event == "lease.released" {
+				t.Fatalf("after %d renewals: %s %v, want the lease kept", i, ev.Event, ev)
+			}
+			return ev.Event == "lease.renewed"
+		})
+	}
+	if held := time.Since(granted); held < 2*ttlMs*time.Millisecond {
+		t.Fatalf("six renewals came within %s, want them a third of the TTL (%d ms) apart", held, ttlMs)
+	}
+	if _, st := m.call("lease_status", map[string]any{"leaseId": leaseID}, nil); st["held"] != true {
+		t.Fatalf("lease_status after twice the TTL = %v, want held:true", st)
+	}
+
+	go func() { _ = m.cs.Close() }()
+	ev := f.next("lease.released for "+leaseID, func(ev event) bool {
+		return ev.Event == "lease.released" && ev.str("leaseId") == leaseID
+	})
+	if ev.str("reason") != "explicit" {
+		t.Errorf("lease.released reason = %q, want explicit (the server's release at close)", ev.str("reason"))
+	}
+}
+
 // Closing the client's stdin releases the server's lease within two
 // seconds.
 func TestMCPStdinCloseReleasesLeases(t *testing.T) {
