@@ -49,7 +49,7 @@ func Run(ctx context.Context, opts Options, t mcp.Transport) error {
 	s.register(srv)
 	// Warnings about lost leases are sent whether or not the client ever
 	// set a log level: an agent must hear that its device is gone.
-	ss, err := srv.Connect(ctx, t, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{LogLevel: "info"}})
+	ss, err := srv.Connect(ctx, quietCancels{t}, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{LogLevel: "info"}})
 	if err != nil {
 		return err
 	}

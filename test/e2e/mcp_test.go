@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -280,6 +282,96 @@ func TestMCPWarmGrantIsHeldRenewedAndReleasedAtClose(t *testing.T) {
 	})
 	if ev.str("reason") != "explicit" {
 		t.Errorf("lease.released reason = %q, want explicit (the server's release at close)", ev.str("reason"))
+	}
+}
+
+// A call the client cancels with notifications/cancelled gets no response
+// at all (the MCP specification: a receiver should not answer it), and its
+// waiting request is withdrawn. Read off the raw stdio stream, since an SDK
+// client drops a late answer silently.
+func TestMCPCancelledCallGetsNoResponse(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "1"}, fastDemo...)...)
+	h.leaseDetached("other", "ios")
+	f := h.follow()
+
+	cmd := exec.Command(simlockBin, "mcp")
+	cmd.Env = append(slices.Clone(h.env), "SIMLOCK_AGENT_ID=agent-cancel")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan map[string]any, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+	}()
+	send := func(frame string) {
+		t.Helper()
+		if _, err := io.WriteString(stdin, frame+"\n"); err != nil {
+			t.Fatalf("write to simlock mcp: %v", err)
+		}
+	}
+	var seen []map[string]any
+	answerTo := func(id float64) map[string]any {
+		t.Helper()
+		deadline := time.After(waitBound)
+		for {
+			select {
+			case m, ok := <-lines:
+				if !ok {
+					t.Fatalf("simlock mcp closed stdout before answering id %v; it sent %v", id, seen)
+				}
+				seen = append(seen, m)
+				if m["id"] == id {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("no answer to id %v within %s; the server sent %v", id, waitBound, seen)
+			}
+		}
+	}
+
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	answerTo(1)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"lease_simulator","arguments":{"platform":"ios"}}}`)
+	queued := f.next("lease.queued of agent-cancel", func(ev event) bool {
+		return ev.Event == "lease.queued"
+	})
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"the user stopped"}}`)
+	f.next("the withdrawal of "+queued.str("requestId"), func(ev event) bool {
+		return ev.Event == "lease.rejected" && ev.str("requestId") == queued.str("requestId") && ev.str("reason") == "cancelled"
+	})
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lease_status","arguments":{}}}`)
+	if res := answerTo(3); res["result"] == nil {
+		t.Fatalf("lease_status after the cancel = %v, want a result (the server keeps serving)", res)
+	}
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for m := range lines {
+		seen = append(seen, m)
+	}
+	for _, m := range seen {
+		if m["id"] == float64(2) {
+			t.Fatalf("the cancelled call was answered: %v", m)
+		}
 	}
 }
 
