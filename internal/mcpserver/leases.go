@@ -80,6 +80,7 @@ func (s *server) lost(leaseID, deviceID, reason string) {
 	if ok {
 		delete(s.held, leaseID)
 		s.gone[leaseID] = reason
+		s.lastGone = leaseID
 	}
 	ss := s.ss
 	s.mu.Unlock()
@@ -116,10 +117,14 @@ func lossWords(reason string) string {
 	return "the daemon no longer has it"
 }
 
-// release ends a lease this agent owns.
+// release ends a lease this agent owns. Releasing again a lease this
+// session already released, or that the daemon ended under it, succeeds
+// with released:false: the lease is not held either way, which is what the
+// caller asked for.
 func (s *server) release(ctx context.Context, id string) (contract.ReleaseResult, error) {
 	s.mu.Lock()
 	h := s.held[id]
+	_, ended := s.gone[id]
 	s.mu.Unlock()
 	c, err := s.daemon(ctx, true)
 	if err != nil {
@@ -127,11 +132,15 @@ func (s *server) release(ctx context.Context, id string) (contract.ReleaseResult
 	}
 	res, err := c.Release(ctx, id)
 	if err != nil {
+		if ended && h == nil && contract.AsError(err).Code == contract.CodeUnknownLease {
+			return contract.ReleaseResult{LeaseID: id, Released: false}, nil
+		}
 		return res, err
 	}
 	s.mu.Lock()
 	delete(s.held, id)
 	s.gone[id] = "explicit"
+	s.lastGone = id
 	s.mu.Unlock()
 	if h != nil {
 		h.stop()

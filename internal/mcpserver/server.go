@@ -89,6 +89,9 @@ type server struct {
 	requests map[string]*tracked
 	// gone remembers how leases this session held ended, for lease_status.
 	gone map[string]string
+	// lastGone is the lease of gone that ended last, for a lease_status
+	// that names none.
+	lastGone string
 }
 
 func newServer(opts Options) *server {

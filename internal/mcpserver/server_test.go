@@ -195,3 +195,34 @@ func awaitEvent(t *testing.T, evs <-chan contract.Event, name, reason string) ma
 		}
 	}
 }
+
+// release_simulator is idempotent, as its hint says: a second release of a
+// lease this session released succeeds with released:false, and
+// lease_status without an id still says how the last lease ended.
+func TestASecondReleaseSucceedsAndStatusRemembersTheLastLease(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	_, g, err := r.call(ctx, "lease_simulator", map[string]any{"platform": "android"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseID := g["lease"].(map[string]any)["id"].(string)
+	for i, want := range []bool{true, false} {
+		res, out, err := r.call(ctx, "release_simulator", map[string]any{"leaseId": leaseID})
+		if err != nil || res.IsError || out["released"] != want || out["leaseId"] != leaseID {
+			t.Fatalf("release %d = %v (isError %v, %v), want released:%v", i+1, out, res != nil && res.IsError, err, want)
+		}
+	}
+	_, st, err := r.call(ctx, "lease_status", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["held"] != false || st["leaseId"] != leaseID || st["reason"] != "explicit" {
+		t.Errorf("lease_status with no id after the release = %v, want held:false for %s with reason explicit", st, leaseID)
+	}
+	// A lease this session never had is still an error.
+	res, out, err := r.call(ctx, "release_simulator", map[string]any{"leaseId": "lse_0000000000000000"})
+	if err != nil || !res.IsError || out["code"] != string(contract.CodeUnknownLease) {
+		t.Errorf("release of an unknown lease = %v, want the UNKNOWN_LEASE tool error", out)
+	}
+}

@@ -374,9 +374,18 @@ func (s *server) leaseStatus(ctx context.Context, _ *mcp.CallToolRequest, in *st
 		for held := range s.held {
 			ids = append(ids, held)
 		}
+		last := s.lastGone
+		reason, known := s.gone[last]
+		if !known {
+			last = "" // granted again since
+		}
 		s.mu.Unlock()
 		switch len(ids) {
 		case 0:
+			if last != "" {
+				return statusResult{Held: false, LeaseID: last, Reason: reason,
+					Message: "This session holds no lease. Its last, " + last + ", ended: " + lossWords(reason) + "."}, nil
+			}
 			return statusResult{Held: false, Message: "This session holds no lease."}, nil
 		case 1:
 			id = ids[0]
