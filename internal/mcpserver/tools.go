@@ -310,7 +310,7 @@ func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, t *tracked
 		}
 		switch {
 		case st.Request.State == contract.RequestGranted && st.Request.Grant != nil:
-			return st.Request.Grant, nil
+			return withUsage(st.Request.Grant), nil
 		case st.Request.State.Terminal():
 			if st.Request.Error != nil {
 				return nil, st.Request.Error
