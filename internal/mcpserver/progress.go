@@ -53,8 +53,12 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 		pos := st.Request.QueuePosition
 		remaining = float64(pos)
 		switch {
-		case pos <= 1:
-			msg = "Next in queue for " + target
+		case pos == 0:
+			// Not in the line yet: the daemon is still working out what
+			// the request needs (a runtime to download, say).
+			msg = "Preparing the request for " + target
+		case pos == 1:
+			msg = "First in line for " + target
 		case pos == 2:
 			msg = "Queued behind 1 other request for " + target
 		default:
@@ -94,16 +98,20 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 		}
 		secs := int(math.Ceil(float64(max(left, 0)) / 1000))
 		remaining = float64(secs)
-		verb := map[string]string{
-			"provisioning": "Creating", "booting": "Booting", "reclaiming": "Waiting for a device to be cleaned for", "downloading": "Downloading a runtime for",
-		}[phase]
+		verb := map[string]string{"provisioning": "Creating", "booting": "Booting"}[phase]
 		if verb == "" {
 			verb = strings.ToUpper(phase[:1]) + phase[1:]
 		}
+		msg = verb + " " + target
+		if phase == "reclaiming" {
+			// What is cleaned is a device another holder released, which
+			// this request will get: name the device, not the request.
+			msg = "Waiting for a released " + deviceNoun(st) + " to be cleaned"
+		}
 		if secs > 0 {
-			msg = fmt.Sprintf("%s %s (~%d s left)", verb, target, secs)
+			msg += fmt.Sprintf(" (~%d s left)", secs)
 		} else {
-			msg = fmt.Sprintf("%s %s (any moment now)", verb, target)
+			msg += " (any moment now)"
 		}
 	}
 	within := math.Min(math.Round(bandSize/(remaining+1)), bandSize-1)
@@ -149,6 +157,18 @@ func targetWords(st contract.LeaseRequestStatus) string {
 		b.WriteString(" (OS " + spec.OSVersion + ")")
 	}
 	return b.String()
+}
+
+// deviceNoun names a device of what st asks for: its model when known,
+// else "iOS device" or "Android device".
+func deviceNoun(st contract.LeaseRequestStatus) string {
+	if t := st.Target; t != nil && t.Model != "" {
+		return t.Model
+	}
+	if m := st.Request.Spec.Model; m != "" {
+		return m
+	}
+	return platformWord(st.Request.Spec.Platform) + " device"
 }
 
 func platformWord(p contract.Platform) string {

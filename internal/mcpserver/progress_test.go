@@ -37,7 +37,7 @@ func TestProgressRisesThroughStagesWithPlainWords(t *testing.T) {
 	}{
 		{status(contract.RequestQueued, contract.StageQueued, 3, 0, 1), 0, "Queued behind 2 other requests for an iOS phone"},
 		{status(contract.RequestQueued, contract.StageQueued, 2, 0, 2), time.Second, "Queued behind 1 other request for an iOS phone"},
-		{status(contract.RequestQueued, contract.StageQueued, 1, 0, 3), 2 * time.Second, "Next in queue for an iOS phone"},
+		{status(contract.RequestQueued, contract.StageQueued, 1, 0, 3), 2 * time.Second, "First in line for an iOS phone"},
 		{status(contract.RequestStarting, contract.StageProvisioning, 0, 50_000, 4), 3 * time.Second, "Creating iPhone 16 (iOS 18.6) (~50 s left)"},
 		// The ETA counts down between the daemon's updates.
 		{status(contract.RequestStarting, contract.StageProvisioning, 0, 50_000, 4), 13 * time.Second, "Creating iPhone 16 (iOS 18.6) (~40 s left)"},
@@ -75,7 +75,7 @@ func TestQueueBandLeavesRoomForDownloading(t *testing.T) {
 	}
 	var r reporter
 	p, _, _ := r.step(status(contract.RequestQueued, contract.StageQueued, 1, 0, 1), time.Unix(0, 0), time.Hour)
-	if p >= stageBand["downloading"] || !strings.Contains(r.lastMsg, "Next") {
+	if p >= stageBand["downloading"] || !strings.Contains(r.lastMsg, "First in line") {
 		t.Errorf("first in queue = %v %q, want below the downloading band", p, r.lastMsg)
 	}
 }
@@ -130,5 +130,23 @@ func TestDownloadingSitsBetweenQueuedAndProvisioningAndFollowsThePercent(t *test
 	}
 	if !strings.Contains(msgs[4], "41%") || !strings.Contains(msgs[1], "Waiting") {
 		t.Errorf("messages = %q", msgs)
+	}
+}
+
+func TestWordsBeforeTheLineAndWhileAReleasedDeviceIsCleaned(t *testing.T) {
+	var r reporter
+	t0 := time.Unix(0, 0)
+	// A request the daemon is still resolving (a download to start, say)
+	// has no place in the line yet, and must not say it has one.
+	if _, msg, _ := r.step(status(contract.RequestQueued, contract.StageQueued, 0, 0, 1), t0, time.Hour); msg != "Preparing the request for an iOS phone" {
+		t.Errorf("before the line: %q", msg)
+	}
+	cleaning := status(contract.RequestQueued, contract.StageReclaiming, 1, 3000, 2)
+	if _, msg, _ := r.step(cleaning, t0, time.Hour); msg != "Waiting for a released iOS device to be cleaned (~3 s left)" {
+		t.Errorf("while a device is cleaned: %q", msg)
+	}
+	cleaning.Request.Spec.Model = "iPhone 17" // same revision: the ETA counts down from the first sight
+	if _, msg, _ := r.step(cleaning, t0.Add(3*time.Second), time.Hour); msg != "Waiting for a released iPhone 17 to be cleaned (any moment now)" {
+		t.Errorf("while an iPhone 17 is cleaned, at its ETA: %q", msg)
 	}
 }
