@@ -135,3 +135,27 @@ func TestComponentNamesCannotReachOutsideTheSDK(t *testing.T) {
 		}
 	}
 }
+
+func TestAnUnknownFieldNamesTheFieldItLikelyMeant(t *testing.T) {
+	for _, c := range []struct{ sent, meant string }{
+		{"device", "model"},
+		{"os_version", "osVersion"},
+		{"ttl", "ttlMs"},
+		{"TTL_MS", "ttlMs"},
+		{"colour", ""},
+	} {
+		var in LeaseRequestInput
+		err := DecodeInput(json.RawMessage(`{"platform":"ios","`+c.sent+`":"x"}`), &in)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Code != CodeBadRequest || ce.Details["field"] != c.sent {
+			t.Fatalf("%s: %v, want BAD_REQUEST naming %s", c.sent, err, c.sent)
+		}
+		got, _ := ce.Details["didYouMean"].(string)
+		if got != c.meant {
+			t.Errorf("%s: didYouMean %q, want %q (%s)", c.sent, got, c.meant, ce.Message)
+		}
+		if c.meant != "" && !strings.Contains(ce.Message, "did you mean "+c.meant+"?") {
+			t.Errorf("%s: message %q does not say what was meant", c.sent, ce.Message)
+		}
+	}
+}

@@ -435,7 +435,7 @@ func DecodeInput(raw json.RawMessage, v Validator) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(err, v)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return BadRequest("", "input must be one JSON object")
@@ -443,7 +443,7 @@ func DecodeInput(raw json.RawMessage, v Validator) error {
 	return v.Validate()
 }
 
-func decodeError(err error) *Error {
+func decodeError(err error, v any) *Error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
@@ -459,6 +459,9 @@ func decodeError(err error) *Error {
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
+		if meant := didYouMean(name, v); meant != "" {
+			return BadRequest(clip(name), "unknown field; did you mean %s?", meant).With("didYouMean", meant)
+		}
 		return BadRequest(clip(name), "unknown field")
 	}
 	return BadRequest("", "%s", strings.TrimPrefix(msg, "json: "))

@@ -432,6 +432,7 @@ func TestMCPBadArgumentsAreToolErrors(t *testing.T) {
 		field string
 	}{
 		{"unknown field", map[string]any{"platform": "ios", "colour": "red"}, "colour"},
+		{"device for model", map[string]any{"platform": "ios", "device": "iPhone 16"}, "device"},
 		{"model and class", map[string]any{"platform": "ios", "model": "iPhone 16", "class": "tablet"}, "class"},
 		{"ttl above the maximum", map[string]any{"platform": "ios", "ttlMs": 999999999}, "ttlMs"},
 		{"waitSeconds above 55", map[string]any{"platform": "ios", "waitSeconds": 90}, "waitSeconds"},
@@ -440,6 +441,9 @@ func TestMCPBadArgumentsAreToolErrors(t *testing.T) {
 		res, out := m.call("lease_simulator", c.args, nil)
 		if !res.IsError || out["code"] != "BAD_REQUEST" || out["field"] != c.field {
 			t.Errorf("%s: isError %v, %v; want BAD_REQUEST naming %s", c.name, res.IsError, out, c.field)
+		}
+		if c.field == "device" && out["didYouMean"] != "model" {
+			t.Errorf("%s: %v, want didYouMean model", c.name, out)
 		}
 	}
 	if res, out := m.call("release_simulator", map[string]any{"leaseId": "lse_nope"}, nil); !res.IsError || out["code"] != "UNKNOWN_LEASE" {
