@@ -135,7 +135,12 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 	if detach {
 		return nil
 	}
-	return hold(ctx, c, env, grant.Lease)
+	redial := func(ctx context.Context) (*client.Client, error) {
+		// The daemon was stopped or restarted on purpose: wait for it to
+		// come back rather than start one.
+		return connect(ctx, cmd, env, session{principal: id})
+	}
+	return hold(ctx, c, redial, env, grant.Lease)
 }
 
 // exportLines renders an environment as POSIX shell export lines, sorted,
@@ -164,22 +169,27 @@ func grantHuman(g contract.LeaseGrant, detach bool) string {
 }
 
 // hold keeps a lease alive until the command is told to stop, then releases
-// it. It returns exit 14 when the daemon ends the lease.
-func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRecord) error {
+// it. It returns exit 14 when the daemon ends the lease. When the
+// connection to the daemon is lost (the daemon stopped or restarted), it
+// says so and reconnects with redial, as long as the lease can still be
+// alive, then watches and renews it over the new session: the lease
+// survives a daemon restart, and so does its holder.
+func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*client.Client, error), env Env, lease contract.LeaseRecord) error {
 	parent := time.NewTicker(time.Second)
 	defer parent.Stop()
 	ppid := os.Getppid()
-	var mu sync.Mutex
-	deadline := lease.TTLDeadline
+	link := &holdLink{c: c, deadline: lease.TTLDeadline}
+	connect := func(ctx context.Context) (*client.Client, error) {
+		if c := link.current(); c != nil {
+			return c, nil
+		}
+		return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "reconnecting")
+	}
 	kctx, stopKeeping := context.WithCancel(ctx)
 	defer stopKeeping()
 	kept := make(chan error, 1)
 	go func() {
-		kept <- client.Hold(kctx, lease, func(context.Context) (*client.Client, error) { return c, nil }, func(rec contract.LeaseRecord) {
-			mu.Lock()
-			deadline = rec.TTLDeadline
-			mu.Unlock()
-		})
+		kept <- client.Hold(kctx, lease, connect, link.renewed)
 	}()
 	// release stops the renewals (waiting for one in flight), then ends
 	// the lease; kept is read once, here or below.
@@ -188,6 +198,12 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 		stopKeeping()
 		if !keeperDone {
 			<-kept
+		}
+		c := link.current()
+		if c == nil {
+			return fail(contract.Errorf(contract.CodeDaemonConnectionLost,
+				"could not release lease %s: the daemon is not reachable; it ends at %s unless renewed",
+				lease.ID, time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339)).With("leaseId", lease.ID))
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -202,7 +218,21 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 		_ = printJSON(env.Stderr, map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
 		return &exitError{code: contract.ExitLeaseLost, err: fmt.Errorf("lease lost: %s", reason), quiet: true}
 	}
+	defer link.drop()
+	var retry <-chan time.Time // ticks while reconnecting
+	var retryTicker *time.Ticker
+	defer func() {
+		if retryTicker != nil {
+			retryTicker.Stop()
+		}
+	}()
 	for {
+		cur := link.current()
+		var pushes <-chan contract.Inbound
+		var gone <-chan struct{}
+		if cur != nil {
+			pushes, gone = cur.LeaseLost(), cur.Done()
+		}
 		select {
 		case <-ctx.Done():
 			return release()
@@ -210,7 +240,7 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 			if os.Getppid() != ppid {
 				return release()
 			}
-		case p := <-c.LeaseLost():
+		case p := <-pushes:
 			if p.LeaseID != lease.ID {
 				continue
 			}
@@ -222,14 +252,32 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 			default:
 				return lost(p.Reason)
 			}
-		case <-c.Done():
-			mu.Lock()
-			last := deadline
-			mu.Unlock()
-			return fail(contract.Errorf(contract.CodeDaemonConnectionLost,
-				"lost the daemon while holding lease %s; it stays held until %s unless renewed",
-				lease.ID, time.UnixMilli(last).UTC().Format(time.RFC3339)).
-				With("leaseId", lease.ID).With("ttlDeadline", last))
+		case <-gone:
+			link.drop()
+			_ = printJSON(env.Stderr, map[string]any{"notice": "daemon-connection-lost", "leaseId": lease.ID,
+				"message": fmt.Sprintf("lost the daemon while holding lease %s; reconnecting until %s, when the lease ends unless renewed",
+					lease.ID, time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339))})
+			if retryTicker != nil {
+				retryTicker.Stop()
+			}
+			retryTicker = time.NewTicker(reconnectEvery)
+			retry = retryTicker.C
+		case <-retry:
+			if time.Now().UnixMilli() >= link.lastDeadline() {
+				return fail(contract.Errorf(contract.CodeDaemonConnectionLost,
+					"lost the daemon while holding lease %s and it did not come back before the lease's end (%s)",
+					lease.ID, time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339)).
+					With("leaseId", lease.ID).With("ttlDeadline", link.lastDeadline()))
+			}
+			err := link.reconnect(ctx, redial, lease.ID)
+			switch {
+			case err == nil:
+				retry = nil
+				_ = printJSON(env.Stderr, map[string]any{"notice": "daemon-reconnected", "leaseId": lease.ID,
+					"message": "reconnected to the daemon; lease " + lease.ID + " is still held and renewed"})
+			case contract.AsError(err).Code == contract.CodeUnknownLease:
+				return lost("unknown-lease")
+			}
 		case err := <-kept:
 			keeperDone = true
 			if errors.Is(err, client.ErrLeaseGone) {
@@ -240,6 +288,72 @@ func hold(ctx context.Context, c *client.Client, env Env, lease contract.LeaseRe
 			return release()
 		}
 	}
+}
+
+// reconnectEvery is how often a holder that lost the daemon tries to reach
+// it again.
+const reconnectEvery = 250 * time.Millisecond
+
+// holdLink is a holder's session with the daemon, replaced when the daemon
+// comes back after the connection was lost, and the lease's last known
+// deadline.
+type holdLink struct {
+	mu       sync.Mutex
+	c        *client.Client // nil while reconnecting
+	deadline int64
+}
+
+func (l *holdLink) current() *client.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.c
+}
+
+func (l *holdLink) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+		l.c = nil
+	}
+}
+
+func (l *holdLink) renewed(rec contract.LeaseRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadline = rec.TTLDeadline
+}
+
+func (l *holdLink) lastDeadline() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+// reconnect dials the daemon again, asks to hear of the lease's end on the
+// new session, and renews it at once (the renewals missed while the daemon
+// was away may have left little of its TTL).
+func (l *holdLink) reconnect(ctx context.Context, redial func(context.Context) (*client.Client, error), leaseID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := redial(ctx)
+	if err != nil {
+		return err
+	}
+	var watched contract.LeaseWatchResult
+	if err := c.Call(ctx, contract.OpLeaseWatch, contract.LeaseIDInput{LeaseID: leaseID}, &watched); err != nil {
+		c.Close()
+		return err
+	}
+	rec, err := c.Renew(ctx, leaseID, 0)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	l.mu.Lock()
+	l.c, l.deadline = c, rec.TTLDeadline
+	l.mu.Unlock()
+	return nil
 }
 
 // progressPrinter shows progress on stderr as JSON lines, a live line, or

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // daemonStatus is `simlock daemon status --json`.
@@ -205,5 +207,53 @@ func TestDaemonStartReportsAFailedStartup(t *testing.T) {
 	}
 	if !waitLockFree(h.dir, waitBound) {
 		t.Errorf("the daemon whose startup failed still holds its lock")
+	}
+}
+
+// A held `simlock lease` survives `simlock daemon stop && simlock daemon
+// start`: it says it lost the daemon, reconnects once the daemon is back,
+// and the new daemon renews its lease; Ctrl-C then still releases it.
+func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	holder := h.start("lease", "--platform", "android", "--agent-id", "keeper", "--ttl", "3s")
+	g := parseGrant(t, holder.waitLine(holder.stdout, "the grant", func(string) bool { return true }).text)
+
+	if r := h.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop\n%s", r)
+	}
+	holder.waitLine(holder.stderr, "the lost-daemon notice", func(s string) bool {
+		return strings.Contains(s, `"notice":"daemon-connection-lost"`) && strings.Contains(s, g.Lease.ID)
+	})
+	restarted := time.Now().UnixMilli()
+	if r := h.run("daemon", "start"); r.code != 0 {
+		t.Fatalf("daemon start\n%s", r)
+	}
+	holder.waitLine(holder.stderr, "the reconnected notice", func(s string) bool {
+		return strings.Contains(s, `"notice":"daemon-reconnected"`)
+	})
+	f := h.follow()
+	// Renewals every TTL/3 by the daemon that came back: two in a row, so
+	// the holder goes on renewing, not just once at the reconnect.
+	for range 2 {
+		ev := f.next("a renewal of "+g.Lease.ID+" after the restart", func(ev event) bool {
+			if ev.str("leaseId") == g.Lease.ID && (ev.Event == "lease.expired" || ev.Event == "lease.released") {
+				t.Fatalf("the lease ended after the restart: %v", ev)
+			}
+			return ev.Event == "lease.renewed" && ev.str("leaseId") == g.Lease.ID
+		})
+		if ev.Timestamp < restarted {
+			t.Fatalf("renewal at %d, before the restart at %d", ev.Timestamp, restarted)
+		}
+	}
+	if !holder.running() {
+		t.Fatalf("the holder exited across the restart\n%s", holder.dump())
+	}
+	holder.signal(syscall.SIGINT)
+	if code := holder.wait(); code != 0 {
+		t.Fatalf("holder after SIGINT exited %d, want 0 (released)\n%s", code, holder.dump())
+	}
+	if leases := h.leases(); len(leases) != 0 {
+		t.Errorf("leases after the holder's release: %v", leases)
 	}
 }
