@@ -24,8 +24,8 @@ func mcpCmd(env Env) *cobra.Command {
 lease_simulator, wait_for_lease, release_simulator and lease_status.
 
 The server acts as the agent named by SIMLOCK_AGENT_ID, else the Claude Code
-session (CLAUDE_CODE_SESSION_ID), else mcp:<pid>. It starts the daemon when a
-tool needs it, renews the leases it was granted, and releases them (and
+session (CLAUDE_CODE_SESSION_ID), else the Codex session (CODEX_SESSION_ID),
+else mcp:<pid>. It starts the daemon when a tool needs it, renews the leases it was granted, and releases them (and
 withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -47,14 +47,11 @@ withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
 	}
 }
 
-// mcpAgentID is the MCP server's identity: SIMLOCK_AGENT_ID, else the
-// Claude Code session, else the server's own process.
+// mcpAgentID is the MCP server's identity: the session's
+// (sessionAgentID), else the server's own process.
 func mcpAgentID(getenv func(string) string, pid int) string {
-	if id := getenv("SIMLOCK_AGENT_ID"); id != "" {
+	if id := sessionAgentID(getenv); id != "" {
 		return id
-	}
-	if id := getenv("CLAUDE_CODE_SESSION_ID"); id != "" {
-		return "claude-code:" + id
 	}
 	return "mcp:" + strconv.Itoa(pid)
 }
