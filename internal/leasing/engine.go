@@ -419,8 +419,12 @@ func (e *Engine) Wait() { e.work.Wait() }
 func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error) {
 	d, ok := e.opts.Drivers[p]
 	if !ok {
+		// The usual way here is a command run with SIMLOCK_DRIVERS=demo
+		// against a daemon that was already running without it: say that the
+		// variable only shapes a daemon the command starts.
 		return nil, contract.Errorf(contract.CodeNoDriver,
-			"no driver serves %s in this daemon (simlock status says why; SIMLOCK_DRIVERS=demo or drivers.demo.enabled serves simulated devices from the next daemon start)", p).
+			"no driver serves %s in the running daemon (simlock status says why). SIMLOCK_DRIVERS configures only a daemon a command starts, not one already running: "+
+				"for simulated devices run `simlock daemon stop` and the command again, or `simlock config set drivers.demo.enabled true` and restart the daemon", p).
 			With("platform", p)
 	}
 	return d, nil

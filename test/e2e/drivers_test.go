@@ -219,7 +219,12 @@ func TestUnownedRootDisablesOnlyItsPlatform(t *testing.T) {
 		t.Errorf("doctor does not report the refused root\n%s", r)
 	}
 	r = h.run("lease", "--platform", "ios", "--detach", "--agent-id", "i")
-	expectFailure(t, r, 12, "NO_DRIVER")
+	noDriver := expectFailure(t, r, 12, "NO_DRIVER")
+	// The next step, in the words of a running daemon: a variable set for
+	// this command does not change it.
+	if msg, _ := noDriver["message"].(string); !strings.Contains(msg, "not one already running") || !strings.Contains(msg, "simlock daemon stop") {
+		t.Errorf("NO_DRIVER message %q does not say how to get a driver into the running daemon", msg)
+	}
 	h.leaseDetached("a", "android")
 	if _, err := os.Stat(h.path("devices/ios/.simlock-owned.json")); err == nil {
 		t.Error("simlock marked a root that was not its own")
