@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -432,7 +434,15 @@ func configCmd(env Env) *cobra.Command {
 			for _, k := range config.Keys() {
 				def := "unset"
 				if k.Default != nil {
-					def = fmt.Sprint(k.Default)
+					// As JSON, the form config set takes: a list or an
+					// object reads as one, not as Go's map[...] syntax.
+					var buf bytes.Buffer
+					enc := json.NewEncoder(&buf)
+					enc.SetEscapeHTML(false)
+					if err := enc.Encode(k.Default); err != nil {
+						return fail(err)
+					}
+					def = strings.TrimSpace(buf.String())
 				}
 				fmt.Fprintf(env.Stdout, "%s (default %s): %s\n", k.Key, def, k.Doc)
 			}
