@@ -8,10 +8,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -65,15 +65,29 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ee.code
 	}
 	// cobra's own errors: unknown command, bad flag, missing argument.
-	printError(env.Stderr, contract.Errorf(contract.CodeUsage, "%s; see simlock --help", strings.TrimSuffix(err.Error(), ".")))
+	line := cobraLine(err.Error())
+	if strings.HasSuffix(line, "?") {
+		line += " See simlock --help"
+	} else {
+		line += "; see simlock --help"
+	}
+	printError(env.Stderr, contract.Errorf(contract.CodeUsage, "%s", line))
 	return contract.CodeUsage.ExitCode()
+}
+
+// cobraLine makes one line of a cobra error, whose suggestions come on lines
+// of their own: `unknown command "statsu" for "simlock"; did you mean status?`.
+func cobraLine(msg string) string {
+	const suggest = "\n\nDid you mean this?\n"
+	if head, tail, ok := strings.Cut(msg, suggest); ok {
+		msg = head + "; did you mean " + strings.Join(strings.Fields(tail), " or ") + "?"
+	}
+	return strings.TrimSuffix(strings.Join(strings.Fields(msg), " "), ".")
 }
 
 // printError writes the one stderr line of a failure.
 func printError(w io.Writer, err error) {
-	ce := contract.AsError(err)
-	b, _ := json.Marshal(map[string]any{"error": ce})
-	fmt.Fprintln(w, string(b))
+	_ = printJSON(w, map[string]any{"error": contract.AsError(err)})
 }
 
 // fail turns an error into the command's exit.
@@ -95,11 +109,15 @@ func usage(format string, args ...any) error {
 
 // printJSON writes one JSON line to stdout.
 func printJSON(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Not HTML-escaped: these lines are read by people and programs, never
+	// embedded in a page, and "<id>" must not print as "\u003cid\u003e".
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 

@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -168,7 +169,15 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 	maps.Copy(m, e.Details)
 	m["code"] = e.Code
 	m["message"] = e.Message
-	return json.Marshal(m)
+	// Messages are for people and say "--lease <id>": not HTML-escaped
+	// (every surface sends them as JSON, never inside a page).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // UnmarshalJSON reads the flat form back.
