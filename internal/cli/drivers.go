@@ -155,7 +155,7 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 		if explicit {
 			set.notes[p] = fmt.Sprintf("the %s driver is not enabled (SIMLOCK_DRIVERS or drivers.enabled)", p)
 		} else {
-			set.notes[p] = fmt.Sprintf("no %s tools were found; simlock doctor says what to install, and SIMLOCK_DRIVERS=demo serves simulated devices", p)
+			set.notes[p] = fmt.Sprintf("no %s tools were found; SIMLOCK_DRIVERS=demo serves simulated devices", p)
 		}
 	}
 	set.prerequisites = func(ctx context.Context) []driver.Missing {

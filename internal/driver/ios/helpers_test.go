@@ -119,6 +119,7 @@ func newOptions(t *testing.T) (Options, shimtest.Env, *recorder) {
 		Runner:   rec,
 		Env:      shimEnv(e),
 		LookPath: lookIn(e.Bin),
+		GOOS:     "darwin", // the shims stand in for a Mac's tools
 	}, e, rec
 }
 

@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,9 @@ type Options struct {
 	LookPath func(string) (string, error)
 	// Logger receives a debug line per tool call; nil discards.
 	Logger *slog.Logger
+	// GOOS is the host's operating system, for what Prerequisites says
+	// when the tools are missing; "" means runtime.GOOS.
+	GOOS string
 	// ComponentDir is a directory on the volume runtime downloads fill,
 	// for the core's free-space check; "" means
 	// /Library/Developer/CoreSimulator, where CoreSimulator keeps runtime
@@ -97,6 +101,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.GOOS == "" {
+		o.GOOS = runtime.GOOS
 	}
 	return o
 }

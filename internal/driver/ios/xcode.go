@@ -69,7 +69,15 @@ func Prerequisites(ctx context.Context, opts Options) []driver.Missing {
 	missing := func(prerequisite, message, remedy string) {
 		out = append(out, driver.Missing{Platform: contract.PlatformIOS, Prerequisite: prerequisite, Message: message, Remedy: remedy})
 	}
-	if _, err := opts.LookPath("xcrun"); err != nil {
+	_, noXcrun := opts.LookPath("xcrun")
+	_, noXcodebuild := opts.LookPath("xcodebuild")
+	if opts.GOOS != "darwin" && noXcrun != nil && noXcodebuild != nil {
+		// Nothing here can be installed: say what the platform needs.
+		missing("macos", fmt.Sprintf("iOS simulators run only on macOS with Xcode; this host runs %s", opts.GOOS),
+			"lease iOS devices from a simlock on a Mac (or use SIMLOCK_DRIVERS=demo for simulated ones)")
+		return out
+	}
+	if noXcrun != nil {
 		missing("xcrun", "xcrun is not on PATH; simlock runs every simulator command through `xcrun simctl`",
 			"xcode-select --install")
 	}

@@ -66,6 +66,18 @@ func TestPrerequisitesWithoutXcode(t *testing.T) {
 	}
 }
 
+func TestPrerequisitesOffMacOSSayWhatThePlatformNeeds(t *testing.T) {
+	opts, _, _ := newOptions(t)
+	opts.LookPath, opts.GOOS = noTools, "linux"
+	missing := Prerequisites(t.Context(), opts)
+	if got := prerequisites(missing); !slices.Equal(got, []string{"macos"}) {
+		t.Fatalf("Prerequisites on linux = %+v, want the one macos finding (nothing to install with xcode-select)", missing)
+	}
+	if !strings.Contains(missing[0].Message, "macOS with Xcode") || strings.Contains(missing[0].Remedy, "xcode-select") {
+		t.Errorf("finding %+v, want it to say iOS needs macOS with Xcode", missing[0])
+	}
+}
+
 func TestPrerequisites(t *testing.T) {
 	cases := []struct {
 		name string
