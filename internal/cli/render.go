@@ -26,17 +26,22 @@ func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) s
 	switch p.Stage {
 	case contract.StageQueued:
 		ahead := "next in line"
-		if p.QueuePosition > 1 {
+		switch {
+		case p.QueuePosition == 2:
+			ahead = "1 request ahead"
+		case p.QueuePosition > 2:
 			ahead = fmt.Sprintf("%d requests ahead", p.QueuePosition-1)
 		}
 		return fmt.Sprintf("%s Queued at position %d (%s), waiting %s", glyph, p.QueuePosition, ahead, roundDur(elapsed))
 	case contract.StageReclaiming, contract.StageProvisioning, contract.StageBooting:
 		left := time.Duration(p.EtaMs)*time.Millisecond - elapsed
-		eta := "about " + roundDur(left) + " left"
+		// Whole seconds rounded up: "about 0s left" never shows while
+		// time is left.
+		eta := "about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
 		if left <= 0 {
 			eta = "taking longer than usual, " + roundDur(elapsed) + " so far"
 		}
-		return fmt.Sprintf("%s %s the device, %s", glyph, stageVerb(p.Stage), eta)
+		return fmt.Sprintf("%s %s, %s", glyph, stageWords(p.Stage), eta)
 	case contract.StageDownloading:
 		if p.Waiting {
 			return fmt.Sprintf("%s Waiting for another download to finish before runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
@@ -55,14 +60,15 @@ func progressBar(pct, width int) string {
 	return "[" + strings.Repeat("█", full) + strings.Repeat("░", width-full) + "]"
 }
 
-func stageVerb(s contract.Stage) string {
+// stageWords says what a device stage is doing.
+func stageWords(s contract.Stage) string {
 	switch s {
 	case contract.StageReclaiming:
-		return "Waiting while another lease's device is cleaned:"
+		return "Waiting for a released device to be cleaned"
 	case contract.StageProvisioning:
-		return "Creating"
+		return "Creating the device"
 	case contract.StageBooting:
-		return "Booting"
+		return "Booting the device"
 	}
 	return strings.ToUpper(string(s[:1])) + string(s[1:])
 }

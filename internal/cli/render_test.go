@@ -36,6 +36,10 @@ func TestProgressHumanGolden(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, 3 * time.Second, 0, "⠋ Queued at position 1 (next in line), waiting 3s"},
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, 75 * time.Second, 1, "⠙ Queued at position 3 (2 requests ahead), waiting 1m15s"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, 10 * time.Second, 2, "⠹ Booting the device, about 30s left"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 2}, 4 * time.Second, 0, "⠋ Queued at position 2 (1 request ahead), waiting 4s"},
+		// Under a second left still reads as a second, not "about 0s".
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 1000}, 600 * time.Millisecond, 0, "⠋ Booting the device, about 1s left"},
+		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 3000}, 0, 0, "⠋ Waiting for a released device to be cleaned, about 3s left"},
 		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 1000}, 4 * time.Second, 3, "⠸ Creating the device, taking longer than usual, 4s so far"},
 		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, 61 * time.Second, 0, "⠋ Waiting for another download to finish before runtime 26.4, 1m01s so far"},
 		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4"}, 5 * time.Second, 1, "⠙ Downloading runtime 26.4, 5s so far"},
