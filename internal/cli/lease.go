@@ -318,7 +318,12 @@ func (l *holdLink) drop() {
 	}
 }
 
-func (l *holdLink) renewed(rec contract.LeaseRecord) {
+// renewed notes a renewal's deadline; a failed one is tried again at the
+// next tick, and a lost connection is handled by the holder's loop.
+func (l *holdLink) renewed(rec contract.LeaseRecord, err error) {
+	if err != nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadline = rec.TTLDeadline

@@ -21,12 +21,12 @@ const renewBound = 10 * time.Second
 // tick, so a holder that reconnects after losing the daemon renews over the
 // new session. A renewal that fails for any other reason than the daemon no
 // longer knowing the lease (the daemon unreachable, a timeout) is tried
-// again at the next tick. renewed, when not nil, hears each renewal's
-// record.
+// again at the next tick. report, when not nil, hears each attempt: the
+// renewed record, or the error of one that failed and will be tried again.
 //
 // Hold returns nil when ctx ends, and an error wrapping ErrLeaseGone, with
 // the daemon's UNKNOWN_LEASE, when the lease has ended.
-func Hold(ctx context.Context, lease contract.LeaseRecord, connect func(context.Context) (*Client, error), renewed func(contract.LeaseRecord)) error {
+func Hold(ctx context.Context, lease contract.LeaseRecord, connect func(context.Context) (*Client, error), report func(contract.LeaseRecord, error)) error {
 	every := max(time.Duration(lease.TTLMs)*time.Millisecond/3, 10*time.Millisecond)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -38,14 +38,13 @@ func Hold(ctx context.Context, lease contract.LeaseRecord, connect func(context.
 		}
 		rec, err := renewOnce(ctx, lease.ID, connect, min(every, renewBound))
 		switch {
-		case err == nil:
-			if renewed != nil {
-				renewed(rec)
-			}
 		case ctx.Err() != nil:
 			return nil
-		case contract.AsError(err).Code == contract.CodeUnknownLease:
+		case err != nil && contract.AsError(err).Code == contract.CodeUnknownLease:
 			return errors.Join(ErrLeaseGone, err)
+		}
+		if report != nil {
+			report(rec, err)
 		}
 	}
 }

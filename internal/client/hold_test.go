@@ -61,10 +61,15 @@ func TestHoldRenewsEveryThirdOfTheTTLAndRetriesAfterAFailedConnect(t *testing.T)
 			return c, nil
 		}
 		var heard []int64
+		failed := 0
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- Hold(ctx, contract.LeaseRecord{ID: "lse_1", TTLMs: 3000}, connect, func(rec contract.LeaseRecord) {
+			done <- Hold(ctx, contract.LeaseRecord{ID: "lse_1", TTLMs: 3000}, connect, func(rec contract.LeaseRecord, err error) {
+				if err != nil {
+					failed++
+					return
+				}
 				heard = append(heard, rec.TTLDeadline)
 			})
 		}()
@@ -79,8 +84,8 @@ func TestHoldRenewsEveryThirdOfTheTTLAndRetriesAfterAFailedConnect(t *testing.T)
 		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 			t.Errorf("renewals at %v, want %v (every TTL/3, the one without a daemon skipped)", got, want)
 		}
-		if len(heard) != 3 || heard[2] != 3 {
-			t.Errorf("renewed heard %v, want the three records in order", heard)
+		if len(heard) != 3 || heard[2] != 3 || failed != 1 {
+			t.Errorf("report heard records %v and %d failures, want the three records in order and the one failure", heard, failed)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -35,19 +36,10 @@ func didYouMean(name string, v any) string {
 			return f
 		}
 	}
-	if f, ok := commonNames[n]; ok && contains(known, f) {
+	if f, ok := commonNames[n]; ok && slices.Contains(known, f) {
 		return f
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonFields lists the JSON names of v's top-level fields.

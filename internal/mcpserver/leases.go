@@ -63,7 +63,11 @@ func (s *server) keep(h *heldLease) {
 	}()
 	rec := h.record()
 	connect := func(ctx context.Context) (*client.Client, error) { return s.daemon(ctx, false) }
-	err := client.Hold(ctx, rec, connect, func(renewed contract.LeaseRecord) {
+	err := client.Hold(ctx, rec, connect, func(renewed contract.LeaseRecord, err error) {
+		if err != nil {
+			s.log.Warn("lease renewal failed; trying again", "leaseId", rec.ID, "err", err)
+			return
+		}
 		h.mu.Lock()
 		h.rec = renewed
 		h.mu.Unlock()
