@@ -24,9 +24,17 @@ func main() {
 	}
 	code := cli.Run(ctx, os.Args[1:], cli.Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		StdoutIsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
 		StderrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 		StdinIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
-		Executable:       exe, Version: version, PPID: os.Getppid(),
+		TermWidth: func() int {
+			w, _, err := term.GetSize(int(os.Stderr.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		},
+		Executable: exe, Version: version, PPID: os.Getppid(),
 	})
 	stop()
 	os.Exit(code)

@@ -32,7 +32,6 @@ import (
 	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/mem"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/config"
@@ -73,7 +72,7 @@ const (
 func benchCmd(env Env) *cobra.Command {
 	var leasesFlag string
 	var samples, events int
-	var asJSON, markdown, keep bool
+	var markdown, keep bool
 	cmd := &cobra.Command{
 		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep]",
 		Short: "Measure simlock's own costs (renew, grant, queue, status, memory, start) beside the SQLite floor",
@@ -90,6 +89,7 @@ go to stderr on a terminal. The temporary home is removed at the end, Ctrl-C
 included, unless --keep. docs/PERFORMANCE.md says what each row measures.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, _ := cmd.Flags().GetBool("json")
 			ns, err := parseLeaseCounts(leasesFlag)
 			if err != nil {
 				return usage("--leases: %v", err)
@@ -113,7 +113,7 @@ included, unless --keep. docs/PERFORMANCE.md says what each row measures.`,
 				return printJSON(env.Stdout, res)
 			case markdown:
 				renderBenchMarkdown(env.Stdout, res)
-			case isTerminal(env.Stdout):
+			case env.StdoutIsTerminal:
 				renderBenchTable(env.Stdout, res)
 			default:
 				return printJSON(env.Stdout, res)
@@ -125,7 +125,6 @@ included, unless --keep. docs/PERFORMANCE.md says what each row measures.`,
 	cmd.Flags().IntVar(&samples, "samples", 200, "timed iterations of each measurement")
 	// 100,000 is what the daemon keeps at most: it prunes beyond.
 	cmd.Flags().IntVar(&events, "events", 100_000, "stored events the timed daemon start loads beside the leases")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON, even on a terminal")
 	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the table as a Markdown code block (scripts/perf-report puts it in docs/PERFORMANCE.md)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary SIMLOCK_HOME (its path goes to stderr)")
 	return cmd
@@ -151,11 +150,6 @@ func parseLeaseCounts(s string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // benchNoter writes progress notes to stderr when a person watches it.

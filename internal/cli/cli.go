@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,12 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
-	// StderrIsTerminal decides the default progress rendering.
-	StderrIsTerminal bool
+	// StdoutIsTerminal decides whether results are tables for a person
+	// or JSON; StderrIsTerminal decides the same for progress and errors.
+	StdoutIsTerminal, StderrIsTerminal bool
+	// TermWidth is the columns of the terminal stderr is, 0 when unknown
+	// (nil: unknown); the live progress line is cut to it.
+	TermWidth func() int
 	// StdinIsTerminal says a person can answer a confirmation.
 	StdinIsTerminal bool
 	// Executable is the simlock binary, started as the daemon on demand.
@@ -57,10 +62,18 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err == nil {
 		return 0
 	}
+	// cobra leaves the flag unparsed when it fails first (an unknown
+	// command), so the arguments are read too.
+	asJSON, _ := root.PersistentFlags().GetBool("json")
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = args[:i]
+	}
+	asJSON = asJSON || slices.Contains(args, "--json") || slices.Contains(args, "--json=true")
+	human := env.StderrIsTerminal && !asJSON
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if !ee.quiet {
-			printError(env.Stderr, ee.err)
+			printError(env.Stderr, ee.err, human)
 		}
 		return ee.code
 	}
@@ -71,7 +84,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	} else {
 		line += "; see simlock --help"
 	}
-	printError(env.Stderr, contract.Errorf(contract.CodeUsage, "%s", line))
+	printError(env.Stderr, contract.Errorf(contract.CodeUsage, "%s", line), human)
 	return contract.CodeUsage.ExitCode()
 }
 
@@ -85,9 +98,11 @@ func cobraLine(msg string) string {
 	return strings.TrimSuffix(strings.Join(strings.Fields(msg), " "), ".")
 }
 
-// printError writes the one stderr line of a failure.
-func printError(w io.Writer, err error) {
-	_ = printJSON(w, map[string]any{"error": contract.AsError(err)})
+// jsonOut reports whether stdout gets JSON rather than a human view: it is
+// not a terminal, or --json was given.
+func jsonOut(cmd *cobra.Command, env Env) bool {
+	asJSON, _ := cmd.Flags().GetBool("json")
+	return asJSON || !env.StdoutIsTerminal
 }
 
 // fail turns an error into the command's exit.
@@ -151,11 +166,15 @@ as leases. An agent asks for a device, waits in a fair queue if none is free,
 sees each step of the wait, and gets a device nobody else touches until it
 releases it or its TTL runs out.
 
-Results are JSON on stdout; progress and errors are JSON lines on stderr.`,
+On a terminal, results are tables, progress is one live line that leaves a
+line per finished step, and a failure is one sentence with the next step.
+Elsewhere (a pipe, a file, an agent's shell) or with --json, results are JSON
+on stdout and progress and errors are JSON lines on stderr.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       env.Version,
 	}
+	root.PersistentFlags().Bool("json", false, "print results, progress and errors as JSON, even on a terminal")
 	root.PersistentFlags().String("token", "", "admin credential (default: SIMLOCK_ADMIN_TOKEN, then $SIMLOCK_HOME/admin.token)")
 	root.AddCommand(
 		leaseCmd(env), releaseCmd(env), statusCmd(env), listCmd(env), catalogCmd(env),

@@ -35,7 +35,7 @@ downloads.policy is never.`,
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			mode, err := progressModeFor(progressMode, env)
+			mode, err := progressModeFor(progressMode, cmd, env)
 			if err != nil {
 				return err
 			}

@@ -236,12 +236,12 @@ func daemonStopCmd(env Env) *cobra.Command {
 }
 
 func daemonStatusCmd(env Env) *cobra.Command {
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [--json]",
 		Short: "Say whether the daemon runs (never starts it)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, _ := cmd.Flags().GetBool("json")
 			c, err := connect(cmd.Context(), cmd, env, session{principal: "simlock-cli"})
 			out := map[string]any{"status": "stopped"}
 			code := 0
@@ -274,7 +274,6 @@ func daemonStatusCmd(env Env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 

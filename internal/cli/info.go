@@ -16,12 +16,13 @@ import (
 )
 
 func statusCmd(env Env) *cobra.Command {
-	var asJSON, summary bool
+	var summary bool
 	cmd := &cobra.Command{
 		Use:   "status [--json] [--summary]",
 		Short: "Show the daemon, capacity, devices, leases and the queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, _ := cmd.Flags().GetBool("json")
 			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
 				// A daemon still starting (another command started it a
 				// moment ago) is waited for, as one this command starts is.
@@ -39,7 +40,6 @@ func statusCmd(env Env) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&summary, "summary", false, "counts instead of the device, lease and request lists (constant time, whatever the fleet's size)")
 	return cmd
 }
@@ -264,12 +264,12 @@ func nonNil[T any](s []T) []T {
 
 func catalogCmd(env Env) *cobra.Command {
 	var platform string
-	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "catalog [--platform ios|android] [--json]",
 		Short: "Show the models and runtimes each platform offers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, _ := cmd.Flags().GetBool("json")
 			in := contract.CatalogGetInput{Platform: contract.Platform(platform)}
 			if err := in.Validate(); err != nil {
 				return fail(err)
@@ -288,7 +288,6 @@ func catalogCmd(env Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&platform, "platform", "", "only this platform")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 

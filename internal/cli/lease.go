@@ -17,12 +17,15 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 )
 
+// leaseFlags are the flags of simlock lease, as typed.
+type leaseFlags struct {
+	platform, device, class, osVersion, agent, progressMode string
+	ttl, timeout                                            string
+	noWait, detach, exportEnv, allowDownload                bool
+}
+
 func leaseCmd(env Env) *cobra.Command {
-	var (
-		platform, device, class, osVersion, agent, progressMode string
-		ttl, timeout                                            string
-		noWait, detach, exportEnv, allowDownload                bool
-	)
+	var lf leaseFlags
 	cmd := &cobra.Command{
 		Use:   "lease --platform <ios|android> [flags]",
 		Short: "Lease a device and hold it until exit (or --detach)",
@@ -34,64 +37,73 @@ exits. It exits 14 if the lease ends under it: expired, killed by an
 operator, or released by another session.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := contract.LeaseRequestInput{
-				Platform: contract.Platform(platform), Model: device, Class: contract.DeviceClass(class),
-				OSVersion: osVersion, NoWait: noWait, AllowDownload: allowDownload,
+			// A refusal of an input is said in the terms of its flag.
+			given := map[string][2]string{
+				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
+				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
 			}
-			if ttl != "" {
-				d, err := parseDuration(ttl)
-				if err != nil {
-					return usage("--ttl: %v", err)
-				}
-				if d < time.Millisecond {
-					return usage("--ttl must be at least 1ms")
-				}
-				in.TTLMs = d.Milliseconds()
-			}
-			if timeout != "" {
-				d, err := parseDuration(timeout)
-				if err != nil {
-					return usage("--timeout: %v", err)
-				}
-				if d > 0 {
-					// Below a millisecond still bounds the wait.
-					in.TimeoutMs = max(d.Milliseconds(), 1)
-				}
-			}
-			if err := in.Validate(); err != nil {
-				return fail(err)
-			}
-			mode, err := progressModeFor(progressMode, env)
-			if err != nil {
-				return err
-			}
-			id := agentID(agent, env.Getenv, env.PPID)
-			return runLease(cmd.Context(), cmd, env, id, in, mode, detach, exportEnv)
+			return inFlagTerms(lf.run(cmd, env), given)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&platform, "platform", "", "ios or android (required)")
-	f.StringVar(&device, "device", "", "exact model, e.g. \"iPhone 17\" (default: the platform's phone)")
-	f.StringVar(&class, "class", "", "phone, tablet, watch, tv, vision, auto or desktop")
-	f.StringVar(&osVersion, "os", "", "OS version, e.g. 26.1, or a major such as 18")
-	f.StringVar(&ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
-	f.StringVar(&timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
-	f.BoolVar(&noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
-	f.BoolVar(&allowDownload, "allow-download", false, "download the OS runtime if it is not installed (10-20 min; within downloads.policy); progress shows a downloading stage")
-	f.BoolVar(&detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
-	f.BoolVar(&exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
-	f.StringVar(&agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
-	f.StringVar(&progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	f.StringVar(&lf.platform, "platform", "", "ios or android (required)")
+	f.StringVar(&lf.device, "device", "", "exact model, e.g. \"iPhone 17\" (default: the platform's phone)")
+	f.StringVar(&lf.class, "class", "", "phone, tablet, watch, tv, vision, auto or desktop")
+	f.StringVar(&lf.osVersion, "os", "", "OS version, e.g. 26.1, or a major such as 18")
+	f.StringVar(&lf.ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
+	f.StringVar(&lf.timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
+	f.BoolVar(&lf.noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
+	f.BoolVar(&lf.allowDownload, "allow-download", false, "download the OS runtime if it is not installed (10-20 min; within downloads.policy); progress shows a downloading stage")
+	f.BoolVar(&lf.detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
+	f.BoolVar(&lf.exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
+	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
+	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	cmd.AddCommand(renewCmd(env))
 	return cmd
 }
 
-func progressModeFor(flag string, env Env) (string, error) {
+func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
+	in := contract.LeaseRequestInput{
+		Platform: contract.Platform(lf.platform), Model: lf.device, Class: contract.DeviceClass(lf.class),
+		OSVersion: lf.osVersion, NoWait: lf.noWait, AllowDownload: lf.allowDownload,
+	}
+	if lf.ttl != "" {
+		d, err := parseDuration(lf.ttl)
+		if err != nil {
+			return usage("--ttl: %v", err)
+		}
+		if d < time.Millisecond {
+			return usage("--ttl must be at least 1ms")
+		}
+		in.TTLMs = d.Milliseconds()
+	}
+	if lf.timeout != "" {
+		d, err := parseDuration(lf.timeout)
+		if err != nil {
+			return usage("--timeout: %v", err)
+		}
+		if d > 0 {
+			// Below a millisecond still bounds the wait.
+			in.TimeoutMs = max(d.Milliseconds(), 1)
+		}
+	}
+	if err := in.Validate(); err != nil {
+		return fail(err)
+	}
+	mode, err := progressModeFor(lf.progressMode, cmd, env)
+	if err != nil {
+		return err
+	}
+	id := agentID(lf.agent, env.Getenv, env.PPID)
+	return runLease(cmd.Context(), cmd, env, id, in, mode, lf.detach, lf.exportEnv)
+}
+
+func progressModeFor(flag string, cmd *cobra.Command, env Env) (string, error) {
 	switch flag {
 	case "json", "human", "none":
 		return flag, nil
 	case "":
-		if env.StderrIsTerminal {
+		if asJSON, _ := cmd.Flags().GetBool("json"); env.StderrIsTerminal && !asJSON {
 			return "human", nil
 		}
 		return "json", nil
@@ -105,9 +117,9 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		return fail(err)
 	}
 	defer c.Close()
-	pr := newProgressPrinter(env.Stderr, mode)
+	pr := newProgressPrinter(env.Stderr, mode, in, env.TermWidth)
 	grant, err := c.RequestLease(ctx, in, pr.show)
-	pr.stop()
+	pr.stop(err == nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Interrupted while waiting: closing the session withdraws the
@@ -140,7 +152,7 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		// come back rather than start one.
 		return connect(ctx, cmd, env, session{principal: id})
 	}
-	return hold(ctx, c, redial, env, grant.Lease)
+	return hold(ctx, c, redial, env, grant.Lease, mode == "human")
 }
 
 // exportLines renders an environment as POSIX shell export lines, sorted,
@@ -174,7 +186,18 @@ func grantHuman(g contract.LeaseGrant, detach bool) string {
 // says so and reconnects with redial, as long as the lease can still be
 // alive, then watches and renews it over the new session: the lease
 // survives a daemon restart, and so does its holder.
-func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*client.Client, error), env Env, lease contract.LeaseRecord) error {
+//
+// With human, what happens to the lease is said in sentences (the lease
+// lost, the daemon gone and back, the release at exit); else as JSON lines.
+func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*client.Client, error), env Env, lease contract.LeaseRecord, human bool) error {
+	// say writes a notice: its sentence for a person, else its JSON.
+	say := func(sentence string, fields map[string]any) {
+		if human {
+			fmt.Fprintln(env.Stderr, sentence)
+			return
+		}
+		_ = printJSON(env.Stderr, fields)
+	}
 	parent := time.NewTicker(time.Second)
 	defer parent.Stop()
 	ppid := os.Getppid()
@@ -212,10 +235,14 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 		if errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease {
 			return nil
 		}
+		if err == nil && human {
+			fmt.Fprintf(env.Stderr, "✓ Released lease %s; its device is cleaned for the next agent\n", lease.ID)
+		}
 		return fail(err)
 	}
 	lost := func(reason string) error {
-		_ = printJSON(env.Stderr, map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
+		say(fmt.Sprintf("✗ Lease %s on %s ended under this command: %s", lease.ID, lease.DeviceID, lostWords(reason)),
+			map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
 		return &exitError{code: contract.ExitLeaseLost, err: fmt.Errorf("lease lost: %s", reason), quiet: true}
 	}
 	defer link.drop()
@@ -246,17 +273,20 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 			}
 			switch p.Push {
 			case contract.PushDeviceUnhealthy:
-				_ = printJSON(env.Stderr, map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID})
+				say(fmt.Sprintf("! Device %s stopped answering; simlock is booting it again under lease %s", lease.DeviceID, lease.ID),
+					map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID})
 			case contract.PushDeviceRecovered:
-				_ = printJSON(env.Stderr, map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID, "attempts": p.Attempts})
+				say(fmt.Sprintf("✓ Device %s runs again (%d attempts); lease %s is still yours", lease.DeviceID, p.Attempts, lease.ID),
+					map[string]any{"push": p.Push, "leaseId": lease.ID, "deviceId": lease.DeviceID, "attempts": p.Attempts})
 			default:
 				return lost(p.Reason)
 			}
 		case <-gone:
 			link.drop()
-			_ = printJSON(env.Stderr, map[string]any{"notice": "daemon-connection-lost", "leaseId": lease.ID,
-				"message": fmt.Sprintf("lost the daemon while holding lease %s; reconnecting until %s, when the lease ends unless renewed",
-					lease.ID, time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339))})
+			until := time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339)
+			say(fmt.Sprintf("! The daemon went away; holding lease %s and reconnecting until %s, when it ends unless renewed", lease.ID, until),
+				map[string]any{"notice": "daemon-connection-lost", "leaseId": lease.ID,
+					"message": fmt.Sprintf("lost the daemon while holding lease %s; reconnecting until %s, when the lease ends unless renewed", lease.ID, until)})
 			if retryTicker != nil {
 				retryTicker.Stop()
 			}
@@ -273,8 +303,9 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 			switch {
 			case err == nil:
 				retry = nil
-				_ = printJSON(env.Stderr, map[string]any{"notice": "daemon-reconnected", "leaseId": lease.ID,
-					"message": "reconnected to the daemon; lease " + lease.ID + " is still held and renewed"})
+				say("✓ Reconnected to the daemon; lease "+lease.ID+" is still held and renewed",
+					map[string]any{"notice": "daemon-reconnected", "leaseId": lease.ID,
+						"message": "reconnected to the daemon; lease " + lease.ID + " is still held and renewed"})
 			case contract.AsError(err).Code == contract.CodeUnknownLease:
 				return lost("unknown-lease")
 			}
@@ -288,6 +319,23 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 			return release()
 		}
 	}
+}
+
+// lostWords says why a lease ended, for a person.
+func lostWords(reason string) string {
+	switch reason {
+	case "expired":
+		return "its TTL passed without a renewal"
+	case "killed":
+		return "an operator ended it"
+	case "device-lost":
+		return "its device stopped and could not be booted again"
+	case "explicit":
+		return "another session released it"
+	case "unknown-lease":
+		return "the daemon no longer knows it"
+	}
+	return reason
 }
 
 // reconnectEvery is how often a holder that lost the daemon tries to reach
@@ -362,23 +410,31 @@ func (l *holdLink) reconnect(ctx context.Context, redial func(context.Context) (
 }
 
 // progressPrinter shows progress on stderr as JSON lines, a live line, or
-// not at all.
+// not at all. The live line is cut to the terminal's width, so redrawing it
+// never wraps; each step that ends leaves one line saying what it did and
+// how long it took.
 type progressPrinter struct {
-	w    io.Writer
-	mode string
+	w      io.Writer
+	mode   string
+	device string     // what the request asks for, as the lines name it
+	width  func() int // the terminal's columns; 0 when unknown
 
 	mu sync.Mutex
 	// mu guards the fields below.
 	cur     *contract.LeaseProgress
-	since   time.Time
+	began   time.Time // the first step: time in line counts from here
+	since   time.Time // the current step
 	frame   int
 	done    chan struct{}
 	drawn   bool
 	stopped bool
 }
 
-func newProgressPrinter(w io.Writer, mode string) *progressPrinter {
-	p := &progressPrinter{w: w, mode: mode, done: make(chan struct{})}
+func newProgressPrinter(w io.Writer, mode string, in contract.LeaseRequestInput, width func() int) *progressPrinter {
+	if width == nil {
+		width = func() int { return 0 }
+	}
+	p := &progressPrinter{w: w, mode: mode, device: wanted(in), width: width, done: make(chan struct{})}
 	if mode == "human" {
 		go p.animate()
 	}
@@ -392,19 +448,45 @@ func (p *progressPrinter) show(prog contract.LeaseProgress) {
 	case "json":
 		fmt.Fprintln(p.w, progressJSON(prog))
 	case "human":
+		now := time.Now()
+		if p.began.IsZero() {
+			p.began = now
+		}
 		if p.cur == nil || p.cur.Stage != prog.Stage || p.cur.Waiting != prog.Waiting {
-			p.since = time.Now()
+			p.finishLocked(now)
+			p.since = now
 		}
 		p.cur = &prog
 		p.drawLocked()
 	}
 }
 
+// elapsedLocked is the time the live line counts: in line, since the
+// request began (a download between two spells in line does not restart
+// it); any other step, since the step began.
+func (p *progressPrinter) elapsedLocked(now time.Time) time.Duration {
+	if p.cur.Stage == contract.StageQueued {
+		return now.Sub(p.began)
+	}
+	return now.Sub(p.since)
+}
+
+// finishLocked replaces the live line with the line the step that ended
+// leaves behind.
+func (p *progressPrinter) finishLocked(now time.Time) {
+	if p.cur == nil {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[2K%s\n", fitWidth(progressDone(*p.cur, p.device, now.Sub(p.since)), p.width()))
+	p.drawn = false
+}
+
 func (p *progressPrinter) drawLocked() {
 	if p.cur == nil || p.stopped {
 		return
 	}
-	fmt.Fprintf(p.w, "\r\x1b[2K%s", progressHuman(*p.cur, time.Since(p.since), p.frame))
+	line := progressHuman(*p.cur, p.device, p.elapsedLocked(time.Now()), p.frame)
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
 	p.drawn = true
 }
 
@@ -424,7 +506,10 @@ func (p *progressPrinter) animate() {
 	}
 }
 
-func (p *progressPrinter) stop() {
+// stop ends the live line: a request that got its device leaves the last
+// step's line too; one that failed leaves nothing of it, for the error
+// line that follows.
+func (p *progressPrinter) stop(granted bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
@@ -432,7 +517,10 @@ func (p *progressPrinter) stop() {
 	}
 	p.stopped = true
 	close(p.done)
-	if p.drawn {
+	switch {
+	case granted && p.cur != nil:
+		p.finishLocked(time.Now())
+	case p.drawn:
 		fmt.Fprint(p.w, "\r\x1b[2K")
 	}
 }

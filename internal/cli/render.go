@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -18,21 +19,66 @@ func progressJSON(p contract.LeaseProgress) string {
 
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// progressHuman is the live line a person sees: spinner, stage, and either
-// the place in line or an ETA counting down. elapsed is the time since the
-// step began; frame picks the spinner glyph.
-func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) string {
+// wanted names the device a request asks for, as the progress lines say
+// it: the model when one was asked for, else the platform's device, with
+// the OS version when one was given ("iPhone 17", "iOS 26.1 device").
+func wanted(in contract.LeaseRequestInput) string {
+	name := platformName(in.Platform) + " device"
+	if in.OSVersion != "" {
+		name = platformName(in.Platform) + " " + in.OSVersion + " device"
+	}
+	if in.Model != "" {
+		name = in.Model
+		if in.OSVersion != "" {
+			name += " on " + platformName(in.Platform) + " " + in.OSVersion
+		}
+	}
+	return name
+}
+
+func platformName(p contract.Platform) string {
+	switch p {
+	case contract.PlatformIOS:
+		return "iOS"
+	case contract.PlatformAndroid:
+		return "Android"
+	}
+	return string(p)
+}
+
+// ordinal writes 1st, 2nd, 3rd, 4th, 11th, 21st.
+func ordinal(n int) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// progressHuman is the live line a person sees: spinner, what is happening
+// to which device, and either the place in line or an ETA counting down.
+// elapsed is the time since the step began (for the queue, since the
+// request began: time in line adds up across a download); frame picks the
+// spinner glyph.
+func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duration, frame int) string {
 	glyph := spinner[frame%len(spinner)]
 	switch p.Stage {
 	case contract.StageQueued:
-		ahead := "next in line"
+		ahead := ""
 		switch {
 		case p.QueuePosition == 2:
-			ahead = "1 request ahead"
+			ahead = " (1 request ahead)"
 		case p.QueuePosition > 2:
-			ahead = fmt.Sprintf("%d requests ahead", p.QueuePosition-1)
+			ahead = fmt.Sprintf(" (%d requests ahead)", p.QueuePosition-1)
 		}
-		return fmt.Sprintf("%s Queued at position %d (%s), waiting %s", glyph, p.QueuePosition, ahead, roundDur(elapsed))
+		return fmt.Sprintf("%s Queued %s for %s%s, waiting %s", glyph, ordinal(p.QueuePosition), article(device), ahead, roundDur(elapsed))
 	case contract.StageReclaiming, contract.StageProvisioning, contract.StageBooting:
 		left := time.Duration(p.EtaMs)*time.Millisecond - elapsed
 		// Whole seconds rounded up: "about 0s left" never shows while
@@ -41,7 +87,7 @@ func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) s
 		if left <= 0 {
 			eta = "taking longer than usual, " + roundDur(elapsed) + " so far"
 		}
-		return fmt.Sprintf("%s %s, %s", glyph, stageWords(p.Stage), eta)
+		return fmt.Sprintf("%s %s, %s", glyph, stageWords(p.Stage, device), eta)
 	case contract.StageDownloading:
 		if p.Waiting {
 			return fmt.Sprintf("%s Waiting for another download to finish before runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
@@ -54,21 +100,67 @@ func progressHuman(p contract.LeaseProgress, elapsed time.Duration, frame int) s
 	return glyph + " " + string(p.Stage)
 }
 
+// progressDone is the line a finished step leaves in the scrollback.
+func progressDone(p contract.LeaseProgress, device string, took time.Duration) string {
+	d := roundDur(took)
+	switch p.Stage {
+	case contract.StageQueued:
+		return "✓ Waited " + d + " in line"
+	case contract.StageReclaiming:
+		return "✓ Cleaned a released " + device + " (" + d + ")"
+	case contract.StageProvisioning:
+		return "✓ Created a new " + device + " (" + d + ")"
+	case contract.StageBooting:
+		return "✓ Booted the " + device + " (" + d + ")"
+	case contract.StageDownloading:
+		if p.Waiting {
+			return "✓ Waited " + d + " for another download"
+		}
+		return "✓ Downloaded runtime " + p.Component + " (" + d + ")"
+	}
+	return "✓ " + string(p.Stage) + " (" + d + ")"
+}
+
+// article puts "a" or "an" before a device kind ("an iOS device", "an
+// Android device"); a model name stands alone ("iPhone 17").
+func article(device string) string {
+	if !strings.HasSuffix(device, " device") {
+		return device
+	}
+	if strings.ContainsRune("AEIOUaeiou", rune(device[0])) || strings.HasPrefix(device, "iOS") {
+		return "an " + device
+	}
+	return "a " + device
+}
+
+// fitWidth cuts a line to fit a terminal of width columns, leaving the last
+// column free (a line that fills it makes some terminals wrap), so a redraw
+// never wraps; every glyph these lines use is one column. Width 0 is
+// unknown, and leaves the line whole.
+func fitWidth(line string, width int) string {
+	room := width - 1
+	if width <= 0 || utf8.RuneCountInString(line) <= room {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:max(room-1, 0)]) + "…"
+}
+
 // progressBar draws pct (0-100) as a bar of width cells.
 func progressBar(pct, width int) string {
 	full := pct * width / 100
 	return "[" + strings.Repeat("█", full) + strings.Repeat("░", width-full) + "]"
 }
 
-// stageWords says what a device stage is doing.
-func stageWords(s contract.Stage) string {
+// stageWords says what a device stage is doing to device.
+func stageWords(s contract.Stage, device string) string {
 	switch s {
 	case contract.StageReclaiming:
-		return "Waiting for a released device to be cleaned"
+		return "Cleaning a released " + device + " for you"
 	case contract.StageProvisioning:
-		return "Creating the device"
+		return "Creating a new " + device
 	case contract.StageBooting:
-		return "Booting the device"
+		return "Booting the " + device
 	}
 	return strings.ToUpper(string(s[:1])) + string(s[1:])
 }

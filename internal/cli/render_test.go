@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -29,26 +31,82 @@ func TestProgressJSONLines(t *testing.T) {
 func TestProgressHumanGolden(t *testing.T) {
 	cases := []struct {
 		p       contract.LeaseProgress
+		device  string
 		elapsed time.Duration
 		frame   int
 		want    string
 	}{
-		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, 3 * time.Second, 0, "⠋ Queued at position 1 (next in line), waiting 3s"},
-		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, 75 * time.Second, 1, "⠙ Queued at position 3 (2 requests ahead), waiting 1m15s"},
-		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, 10 * time.Second, 2, "⠹ Booting the device, about 30s left"},
-		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 2}, 4 * time.Second, 0, "⠋ Queued at position 2 (1 request ahead), waiting 4s"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, "iOS device", 3 * time.Second, 0, "⠋ Queued 1st for an iOS device, waiting 3s"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, "iPhone 17", 75 * time.Second, 1, "⠙ Queued 3rd for iPhone 17 (2 requests ahead), waiting 1m15s"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 2}, "Android device", 4 * time.Second, 0, "⠋ Queued 2nd for an Android device (1 request ahead), waiting 4s"},
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, "iPhone 17", 10 * time.Second, 2, "⠹ Booting the iPhone 17, about 30s left"},
 		// Under a second left still reads as a second, not "about 0s".
-		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 1000}, 600 * time.Millisecond, 0, "⠋ Booting the device, about 1s left"},
-		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 3000}, 0, 0, "⠋ Waiting for a released device to be cleaned, about 3s left"},
-		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 1000}, 4 * time.Second, 3, "⠸ Creating the device, taking longer than usual, 4s so far"},
-		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, 61 * time.Second, 0, "⠋ Waiting for another download to finish before runtime 26.4, 1m01s so far"},
-		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4"}, 5 * time.Second, 1, "⠙ Downloading runtime 26.4, 5s so far"},
-		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: pct(41)}, 5 * time.Second, 2, "Downloading runtime 26.4 [█████████░░░░░░░░░░░░░░░]  41%"},
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 1000}, "iOS device", 600 * time.Millisecond, 0, "⠋ Booting the iOS device, about 1s left"},
+		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 3000}, "iOS 26.1 device", 0, 0, "⠋ Cleaning a released iOS 26.1 device for you, about 3s left"},
+		{contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 1000}, "Pixel 9", 4 * time.Second, 3, "⠸ Creating a new Pixel 9, taking longer than usual, 4s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, "iOS device", 61 * time.Second, 0, "⠋ Waiting for another download to finish before runtime 26.4, 1m01s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4"}, "iOS device", 5 * time.Second, 1, "⠙ Downloading runtime 26.4, 5s so far"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: pct(41)}, "iOS device", 5 * time.Second, 2, "Downloading runtime 26.4 [█████████░░░░░░░░░░░░░░░]  41%"},
 	}
 	for _, c := range cases {
-		if got := progressHuman(c.p, c.elapsed, c.frame); got != c.want {
-			t.Errorf("progressHuman(%+v, %s) =\n  %q\nwant\n  %q", c.p, c.elapsed, got, c.want)
+		if got := progressHuman(c.p, c.device, c.elapsed, c.frame); got != c.want {
+			t.Errorf("progressHuman(%+v, %q, %s) =\n  %q\nwant\n  %q", c.p, c.device, c.elapsed, got, c.want)
 		}
+	}
+}
+
+// The line each finished step leaves names what was done to which device
+// and how long it took.
+func TestProgressDoneLines(t *testing.T) {
+	cases := []struct {
+		p    contract.LeaseProgress
+		want string
+	}{
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, "✓ Waited 12s in line"},
+		{contract.LeaseProgress{Stage: contract.StageReclaiming}, "✓ Cleaned a released iPhone 17 (12s)"},
+		{contract.LeaseProgress{Stage: contract.StageProvisioning}, "✓ Created a new iPhone 17 (12s)"},
+		{contract.LeaseProgress{Stage: contract.StageBooting}, "✓ Booted the iPhone 17 (12s)"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4"}, "✓ Downloaded runtime 26.4 (12s)"},
+		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Waiting: true}, "✓ Waited 12s for another download"},
+	}
+	for _, c := range cases {
+		if got := progressDone(c.p, "iPhone 17", 12*time.Second); got != c.want {
+			t.Errorf("progressDone(%+v) = %q, want %q", c.p, got, c.want)
+		}
+	}
+}
+
+func TestWantedNamesTheDeviceAsAsked(t *testing.T) {
+	cases := map[string]contract.LeaseRequestInput{
+		"iOS device":              {Platform: contract.PlatformIOS},
+		"iOS 26.1 device":         {Platform: contract.PlatformIOS, OSVersion: "26.1"},
+		"iPhone 17":               {Platform: contract.PlatformIOS, Model: "iPhone 17"},
+		"iPhone 17 on iOS 26.1":   {Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"},
+		"Android device":          {Platform: contract.PlatformAndroid},
+		"Pixel 9 on Android 36.0": {Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36.0"},
+	}
+	for want, in := range cases {
+		if got := wanted(in); got != want {
+			t.Errorf("wanted(%+v) = %q, want %q", in, got, want)
+		}
+	}
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 102: "102nd"} {
+		if got := ordinal(n); got != want {
+			t.Errorf("ordinal(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// A line longer than the terminal is cut one column short of its width,
+// so it never wraps; a line that fits, or an unknown width, is kept whole.
+func TestFitWidthNeverReachesTheLastColumn(t *testing.T) {
+	line := "⠋ Queued 3rd for iPhone 17 (2 requests ahead), waiting 1m15s"
+	got := fitWidth(line, 50)
+	if n := utf8.RuneCountInString(got); n != 49 || !strings.HasSuffix(got, "…") {
+		t.Errorf("fitWidth(_, 50) = %q (%d columns), want 49 columns ending in …", got, n)
+	}
+	if fitWidth(line, 0) != line || fitWidth(line, 200) != line {
+		t.Error("a line that fits, or an unknown width, was cut")
 	}
 }
 
