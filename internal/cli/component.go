@@ -67,6 +67,10 @@ downloads.policy is never.`,
 				if err := c.Call(ctx, contract.OpComponentList, in, &res); err != nil {
 					return err
 				}
+				if !jsonOut(cmd, env) {
+					renderComponentsTable(env.Stdout, res.Components)
+					return nil
+				}
 				return printJSON(env.Stdout, res)
 			})
 		},

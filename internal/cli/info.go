@@ -211,6 +211,10 @@ func listCmd(env Env) *cobra.Command {
 					if err := c.Call(ctx, contract.OpCleanupRules, contract.Empty{}, &res); err != nil {
 						return err
 					}
+					if !jsonOut(cmd, env) {
+						renderRulesTable(env.Stdout, res)
+						return nil
+					}
 					return printJSON(env.Stdout, res)
 				})
 			}
@@ -229,6 +233,21 @@ func listCmd(env Env) *cobra.Command {
 				res, err := c.ListPage(ctx, in)
 				if err != nil {
 					return err
+				}
+				if !jsonOut(cmd, env) {
+					now := time.Now()
+					switch kind {
+					case contract.ListLeases:
+						renderLeasesTable(env.Stdout, res.Leases, now)
+					case contract.ListRequests:
+						renderRequestsTable(env.Stdout, res.Requests, now)
+					default:
+						renderDevicesTable(env.Stdout, res.Devices, now)
+					}
+					if res.Next != "" {
+						fmt.Fprintf(env.Stdout, "More: add --after %s for the next page\n", res.Next)
+					}
+					return nil
 				}
 				out := map[string]any{}
 				switch kind {

@@ -132,16 +132,23 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		contract.LeaseGrant
 		Role contract.Role `json:"role"`
 	}{grant, c.Hello().Role}
-	if exportEnv {
+	humanView := !exportEnv && !jsonOut(cmd, env)
+	switch {
+	case exportEnv:
 		lines := exportLines(grant.Environment)
 		if lines == "" {
 			fmt.Fprintln(env.Stderr, "note: this lease's driver sets no environment; nothing to export")
 		}
 		fmt.Fprint(env.Stdout, lines)
-	} else if err := printJSON(env.Stdout, out); err != nil {
-		return fail(err)
+	case humanView:
+		renderGrant(env.Stdout, grant, detach)
+	default:
+		if err := printJSON(env.Stdout, out); err != nil {
+			return fail(err)
+		}
 	}
-	if mode == "human" {
+	if mode == "human" && !humanView {
+		// The grant's own view already says it on the terminal.
 		fmt.Fprintln(env.Stderr, grantHuman(grant, detach))
 	}
 	if detach {
@@ -571,7 +578,12 @@ func releaseCmd(env Env) *cobra.Command {
 					return usage("give a lease id or --all, not both")
 				}
 				if !yes {
-					return usage("release --all ends every lease and cancels every waiting request; add --yes to confirm")
+					if !env.StdinIsTerminal {
+						return usage("release --all ends every lease and cancels every waiting request; add --yes to confirm (no terminal to ask on)")
+					}
+					if !confirm(env, "This ends every lease and cancels every waiting request.") {
+						return usage("release --all not confirmed")
+					}
 				}
 				return withClient(cmd, env, s, func(ctx context.Context, c *client.Client) error {
 					res, err := c.ReleaseAll(ctx)

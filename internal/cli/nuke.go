@@ -12,6 +12,14 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 )
 
+// confirm asks the person at the terminal to type yes after what, and
+// reports whether they did.
+func confirm(env Env, what string) bool {
+	fmt.Fprintf(env.Stderr, "%s Type yes to go on: ", what)
+	line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+	return strings.TrimSpace(line) == "yes"
+}
+
 // nukeCmd ends everything: every lease, every waiting request and, with
 // --delete-devices, every device simlock created.
 func nukeCmd(env Env) *cobra.Command {
@@ -35,9 +43,7 @@ Asks for confirmation on a terminal; elsewhere it needs --yes.`,
 				if deleteDevices {
 					what += ", then delete every device simlock created"
 				}
-				fmt.Fprintf(env.Stderr, "This will %s. Type yes to go on: ", what)
-				line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
-				if strings.TrimSpace(line) != "yes" {
+				if !confirm(env, "This will "+what+".") {
 					return usage("nuke not confirmed")
 				}
 			}

@@ -165,14 +165,21 @@ func stageWords(s contract.Stage, device string) string {
 	return strings.ToUpper(string(s[:1])) + string(s[1:])
 }
 
-// roundDur shows a duration in whole seconds (minutes past a minute).
+// roundDur shows a duration as a person reads it: whole seconds under a
+// minute, minutes and seconds under an hour, hours and minutes under a
+// day, then days and hours.
 func roundDur(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
 	s := int(d.Round(time.Second) / time.Second)
-	if s < 60 {
+	switch {
+	case s < 60:
 		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 	}
-	return fmt.Sprintf("%dm%02ds", s/60, s%60)
+	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
 }

@@ -45,6 +45,10 @@ func tokenCmd(env Env) *cobra.Command {
 				if err := c.Call(ctx, contract.OpTokenList, contract.Empty{}, &res); err != nil {
 					return err
 				}
+				if !jsonOut(cmd, env) {
+					renderTokensTable(env.Stdout, res.Tokens)
+					return nil
+				}
 				return printJSON(env.Stdout, res)
 			})
 		},

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -96,9 +95,7 @@ stalled devices and expires overdue leases; --purge-orphans deletes orphans
 				if !env.StdinIsTerminal {
 					return usage("doctor --purge-orphans deletes devices; add --yes to confirm (no terminal to ask on)")
 				}
-				fmt.Fprint(env.Stderr, "This deletes every device in simlock's roots that its registry does not know. Type yes to go on: ")
-				line, _ := bufio.NewReader(env.Stdin).ReadString('\n')
-				if strings.TrimSpace(line) != "yes" {
+				if !confirm(env, "This deletes every device in simlock's roots that its registry does not know.") {
 					return usage("purge not confirmed")
 				}
 			}
@@ -106,6 +103,10 @@ stalled devices and expires overdue leases; --purge-orphans deletes orphans
 				var res contract.DoctorResult
 				if err := c.Call(ctx, contract.OpDoctorRun, contract.DoctorInput{Fix: fix, PurgeOrphans: purge}, &res); err != nil {
 					return err
+				}
+				if !jsonOut(cmd, env) {
+					renderDoctor(env.Stdout, res)
+					return nil
 				}
 				for _, f := range res.Findings {
 					if f.Kind == "prerequisite-missing" {

@@ -130,6 +130,19 @@ type LeaseGrant struct {
 	Source      GrantSource       `json:"source"`
 }
 
+// The variables a grant's Environment may hold, set by the driver that
+// made the device.
+const (
+	// EnvIOSDeviceSet names the iOS device set, so a holder's own `xcrun
+	// simctl --set "$SIMLOCK_IOS_DEVICE_SET" …` finds the leased simulator.
+	EnvIOSDeviceSet = "SIMLOCK_IOS_DEVICE_SET"
+	// EnvAndroidADBPort is the port of the adb server simlock runs, for
+	// the SDK's own adb.
+	EnvAndroidADBPort = "ANDROID_ADB_SERVER_PORT"
+	// EnvDemo marks a device of the demo driver: nothing runs behind it.
+	EnvDemo = "SIMLOCK_DEMO"
+)
+
 // GrantSource says how a grant's device came to be ready.
 type GrantSource string
 

@@ -245,7 +245,7 @@ func (d *Driver) RevalidateRoot() error {
 
 // LeaseEnvironment points a lease holder's adb at the private server.
 func (d *Driver) LeaseEnvironment() map[string]string {
-	return map[string]string{"ANDROID_ADB_SERVER_PORT": strconv.Itoa(d.port)}
+	return map[string]string{contract.EnvAndroidADBPort: strconv.Itoa(d.port)}
 }
 
 // Estimate returns the reference's typical durations: a cold boot is the

@@ -738,7 +738,7 @@ func (d *Driver) ListCatalog(context.Context) (driver.Catalog, error) {
 // driver gives the environment its platform tools need; simulated devices
 // need no tools.
 func (d *Driver) LeaseEnvironment() map[string]string {
-	return map[string]string{"SIMLOCK_DEMO": "1"}
+	return map[string]string{contract.EnvDemo: "1"}
 }
 
 // begin counts a call of op and says whether that call is to fail.

@@ -60,10 +60,8 @@ const (
 	reclaimEstimate   = 34 * time.Second
 )
 
-// EnvDeviceSet is the variable a lease holder gets naming the device set,
-// so its own `xcrun simctl --set "$SIMLOCK_IOS_DEVICE_SET" …` finds the
-// leased simulator.
-const EnvDeviceSet = "SIMLOCK_IOS_DEVICE_SET"
+// EnvDeviceSet is the variable a lease holder gets naming the device set.
+const EnvDeviceSet = contract.EnvIOSDeviceSet
 
 // Options configures a Driver.
 type Options struct {
