@@ -76,6 +76,7 @@ downloads.policy is never.`,
 		},
 	}
 	list.Flags().StringVar(&platform, "platform", "", "ios or android (default: both)")
+	_ = list.RegisterFlagCompletionFunc("platform", completePlatforms)
 	var dryRun, yes bool
 	remove := &cobra.Command{
 		Use:   "remove <ios|android> <version> [--dry-run] [--yes]",

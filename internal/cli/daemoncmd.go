@@ -367,9 +367,10 @@ func configCmd(env Env) *cobra.Command {
 		Short: "Read or change $SIMLOCK_HOME/config.json",
 	}
 	get := &cobra.Command{
-		Use:   "get [key]",
-		Short: "Print the effective config, or one key (from the running daemon, else the file)",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "get [key]",
+		Short:             "Print the effective config, or one key (from the running daemon, else the file)",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeConfigKeys,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := ""
 			if len(args) == 1 {
@@ -406,9 +407,10 @@ func configCmd(env Env) *cobra.Command {
 		},
 	}
 	set := &cobra.Command{
-		Use:   "set <key> <value>",
-		Short: "Validate and write one setting; the daemon uses it at its next start",
-		Args:  cobra.ExactArgs(2),
+		Use:               "set <key> <value>",
+		Short:             "Validate and write one setting; the daemon uses it at its next start",
+		Args:              cobra.ExactArgs(2),
+		ValidArgsFunction: completeConfigKeys,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			home, err := env.home()
 			if err != nil {

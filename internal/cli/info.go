@@ -307,6 +307,7 @@ func catalogCmd(env Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&platform, "platform", "", "only this platform")
+	_ = cmd.RegisterFlagCompletionFunc("platform", completePlatforms)
 	return cmd
 }
 

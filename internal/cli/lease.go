@@ -58,6 +58,10 @@ operator, or released by another session.`,
 	f.BoolVar(&lf.exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
 	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	_ = cmd.RegisterFlagCompletionFunc("platform", completePlatforms)
+	_ = cmd.RegisterFlagCompletionFunc("class", completeClasses)
+	_ = cmd.RegisterFlagCompletionFunc("device", completeCatalog(env, false))
+	_ = cmd.RegisterFlagCompletionFunc("os", completeCatalog(env, true))
 	cmd.AddCommand(renewCmd(env))
 	return cmd
 }
@@ -535,9 +539,10 @@ func (p *progressPrinter) stop(granted bool) {
 func renewCmd(env Env) *cobra.Command {
 	var ttl, agent string
 	cmd := &cobra.Command{
-		Use:   "renew <lease-id>",
-		Short: "Extend a lease's deadline; prints the lease record",
-		Args:  cobra.ExactArgs(1),
+		Use:               "renew <lease-id>",
+		Short:             "Extend a lease's deadline; prints the lease record",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeLeaseIDs(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.LeaseRenewInput{LeaseID: args[0]}
 			if ttl != "" {
@@ -568,9 +573,10 @@ func releaseCmd(env Env) *cobra.Command {
 	var all, yes bool
 	var agent string
 	cmd := &cobra.Command{
-		Use:   "release <lease-id> | --all --yes",
-		Short: "End a lease; the device is cleaned in the background",
-		Args:  cobra.MaximumNArgs(1),
+		Use:               "release <lease-id> | --all --yes",
+		Short:             "End a lease; the device is cleaned in the background",
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: completeLeaseIDs(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s := session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}
 			if all {

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // Platform is a device platform.
@@ -47,14 +48,13 @@ const (
 	ClassDesktop DeviceClass = "desktop"
 )
 
-// Valid reports whether c is a known class.
-func (c DeviceClass) Valid() bool {
-	switch c {
-	case ClassPhone, ClassTablet, ClassWatch, ClassTV, ClassVision, ClassAuto, ClassDesktop:
-		return true
-	}
-	return false
+// Classes lists the device classes.
+func Classes() []DeviceClass {
+	return []DeviceClass{ClassPhone, ClassTablet, ClassWatch, ClassTV, ClassVision, ClassAuto, ClassDesktop}
 }
+
+// Valid reports whether c is a known class.
+func (c DeviceClass) Valid() bool { return slices.Contains(Classes(), c) }
 
 // DeviceState is where a virtual device is in its life.
 type DeviceState string
