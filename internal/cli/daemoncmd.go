@@ -258,6 +258,9 @@ func daemonStatusCmd(env Env) *cobra.Command {
 				}
 				out = map[string]any{"status": "running", "health": s.Daemon.Health, "pid": s.Daemon.PID,
 					"version": s.Daemon.Version, "startedAt": s.Daemon.StartedAt, "home": s.Daemon.Home}
+				if s.Daemon.HTTPURL != "" {
+					out["httpUrl"] = s.Daemon.HTTPURL
+				}
 			}
 			if asJSON {
 				if err := printJSON(env.Stdout, out); err != nil {
@@ -265,6 +268,9 @@ func daemonStatusCmd(env Env) *cobra.Command {
 				}
 			} else if out["status"] == "running" {
 				fmt.Fprintf(env.Stdout, "running (pid %v, %v, version %v)\n", out["pid"], out["health"], out["version"])
+				if u, ok := out["httpUrl"]; ok {
+					fmt.Fprintf(env.Stdout, "HTTP API at %v\n", u)
+				}
 			} else {
 				fmt.Fprintln(env.Stdout, out["status"])
 			}

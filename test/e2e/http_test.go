@@ -536,3 +536,18 @@ func TestHTTPWaitingRequestSurvivesRestartAsFailed(t *testing.T) {
 		t.Errorf("after the restart the request reads %v, want failed with DAEMON_STOPPING, reason daemon-restarted", got)
 	}
 }
+
+// daemon status names where the HTTP API listens, in its line and its JSON.
+func TestDaemonStatusPrintsTheHTTPURL(t *testing.T) {
+	h, a := httpHome(t)
+	if r := h.run("daemon", "status"); r.code != 0 || !strings.Contains(r.stdout, "HTTP API at "+a.base+"\n") {
+		t.Errorf("daemon status does not say HTTP API at %s\n%s", a.base, r)
+	}
+	r := h.run("daemon", "status", "--json")
+	var st struct {
+		HTTPURL string `json:"httpUrl"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.HTTPURL != a.base {
+		t.Errorf("daemon status --json httpUrl %q, want %q\n%s", st.HTTPURL, a.base, r)
+	}
+}
