@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -54,31 +55,32 @@ func firstSentence(s string) string {
 	return strings.TrimSuffix(s, ".")
 }
 
-// fromDaemon asks the running daemon for completions: ask turns a session
-// into candidates. With no daemon running, there are none.
-func fromDaemon(env Env, admin bool, ask func(ctx context.Context, cmd *cobra.Command, s session) []string) completer {
-	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		s := session{principal: agentID("", env.Getenv, env.PPID), admin: admin}
-		return ask(cmd.Context(), cmd, s), cobra.ShellCompDirectiveNoFileComp
+// fromDaemon asks the running daemon for completions, within completeBound:
+// ask turns a session into candidates. With no daemon running, there are
+// none.
+func fromDaemon(env Env, admin bool, ask func(ctx context.Context, cmd *cobra.Command, c *client.Client) ([]string, error)) completer {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		ctx, cancel := context.WithTimeout(cmd.Context(), completeBound)
+		defer cancel()
+		c, err := connect(ctx, cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: admin})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer c.Close()
+		out, err := ask(ctx, cmd, c)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
 // completeCatalog completes models (or, with runtimes, OS versions) from the
 // catalog of the platform given with --platform (every platform without).
 func completeCatalog(env Env, runtimes bool) completer {
-	return fromDaemon(env, false, func(ctx context.Context, cmd *cobra.Command, s session) []string {
-		ctx, cancel := context.WithTimeout(ctx, completeBound)
-		defer cancel()
-		c, err := connect(ctx, cmd, env, s)
-		if err != nil {
-			return nil
-		}
-		defer c.Close()
+	return fromDaemon(env, false, func(ctx context.Context, cmd *cobra.Command, c *client.Client) ([]string, error) {
 		p, _ := cmd.Flags().GetString("platform")
 		res, err := c.Catalog(ctx, contract.Platform(p))
-		if err != nil {
-			return nil
-		}
 		var out []string
 		for _, cat := range res.Platforms {
 			if runtimes {
@@ -87,29 +89,19 @@ func completeCatalog(env Env, runtimes bool) completer {
 				out = append(out, cat.Models...)
 			}
 		}
-		return out
+		return out, err
 	})
 }
 
 // completeLeaseIDs completes the first argument with the active leases.
 func completeLeaseIDs(env Env) completer {
-	ask := fromDaemon(env, true, func(ctx context.Context, cmd *cobra.Command, s session) []string {
-		ctx, cancel := context.WithTimeout(ctx, completeBound)
-		defer cancel()
-		c, err := connect(ctx, cmd, env, s)
-		if err != nil {
-			return nil
-		}
-		defer c.Close()
+	ask := fromDaemon(env, true, func(ctx context.Context, _ *cobra.Command, c *client.Client) ([]string, error) {
 		res, err := c.List(ctx, contract.ListLeases)
-		if err != nil {
-			return nil
-		}
 		var out []string
 		for _, l := range res.Leases {
 			out = append(out, l.ID+"\t"+l.RequesterID+" on "+l.DeviceID)
 		}
-		return out
+		return out, err
 	})
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {

@@ -49,9 +49,12 @@ func TestErrorRenderingsGolden(t *testing.T) {
 	model := &exitError{code: 2, err: &contract.Error{Code: contract.CodeBadRequest,
 		Message: "model: must be at most 128 characters", Details: map[string]any{"field": "model"}}}
 	given := map[string][2]string{"ttlMs": {"--ttl", "5h"}, "model": {"--device", "iPhone 99 Ultra Max"}}
+	long := &exitError{code: 2, err: &contract.Error{Code: contract.CodeBadRequest,
+		Message: "model: must be at most 128 characters", Details: map[string]any{"field": "model"}}}
 	errs := []error{
 		inFlagTerms(ttl, given),
 		inFlagTerms(model, given),
+		inFlagTerms(long, map[string][2]string{"model": {"--device", strings.Repeat("x", 200)}}),
 		contract.Errorf(contract.CodeNoCapacity, "no ios device is free and capacity is full").With("platform", "ios"),
 		contract.Errorf(contract.CodeNoCapacity, "maintenance (nuke) in progress; try again").With("maintenance", true),
 		contract.Errorf(contract.CodeQueueTimeout, "no device was free within 30s").With("requestId", "req_1"),

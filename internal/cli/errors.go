@@ -102,13 +102,20 @@ func inFlagTerms(err error, given map[string][2]string) error {
 	for k, v := range ce.Details {
 		restated.Details[k] = v
 	}
+	typed := flag[1]
+	if r := []rune(typed); len(r) > maxEchoed {
+		typed = string(r[:maxEchoed-1]) + "…" // an oversized value is what was refused: no need to print it whole
+	}
 	if limit, ok := msDetail(ce.Details, "maxTtlMs"); ok && field == "ttlMs" {
-		restated.Message = fmt.Sprintf("%s %s is above the %s maximum (lease.maxTtlMs)", flag[0], flag[1], shortDuration(limit))
+		restated.Message = fmt.Sprintf("%s %s is above the %s maximum (lease.maxTtlMs)", flag[0], typed, shortDuration(limit))
 	} else {
-		restated.Message = flag[0] + " " + flag[1] + ": " + strings.TrimPrefix(ce.Message, field+": ")
+		restated.Message = flag[0] + " " + typed + ": " + strings.TrimPrefix(ce.Message, field+": ")
 	}
 	return &exitError{code: ee.code, err: &restated, quiet: ee.quiet}
 }
+
+// maxEchoed is the most of a refused value an error line repeats.
+const maxEchoed = 64
 
 // msDetail reads a millisecond count from an error's details, which hold it
 // as a Go integer when the error was made here and as a float64 when it was

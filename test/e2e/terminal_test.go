@@ -112,3 +112,46 @@ func TestTheLiveLineInANarrowTerminalLeavesOneLinePerFinishedStep(t *testing.T) 
 		t.Errorf("the grant line does not name lease %s; last line %q", g.Lease.ID, last)
 	}
 }
+
+// ptyRun runs simlock with stdout and stderr on a terminal of 100 columns
+// and returns what it wrote there, once it has exited.
+func ptyRun(t *testing.T, h *home, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(simlockBin, args...)
+	cmd.Env = h.env
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	var out bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = out.ReadFrom(tty) // ends with EIO once the command exits
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("simlock %v under a terminal: %v\n%s", args, err, out.String())
+	}
+	<-read
+	return strings.ReplaceAll(out.String(), "\r\n", "\n")
+}
+
+// On a terminal a result is a table for people; --json keeps it JSON, and
+// shell completion offers the daemon's lease ids.
+func TestResultsAreTablesOnATerminalAndJSONWithTheFlag(t *testing.T) {
+	h := newHome(t, fastDemo...)
+	g := h.leaseDetached("agent-t", "ios")
+
+	table := ptyRun(t, h, "list", "--leases")
+	if !strings.Contains(table, "LEASE") || !strings.Contains(table, "EXPIRES IN") || !strings.Contains(table, g.Lease.ID) {
+		t.Errorf("list --leases on a terminal is not a table naming %s:\n%s", g.Lease.ID, table)
+	}
+	asJSON := strings.TrimSpace(ptyRun(t, h, "list", "--leases", "--json"))
+	if !strings.HasPrefix(asJSON, `{"leases":[`) || !strings.Contains(asJSON, g.Lease.ID) {
+		t.Errorf("list --leases --json on a terminal is not JSON:\n%s", asJSON)
+	}
+	if r := h.run("__complete", "release", ""); r.code != 0 || !strings.HasPrefix(r.stdout, g.Lease.ID+"\t") {
+		t.Errorf("release completes no lease id %s\n%s", g.Lease.ID, r)
+	}
+}
