@@ -79,6 +79,13 @@ func daemonRunCmd(env Env) *cobra.Command {
 			d, err := daemon.Start(cmd.Context(), opts)
 			if err == nil {
 				notify.listening()
+				// A foreground run says where it serves, for the person
+				// who started it (an on-demand start sends this to
+				// daemon.out).
+				fmt.Fprintf(env.Stdout, "simlock daemon %s running (pid %d), socket %s\n", env.Version, os.Getpid(), daemon.SocketPath(home))
+				if u := d.HTTPURL(); u != "" {
+					fmt.Fprintf(env.Stdout, "HTTP API at %s\n", u)
+				}
 				err = d.Wait(cmd.Context())
 			}
 			if err != nil {

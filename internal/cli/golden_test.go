@@ -84,7 +84,7 @@ func TestStatusGolden(t *testing.T) {
 func TestCatalogGolden(t *testing.T) {
 	res := contract.CatalogResult{Platforms: []contract.Catalog{{
 		Platform: "ios", Models: []string{"iPhone 17", "iPad Air 11-inch (M3)", "iPhone 16"},
-		Runtimes: []string{"26.1", "18.6"}, DefaultRuntime: "26.1",
+		Runtimes: []string{"26.1", "18.6"}, DefaultRuntime: "26.1", Downloadable: []string{"26.4"},
 		ModelClasses: map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPad Air 11-inch (M3)": "tablet"},
 	}}}
 	var b bytes.Buffer

@@ -311,7 +311,8 @@ func catalogCmd(env Env) *cobra.Command {
 	return cmd
 }
 
-// renderCatalog is the human catalog: models grouped by class.
+// renderCatalog is the human catalog: models grouped by class, and the
+// runtimes that can be downloaded with how to get one.
 func renderCatalog(w io.Writer, res contract.CatalogResult) {
 	if len(res.Platforms) == 0 {
 		fmt.Fprintln(w, "No platform is served: enable a driver (SIMLOCK_DRIVERS=demo for simulated devices).")
@@ -335,6 +336,10 @@ func renderCatalog(w io.Writer, res contract.CatalogResult) {
 			models := byClass[contract.DeviceClass(c)]
 			slices.Sort(models)
 			fmt.Fprintf(w, "  %s: %s\n", c, strings.Join(models, ", "))
+		}
+		if len(cat.Downloadable) > 0 {
+			fmt.Fprintf(w, "  downloadable: %s (lease --allow-download, or simlock component install %s %s)\n",
+				strings.Join(cat.Downloadable, ", "), cat.Platform, cat.Downloadable[0])
 		}
 	}
 }

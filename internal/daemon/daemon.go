@@ -276,6 +276,12 @@ func (d *Daemon) unlock() {
 func (d *Daemon) converge(ctx context.Context) {
 	defer close(d.ready)
 	fail := func(err error) {
+		if ctx.Err() != nil || d.life.Err() != nil {
+			// A stop (a signal, daemon.stop) cut startup short: that is
+			// the stop asked for, not a failed start.
+			d.log.Info("stopped during startup", "err", err)
+			return
+		}
 		d.startErr = err
 		d.log.Error("startup failed", "err", err)
 		d.requestStop()
@@ -458,6 +464,10 @@ func (d *Daemon) requestStop() {
 // Stopped is closed when a client or a failed startup asked the daemon to
 // stop.
 func (d *Daemon) Stopped() <-chan struct{} { return d.stopReq }
+
+// HTTPURL is where the HTTP API listens ("http://host:port"), or "" when it
+// is off.
+func (d *Daemon) HTTPURL() string { return d.httpURL }
 
 // Stop ends the daemon gracefully: new connections are refused, waiting
 // requests fail with DAEMON_STOPPING, driver work in flight (reclaims

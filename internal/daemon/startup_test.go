@@ -289,3 +289,25 @@ func TestStatusWaitReadyEndsWithItsSession(t *testing.T) {
 		t.Fatal("status.get{waitReady} still parked 10s after its session ended")
 	}
 }
+
+// A signal during startup is the stop it asks for, not a failed start:
+// Wait returns no error though convergence was cut short.
+func TestASignalDuringStartupStopsCleanly(t *testing.T) {
+	home := tempHome(t)
+	entered := make(chan struct{})
+	setup := func(ctx context.Context, _ map[contract.Platform][]string) (DriverSetup, error) {
+		close(entered)
+		<-ctx.Done()
+		return DriverSetup{}, ctx.Err()
+	}
+	ctx, signal := context.WithCancel(context.Background())
+	d, err := Start(ctx, Options{Home: home, Version: "test", Config: config.Default(), SetupDrivers: setup, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	signal()
+	if err := d.Wait(ctx); err != nil {
+		t.Errorf("Wait after a signal during startup: %v, want nil (a clean stop)", err)
+	}
+}

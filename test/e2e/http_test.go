@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -549,5 +550,34 @@ func TestDaemonStatusPrintsTheHTTPURL(t *testing.T) {
 	}
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.HTTPURL != a.base {
 		t.Errorf("daemon status --json httpUrl %q, want %q\n%s", st.HTTPURL, a.base, r)
+	}
+}
+
+// A foreground `daemon run --http` says where it serves: the URL it prints
+// is the one status reports and the API answers at.
+func TestDaemonRunWithHTTPPrintsTheURL(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{"http.port", "0"}, fastDemo...)...)
+	p := h.start("daemon", "run", "--http")
+	// status waits, bounded, for the daemon to be ready.
+	if r := h.run("status", "--summary", "--json"); r.code != 0 {
+		t.Fatalf("status of the daemon run --http\n%s", r)
+	}
+	st := daemonStatus(t, h)
+	url, _ := st["httpUrl"].(string)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("daemon status shows no httpUrl of the daemon run --http: %v", st)
+	}
+	resp, err := http.Get(url + "/v1/healthz")
+	if err != nil {
+		t.Fatalf("GET %s/v1/healthz: %v", url, err)
+	}
+	resp.Body.Close()
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		t.Errorf("daemon run exited %d on SIGTERM, want 0\n%s", code, p.dump())
+	}
+	if out := p.stdout.text(); !slices.Contains(strings.Split(out, "\n"), "HTTP API at "+url) {
+		t.Errorf("daemon run --http printed no \"HTTP API at %s\" line:\n%s", url, out)
 	}
 }
