@@ -295,9 +295,19 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 		case <-gone:
 			link.drop()
 			until := time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339)
-			say(fmt.Sprintf("! The daemon went away; holding lease %s and reconnecting until %s, when it ends unless renewed", lease.ID, until),
-				map[string]any{"notice": "daemon-connection-lost", "leaseId": lease.ID,
-					"message": fmt.Sprintf("lost the daemon while holding lease %s; reconnecting until %s, when the lease ends unless renewed", lease.ID, until)})
+			if why, ok := cur.Stopping(); ok {
+				by := "simlock daemon stop"
+				if why == "signal" {
+					by = "a signal"
+				}
+				msg := fmt.Sprintf("the daemon is stopping (%s); lease %s is kept: reconnecting until %s, when it ends unless renewed", by, lease.ID, until)
+				say("! The daemon is stopping ("+by+"); lease "+lease.ID+" is kept, reconnecting until "+until,
+					map[string]any{"notice": "daemon-stopping", "leaseId": lease.ID, "reason": why, "message": msg})
+			} else {
+				say(fmt.Sprintf("! The daemon went away; holding lease %s and reconnecting until %s, when it ends unless renewed", lease.ID, until),
+					map[string]any{"notice": "daemon-connection-lost", "leaseId": lease.ID,
+						"message": fmt.Sprintf("lost the daemon while holding lease %s; reconnecting until %s, when the lease ends unless renewed", lease.ID, until)})
+			}
 			if retryTicker != nil {
 				retryTicker.Stop()
 			}

@@ -34,6 +34,9 @@ type Client struct {
 	pending map[string]*call
 	subs    map[string]chan contract.Event
 	err     error // why the connection ended
+	// stopping is why the daemon said it stops ("requested", "signal"),
+	// or "" until it does.
+	stopping string
 
 	leaseLost chan contract.Inbound
 	done      chan struct{}
@@ -90,6 +93,15 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // LeaseLost delivers the daemon's news that it ended a lease this session
 // was granted (expired, killed, device lost).
 func (c *Client) LeaseLost() <-chan contract.Inbound { return c.leaseLost }
+
+// Stopping reports whether the daemon said it was stopping (and why:
+// "requested" or "signal") before the connection ended: the end of the
+// connection is then a stop, and a lease held across it is kept.
+func (c *Client) Stopping() (reason string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopping, c.stopping != ""
+}
 
 // The notices LeaseLost also carries: a held lease's device crashed
 // (device-unhealthy) or runs again (device-recovered); tell them apart by
@@ -206,6 +218,15 @@ func (c *Client) route(in contract.Inbound) {
 		if ch != nil && in.Event != nil {
 			ch <- *in.Event
 		}
+	case contract.PushDaemonStopping:
+		// A claim from the wire: only the reasons the protocol names.
+		reason := "requested"
+		if in.Reason == "signal" {
+			reason = "signal"
+		}
+		c.mu.Lock()
+		c.stopping = reason
+		c.mu.Unlock()
 	case contract.PushLeaseLost, contract.PushDeviceUnhealthy, contract.PushDeviceRecovered:
 		select {
 		case c.leaseLost <- in:

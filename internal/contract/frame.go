@@ -34,6 +34,11 @@ const (
 	// and the command runs; output pushes follow.
 	PushExecStarted = "exec-started"
 	PushExecOutput  = "exec-output"
+	// PushDaemonStopping tells every session, just before the daemon
+	// closes it, that the daemon is stopping (Reason: "requested" by
+	// daemon.stop, or "signal"), so a holder knows the connection's end is
+	// a stop and not a crash. Leases are kept: they survive the restart.
+	PushDaemonStopping = "daemon-stopping"
 )
 
 // Push is a frame the daemon sends unasked: progress for a request in flight,

@@ -496,6 +496,7 @@ func (d *Daemon) Stop(reason string) error {
 		}
 		cancel()
 	}
+	d.tellStopping(reason)
 	d.closeSessions()
 	d.bus.Close()
 	d.bg.Wait()
@@ -519,6 +520,25 @@ func (d *Daemon) Stop(reason string) error {
 		return fmt.Errorf("stopped after a commit failed: %w", d.engine.Err())
 	}
 	return d.startErr
+}
+
+// tellStopping sends every session that said hello the news that the
+// daemon stops, ahead of the end of its connection.
+func (d *Daemon) tellStopping(reason string) {
+	d.mu.Lock()
+	conns := make([]*conn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		hello := c.sess != nil
+		c.mu.Unlock()
+		if hello {
+			c.push(contract.Push{Push: contract.PushDaemonStopping, Reason: reason})
+		}
+	}
 }
 
 // closeSessions stops every session reading, lets the calls in flight

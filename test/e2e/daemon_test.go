@@ -213,7 +213,7 @@ func TestDaemonStartReportsAFailedStartup(t *testing.T) {
 }
 
 // A held `simlock lease` survives `simlock daemon stop && simlock daemon
-// start`: it says it lost the daemon, reconnects once the daemon is back,
+// start`: it says the daemon is stopping, reconnects once the daemon is back,
 // and the new daemon renews its lease; Ctrl-C then still releases it.
 func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
 	t.Parallel()
@@ -224,9 +224,13 @@ func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
 	if r := h.run("daemon", "stop"); r.code != 0 {
 		t.Fatalf("daemon stop\n%s", r)
 	}
-	holder.waitLine(holder.stderr, "the lost-daemon notice", func(s string) bool {
-		return strings.Contains(s, `"notice":"daemon-connection-lost"`) && strings.Contains(s, g.Lease.ID)
+	// Told it is a stop, not a crash: the daemon said so before closing.
+	notice := holder.waitLine(holder.stderr, "a notice of the daemon's end", func(s string) bool {
+		return strings.Contains(s, `"notice":"daemon-`) && strings.Contains(s, g.Lease.ID)
 	})
+	if !strings.Contains(notice.text, `"notice":"daemon-stopping"`) || !strings.Contains(notice.text, `"reason":"requested"`) {
+		t.Errorf("the holder's notice of a daemon stop is %s, want notice daemon-stopping with reason requested", notice.text)
+	}
 	restarted := time.Now().UnixMilli()
 	if r := h.run("daemon", "start"); r.code != 0 {
 		t.Fatalf("daemon start\n%s", r)
