@@ -506,7 +506,8 @@ func (p *progressPrinter) drawLocked() {
 	if p.cur == nil || p.stopped {
 		return
 	}
-	line := progressHuman(*p.cur, p.device, p.elapsedLocked(time.Now()), p.frame)
+	now := time.Now()
+	line := progressHuman(*p.cur, p.device, p.elapsedLocked(now), now, p.frame)
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
 	p.drawn = true
 }

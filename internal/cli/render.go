@@ -63,11 +63,12 @@ func ordinal(n int) string {
 }
 
 // progressHuman is the live line a person sees: spinner, what is happening
-// to which device, and either the place in line or an ETA counting down.
-// elapsed is the time since the step began (for the queue, since the
-// request began: time in line adds up across a download); frame picks the
-// spinner glyph.
-func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duration, frame int) string {
+// to which device, and either the place in line (with what the first in
+// line waits for) or an ETA counting down. elapsed is the time since the
+// step began (for the queue, since the request began: time in line adds up
+// across a download); now is the clock a lease's end is counted down
+// against; frame picks the spinner glyph.
+func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duration, now time.Time, frame int) string {
 	glyph := spinner[frame%len(spinner)]
 	switch p.Stage {
 	case contract.StageQueued:
@@ -78,7 +79,11 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 		case p.QueuePosition > 2:
 			ahead = fmt.Sprintf(" (%d requests ahead)", p.QueuePosition-1)
 		}
-		return fmt.Sprintf("%s Queued %s for %s%s, waiting %s", glyph, ordinal(p.QueuePosition), article(device), ahead, roundDur(elapsed))
+		line := fmt.Sprintf("%s Queued %s for %s%s, waiting %s", glyph, ordinal(p.QueuePosition), article(device), ahead, roundDur(elapsed))
+		if p.Wait != nil {
+			line += " (" + p.Wait.Words(now) + ")"
+		}
+		return line
 	case contract.StageReclaiming, contract.StageProvisioning, contract.StageBooting:
 		left := time.Duration(p.EtaMs)*time.Millisecond - elapsed
 		// Whole seconds rounded up: "about 0s left" never shows while

@@ -29,6 +29,7 @@ func TestProgressJSONLines(t *testing.T) {
 }
 
 func TestProgressHumanGolden(t *testing.T) {
+	clock := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		p       contract.LeaseProgress
 		device  string
@@ -39,6 +40,16 @@ func TestProgressHumanGolden(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}, "iOS device", 3 * time.Second, 0, "⠋ Queued 1st for an iOS device, waiting 3s"},
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 3}, "iPhone 17", 75 * time.Second, 1, "⠙ Queued 3rd for iPhone 17 (2 requests ahead), waiting 1m15s"},
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 2}, "Android device", 4 * time.Second, 0, "⠋ Queued 2nd for an Android device (1 request ahead), waiting 4s"},
+		// The first in line hears what it waits for, counted down.
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1, Wait: &contract.QueueWait{
+			Limit: contract.WaitPlatformRunning, InUse: 1, Max: 1, LeaseID: "lse_4bf45a1abadb550d", Holder: "holder2",
+			EndsAt: clock.Add(14*time.Minute - 300*time.Millisecond).UnixMilli()}},
+			"iOS device", 12 * time.Second, 0, "⠋ Queued 1st for an iOS device, waiting 12s (1/1 running: lse_4bf45a1abadb550d held by holder2, expires in 14m)"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1, Wait: &contract.QueueWait{
+			Limit: contract.WaitMachineRunning, InUse: 2, Max: 2, LeaseID: "lse_1", Holder: "a", EndsAt: clock.Add(-time.Second).UnixMilli()}},
+			"Pixel 9", time.Second, 0, "⠋ Queued 1st for Pixel 9, waiting 1s (2/2 running on this machine: lse_1 held by a, due to expire unless renewed)"},
+		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1, Wait: &contract.QueueWait{Limit: contract.WaitDevices, InUse: 3, Max: 3}},
+			"Android device", time.Second, 0, "⠋ Queued 1st for an Android device, waiting 1s (3/3 devices kept)"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, "iPhone 17", 10 * time.Second, 2, "⠹ Booting the iPhone 17, about 30s left"},
 		// Under a second left still reads as a second, not "about 0s".
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 1000}, "iOS device", 600 * time.Millisecond, 0, "⠋ Booting the iOS device, about 1s left"},
@@ -49,7 +60,7 @@ func TestProgressHumanGolden(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageDownloading, Component: "26.4", Percent: pct(41)}, "iOS device", 5 * time.Second, 2, "Downloading runtime 26.4 [█████████░░░░░░░░░░░░░░░]  41%"},
 	}
 	for _, c := range cases {
-		if got := progressHuman(c.p, c.device, c.elapsed, c.frame); got != c.want {
+		if got := progressHuman(c.p, c.device, c.elapsed, clock, c.frame); got != c.want {
 			t.Errorf("progressHuman(%+v, %q, %s) =\n  %q\nwant\n  %q", c.p, c.device, c.elapsed, got, c.want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEveryCodeHasExitAndStatus(t *testing.T) {
@@ -121,6 +122,28 @@ func TestDownloadingProgressIsBoundedBySchema(t *testing.T) {
 	}
 }
 
+func TestQueuedWaitIsCheckedWhenRead(t *testing.T) {
+	ok := `{"stage":"queued","queuePosition":1,"wait":{"limit":"platform-running","inUse":1,"max":1,"leaseId":"lse_1","holder":"h2","endsAt":1700000000000}}`
+	var p LeaseProgress
+	if err := json.Unmarshal([]byte(ok), &p); err != nil || p.Wait == nil || p.Wait.Holder != "h2" {
+		t.Fatalf("valid wait: %+v, %v", p, err)
+	}
+	if back, _ := json.Marshal(p); string(back) != ok {
+		t.Errorf("round trip = %s, want %s", back, ok)
+	}
+	for _, bad := range []string{
+		`{"stage":"queued","queuePosition":1,"wait":{"limit":"moon","inUse":1,"max":1}}`,
+		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":-1,"max":1}}`,
+		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":1,"max":1,"holder":"` + strings.Repeat("x", MaxIDLen+1) + `"}}`,
+		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":1,"max":1,"endsAt":-5}}`,
+		`{"stage":"booting","etaMs":5,"wait":{"limit":"devices","inUse":1,"max":1}}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &p); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
+
 func TestComponentNamesCannotReachOutsideTheSDK(t *testing.T) {
 	for _, ok := range []string{"26.4", "26", "latest", "36", "Baklava-preview"} {
 		in := ComponentInstallInput{Platform: PlatformAndroid, Version: ok}
@@ -157,5 +180,27 @@ func TestAnUnknownFieldNamesTheFieldItLikelyMeant(t *testing.T) {
 		if c.meant != "" && !strings.Contains(ce.Message, "did you mean "+c.meant+"?") {
 			t.Errorf("%s: message %q does not say what was meant", c.sent, ce.Message)
 		}
+	}
+}
+
+func TestQueueWaitWordsCountTheLeaseDown(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	w := QueueWait{Limit: WaitPlatformRunning, InUse: 1, Max: 1, LeaseID: "lse_1", Holder: "h2"}
+	for _, c := range []struct {
+		left time.Duration
+		want string
+	}{
+		{40*time.Second + 100*time.Millisecond, "1/1 running: lse_1 held by h2, expires in 41s"},
+		{14 * time.Minute, "1/1 running: lse_1 held by h2, expires in 14m"},
+		{2*time.Hour + 5*time.Minute, "1/1 running: lse_1 held by h2, expires in 2h05m"},
+		{-time.Second, "1/1 running: lse_1 held by h2, due to expire unless renewed"},
+	} {
+		w.EndsAt = now.Add(c.left).UnixMilli()
+		if got := w.Words(now); got != c.want {
+			t.Errorf("%s left: %q, want %q", c.left, got, c.want)
+		}
+	}
+	if got := (QueueWait{Limit: WaitRAM, InUse: 7000, Max: 8192}).Words(now); got != "RAM budget 7000/8192 MiB in use" {
+		t.Errorf("RAM wait: %q", got)
 	}
 }

@@ -2,7 +2,9 @@ package contract
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"time"
 )
 
 // Platform is a device platform.
@@ -183,6 +185,90 @@ type LeaseProgress struct {
 	Waiting       bool
 	// Percent is a whole number from 0 to 100, or nil while unknown.
 	Percent *int
+	// Wait, on the queued step of the first in line, says what it waits
+	// for; nil when the daemon does not know (and behind the first).
+	Wait *QueueWait
+}
+
+// QueueWait is what the first request in line waits for: a limit that is
+// full, and the lease under it due to end soonest.
+type QueueWait struct {
+	// Limit is the full limit: WaitPlatformRunning, WaitMachineRunning,
+	// WaitDevices or WaitRAM.
+	Limit string `json:"limit"`
+	// InUse and Max are the limit's use and size (devices running, or
+	// kept, or for the RAM budget devices running).
+	InUse int `json:"inUse"`
+	Max   int `json:"max"`
+	// LeaseID, Holder (its requester id) and EndsAt (its TTL deadline, ms
+	// since the epoch) name the lease under the limit that ends soonest
+	// unless renewed; empty when no lease holds a slot of it.
+	LeaseID string `json:"leaseId,omitempty"`
+	Holder  string `json:"holder,omitempty"`
+	EndsAt  int64  `json:"endsAt,omitempty"`
+}
+
+// The limits a queued request may wait on.
+const (
+	WaitPlatformRunning = "platform-running"
+	WaitMachineRunning  = "machine-running"
+	WaitDevices         = "devices"
+	WaitRAM             = "ram-budget"
+)
+
+// Words says, for a person, what the first in line waits for: the full
+// limit and the lease under it due to end first, counted down to now
+// ("1/1 running: lse_… held by holder2, expires in 14m"). The CLI's live
+// line and the MCP progress message both say it so.
+func (w QueueWait) Words(now time.Time) string {
+	var s string
+	switch w.Limit {
+	case WaitMachineRunning:
+		s = fmt.Sprintf("%d/%d running on this machine", w.InUse, w.Max)
+	case WaitDevices:
+		s = fmt.Sprintf("%d/%d devices kept", w.InUse, w.Max)
+	case WaitRAM:
+		s = fmt.Sprintf("RAM budget %d/%d MiB in use", w.InUse, w.Max)
+	default:
+		s = fmt.Sprintf("%d/%d running", w.InUse, w.Max)
+	}
+	if w.LeaseID == "" {
+		return s
+	}
+	s += ": " + w.LeaseID + " held by " + w.Holder
+	left := time.UnixMilli(w.EndsAt).Sub(now)
+	switch {
+	case left <= 0:
+		return s + ", due to expire unless renewed"
+	case left < time.Minute:
+		return s + fmt.Sprintf(", expires in %ds", int((left+time.Second-1)/time.Second))
+	case left < time.Hour:
+		return s + fmt.Sprintf(", expires in %dm", int((left+time.Minute-1)/time.Minute))
+	}
+	h := (left + time.Minute - 1) / time.Minute
+	return s + fmt.Sprintf(", expires in %dh%02dm", int(h/60), int(h%60))
+}
+
+// maxWaitCount bounds InUse and Max when read from the wire.
+const maxWaitCount = 1 << 20
+
+// check refuses a wait read from the wire that no daemon sends.
+func (w *QueueWait) check() error {
+	switch w.Limit {
+	case WaitPlatformRunning, WaitMachineRunning, WaitDevices, WaitRAM:
+	default:
+		return BadRequest("wait.limit", "must be %s, %s, %s or %s", WaitPlatformRunning, WaitMachineRunning, WaitDevices, WaitRAM)
+	}
+	if w.InUse < 0 || w.InUse > maxWaitCount || w.Max < 0 || w.Max > maxWaitCount {
+		return BadRequest("wait", "inUse and max must be from 0 to %d", maxWaitCount)
+	}
+	if len(w.LeaseID) > MaxIDLen || len(w.Holder) > MaxIDLen {
+		return BadRequest("wait", "leaseId and holder must be at most %d characters", MaxIDLen)
+	}
+	if w.EndsAt < 0 {
+		return BadRequest("wait.endsAt", "must not be negative")
+	}
+	return nil
 }
 
 // MarshalJSON writes only the fields that belong to the stage.
@@ -190,9 +276,10 @@ func (p LeaseProgress) MarshalJSON() ([]byte, error) {
 	switch p.Stage {
 	case StageQueued:
 		return json.Marshal(struct {
-			Stage         Stage `json:"stage"`
-			QueuePosition int   `json:"queuePosition"`
-		}{p.Stage, p.QueuePosition})
+			Stage         Stage      `json:"stage"`
+			QueuePosition int        `json:"queuePosition"`
+			Wait          *QueueWait `json:"wait,omitempty"`
+		}{p.Stage, p.QueuePosition, p.Wait})
 	case StageDownloading:
 		return json.Marshal(struct {
 			Stage     Stage  `json:"stage"`
@@ -212,15 +299,24 @@ func (p LeaseProgress) MarshalJSON() ([]byte, error) {
 // anyone acts on it.
 func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 	var w struct {
-		Stage         Stage  `json:"stage"`
-		QueuePosition int    `json:"queuePosition"`
-		EtaMs         int64  `json:"etaMs"`
-		Component     string `json:"component"`
-		Waiting       bool   `json:"waiting"`
-		Percent       *int   `json:"percent"`
+		Stage         Stage      `json:"stage"`
+		QueuePosition int        `json:"queuePosition"`
+		EtaMs         int64      `json:"etaMs"`
+		Component     string     `json:"component"`
+		Waiting       bool       `json:"waiting"`
+		Percent       *int       `json:"percent"`
+		Wait          *QueueWait `json:"wait"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
+	}
+	if w.Wait != nil {
+		if w.Stage != StageQueued {
+			return BadRequest("wait", "belongs to the queued stage only")
+		}
+		if err := w.Wait.check(); err != nil {
+			return err
+		}
 	}
 	if w.Stage == StageDownloading {
 		if w.Component == "" || len(w.Component) > MaxComponentLen {
@@ -230,7 +326,7 @@ func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 			return BadRequest("percent", "must be a whole number from 0 to %d, got %d", MaxPercent, *w.Percent)
 		}
 	}
-	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent}
+	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent, Wait: w.Wait}
 	return nil
 }
 
@@ -241,6 +337,9 @@ func (p LeaseProgress) Same(q LeaseProgress) bool {
 			return false
 		}
 	} else if (p.Percent == nil) != (q.Percent == nil) {
+		return false
+	}
+	if (p.Wait == nil) != (q.Wait == nil) || (p.Wait != nil && *p.Wait != *q.Wait) {
 		return false
 	}
 	return p.Stage == q.Stage && p.QueuePosition == q.QueuePosition && p.EtaMs == q.EtaMs &&

@@ -148,7 +148,8 @@ func Measure(l Limits, slots []Slot) Usage {
 	return u
 }
 
-func (u Usage) totalRunning() int {
+// TotalRunning is the devices running or reserved to run, all platforms.
+func (u Usage) TotalRunning() int {
 	n := 0
 	for i := range contract.NumPlatforms {
 		n += u.Running[i] + u.Reserved[i]
@@ -173,7 +174,7 @@ func (b Block) Global() bool { return b == BlockGlobalRunning || b == BlockRAM }
 
 // CanStart says whether one more device of p may start running.
 func CanStart(l Limits, u Usage, p contract.Platform) Block {
-	if u.totalRunning() >= l.MaxRunning {
+	if u.TotalRunning() >= l.MaxRunning {
 		return BlockGlobalRunning
 	}
 	if u.Running.Of(p)+u.Reserved.Of(p) >= l.Platforms[p].MaxRunning {

@@ -74,7 +74,9 @@ type requestView struct {
 	RequesterID   string `json:"requesterId"`
 	State         string `json:"state"`
 	QueuePosition int    `json:"queuePosition,omitempty"`
-	EtaMs         *int64 `json:"etaMs,omitempty"`
+	// Wait is what the first in line waits for (see contract.QueueWait).
+	Wait  *contract.QueueWait `json:"wait,omitempty"`
+	EtaMs *int64              `json:"etaMs,omitempty"`
 	// Component, Waiting and Percent describe the downloading state.
 	Component string               `json:"component,omitempty"`
 	Waiting   *bool                `json:"waiting,omitempty"`
@@ -105,7 +107,7 @@ func (s *Server) requestView(ctx context.Context, tok contract.TokenRecord, st c
 	case contract.StageQueued:
 		v.QueuePosition = rec.QueuePosition
 		if st.Progress != nil && st.Progress.Stage == contract.StageQueued && st.Progress.QueuePosition > 0 {
-			v.QueuePosition = st.Progress.QueuePosition
+			v.QueuePosition, v.Wait = st.Progress.QueuePosition, st.Progress.Wait
 		}
 	case contract.StageProvisioning, contract.StageBooting, contract.StageReclaiming:
 		if st.Progress != nil {

@@ -142,6 +142,7 @@ type Engine struct {
 	leases      map[string]*lease // active only
 	byRequester map[string]*lease
 	leaseOrder  list.List // of *lease, in (grantedAt, id) order
+	due         [contract.NumPlatforms]dueHeap
 	pending     pendingWrites
 	removing    map[string]bool         // runtimes being removed ("ios/26.4")
 	health      map[string]*healthState // leased devices the monitor tracks
@@ -164,6 +165,9 @@ type lease struct {
 	store.Lease
 	timer *time.Timer
 	at    *list.Element
+	// plat is its device's platform (an index in contract.Platforms) and
+	// due its place in that platform's dueHeap, -1 when in none.
+	plat, due int
 	// view is the lease record encoded, kept until the lease changes.
 	view []byte
 }

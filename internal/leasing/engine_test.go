@@ -131,6 +131,16 @@ func (p *pending) finished() bool {
 	}
 }
 
+// places is ps without what each step says a queued request waits for:
+// the stages and places alone.
+func places(ps []contract.LeaseProgress) []contract.LeaseProgress {
+	out := slices.Clone(ps)
+	for i := range out {
+		out[i].Wait = nil
+	}
+	return out
+}
+
 func (p *pending) stages() []contract.LeaseProgress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -200,8 +210,16 @@ func TestSecondRequesterQueuesAndIsServedOnRelease(t *testing.T) {
 		a := h.mustGrant(h.acquire("a", ios))
 		b := h.acquire("b", ios)
 		synctest.Wait()
-		if got := b.stages(); !slices.Equal(got, []contract.LeaseProgress{{Stage: contract.StageQueued, QueuePosition: 1}}) {
+		got := b.stages()
+		if len(got) != 1 || got[0].Stage != contract.StageQueued || got[0].QueuePosition != 1 {
 			t.Fatalf("b progress = %+v, want queued at 1", got)
+		}
+		// First in line, it is told what it waits for: the one iOS device
+		// kept, held by a's lease until its deadline.
+		want := contract.QueueWait{Limit: contract.WaitDevices, InUse: 1, Max: 1,
+			LeaseID: a.Lease.ID, Holder: "a", EndsAt: a.Lease.TTLDeadline}
+		if got[0].Wait == nil || *got[0].Wait != want {
+			t.Fatalf("b waits for %+v, want %+v", got[0].Wait, want)
 		}
 		h.release("a", a.Lease.ID)
 		t0 := time.Now()
@@ -276,6 +294,55 @@ func TestNoWaitTimeoutAndOneLeasePerRequester(t *testing.T) {
 	})
 }
 
+// The first in line is told which lease it waits on and when that lease
+// ends; a renewal of that lease moves the end it is told, and when another
+// lease becomes due sooner, it is told of that one.
+func TestTheFirstInLineHearsWhichLeaseItWaitsOnAndWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		a := h.mustGrant(h.acquire("a", ios))
+		time.Sleep(time.Second)
+		b := h.mustGrant(h.acquire("b", ios))
+		c := h.acquire("c", ios)
+		synctest.Wait()
+		last := func() contract.QueueWait {
+			t.Helper()
+			got := c.stages()
+			p := got[len(got)-1]
+			if p.Stage != contract.StageQueued || p.Wait == nil {
+				t.Fatalf("c's last step %+v, want queued with what it waits for", p)
+			}
+			return *p.Wait
+		}
+		if w := last(); w.LeaseID != a.Lease.ID || w.Holder != "a" || w.EndsAt != a.Lease.TTLDeadline || w.InUse != 2 || w.Max != 2 {
+			t.Fatalf("c waits for %+v, want a's lease %s (2 of 2 in use) ending at %d", w, a.Lease.ID, a.Lease.TTLDeadline)
+		}
+		time.Sleep(time.Second)
+		// a renews: its end moves past b's, so b's lease is now due first.
+		ra, err := h.e.Renew(Caller{Principal: "a"}, contract.LeaseRenewInput{LeaseID: a.Lease.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w := last(); w.LeaseID != b.Lease.ID || w.EndsAt != b.Lease.TTLDeadline {
+			t.Fatalf("after a's renewal c waits for %+v, want b's lease %s ending at %d", w, b.Lease.ID, b.Lease.TTLDeadline)
+		}
+		// b renews with a longer TTL: a's is due first again, at its
+		// renewed end.
+		rb, err := h.e.Renew(Caller{Principal: "b"}, contract.LeaseRenewInput{LeaseID: b.Lease.ID, TTLMs: 10 * 60_000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w := last(); w.LeaseID != a.Lease.ID || w.EndsAt != ra.TTLDeadline || ra.TTLDeadline >= rb.TTLDeadline {
+			t.Fatalf("after b's renewal c waits for %+v, want a's lease ending at %d (b's ends at %d)", w, ra.TTLDeadline, rb.TTLDeadline)
+		}
+		h.release("a", a.Lease.ID)
+		h.release("b", b.Lease.ID)
+		h.mustGrant(c)
+	})
+}
+
 func TestQueueIsFIFOAndHeadIsNeverBypassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, newMemStore(), fixed(1))
@@ -284,7 +351,7 @@ func TestQueueIsFIFOAndHeadIsNeverBypassed(t *testing.T) {
 		synctest.Wait()
 		c := h.acquire("c", contract.LeaseRequestInput{Platform: contract.PlatformAndroid})
 		synctest.Wait()
-		if got := c.stages(); !slices.Equal(got, []contract.LeaseProgress{{Stage: contract.StageQueued, QueuePosition: 2}}) {
+		if got := places(c.stages()); !slices.Equal(got, []contract.LeaseProgress{{Stage: contract.StageQueued, QueuePosition: 2}}) {
 			t.Fatalf("c progress = %+v, want queued at 2", got)
 		}
 		h.release("a", a.Lease.ID)
@@ -293,7 +360,7 @@ func TestQueueIsFIFOAndHeadIsNeverBypassed(t *testing.T) {
 		if c.finished() {
 			t.Fatal("c was served before b released: the global limit is 1")
 		}
-		if got := c.stages(); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
+		if got := places(c.stages()); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
 			t.Errorf("c's last progress = %+v, want queued at 1", got[len(got)-1])
 		}
 		h.release("b", gb.Lease.ID)
@@ -709,7 +776,7 @@ func TestFailedMakeRoomDoesNotOvershootCapacity(t *testing.T) {
 		if len(devs) != 1 || devs[0].State != contract.DeviceQuarantined {
 			t.Fatalf("devices = %+v, want only the quarantined one", devs)
 		}
-		if got := b.stages(); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
+		if got := places(b.stages()); got[len(got)-1] != (contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1}) {
 			t.Errorf("b's last progress = %+v, want queued at 1", got[len(got)-1])
 		}
 	})

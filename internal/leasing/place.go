@@ -38,6 +38,7 @@ func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block
 		if p.block.Global() {
 			b = queue.BlockAll
 		}
+		b.Stage = e.queueWait(n.want.Platform, p.block)
 		// The head sees a device being cleaned that fits it as what it
 		// waits for.
 		if d := e.reg.soonestClean(n.want, e.catalogs[n.want.Platform]); d != nil {

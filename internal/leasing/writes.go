@@ -154,7 +154,7 @@ func (e *Engine) setStuck(d *dev, stuck bool) {
 
 // addLeaseLocked registers an active lease.
 func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
-	l := &lease{Lease: rec}
+	l := &lease{Lease: rec, due: -1}
 	e.leases[l.ID] = l
 	e.byRequester[l.RequesterID] = l
 	after := e.leaseOrder.Back()
@@ -172,6 +172,7 @@ func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 	}
 	if d, ok := e.reg.get(l.DeviceID); ok {
 		e.reg.update(d, func(d *dev) { d.lease = l.ID })
+		e.dueAdd(l, d.Platform)
 	}
 	return l
 }
@@ -199,11 +200,15 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 			delete(e.byRequester, rec.RequesterID)
 		}
 		e.leaseOrder.Remove(l.at)
+		e.dueRemove(l)
 		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == rec.ID {
 			e.reg.update(d, func(d *dev) { d.lease = "" })
 		}
 		tx.Kick()
 	case ok:
 		l.Lease, l.view = rec, nil
+		if e.dueMoved(l) {
+			tx.Kick() // the first in line may be told of another lease
+		}
 	}
 }

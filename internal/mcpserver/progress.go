@@ -59,6 +59,9 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 			msg = "Preparing the request for " + target
 		case pos == 1:
 			msg = "First in line for " + target
+			if p := st.Progress; p != nil && p.Stage == contract.StageQueued && p.Wait != nil {
+				msg += " (" + p.Wait.Words(now) + ")"
+			}
 		case pos == 2:
 			msg = "Queued behind 1 other request for " + target
 		default:

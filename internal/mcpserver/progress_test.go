@@ -150,3 +150,16 @@ func TestWordsBeforeTheLineAndWhileAReleasedDeviceIsCleaned(t *testing.T) {
 		t.Errorf("while an iPhone 17 is cleaned, at its ETA: %q", msg)
 	}
 }
+
+// The first in line is told, in the progress message, what it waits for.
+func TestFirstInLineSaysWhatItWaitsFor(t *testing.T) {
+	now := time.Unix(1000, 0)
+	st := status(contract.RequestQueued, contract.StageQueued, 1, 0, 1)
+	st.Progress.Wait = &contract.QueueWait{Limit: contract.WaitPlatformRunning, InUse: 1, Max: 1,
+		LeaseID: "lse_1", Holder: "holder2", EndsAt: now.Add(14 * time.Minute).UnixMilli()}
+	var r reporter
+	_, msg, ok := r.step(st, now, time.Hour)
+	if want := "First in line for an iOS phone (1/1 running: lse_1 held by holder2, expires in 14m)"; !ok || msg != want {
+		t.Errorf("message = %q, want %q", msg, want)
+	}
+}

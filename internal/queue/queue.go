@@ -38,7 +38,8 @@ type Block struct {
 	Scope Scope
 	// Stage, when set, is what the waiter is told instead of its place in
 	// line: a reclaiming stage with an ETA when a device that fits it is
-	// being cleaned.
+	// being cleaned, or a queued stage whose Wait says what it waits for
+	// (the queue fills in its place).
 	Stage *contract.LeaseProgress
 }
 

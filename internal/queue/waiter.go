@@ -103,11 +103,16 @@ func (w *Waiter) push(p contract.LeaseProgress) {
 	}
 }
 
-// report tells a waiter in line where it is, if that changed: its place,
-// or the stage its placer said it waits on.
+// report tells a waiter in line where it is, if that changed: its place
+// (with what it waits for, when its placer said), or the stage its placer
+// said it waits on.
 func (w *Waiter) report(q *Queue) {
 	p := contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: w.pos}
-	if w.hinted != nil {
+	switch {
+	case w.hinted == nil:
+	case w.hinted.Stage == contract.StageQueued:
+		p.Wait = w.hinted.Wait // what it waits for, at its own place
+	default:
 		p = *w.hinted
 	}
 	if !p.Same(w.last) {

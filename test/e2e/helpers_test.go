@@ -457,6 +457,14 @@ type progress struct {
 	Component     string `json:"component"`
 	Waiting       *bool  `json:"waiting"`
 	Percent       *int   `json:"percent"`
+	Wait          *struct {
+		Limit   string `json:"limit"`
+		InUse   int    `json:"inUse"`
+		Max     int    `json:"max"`
+		LeaseID string `json:"leaseId"`
+		Holder  string `json:"holder"`
+		EndsAt  int64  `json:"endsAt"`
+	} `json:"wait"`
 }
 
 func parseProgress(s string) (progress, bool) {

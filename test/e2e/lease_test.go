@@ -108,15 +108,21 @@ func TestQueueAndRefusals(t *testing.T) {
 	if r.elapsed < 1950*time.Millisecond || r.elapsed > 15*time.Second {
 		t.Errorf("--timeout 2s gave up after %s, want about 2s", r.elapsed)
 	}
-	if !strings.Contains(r.stderr, `{"push":"progress","stage":"queued","queuePosition":1}`) {
+	if !strings.Contains(r.stderr, `{"push":"progress","stage":"queued","queuePosition":1`) {
 		t.Errorf("the timed-out request never showed it was queued\n%s", r)
 	}
 
-	// d has left the queue, so b is first in line.
+	// d has left the queue, so b is first in line, and is told what it
+	// waits for: a's lease on the one iOS device, and when it ends.
 	holderB := h.start("lease", "--platform", "ios", "--agent-id", "b")
-	holderB.waitLine(holderB.stderr, "queued at position 1", func(s string) bool {
-		return s == `{"push":"progress","stage":"queued","queuePosition":1}`
+	queued := holderB.waitLine(holderB.stderr, "queued at position 1", func(s string) bool {
+		p, ok := parseProgress(s)
+		return ok && p.Stage == "queued" && p.QueuePosition == 1
 	})
+	if p, _ := parseProgress(queued.text); p.Wait == nil || p.Wait.LeaseID != ga.Lease.ID || p.Wait.Holder != "a" ||
+		p.Wait.EndsAt < ga.Lease.TTLDeadline || p.Wait.InUse != p.Wait.Max {
+		t.Errorf("b's queued line %s does not say it waits for a's lease %s (ending at or after %d) under a full limit", queued.text, ga.Lease.ID, ga.Lease.TTLDeadline)
+	}
 	select {
 	case l := <-holderB.stdout.ch:
 		t.Fatalf("b was granted while a still holds the only device: %s", l.text)
