@@ -445,7 +445,11 @@ type progressPrinter struct {
 	cur     *contract.LeaseProgress
 	began   time.Time // the first step: time in line counts from here
 	since   time.Time // the current step
-	frame   int
+	// rateFrom and rateAt are a download's first percentage and when it
+	// came: the rate since then gives the time left.
+	rateFrom int
+	rateAt   time.Time
+	frame    int
 	done    chan struct{}
 	drawn   bool
 	stopped bool
@@ -476,6 +480,10 @@ func (p *progressPrinter) show(prog contract.LeaseProgress) {
 		if p.cur == nil || p.cur.Stage != prog.Stage || p.cur.Waiting != prog.Waiting {
 			p.finishLocked(now)
 			p.since = now
+			p.rateAt = time.Time{}
+		}
+		if prog.Percent != nil && p.rateAt.IsZero() {
+			p.rateFrom, p.rateAt = *prog.Percent, now
 		}
 		p.cur = &prog
 		p.drawLocked()
@@ -508,6 +516,9 @@ func (p *progressPrinter) drawLocked() {
 	}
 	now := time.Now()
 	line := progressHuman(*p.cur, p.device, p.elapsedLocked(now), now, p.frame)
+	if p.cur.Percent != nil && !p.rateAt.IsZero() {
+		line += downloadLeft(*p.cur.Percent-p.rateFrom, now.Sub(p.rateAt), *p.cur.Percent)
+	}
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
 	p.drawn = true
 }

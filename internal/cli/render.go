@@ -105,6 +105,18 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 	return glyph + " " + string(p.Stage)
 }
 
+// downloadLeft estimates a download's time left from its rate since it was
+// first seen: moved percentage points in took, now at pct. It says nothing
+// until the rate means something (2 points and 2 s), since the installers
+// print no sizes to do better with.
+func downloadLeft(moved int, took time.Duration, pct int) string {
+	if moved < 2 || took < 2*time.Second || pct >= 100 {
+		return ""
+	}
+	left := took * time.Duration(100-pct) / time.Duration(moved)
+	return ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+}
+
 // progressDone is the line a finished step leaves in the scrollback.
 func progressDone(p contract.LeaseProgress, device string, took time.Duration) string {
 	d := roundDur(took)

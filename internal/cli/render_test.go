@@ -184,3 +184,24 @@ func TestExportLinesQuoteForTheShell(t *testing.T) {
 		t.Error("no environment, no lines")
 	}
 }
+
+// A download's time left comes from its rate since it was first seen, once
+// that rate means something.
+func TestDownloadTimeLeftFollowsTheRate(t *testing.T) {
+	for _, c := range []struct {
+		moved int
+		took  time.Duration
+		pct   int
+		want  string
+	}{
+		{20, 10 * time.Second, 41, ", about 30s left"}, // 2 points a second, 59 to go
+		{40, 4 * time.Minute, 50, ", about 5m00s left"},
+		{1, 10 * time.Second, 41, ""}, // too little moved to say
+		{20, time.Second, 41, ""},     // too soon to say
+		{20, 10 * time.Second, 100, ""},
+	} {
+		if got := downloadLeft(c.moved, c.took, c.pct); got != c.want {
+			t.Errorf("downloadLeft(%d, %s, %d) = %q, want %q", c.moved, c.took, c.pct, got, c.want)
+		}
+	}
+}
