@@ -206,9 +206,20 @@ func daemonStartCmd(env Env) *cobra.Command {
 			if s.Daemon.Health != "running" {
 				return fail(contract.Errorf(contract.CodeDaemonStopping, "the daemon is %s", s.Daemon.Health).With("health", s.Daemon.Health))
 			}
-			return printJSON(env.Stdout, map[string]any{"status": "running", "pid": s.Daemon.PID, "version": s.Daemon.Version})
+			return printJSON(env.Stdout, runningView(s))
 		},
 	}
+}
+
+// runningView is a running daemon as daemon start and daemon status print
+// it.
+func runningView(s contract.Status) map[string]any {
+	out := map[string]any{"status": "running", "health": s.Daemon.Health, "pid": s.Daemon.PID,
+		"version": s.Daemon.Version, "startedAt": s.Daemon.StartedAt, "home": s.Daemon.Home}
+	if s.Daemon.HTTPURL != "" {
+		out["httpUrl"] = s.Daemon.HTTPURL
+	}
+	return out
 }
 
 func daemonStopCmd(env Env) *cobra.Command {
@@ -263,11 +274,7 @@ func daemonStatusCmd(env Env) *cobra.Command {
 				if err != nil {
 					return fail(err)
 				}
-				out = map[string]any{"status": "running", "health": s.Daemon.Health, "pid": s.Daemon.PID,
-					"version": s.Daemon.Version, "startedAt": s.Daemon.StartedAt, "home": s.Daemon.Home}
-				if s.Daemon.HTTPURL != "" {
-					out["httpUrl"] = s.Daemon.HTTPURL
-				}
+				out = runningView(s)
 			}
 			if asJSON {
 				if err := printJSON(env.Stdout, out); err != nil {

@@ -52,3 +52,25 @@ func TestTheDocumentedExitCodesAreTheErrorTables(t *testing.T) {
 		t.Errorf("the exit-code table names %s, which is no error code", c)
 	}
 }
+
+// Every section of docs/CLI.md is linked from its contents list, by the
+// anchor a Markdown renderer gives its heading.
+func TestTheCLIDocsContentsListEverySection(t *testing.T) {
+	b, err := os.ReadFile("../../docs/CLI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start, end := strings.Index(doc, "Contents:\n"), strings.Index(doc, "\n---\n")
+	if start < 0 || end < start {
+		t.Fatal("docs/CLI.md has no contents list before its first rule")
+	}
+	contents := doc[start:end]
+	anchor := strings.NewReplacer(" ", "-", ":", "", "`", "", ".", "", "(", "", ")", "", ",", "")
+	for _, m := range regexp.MustCompile("(?m)^## (.+)$").FindAllStringSubmatch(doc, -1) {
+		a := "(#" + anchor.Replace(strings.ToLower(m[1])) + ")"
+		if !strings.Contains(contents, a) {
+			t.Errorf("the contents list has no link %s to the section %q", a, m[1])
+		}
+	}
+}
