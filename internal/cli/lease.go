@@ -442,17 +442,17 @@ type progressPrinter struct {
 
 	mu sync.Mutex
 	// mu guards the fields below.
-	cur     *contract.LeaseProgress
-	began   time.Time // the first step: time in line counts from here
-	since   time.Time // the current step
+	cur   *contract.LeaseProgress
+	began time.Time // the first step: time in line counts from here
+	since time.Time // the current step
 	// rateFrom and rateAt are a download's first percentage and when it
 	// came: the rate since then gives the time left.
 	rateFrom int
 	rateAt   time.Time
 	frame    int
-	done    chan struct{}
-	drawn   bool
-	stopped bool
+	done     chan struct{}
+	drawn    bool
+	stopped  bool
 }
 
 func newProgressPrinter(w io.Writer, mode string, in contract.LeaseRequestInput, width func() int) *progressPrinter {
