@@ -78,6 +78,10 @@ type ExecInput struct {
 	// RequesterID must match the lease's requester when an admin runs a
 	// command on someone else's lease.
 	RequesterID string `json:"requesterId,omitempty"`
+	// TimeoutMs, when set, stops the command sooner than exec.timeoutMs
+	// (EXEC_TIMEOUT): a caller that can wait only so long (an MCP tool call)
+	// does not leave it running.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // MaxExecStdin bounds ExecInput.Stdin.
@@ -104,6 +108,9 @@ func (in *ExecInput) Validate() error {
 	}
 	if in.Stdin != nil && len(*in.Stdin) > MaxExecStdin {
 		return BadRequest("stdin", "must be at most %d bytes, got %d", MaxExecStdin, len(*in.Stdin))
+	}
+	if in.TimeoutMs < 0 || in.TimeoutMs > MaxWaitMs {
+		return BadRequest("timeoutMs", "must be from 1 to %d, got %d", int64(MaxWaitMs), in.TimeoutMs)
 	}
 	return checkID("requesterId", in.RequesterID, false)
 }

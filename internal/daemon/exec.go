@@ -54,6 +54,10 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 		return contract.ExecResult{}, err
 	}
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
+	key := "exec.timeoutMs"
+	if t := time.Duration(in.TimeoutMs) * time.Millisecond; t > 0 && t < timeout {
+		timeout, key = t, "the call's timeoutMs"
+	}
 	rc := runner.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Timeout: timeout}
 	if in.Stdin != nil {
 		rc.Stdin = []byte(*in.Stdin)
@@ -67,7 +71,7 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 	var te *runner.TimeoutError
 	switch {
 	case errors.As(err, &te):
-		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "%s ran longer than exec.timeoutMs (%d) and was stopped", in.Tool, timeout.Milliseconds()).
+		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "%s ran longer than %s (%d ms) and was stopped", in.Tool, key, timeout.Milliseconds()).
 			With("timeoutMs", timeout.Milliseconds())
 	case err != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)

@@ -176,6 +176,26 @@ func TestExecTimeoutStopsTheCommand(t *testing.T) {
 	}
 }
 
+// A call's own timeoutMs stops the command before exec.timeoutMs would,
+// and the error says which bound stopped it.
+func TestTheCallsTimeoutStopsTheCommandSooner(t *testing.T) {
+	home := startExecDaemon(t, `echo started; exec sleep 30`, nil) // exec.timeoutMs: 10 min
+	ctx := context.Background()
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out collected
+	_, err = c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", TimeoutMs: 200}, out.add)
+	if code(err) != contract.CodeExecTimeout || !strings.Contains(err.Error(), "the call's timeoutMs (200 ms)") {
+		t.Fatalf("exec past the call's timeoutMs: %v, want EXEC_TIMEOUT naming the call's timeoutMs", err)
+	}
+	if out.text("stdout") != "started\n" {
+		t.Errorf("output before the timeout = %q", out.text("stdout"))
+	}
+}
+
 func TestChunksNeverSplitACharacter(t *testing.T) {
 	var got []contract.ExecOutput
 	s := newSession(nil, context.Background(), contract.RoleAgent, "a", func(p contract.Push) { got = append(got, *p.Output) }, func() {})

@@ -34,6 +34,13 @@ type rig struct {
 
 func newRig(t *testing.T, settings ...string) *rig {
 	t.Helper()
+	return newRigWith(t, nil, settings...)
+}
+
+// newRigWith is newRig with each demo driver passed through wrap (when not
+// nil) before the daemon starts.
+func newRigWith(t *testing.T, wrap func(*demo.Driver) driver.Driver, settings ...string) *rig {
+	t.Helper()
 	home, err := os.MkdirTemp("", "slm")
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +59,9 @@ func newRig(t *testing.T, settings ...string) *rig {
 			t.Fatal(err)
 		}
 		drivers[p] = d
+		if wrap != nil {
+			drivers[p] = wrap(d)
+		}
 	}
 	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
 	if err != nil {

@@ -155,6 +155,14 @@ func inputSchema[T any]() *jsonschema.Schema {
 		lo, hi := 1.0, float64(maxWaitSeconds)
 		w.Minimum, w.Maximum = &lo, &hi
 	}
+	if w, ok := s.Properties["timeoutSeconds"]; ok {
+		w.Types, w.Type = nil, "integer"
+		lo, hi := 1.0, float64(maxExecSeconds)
+		w.Minimum, w.Maximum = &lo, &hi
+	}
+	if t, ok := s.Properties["tool"]; ok {
+		t.Enum = []any{"simctl", "adb"}
+	}
 	for _, name := range []string{"ttlMs", "timeoutMs"} {
 		if p, ok := s.Properties[name]; ok {
 			lo := 1.0
@@ -164,7 +172,7 @@ func inputSchema[T any]() *jsonschema.Schema {
 	return s
 }
 
-// register adds the five tools.
+// register adds the tools.
 func (s *server) register(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        "list_devices",
@@ -204,6 +212,15 @@ func (s *server) register(srv *mcp.Server) {
 		InputSchema: inputSchema[statusInput](),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, handle(s.leaseStatus))
+	srv.AddTool(&mcp.Tool{
+		Name:  "run_on_device",
+		Title: "Run simctl or adb on your leased device",
+		Description: "Runs simctl (iOS) or adb (Android) on a device you lease, on the machine that has it, and answers with the exit code and the output (the last 64 KiB of each stream). " +
+			"For simctl name the device by the udid from the grant; for adb the leased emulator is chosen for you. " +
+			"For when you have no shell on that machine; with one, the grant's usage lines do the same. A command still running after timeoutSeconds is stopped (EXEC_TIMEOUT).",
+		InputSchema: inputSchema[execInput](),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
+	}, handle(s.runOnDevice))
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -369,11 +386,8 @@ func (s *server) releaseSimulator(ctx context.Context, _ *mcp.CallToolRequest, i
 func (s *server) leaseStatus(ctx context.Context, _ *mcp.CallToolRequest, in *statusInput) (any, error) {
 	id := in.LeaseID
 	if id == "" {
+		ids := s.heldIDs()
 		s.mu.Lock()
-		var ids []string
-		for held := range s.held {
-			ids = append(ids, held)
-		}
 		last := s.lastGone
 		reason, known := s.gone[last]
 		if !known {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // mcpSession is `simlock mcp` run as an MCP client runs it, with what the
@@ -149,7 +151,7 @@ func TestMCPLeaseWithProgressStatusAndRelease(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"lease_simulator", "lease_status", "list_devices", "release_simulator", "wait_for_lease"}; !slices.Equal(names, want) {
+	if want := []string{"lease_simulator", "lease_status", "list_devices", "release_simulator", "run_on_device", "wait_for_lease"}; !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 
@@ -455,5 +457,38 @@ func TestMCPBadArgumentsAreToolErrors(t *testing.T) {
 	}
 	if h.leases() == nil || len(h.leases()) != 0 {
 		t.Errorf("bad calls left leases: %v", h.leases())
+	}
+}
+
+// An agent with no shell on the machine runs adb on its leased emulator
+// through run_on_device: the real command runs (the stand-in adb records
+// it, aimed at the leased serial) and its output and exit code come back.
+func TestMCPRunOnDeviceRunsAdbOnTheLeasedEmulator(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h.withShims(e, "android")
+	m := h.mcpConnect("agent-exec")
+	res, grant := m.call("lease_simulator", map[string]any{"platform": "android"}, nil)
+	if res.IsError {
+		t.Fatalf("lease_simulator: %v", grant)
+	}
+	serial, _ := grant["device"].(map[string]any)["address"].(string)
+	res, out := m.call("run_on_device", map[string]any{"tool": "adb", "args": []string{"shell", "getprop", "ro.build.version.sdk"}}, nil)
+	if res.IsError || out["exitCode"] != float64(0) || strings.TrimSpace(out["stdout"].(string)) == "" {
+		t.Fatalf("run_on_device getprop = %v, want exit 0 and the property", out)
+	}
+	ran := false
+	for _, c := range e.Calls(t) {
+		if c.Tool == "adb" && slices.Contains(c.Args, "getprop") && slices.Contains(c.Args, serial) {
+			ran = true
+		}
+	}
+	if !ran {
+		t.Errorf("no adb call with getprop aimed at the leased %s: %v", serial, e.Calls(t))
+	}
+	res, out = m.call("run_on_device", map[string]any{"tool": "adb", "args": []string{"uninstall"}}, nil)
+	if res.IsError || out["exitCode"] != float64(1) || !strings.Contains(out["stderr"].(string), "usage") {
+		t.Errorf("adb uninstall without a package = %v, want exit 1 and the usage on stderr", out)
 	}
 }
