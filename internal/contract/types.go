@@ -196,8 +196,8 @@ type QueueWait struct {
 	// Limit is the full limit: WaitPlatformRunning, WaitMachineRunning,
 	// WaitDevices or WaitRAM.
 	Limit string `json:"limit"`
-	// InUse and Max are the limit's use and size (devices running, or
-	// kept, or for the RAM budget devices running).
+	// InUse and Max are the limit's use and size: devices running, or
+	// kept; MiB for the RAM budget.
 	InUse int `json:"inUse"`
 	Max   int `json:"max"`
 	// LeaseID, Holder (its requester id) and EndsAt (its TTL deadline, ms

@@ -522,16 +522,21 @@ func (d *Daemon) Stop(reason string) error {
 	return d.startErr
 }
 
-// tellStopping sends every session that said hello the news that the
-// daemon stops, ahead of the end of its connection.
-func (d *Daemon) tellStopping(reason string) {
+// connsNow is the open connections at this moment.
+func (d *Daemon) connsNow() []*conn {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	conns := make([]*conn, 0, len(d.conns))
 	for c := range d.conns {
 		conns = append(conns, c)
 	}
-	d.mu.Unlock()
-	for _, c := range conns {
+	return conns
+}
+
+// tellStopping sends every session that said hello the news that the
+// daemon stops, ahead of the end of its connection.
+func (d *Daemon) tellStopping(reason string) {
+	for _, c := range d.connsNow() {
 		c.mu.Lock()
 		hello := c.sess != nil
 		c.mu.Unlock()
@@ -544,12 +549,7 @@ func (d *Daemon) tellStopping(reason string) {
 // closeSessions stops every session reading, lets the calls in flight
 // answer (the engine has already settled its waiters), then closes them.
 func (d *Daemon) closeSessions() {
-	d.mu.Lock()
-	conns := make([]*conn, 0, len(d.conns))
-	for c := range d.conns {
-		conns = append(conns, c)
-	}
-	d.mu.Unlock()
+	conns := d.connsNow()
 	for _, c := range conns {
 		c.drain()
 	}

@@ -258,12 +258,7 @@ func TestStatusWaitReadyReportsAFailedStartup(t *testing.T) {
 // call at once: the wait is bounded by the session, not by startup.
 func TestStatusWaitReadyEndsWithItsSession(t *testing.T) {
 	home := tempHome(t)
-	entered := make(chan struct{})
-	setup := func(ctx context.Context, _ map[contract.Platform][]string) (DriverSetup, error) {
-		close(entered)
-		<-ctx.Done()
-		return DriverSetup{}, ctx.Err()
-	}
+	entered, setup := setupUntilDone()
 	d, err := Start(t.Context(), Options{Home: home, Version: "test", Config: config.Default(), SetupDrivers: setup, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
 	if err != nil {
 		t.Fatal(err)
@@ -294,12 +289,7 @@ func TestStatusWaitReadyEndsWithItsSession(t *testing.T) {
 // Wait returns no error though convergence was cut short.
 func TestASignalDuringStartupStopsCleanly(t *testing.T) {
 	home := tempHome(t)
-	entered := make(chan struct{})
-	setup := func(ctx context.Context, _ map[contract.Platform][]string) (DriverSetup, error) {
-		close(entered)
-		<-ctx.Done()
-		return DriverSetup{}, ctx.Err()
-	}
+	entered, setup := setupUntilDone()
 	ctx, signal := context.WithCancel(context.Background())
 	d, err := Start(ctx, Options{Home: home, Version: "test", Config: config.Default(), SetupDrivers: setup, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
 	if err != nil {
@@ -309,5 +299,16 @@ func TestASignalDuringStartupStopsCleanly(t *testing.T) {
 	signal()
 	if err := d.Wait(ctx); err != nil {
 		t.Errorf("Wait after a signal during startup: %v, want nil (a clean stop)", err)
+	}
+}
+
+// setupUntilDone is a driver setup that starts (entered closes) and then
+// waits until startup's context ends.
+func setupUntilDone() (entered chan struct{}, setup func(context.Context, map[contract.Platform][]string) (DriverSetup, error)) {
+	entered = make(chan struct{})
+	return entered, func(ctx context.Context, _ map[contract.Platform][]string) (DriverSetup, error) {
+		close(entered)
+		<-ctx.Done()
+		return DriverSetup{}, ctx.Err()
 	}
 }
