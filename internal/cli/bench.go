@@ -1121,15 +1121,15 @@ type pushKey struct {
 	percent   int
 }
 
-func (r *reportClock) InstallComponent(ctx context.Context, component string, progress func(float64)) (driver.InstallResult, error) {
-	return r.Driver.InstallComponent(ctx, component, func(pct float64) {
-		k := pushKey{component, int(pct)}
+func (r *reportClock) InstallComponent(ctx context.Context, component string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
+	return r.Driver.InstallComponent(ctx, component, func(p driver.InstallProgress) {
+		k := pushKey{component, int(p.Percent)}
 		r.mu.Lock()
 		if _, ok := r.at[k]; !ok {
 			r.at[k] = time.Now()
 		}
 		r.mu.Unlock()
-		progress(pct)
+		progress(p)
 	})
 }
 

@@ -40,7 +40,7 @@ downloads.policy is never.`,
 				return err
 			}
 			return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {
-				pr := newInstallPrinter(env.Stderr, mode)
+				pr := newInstallPrinter(env.Stderr, mode, env.TermWidth)
 				res, err := c.InstallComponent(ctx, in, pr.show)
 				pr.stop()
 				if err != nil {
@@ -110,13 +110,18 @@ downloads.policy is never.`,
 type installPrinter struct {
 	w     io.Writer
 	mode  string
+	width func() int // the terminal's columns; 0 when unknown
 	mu    sync.Mutex
 	since time.Time
+	rate  downloadRate
 	drawn bool
 }
 
-func newInstallPrinter(w io.Writer, mode string) *installPrinter {
-	return &installPrinter{w: w, mode: mode, since: time.Now()}
+func newInstallPrinter(w io.Writer, mode string, width func() int) *installPrinter {
+	if width == nil {
+		width = func() int { return 0 }
+	}
+	return &installPrinter{w: w, mode: mode, width: width, since: time.Now()}
 }
 
 func (p *installPrinter) show(step contract.ComponentProgress) {
@@ -127,14 +132,17 @@ func (p *installPrinter) show(step contract.ComponentProgress) {
 		body, _ := json.Marshal(step)
 		fmt.Fprintln(p.w, `{"push":"component-progress",`+string(body[1:]))
 	case "human":
-		line := fmt.Sprintf("Waiting for another %s install, %s so far", step.Platform, roundDur(time.Since(p.since)))
+		now := time.Now()
+		line := fmt.Sprintf("Waiting for another %s install, %s so far", step.Platform, roundDur(now.Sub(p.since)))
 		if step.State == "downloading" {
 			line = fmt.Sprintf("Downloading %s %s", step.Platform, step.Component)
+			p.rate.see(step.Percent, step.BytesDone, now)
 			if step.Percent != nil {
 				line += fmt.Sprintf(" %s %3d%%", progressBar(*step.Percent, 24), *step.Percent)
+				line += p.rate.suffix(*step.Percent, step.BytesDone, step.BytesTotal, now)
 			}
 		}
-		fmt.Fprintf(p.w, "\r\x1b[2K%s", line)
+		fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
 		p.drawn = true
 	}
 }

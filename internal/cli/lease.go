@@ -445,14 +445,12 @@ type progressPrinter struct {
 	cur   *contract.LeaseProgress
 	began time.Time // the first step: time in line counts from here
 	since time.Time // the current step
-	// rateFrom and rateAt are a download's first percentage and when it
-	// came: the rate since then gives the time left.
-	rateFrom int
-	rateAt   time.Time
-	frame    int
-	done     chan struct{}
-	drawn    bool
-	stopped  bool
+	// rate follows the current download, for its speed and time left.
+	rate    downloadRate
+	frame   int
+	done    chan struct{}
+	drawn   bool
+	stopped bool
 }
 
 func newProgressPrinter(w io.Writer, mode string, in contract.LeaseRequestInput, width func() int) *progressPrinter {
@@ -480,11 +478,9 @@ func (p *progressPrinter) show(prog contract.LeaseProgress) {
 		if p.cur == nil || p.cur.Stage != prog.Stage || p.cur.Waiting != prog.Waiting {
 			p.finishLocked(now)
 			p.since = now
-			p.rateAt = time.Time{}
+			p.rate = downloadRate{}
 		}
-		if prog.Percent != nil && p.rateAt.IsZero() {
-			p.rateFrom, p.rateAt = *prog.Percent, now
-		}
+		p.rate.see(prog.Percent, prog.BytesDone, now)
 		p.cur = &prog
 		p.drawLocked()
 	}
@@ -516,8 +512,8 @@ func (p *progressPrinter) drawLocked() {
 	}
 	now := time.Now()
 	line := progressHuman(*p.cur, p.device, p.elapsedLocked(now), now, p.frame)
-	if p.cur.Percent != nil && !p.rateAt.IsZero() {
-		line += downloadLeft(*p.cur.Percent-p.rateFrom, now.Sub(p.rateAt), *p.cur.Percent)
+	if p.cur.Stage == contract.StageDownloading && p.cur.Percent != nil {
+		line += p.rate.suffix(*p.cur.Percent, p.cur.BytesDone, p.cur.BytesTotal, now)
 	}
 	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
 	p.drawn = true

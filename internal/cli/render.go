@@ -105,16 +105,44 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 	return glyph + " " + string(p.Stage)
 }
 
-// downloadLeft estimates a download's time left from its rate since it was
-// first seen: moved percentage points in took, now at pct. It says nothing
-// until the rate means something (2 points and 2 s), since the installers
-// print no sizes to do better with.
-func downloadLeft(moved int, took time.Duration, pct int) string {
-	if moved < 2 || took < 2*time.Second || pct >= 100 {
-		return ""
+// downloadRate follows one download's progress from the first step seen,
+// to say its speed and the time left at that rate.
+type downloadRate struct {
+	at        time.Time // zero until a step with a percentage is seen
+	fromPct   int
+	fromBytes int64
+}
+
+// see notes a step: the first with a percentage starts the measure.
+func (r *downloadRate) see(pct *int, bytes int64, now time.Time) {
+	if pct != nil && r.at.IsZero() {
+		r.at, r.fromPct, r.fromBytes = now, *pct, bytes
 	}
-	left := took * time.Duration(100-pct) / time.Duration(moved)
-	return ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+}
+
+// suffix is what follows the bar: the sizes when the installer printed
+// them, the speed, and the time left at the rate seen so far, each once it
+// means something (2 s, and 2 points or some bytes moved). The installers'
+// own figures are all there is to go on; nothing is made up before them.
+func (r *downloadRate) suffix(pct int, bytes, total int64, now time.Time) string {
+	var s string
+	if total > 0 {
+		s = " · " + contract.SizeWords(bytes, total)
+	}
+	took := now.Sub(r.at)
+	if r.at.IsZero() || took < 2*time.Second || pct >= 100 {
+		return s
+	}
+	if moved := bytes - r.fromBytes; total > 0 && moved > 0 {
+		s += " · " + contract.Bytes(int64(float64(moved)/took.Seconds())) + "/s"
+		left := time.Duration(float64(total-bytes) / float64(moved) * float64(took))
+		return s + ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+	}
+	if moved := pct - r.fromPct; moved >= 2 {
+		left := took * time.Duration(100-pct) / time.Duration(moved)
+		return s + ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+	}
+	return s
 }
 
 // progressDone is the line a finished step leaves in the scrollback.

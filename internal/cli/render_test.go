@@ -185,23 +185,45 @@ func TestExportLinesQuoteForTheShell(t *testing.T) {
 	}
 }
 
-// A download's time left comes from its rate since it was first seen, once
-// that rate means something.
-func TestDownloadTimeLeftFollowsTheRate(t *testing.T) {
+// After a download's bar come the sizes the installer printed, then, once
+// the rate means something, the speed and the time left at that rate; with
+// no sizes, the time left follows the percentage.
+func TestDownloadSuffixFollowsTheInstallersFigures(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	pct := func(v int) *int { return &v }
+	var sized downloadRate
+	sized.see(pct(10), 890_000_000, t0)
 	for _, c := range []struct {
-		moved int
-		took  time.Duration
-		pct   int
-		want  string
+		at         time.Duration
+		pct        int
+		bytes, tot int64
+		want       string
 	}{
-		{20, 10 * time.Second, 41, ", about 30s left"}, // 2 points a second, 59 to go
-		{40, 4 * time.Minute, 50, ", about 5m00s left"},
-		{1, 10 * time.Second, 41, ""}, // too little moved to say
-		{20, time.Second, 41, ""},     // too soon to say
-		{20, 10 * time.Second, 100, ""},
+		{time.Second, 11, 979_000_000, 8_900_000_000, " · 979.0 MB of 8.9 GB"}, // too soon for a rate
+		{10 * time.Second, 20, 1_780_000_000, 8_900_000_000, " · 1.8 GB of 8.9 GB · 89.0 MB/s, about 1m20s left"},
+		{20 * time.Second, 100, 8_900_000_000, 8_900_000_000, " · 8.9 GB of 8.9 GB"},
 	} {
-		if got := downloadLeft(c.moved, c.took, c.pct); got != c.want {
-			t.Errorf("downloadLeft(%d, %s, %d) = %q, want %q", c.moved, c.took, c.pct, got, c.want)
+		if got := sized.suffix(c.pct, c.bytes, c.tot, t0.Add(c.at)); got != c.want {
+			t.Errorf("sized at %s: %q, want %q", c.at, got, c.want)
 		}
+	}
+	var bare downloadRate
+	bare.see(pct(21), 0, t0)
+	for _, c := range []struct {
+		at   time.Duration
+		pct  int
+		want string
+	}{
+		{10 * time.Second, 41, ", about 30s left"}, // 2 points a second, 59 to go
+		{10 * time.Second, 22, ""},                 // too little moved to say
+		{time.Second, 41, ""},                      // too soon to say
+	} {
+		if got := bare.suffix(c.pct, 0, 0, t0.Add(c.at)); got != c.want {
+			t.Errorf("without sizes at %s, %d%%: %q, want %q", c.at, c.pct, got, c.want)
+		}
+	}
+	var unseen downloadRate
+	if got := unseen.suffix(50, 0, 0, t0); got != "" {
+		t.Errorf("no step seen yet: %q, want nothing", got)
 	}
 }

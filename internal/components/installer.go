@@ -64,6 +64,9 @@ type Report struct {
 	// Started: this install runs (Percent may still be unknown).
 	Started bool
 	Percent *float64
+	// Bytes and Total are the download's size so far and in all, when the
+	// installer prints them (0 otherwise).
+	Bytes, Total int64
 }
 
 // Outcomes of Install.
@@ -290,9 +293,9 @@ func (in *Installer) execute(j *job) {
 	for _, c := range callers {
 		c.progress(Report{Started: true})
 	}
-	res, err := drv.InstallComponent(ctx, j.component, func(pct float64) {
-		v := pct
-		r := Report{Started: true, Percent: &v}
+	res, err := drv.InstallComponent(ctx, j.component, func(p driver.InstallProgress) {
+		v := p.Percent
+		r := Report{Started: true, Percent: &v, Bytes: p.Bytes, Total: p.Total}
 		in.mu.Lock()
 		j.last = r
 		callers := slices.Clone(j.callers)

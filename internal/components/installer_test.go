@@ -44,7 +44,7 @@ func (f *fakeDriver) FindComponent(_ context.Context, c string) (driver.Componen
 	return f.info(c), f.installed[c], nil
 }
 
-func (f *fakeDriver) InstallComponent(ctx context.Context, c string, progress func(float64)) (driver.InstallResult, error) {
+func (f *fakeDriver) InstallComponent(ctx context.Context, c string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, c)
 	f.mu.Unlock()
@@ -54,7 +54,7 @@ func (f *fakeDriver) InstallComponent(ctx context.Context, c string, progress fu
 			return driver.InstallResult{}, ctx.Err()
 		case <-time.After(f.step):
 		}
-		progress(p)
+		progress(driver.InstallProgress{Percent: p})
 	}
 	if f.fail != nil {
 		return driver.InstallResult{}, f.fail

@@ -58,6 +58,10 @@ type ComponentProgress struct {
 	Component string   `json:"component"`
 	State     string   `json:"state"` // waiting or downloading
 	Percent   *int     `json:"percent,omitempty"`
+	// BytesDone and BytesTotal are the download's size so far and in all,
+	// when the installer prints them.
+	BytesDone  int64 `json:"bytesDone,omitempty"`
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
 }
 
 // ComponentInstallResult answers component.install.

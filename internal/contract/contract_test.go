@@ -204,3 +204,27 @@ func TestQueueWaitWordsCountTheLeaseDown(t *testing.T) {
 		t.Errorf("RAM wait: %q", got)
 	}
 }
+
+func TestDownloadSizesAreCheckedWhenRead(t *testing.T) {
+	ok := `{"stage":"downloading","component":"26.4","waiting":false,"percent":41,"bytesDone":3600000000,"bytesTotal":8900000000}`
+	var p LeaseProgress
+	if err := json.Unmarshal([]byte(ok), &p); err != nil || p.BytesDone != 3_600_000_000 || p.BytesTotal != 8_900_000_000 {
+		t.Fatalf("valid sizes: %+v, %v", p, err)
+	}
+	if back, _ := json.Marshal(p); string(back) != ok {
+		t.Errorf("round trip = %s, want %s", back, ok)
+	}
+	if got := SizeWords(p.BytesDone, p.BytesTotal); got != "3.6 GB of 8.9 GB" {
+		t.Errorf("SizeWords = %q", got)
+	}
+	for _, bad := range []string{
+		`{"stage":"downloading","component":"26.4","waiting":false,"bytesDone":9,"bytesTotal":3}`,
+		`{"stage":"downloading","component":"26.4","waiting":false,"bytesDone":-1,"bytesTotal":3}`,
+		`{"stage":"downloading","component":"26.4","waiting":false,"bytesDone":5}`,
+		`{"stage":"downloading","component":"26.4","waiting":false,"bytesDone":1,"bytesTotal":2000000000000000}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &p); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}

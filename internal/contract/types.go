@@ -185,6 +185,10 @@ type LeaseProgress struct {
 	Waiting       bool
 	// Percent is a whole number from 0 to 100, or nil while unknown.
 	Percent *int
+	// BytesDone and BytesTotal are a download's size so far and in all,
+	// when the installer prints them (0 otherwise). They do not make a
+	// step new by themselves (see Same): a step is sent once per percent.
+	BytesDone, BytesTotal int64
 	// Wait, on the queued step of the first in line, says what it waits
 	// for; nil when the daemon does not know (and behind the first).
 	Wait *QueueWait
@@ -249,6 +253,48 @@ func (w QueueWait) Words(now time.Time) string {
 	return s + fmt.Sprintf(", expires in %dh%02dm", int(h/60), int(h%60))
 }
 
+// MaxDownloadBytes bounds a download's size read from the wire (1 PB).
+const MaxDownloadBytes = 1_000_000_000_000_000
+
+// CheckBytes refuses download sizes no installer prints: negative, past
+// MaxDownloadBytes, or done past the total.
+func CheckBytes(done, total int64) error {
+	switch {
+	case done < 0 || total < 0 || total > MaxDownloadBytes:
+	case total == 0 && done != 0:
+	case done > total:
+	default:
+		return nil
+	}
+	return BadRequest("bytesDone", "must be from 0 to bytesTotal, which is at most %d; got %d of %d", int64(MaxDownloadBytes), done, total)
+}
+
+// Bytes is a size as installers print it: decimal units (a GB is 10^9
+// bytes), one decimal from MB up.
+func Bytes(n int64) string {
+	switch {
+	case n >= 1e12:
+		return fmt.Sprintf("%.1f TB", float64(n)/1e12)
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%d kB", n/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// SizeWords says how far a download is, for a person ("3.6 GB of 8.9
+// GB"), or "" when its total is unknown. The CLI's bar and the MCP
+// progress message both say it so.
+func SizeWords(done, total int64) string {
+	if total <= 0 {
+		return ""
+	}
+	return Bytes(done) + " of " + Bytes(total)
+}
+
 // maxWaitCount bounds InUse and Max when read from the wire.
 const maxWaitCount = 1 << 20
 
@@ -282,11 +328,13 @@ func (p LeaseProgress) MarshalJSON() ([]byte, error) {
 		}{p.Stage, p.QueuePosition, p.Wait})
 	case StageDownloading:
 		return json.Marshal(struct {
-			Stage     Stage  `json:"stage"`
-			Component string `json:"component"`
-			Waiting   bool   `json:"waiting"`
-			Percent   *int   `json:"percent,omitempty"`
-		}{p.Stage, p.Component, p.Waiting, p.Percent})
+			Stage      Stage  `json:"stage"`
+			Component  string `json:"component"`
+			Waiting    bool   `json:"waiting"`
+			Percent    *int   `json:"percent,omitempty"`
+			BytesDone  int64  `json:"bytesDone,omitempty"`
+			BytesTotal int64  `json:"bytesTotal,omitempty"`
+		}{p.Stage, p.Component, p.Waiting, p.Percent, p.BytesDone, p.BytesTotal})
 	}
 	return json.Marshal(struct {
 		Stage Stage `json:"stage"`
@@ -306,6 +354,8 @@ func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 		Waiting       bool       `json:"waiting"`
 		Percent       *int       `json:"percent"`
 		Wait          *QueueWait `json:"wait"`
+		BytesDone     int64      `json:"bytesDone"`
+		BytesTotal    int64      `json:"bytesTotal"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
@@ -326,7 +376,11 @@ func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 			return BadRequest("percent", "must be a whole number from 0 to %d, got %d", MaxPercent, *w.Percent)
 		}
 	}
-	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent, Wait: w.Wait}
+	if err := CheckBytes(w.BytesDone, w.BytesTotal); err != nil {
+		return err
+	}
+	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent,
+		BytesDone: w.BytesDone, BytesTotal: w.BytesTotal, Wait: w.Wait}
 	return nil
 }
 

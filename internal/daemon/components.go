@@ -39,7 +39,8 @@ func (d *Daemon) installComponent(s *session, call []byte, in contract.Component
 	}
 	last := contract.ComponentProgress{}
 	res, err := d.installer.Install(s.ctx, in.Platform, in.Version, func(r components.Report) {
-		step := contract.ComponentProgress{Platform: in.Platform, Component: in.Version, State: "downloading"}
+		step := contract.ComponentProgress{Platform: in.Platform, Component: in.Version, State: "downloading",
+			BytesDone: r.Bytes, BytesTotal: r.Total}
 		if r.Waiting {
 			step.State = "waiting"
 		}
@@ -59,6 +60,8 @@ func (d *Daemon) installComponent(s *session, call []byte, in contract.Component
 	return contract.ComponentInstallResult{Platform: in.Platform, Component: in.Version, Outcome: res.Outcome, Version: res.Version, Name: res.Name}, nil
 }
 
+// sameStep reports whether b says what a does; sizes alone do not make a
+// new step (one is sent per percent).
 func sameStep(a, b contract.ComponentProgress) bool {
 	if (a.Percent == nil) != (b.Percent == nil) || (a.Percent != nil && *a.Percent != *b.Percent) {
 		return false

@@ -19,11 +19,11 @@ type Installer interface {
 	FindComponent(ctx context.Context, component string) (ComponentInfo, bool, error)
 	// InstallComponent downloads and installs component. progress is called
 	// with each percentage (0-100, possibly fractional, possibly repeated)
-	// the installer prints, from one goroutine at a time. It returns once a
-	// fresh read of the platform shows the component installed; when it was
-	// installed before the run, AlreadyInstalled is set. Ending ctx stops the
-	// installer process.
-	InstallComponent(ctx context.Context, component string, progress func(percent float64)) (InstallResult, error)
+	// the installer prints, and the sizes when it prints them, from one
+	// goroutine at a time. It returns once a fresh read of the platform
+	// shows the component installed; when it was installed before the run,
+	// AlreadyInstalled is set. Ending ctx stops the installer process.
+	InstallComponent(ctx context.Context, component string, progress func(InstallProgress)) (InstallResult, error)
 	// RemoveComponent deletes an installed component, then checks it is
 	// gone.
 	RemoveComponent(ctx context.Context, c ComponentInfo) error
@@ -84,4 +84,13 @@ type NotDownloadableError struct {
 
 func (e *NotDownloadableError) Error() string {
 	return fmt.Sprintf("%s component %s cannot be downloaded: %s", e.Platform, e.Component, e.Reason)
+}
+
+// InstallProgress is one step of a download as the installer printed it.
+type InstallProgress struct {
+	// Percent is from 0 to 100, possibly fractional.
+	Percent float64
+	// Bytes and Total are what is downloaded and the whole, when the
+	// installer prints them; 0 when it does not.
+	Bytes, Total int64
 }

@@ -78,14 +78,18 @@ type requestView struct {
 	Wait  *contract.QueueWait `json:"wait,omitempty"`
 	EtaMs *int64              `json:"etaMs,omitempty"`
 	// Component, Waiting and Percent describe the downloading state.
-	Component string               `json:"component,omitempty"`
-	Waiting   *bool                `json:"waiting,omitempty"`
-	Percent   *int                 `json:"percent,omitempty"`
-	CreatedAt string               `json:"createdAt"`
-	SettledAt string               `json:"settledAt,omitempty"`
-	Spec      contract.RequestSpec `json:"spec"`
-	Lease     *leaseView           `json:"lease,omitempty"`
-	Error     *contract.Error      `json:"error,omitempty"`
+	Component string `json:"component,omitempty"`
+	Waiting   *bool  `json:"waiting,omitempty"`
+	Percent   *int   `json:"percent,omitempty"`
+	// BytesDone and BytesTotal are the download's size so far and in
+	// all, when the installer prints them.
+	BytesDone  int64                `json:"bytesDone,omitempty"`
+	BytesTotal int64                `json:"bytesTotal,omitempty"`
+	CreatedAt  string               `json:"createdAt"`
+	SettledAt  string               `json:"settledAt,omitempty"`
+	Spec       contract.RequestSpec `json:"spec"`
+	Lease      *leaseView           `json:"lease,omitempty"`
+	Error      *contract.Error      `json:"error,omitempty"`
 }
 
 // requestView builds the view of st. A granted request's lease is looked up
@@ -118,6 +122,7 @@ func (s *Server) requestView(ctx context.Context, tok contract.TokenRecord, st c
 		if p := st.Progress; p != nil {
 			waiting := p.Waiting
 			v.Component, v.Waiting, v.Percent = p.Component, &waiting, p.Percent
+			v.BytesDone, v.BytesTotal = p.BytesDone, p.BytesTotal
 		}
 	}
 	switch rec.State {

@@ -161,7 +161,8 @@ func (e *Engine) download(w *queue.Waiter, drv driver.Driver, component string) 
 	spec := w.Spec()
 	p := spec.Platform
 	_, err := e.opts.Installer.Install(e.ctx, p, component, func(rep components.Report) {
-		step := contract.LeaseProgress{Stage: contract.StageDownloading, Component: component, Waiting: rep.Waiting}
+		step := contract.LeaseProgress{Stage: contract.StageDownloading, Component: component, Waiting: rep.Waiting,
+			BytesDone: rep.Bytes, BytesTotal: rep.Total}
 		if rep.Percent != nil {
 			pct := min(max(int(*rep.Percent), 0), contract.MaxPercent) // rounded down
 			step.Percent = &pct

@@ -21,12 +21,15 @@ const downloadTime = 10 * time.Second
 // real installers redraw their bars.
 type echoInstaller struct{ *demo.Driver }
 
-func (e echoInstaller) InstallComponent(ctx context.Context, c string, progress func(float64)) (driver.InstallResult, error) {
-	return e.Driver.InstallComponent(ctx, c, func(p float64) {
-		progress(p)
-		progress(p)
+func (e echoInstaller) InstallComponent(ctx context.Context, c string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
+	return e.Driver.InstallComponent(ctx, c, func(pr driver.InstallProgress) {
+		p := pr.Percent
+		progress(pr)
+		progress(pr)
 		if p != float64(int(p)) {
-			progress(float64(int(p)) + 0.9)
+			again := pr
+			again.Percent = float64(int(p)) + 0.9
+			progress(again)
 		}
 	})
 }

@@ -72,11 +72,14 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 	case "downloading":
 		// Within its band the stage follows the installer's percentage; a
 		// request still waiting behind another install sits at the base.
-		var comp string
+		var comp, size string
 		var pct *int
 		waiting := false
 		if p := st.Progress; p != nil {
 			comp, pct, waiting = p.Component, p.Percent, p.Waiting
+			if s := contract.SizeWords(p.BytesDone, p.BytesTotal); s != "" {
+				size = ", " + s
+			}
 		}
 		switch {
 		case waiting:
@@ -86,7 +89,7 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 			msg = fmt.Sprintf("Downloading runtime %s for %s", comp, target)
 			remaining = math.Inf(1)
 		default:
-			msg = fmt.Sprintf("Downloading runtime %s for %s (%d%%)", comp, target, *pct)
+			msg = fmt.Sprintf("Downloading runtime %s for %s (%d%%%s)", comp, target, *pct, size)
 			// 1000/(remaining+1) = pct*9.99 gives the band's share.
 			if *pct > 0 {
 				remaining = bandSize/(float64(*pct)*(bandSize-1)/100) - 1

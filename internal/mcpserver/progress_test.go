@@ -163,3 +163,16 @@ func TestFirstInLineSaysWhatItWaitsFor(t *testing.T) {
 		t.Errorf("message = %q, want %q", msg, want)
 	}
 }
+
+// A download's message carries the sizes the installer printed.
+func TestDownloadMessageNamesTheSizes(t *testing.T) {
+	st := status(contract.RequestStarting, contract.StageDownloading, 0, 0, 1)
+	pct := 41
+	st.Progress.Component, st.Progress.Percent = "26.4", &pct
+	st.Progress.BytesDone, st.Progress.BytesTotal = 3_600_000_000, 8_900_000_000
+	var r reporter
+	_, msg, ok := r.step(st, time.Unix(1000, 0), time.Hour)
+	if want := "Downloading runtime 26.4 for an iOS phone (41%, 3.6 GB of 8.9 GB)"; !ok || msg != want {
+		t.Errorf("message = %q, want %q", msg, want)
+	}
+}

@@ -297,7 +297,7 @@ func (d *Driver) FindComponent(_ context.Context, component string) (driver.Comp
 // being stopped by ctx included, is a *driver.CrashError. Success means a
 // fresh scan finds the package; the next ListCatalog and ResolveSpec read
 // the installed images afresh and offer its level.
-func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(percent float64)) (driver.InstallResult, error) {
+func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
 	const op = "install-component"
 	info, found, err := d.FindComponent(ctx, component)
 	if err != nil {

@@ -42,7 +42,7 @@ func TestInstallComponent(t *testing.T) {
 	}
 
 	var got []float64
-	res, err := d.InstallComponent(ctx, "37", func(p float64) { got = append(got, p) })
+	res, err := d.InstallComponent(ctx, "37", func(p driver.InstallProgress) { got = append(got, p.Percent) })
 	if err != nil {
 		t.Fatalf("InstallComponent: %v", err)
 	}
@@ -88,7 +88,7 @@ func TestInstallComponentAlreadyInstalled(t *testing.T) {
 	d := newDriver(t, f.opts)
 	// API 35 has a Wear OS image beside the Google APIs one: a phone's is
 	// the one reported.
-	res, err := d.InstallComponent(t.Context(), "35", func(float64) { t.Error("progress without a download") })
+	res, err := d.InstallComponent(t.Context(), "35", func(driver.InstallProgress) { t.Error("progress without a download") })
 	if err != nil || !res.AlreadyInstalled || res.Version != "35" || res.Name != image("35") {
 		t.Errorf("InstallComponent(35) = %+v, %v; want %s already installed", res, err, image("35"))
 	}
@@ -132,7 +132,7 @@ func TestInstallComponentLicenses(t *testing.T) {
 		opts.AcceptLicenses = true
 		d := newDriver(t, opts)
 		var got []float64
-		res, err := d.InstallComponent(t.Context(), "37", func(p float64) { got = append(got, p) })
+		res, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) { got = append(got, p.Percent) })
 		if err != nil || res.Name != image("37") {
 			t.Fatalf("InstallComponent = %+v, %v", res, err)
 		}
@@ -160,7 +160,8 @@ func TestInstallComponentStoppedByContext(t *testing.T) {
 	defer cancel()
 	var got []float64
 	// The hung install draws its first bar and nothing more.
-	_, err := d.InstallComponent(ctx, "37", func(p float64) {
+	_, err := d.InstallComponent(ctx, "37", func(pr driver.InstallProgress) {
+		p := pr.Percent
 		got = append(got, p)
 		cancel()
 	})

@@ -237,10 +237,10 @@ func (d *Driver) FindComponent(_ context.Context, component string) (driver.Comp
 // *driver.CrashError wrapping its error; an injected failure comes after
 // the download. Either way nothing is installed. What is installed stays
 // installed until RemoveComponent, with a receipt of its own.
-func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(percent float64)) (driver.InstallResult, error) {
+func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
 	fail := d.begin(opInstall)
 	if progress == nil {
-		progress = func(float64) {}
+		progress = func(driver.InstallProgress) {}
 	}
 	d.mu.Lock()
 	v, installed, ok := d.resolveComponentLocked(component)
@@ -275,7 +275,10 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 			return driver.InstallResult{}, crash(opInstall, err)
 		}
 		waited = at
-		progress(pct)
+		// As xcodebuild and sdkmanager print it: the share of the
+		// download's size, which is the runtime's footprint.
+		total := d.ComponentFootprint(component)
+		progress(driver.InstallProgress{Percent: pct, Bytes: int64(float64(total) * pct / 100), Total: total})
 	}
 	if fail {
 		return driver.InstallResult{}, crash(opInstall, ErrInjected)

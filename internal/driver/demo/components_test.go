@@ -174,7 +174,8 @@ func TestInstallReportsRisingProgressOverDownloadTime(t *testing.T) {
 		}
 		var steps []step
 		start := time.Now()
-		_, err := d.InstallComponent(t.Context(), "26.4", func(pct float64) {
+		_, err := d.InstallComponent(t.Context(), "26.4", func(pr driver.InstallProgress) {
+			pct := pr.Percent
 			steps = append(steps, step{time.Since(start), pct})
 			if _, ok := find(t, d, "26.4"); ok {
 				t.Errorf("installed already at %v%%", pct)
@@ -212,7 +213,7 @@ func TestZeroDownloadTimeDoesNotWait(t *testing.T) {
 		d := newDriver(t, opts)
 		var last float64
 		start := time.Now()
-		if _, err := d.InstallComponent(t.Context(), "37", func(pct float64) { last = pct }); err != nil {
+		if _, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) { last = p.Percent }); err != nil {
 			t.Fatal(err)
 		}
 		if got := time.Since(start); got != 0 || last != 100 {
@@ -231,7 +232,7 @@ func TestCancelledInstallInstallsNothing(t *testing.T) {
 			errc := make(chan error, 1)
 			time.AfterFunc(downloadTime/2, cancel)
 			go func() {
-				_, err := d.InstallComponent(ctx, "26.4", func(pct float64) { last = pct })
+				_, err := d.InstallComponent(ctx, "26.4", func(p driver.InstallProgress) { last = p.Percent })
 				errc <- err
 			}()
 			err := <-errc
@@ -265,7 +266,7 @@ func TestCancelledInstallInstallsNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		called := false
-		_, err := d.InstallComponent(ctx, "37", func(float64) { called = true })
+		_, err := d.InstallComponent(ctx, "37", func(driver.InstallProgress) { called = true })
 		if !errors.Is(err, context.Canceled) || called {
 			t.Errorf("install with a done context: err = %v, progress called = %v", err, called)
 		}
@@ -281,7 +282,7 @@ func TestInstallAlreadyInstalled(t *testing.T) {
 		for component, version := range map[string]string{"26.1": "26.1", "18": "18.6", "17.5": "17.5"} {
 			start := time.Now()
 			called := false
-			res, err := d.InstallComponent(t.Context(), component, func(float64) { called = true })
+			res, err := d.InstallComponent(t.Context(), component, func(driver.InstallProgress) { called = true })
 			want := driver.ComponentInfo{Platform: contract.PlatformIOS, Version: version, Name: "iOS " + version + " (demo)",
 				Receipt: "demo:ios:" + version + ":builtin", SizeBytes: 8 << 30}
 			if err != nil || !res.AlreadyInstalled || res.ComponentInfo != want {
@@ -327,7 +328,7 @@ func TestInstallNotDownloadable(t *testing.T) {
 		d := newDriver(t, downloading(p))
 		for _, component := range []string{"16.4", "33", "3", "", "26.4.1", "370"} {
 			called := false
-			_, err := d.InstallComponent(t.Context(), component, func(float64) { called = true })
+			_, err := d.InstallComponent(t.Context(), component, func(driver.InstallProgress) { called = true })
 			var nodl *driver.NotDownloadableError
 			if !errors.As(err, &nodl) || nodl.Platform != p || nodl.Component != component || nodl.Reason == "" {
 				t.Errorf("%s InstallComponent(%q): err = %#v, want *NotDownloadableError", p, component, err)

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/runner"
 )
 
@@ -85,9 +86,9 @@ const StopGrace = 10 * time.Second
 // with none: a download takes as long as it takes, and ctx bounds it. When
 // ctx ends the error is a *StoppedError, with the output so far in Result;
 // a program that could not start is the Streamer's error.
-func Run(ctx context.Context, s Streamer, cmd runner.Cmd, progress func(percent float64)) (Result, error) {
+func Run(ctx context.Context, s Streamer, cmd runner.Cmd, progress func(driver.InstallProgress)) (Result, error) {
 	if progress == nil {
-		progress = func(float64) {}
+		progress = func(driver.InstallProgress) {}
 	}
 	if cmd.StopGrace == 0 {
 		// An installer stopped mid-download gets time to clean up its
@@ -131,7 +132,7 @@ func Percent(line string) (float64, bool) {
 // collector is what both streams' lines go to. Its mutex is what makes
 // progress calls one at a time.
 type collector struct {
-	progress func(float64)
+	progress func(driver.InstallProgress)
 
 	// mu guards the fields below and is held while progress runs.
 	mu   sync.Mutex
@@ -151,9 +152,62 @@ func (c *collector) lineLocked(line []byte) {
 	if len(c.tail) > 2*MaxOutput {
 		c.tail = append([]byte(nil), lastBytes(c.tail, MaxOutput)...)
 	}
-	if v, ok := Percent(string(line)); ok {
-		c.progress(v)
+	v, hasPct := Percent(string(line))
+	done, total, hasSize := Size(string(line))
+	switch {
+	case hasPct && hasSize:
+		c.progress(driver.InstallProgress{Percent: v, Bytes: done, Total: total})
+	case hasPct:
+		c.progress(driver.InstallProgress{Percent: v})
+	case hasSize:
+		// Sizes alone still say how far along it is.
+		c.progress(driver.InstallProgress{Percent: float64(done) * 100 / float64(total), Bytes: done, Total: total})
 	}
+}
+
+// size is "<done> <unit> of <total> <unit>" or "<done> <unit>/<total>
+// <unit>", as installers print a download's progress ("3.6 GB of 8.9 GB",
+// "120.5MB/1.2GB").
+var size = regexp.MustCompile(`(?i)(\d+(?:[.,]\d+)?)\s*([KMGT]i?B|bytes|B)\s*(?:of|/)\s*(\d+(?:[.,]\d+)?)\s*([KMGT]i?B|bytes|B)\b`)
+
+// Size returns the last download size printed on line, done and total in
+// bytes, if there is one with done not past total. Units are decimal (a GB
+// is 10^9 bytes) and binary with an i (a GiB is 2^30).
+func Size(line string) (done, total int64, ok bool) {
+	ms := size.FindAllStringSubmatch(line, -1)
+	if len(ms) == 0 {
+		return 0, 0, false
+	}
+	m := ms[len(ms)-1]
+	done, ok1 := bytesOf(m[1], m[2])
+	total, ok2 := bytesOf(m[3], m[4])
+	if !ok1 || !ok2 || total <= 0 || done > total {
+		return 0, 0, false
+	}
+	return done, total, true
+}
+
+// maxSize bounds a size read from an installer's output (1 PB).
+const maxSize = 1e15
+
+func bytesOf(num, unit string) (int64, bool) {
+	v, err := strconv.ParseFloat(strings.Replace(num, ",", ".", 1), 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	scale := 1.0
+	u := strings.ToUpper(unit)
+	if u != "B" && u != "BYTES" {
+		base := 1000.0
+		if strings.Contains(u, "I") {
+			base = 1024
+		}
+		scale = map[byte]float64{'K': base, 'M': base * base, 'G': base * base * base, 'T': base * base * base * base}[u[0]]
+	}
+	if v*scale > maxSize {
+		return 0, false
+	}
+	return int64(v * scale), true
 }
 
 // lastBytes is the end of b, at most n bytes, starting at a line when one

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/runner"
 )
 
@@ -59,7 +60,7 @@ func (f fake) Stream(ctx context.Context, _ runner.Cmd, stdout, stderr io.Writer
 func run(t *testing.T, s Streamer) ([]float64, Result, error) {
 	t.Helper()
 	var got []float64
-	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p float64) { got = append(got, p) })
+	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p driver.InstallProgress) { got = append(got, p.Percent) })
 	return got, res, err
 }
 
@@ -157,7 +158,8 @@ func TestProgressOneAtATimeInOrderPerStream(t *testing.T) {
 		overlaps int
 		got      []float64
 	)
-	_, err := Run(t.Context(), concurrent{n: 50}, runner.Cmd{}, func(p float64) {
+	_, err := Run(t.Context(), concurrent{n: 50}, runner.Cmd{}, func(pr driver.InstallProgress) {
+		p := pr.Percent
 		inside++
 		if inside > 1 {
 			overlaps++
@@ -188,7 +190,7 @@ func TestProgressOneAtATimeInOrderPerStream(t *testing.T) {
 func TestRealProcess(t *testing.T) {
 	cmd := runner.Cmd{Path: "/bin/sh", Args: []string{"-c", `printf 'Downloading: 0,0%%\rDownloading: 12,5%%\r' >&2; printf '[==] 40%% x\r'; printf 'Downloading: 50,0%%\n' >&2; exit 3`}}
 	var got []float64
-	res, err := Run(t.Context(), runner.OS{}, cmd, func(p float64) { got = append(got, p) })
+	res, err := Run(t.Context(), runner.OS{}, cmd, func(p driver.InstallProgress) { got = append(got, p.Percent) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,8 @@ func TestStoppedByContext(t *testing.T) {
 	defer cancel()
 	cmd := runner.Cmd{Path: "/bin/sh", Args: []string{"-c", `printf 'Downloading: 5,0%%\n' >&2; exec sleep 60`}}
 	start := time.Now()
-	res, err := Run(ctx, runner.OS{}, cmd, func(p float64) {
+	res, err := Run(ctx, runner.OS{}, cmd, func(pr driver.InstallProgress) {
+		p := pr.Percent
 		if p == 5 {
 			cancel()
 		}
@@ -258,7 +261,7 @@ func (l late) Stream(_ context.Context, _ runner.Cmd, stdout, _ io.Writer) (int,
 func TestNoProgressAfterReturn(t *testing.T) {
 	l := late{w: make(chan io.Writer, 1)}
 	calls := 0
-	if _, err := Run(t.Context(), l, runner.Cmd{}, func(float64) { calls++ }); err != nil {
+	if _, err := Run(t.Context(), l, runner.Cmd{}, func(driver.InstallProgress) { calls++ }); err != nil {
 		t.Fatal(err)
 	}
 	(<-l.w).Write([]byte("50%\n"))
@@ -273,8 +276,29 @@ func TestStoppedWithCause(t *testing.T) {
 	cause := errors.New("the download budget ran out")
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cmd := runner.Cmd{Path: "/bin/sh", Args: []string{"-c", `printf '1%%\n'; exec sleep 60`}}
-	_, err := Run(ctx, runner.OS{}, cmd, func(float64) { cancel(cause) })
+	_, err := Run(ctx, runner.OS{}, cmd, func(driver.InstallProgress) { cancel(cause) })
 	if !errors.Is(err, cause) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), cause.Error()) {
 		t.Errorf("err = %v; want one wrapping %v and context.Canceled", err, cause)
+	}
+}
+
+func TestSizeReadsTheDownloadedAndTotalBytes(t *testing.T) {
+	for _, c := range []struct {
+		line        string
+		done, total int64
+		ok          bool
+	}{
+		{"Downloading iOS 26.4 Simulator (23E244): 41.2% (3.6 GB of 8.9 GB)", 3_600_000_000, 8_900_000_000, true},
+		{"[=====     ] 41% 120.5MB/1.2GB", 120_500_000, 1_200_000_000, true},
+		{"got 512 KiB of 2 MiB", 512 << 10, 2 << 20, true},
+		{"10 bytes of 100 bytes", 10, 100, true},
+		{"9 GB of 3 GB", 0, 0, false},       // done past total: a misread
+		{"41% done", 0, 0, false},           // no size
+		{"2 GB of 2000000 TB", 0, 0, false}, // past any real download
+	} {
+		done, total, ok := Size(c.line)
+		if done != c.done || total != c.total || ok != c.ok {
+			t.Errorf("Size(%q) = %d, %d, %v; want %d, %d, %v", c.line, done, total, ok, c.done, c.total, c.ok)
+		}
 	}
 }

@@ -283,7 +283,7 @@ func (d *Driver) FindComponent(ctx context.Context, component string) (driver.Co
 // failure, the run being stopped by ctx included, is a *driver.CrashError.
 // Success means a fresh read finds the runtime, so the next ListCatalog
 // and ResolveSpec, which read afresh too, offer it.
-func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(percent float64)) (driver.InstallResult, error) {
+func (d *Driver) InstallComponent(ctx context.Context, component string, progress func(driver.InstallProgress)) (driver.InstallResult, error) {
 	const op = "install-component"
 	v, latest, err := parseComponent(component)
 	if err != nil {

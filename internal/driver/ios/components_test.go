@@ -59,12 +59,21 @@ func TestInstallComponentDownloadsAndResolves(t *testing.T) {
 	}
 
 	var got []float64
-	res, err := h.d.InstallComponent(ctx, "26.4", func(p float64) { got = append(got, p) })
+	var sizes [][2]int64
+	res, err := h.d.InstallComponent(ctx, "26.4", func(p driver.InstallProgress) {
+		got = append(got, p.Percent)
+		sizes = append(sizes, [2]int64{p.Bytes, p.Total})
+	})
 	if err != nil {
 		t.Fatalf("InstallComponent: %v", err)
 	}
 	if want := []float64{0, 0.4, 2.7, 9.7, 38.5, 71.2, 100}; !slices.Equal(got, want) {
 		t.Errorf("progress %v, want %v", got, want)
+	}
+	// xcodebuild prints the sizes beside the percentage ("38,5% (3,41 GB
+	// of 8,86 GB)"): they come along.
+	if len(sizes) != len(got) || sizes[4] != [2]int64{3_410_000_000, 8_860_000_000} || sizes[0] != [2]int64{73_000, 8_860_000_000} {
+		t.Errorf("sizes %v, want 73 kB of 8.86 GB first and 3.41 GB of 8.86 GB at 38.5%%", sizes)
 	}
 	if res.AlreadyInstalled || res.Platform != contract.PlatformIOS || res.Version != "26.4" ||
 		res.Name != "iOS 26.4 (23E244)" || res.SizeBytes != imageSize ||
@@ -120,7 +129,7 @@ func TestInstallLatest(t *testing.T) {
 func TestInstallAlreadyInstalled(t *testing.T) {
 	h := newHarness(t)
 	for component, version := range map[string]string{"18.6": "18.6", "26": "26.1", "17.5.0": "17.5"} {
-		res, err := h.d.InstallComponent(t.Context(), component, func(float64) { t.Error("progress without a download") })
+		res, err := h.d.InstallComponent(t.Context(), component, func(driver.InstallProgress) { t.Error("progress without a download") })
 		if err != nil || !res.AlreadyInstalled || res.Version != version {
 			t.Errorf("InstallComponent(%s) = %+v, %v; want %s already installed", component, res, err, version)
 		}
@@ -194,7 +203,8 @@ func TestInstallStoppedByContext(t *testing.T) {
 	var got []float64
 	// The hung download prints 0% and nothing more; ending ctx then is
 	// the only way out.
-	_, err := h.d.InstallComponent(ctx, "26.4", func(p float64) {
+	_, err := h.d.InstallComponent(ctx, "26.4", func(pr driver.InstallProgress) {
+		p := pr.Percent
 		got = append(got, p)
 		cancel()
 	})
