@@ -85,6 +85,7 @@ func sampleBench() benchResult {
 		},
 		PushLatency: benchStat{P50Us: 85, P99Us: 240, Samples: 209},
 		Floor:       st(60, 150),
+		FloorIdle:   st(160, 400),
 		Start:       benchStart{Leases: 10000, Events: 100000, Ms: 412.3},
 	}
 	computeRatios(&res)
