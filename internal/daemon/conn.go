@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/wire"
@@ -273,7 +274,7 @@ func (c *conn) handle(frame []byte) {
 	}
 	if !validID(req.ID) {
 		c.send(contract.Response{ID: json.RawMessage("null"), Error: contract.Errorf(contract.CodeBadFrame,
-			"id must be a string of at most 128 characters or an integer")})
+			"id is required: a string (valid UTF-8, at most 128 characters) or an integer")})
 		return
 	}
 	if req.Op == "" {
@@ -399,13 +400,16 @@ func idOf(frame []byte) json.RawMessage {
 	return json.RawMessage("null")
 }
 
+// validID reports whether id may be echoed in an answer: a JSON string of
+// valid UTF-8 (the answer must be JSON, and the id is written back as it
+// came) or an integer. A missing or null id is not an id.
 func validID(id json.RawMessage) bool {
 	if len(id) == 0 || len(id) > 130 {
 		return false
 	}
-	var s string
-	if json.Unmarshal(id, &s) == nil {
-		return true
+	if id[0] == '"' {
+		var s string
+		return utf8.Valid(id) && json.Unmarshal(id, &s) == nil
 	}
 	_, err := strconv.ParseInt(string(id), 10, 64)
 	return err == nil

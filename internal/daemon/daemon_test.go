@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/config"
@@ -130,6 +131,9 @@ func TestBadFramesGetErrorsAndTheSessionGoesOn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !utf8.Valid(line) {
+			t.Fatalf("the answer to %q is not valid UTF-8, so not JSON: %q", s, line)
+		}
 		var resp contract.Response
 		if err := json.Unmarshal(line, &resp); err != nil {
 			t.Fatalf("%s: %v", line, err)
@@ -157,6 +161,15 @@ func TestBadFramesGetErrorsAndTheSessionGoesOn(t *testing.T) {
 	}
 	if string(resp.ID) != `"5"` {
 		t.Errorf("response id = %s, want the request's", resp.ID)
+	}
+	// An id that is not valid UTF-8 is not echoed (the answer would not be
+	// JSON: send fails on it), and a null id is no id: neither call runs.
+	for _, frame := range []string{"{\"id\":\"a\xff\xfe\",\"op\":\"status.get\"}", `{"id":null,"op":"status.get"}`, `{"op":"status.get"}`} {
+		resp := send(frame)
+		want(resp, contract.CodeBadFrame)
+		if string(resp.ID) != "null" {
+			t.Errorf("%q answered with id %s, want null", frame, resp.ID)
+		}
 	}
 	if resp := send(`{"id":6,"op":"status.get"}`); resp.Error != nil || string(resp.ID) != "6" {
 		t.Errorf("session no longer answers: %+v", resp)
