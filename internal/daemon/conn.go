@@ -19,9 +19,13 @@ import (
 // maxInFlight bounds the calls one session may have running at once.
 const maxInFlight = 64
 
-// outboxSize is how many frames may wait for a slow reader before the daemon
-// drops the session rather than let it hold memory or block anyone.
-const outboxSize = 1024
+// outboxSize and outboxBytes bound the frames that may wait for a slow
+// reader (a frame alone may be larger) before the daemon drops the session
+// rather than let it hold memory or block anyone.
+const (
+	outboxSize  = 1024
+	outboxBytes = 16 << 20
+)
 
 // conn is one client session.
 type conn struct {
@@ -42,6 +46,7 @@ type conn struct {
 	// answer itself, with no hand-off; pushes, sent from under the engine's
 	// lock, never write and wake the writer goroutine instead.
 	outbox  [][]byte
+	queued  int // bytes in outbox
 	writing bool
 	// closing: the session ended; the writer closes the connection once
 	// the outbox is empty, and frames after that are dropped.
@@ -128,12 +133,18 @@ func (c *conn) enqueue(b []byte) bool {
 	if c.closing && !c.writing {
 		return false // the connection is closed
 	}
-	if len(c.outbox) >= outboxSize {
-		c.d.log.Warn("dropping a session that does not read its frames")
+	if len(c.outbox) >= outboxSize || (len(c.outbox) > 0 && c.queued+len(b) > outboxBytes) {
+		// It reads nothing: what waits for it is dropped now, and the
+		// connection closed at once, which also ends a write blocked on
+		// it (close's write deadline would keep it for flushTimeout).
+		c.d.log.Warn("dropping a session that does not read its frames", "frames", len(c.outbox), "bytes", c.queued)
+		c.outbox, c.queued, c.closing = nil, 0, true
 		c.close()
+		_ = c.nc.Close()
 		return false
 	}
 	c.outbox = append(c.outbox, b)
+	c.queued += len(b)
 	if c.writing {
 		return false
 	}
@@ -159,11 +170,13 @@ func (c *conn) flush() {
 		b := c.outbox[0]
 		c.outbox[0] = nil
 		c.outbox = c.outbox[1:]
+		c.queued -= len(b)
 		c.wmu.Unlock()
 		if _, err := c.nc.Write(b); err != nil {
 			c.close()
+			_ = c.nc.Close() // nothing more can be written to it
 			c.wmu.Lock()
-			c.outbox, c.writing = nil, false
+			c.outbox, c.queued, c.writing = nil, 0, false
 			c.wmu.Unlock()
 			return
 		}
