@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,50 @@ func TestDownloadSizesAreCheckedWhenRead(t *testing.T) {
 		if err := json.Unmarshal([]byte(bad), &p); err == nil {
 			t.Errorf("accepted %s", bad)
 		}
+	}
+}
+
+func TestKeysAreExactAndOnce(t *testing.T) {
+	type inner struct {
+		TTLMs int64 `json:"ttlMs"`
+	}
+	type outer struct {
+		ID    json.RawMessage `json:"id"`
+		Spec  inner           `json:"spec"`
+		List  []inner         `json:"list"`
+		Extra map[string]any  `json:"extra"`
+	}
+	typ := reflect.TypeFor[outer]()
+	for _, ok := range []string{
+		`{"id":"1","spec":{"ttlMs":5},"list":[{"ttlMs":1},{"ttlMs":2}],"extra":{"a":1,"b":{"a":2}}}`,
+		`{"id":{"ttlMs":1,"TTLMS":2}}`, // raw: its own reader checks it
+		`{"unknown":1}`,                // left to the unknown-field check
+	} {
+		if err := CheckKeys([]byte(ok), typ); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, c := range []struct{ in, key, want string }{
+		{`{"ID":"1"}`, "ID", "id"},
+		{`{"spec":{"TTLMS":5}}`, "TTLMS", "ttlMs"},
+		{`{"list":[{"ttlMs":1},{"ttlms":2}]}`, "ttlms", "ttlMs"},
+		{`{"spec":{"ttlMs":1,"ttlMs":2}}`, "ttlMs", ""},
+		{`{"extra":{"a":1,"a":2}}`, "a", ""},
+		{`{"id":"1","id":"2"}`, "id", ""},
+	} {
+		err := CheckKeys([]byte(c.in), typ)
+		ke, ok := err.(*KeyError)
+		if !ok || ke.Key != c.key || ke.Want != c.want || ke.Dup != (c.want == "") {
+			t.Errorf("%s: %v, want the key %q refused (exact name %q)", c.in, err, c.key, c.want)
+		}
+	}
+	var in LeaseRequestInput
+	err := DecodeInput(json.RawMessage(`{"platform":"ios","TTLMs":60000}`), &in)
+	if ce := AsError(err); ce.Code != CodeBadRequest || ce.Details["field"] != "TTLMs" || ce.Details["didYouMean"] != "ttlMs" {
+		t.Errorf("an input key in another case: %v, want BAD_REQUEST on TTLMs, did you mean ttlMs", err)
+	}
+	err = DecodeInput(json.RawMessage(`{"platform":"ios","platform":"android"}`), &in)
+	if ce := AsError(err); ce.Code != CodeBadRequest || ce.Details["field"] != "platform" {
+		t.Errorf("a repeated input key: %v, want BAD_REQUEST on platform", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -432,6 +433,9 @@ func DecodeInput(raw json.RawMessage, v Validator) error {
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = json.RawMessage("{}")
 	}
+	if err := CheckKeys(raw, reflect.TypeOf(v)); err != nil {
+		return keyError(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -441,6 +445,16 @@ func DecodeInput(raw json.RawMessage, v Validator) error {
 		return BadRequest("", "input must be one JSON object")
 	}
 	return v.Validate()
+}
+
+// keyError is a KeyError as the field's BAD_REQUEST.
+func keyError(err error) *Error {
+	ke := err.(*KeyError)
+	e := BadRequest(clip(ke.Key), "%s", ke.detail())
+	if ke.Want != "" {
+		e = e.With("didYouMean", ke.Want)
+	}
+	return e
 }
 
 func decodeError(err error, v any) *Error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -275,6 +276,10 @@ func (c *conn) writeLoop() {
 // BAD_FRAME answer and the session goes on.
 func (c *conn) handle(frame []byte) {
 	var req contract.Request
+	if err := contract.CheckKeys(frame, reflect.TypeOf(req)); err != nil {
+		c.send(contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%v", err)})
+		return
+	}
 	dec := json.NewDecoder(bytes.NewReader(frame))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || dec.More() {

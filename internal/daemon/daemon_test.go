@@ -171,6 +171,15 @@ func TestBadFramesGetErrorsAndTheSessionGoesOn(t *testing.T) {
 			t.Errorf("%q answered with id %s, want null", frame, resp.ID)
 		}
 	}
+	// Names are exact and said once: a key in another case or twice is
+	// refused before anything runs, in the frame and in its input.
+	want(send(`{"id":"7","OP":"status.get"}`), contract.CodeBadFrame)
+	want(send(`{"id":"8","op":"status.get","op":"lease.release"}`), contract.CodeBadFrame)
+	resp = send(`{"id":"9","op":"lease.renew","input":{"leaseId":"lse_0000000000000000","TTLMS":5000}}`)
+	want(resp, contract.CodeBadRequest)
+	if resp.Error != nil && (resp.Error.Details["field"] != "TTLMS" || resp.Error.Details["didYouMean"] != "ttlMs") {
+		t.Errorf("an input key in another case: %+v, want BAD_REQUEST on TTLMS, did you mean ttlMs", resp.Error)
+	}
 	if resp := send(`{"id":6,"op":"status.get"}`); resp.Error != nil || string(resp.ID) != "6" {
 		t.Errorf("session no longer answers: %+v", resp)
 	}

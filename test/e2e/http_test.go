@@ -569,6 +569,9 @@ func TestDaemonRunWithHTTPPrintsTheURL(t *testing.T) {
 	t.Parallel()
 	h := newHome(t, append([]string{"http.port", "0"}, fastDemo...)...)
 	p := h.start("daemon", "run", "--http")
+	// Once it says it runs it listens; before that a command would start a
+	// daemon of its own.
+	p.waitLine(p.stdout, "the running line", func(s string) bool { return strings.HasPrefix(s, "simlock daemon ") })
 	// status waits, bounded, for the daemon to be ready.
 	if r := h.run("status", "--summary", "--json"); r.code != 0 {
 		t.Fatalf("status of the daemon run --http\n%s", r)
