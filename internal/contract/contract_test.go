@@ -245,6 +245,9 @@ func TestKeysAreExactAndOnce(t *testing.T) {
 		`{"id":"1","spec":{"ttlMs":5},"list":[{"ttlMs":1},{"ttlMs":2}],"extra":{"a":1,"b":{"a":2}}}`,
 		`{"id":{"ttlMs":1,"TTLMS":2}}`, // raw: its own reader checks it
 		`{"unknown":1}`,                // left to the unknown-field check
+		`{"spec":{"ttl\u004ds":5}}`,    // an escape that spells the name
+		`{"spec":`,                     // malformed: the decoder's to report
+		`{"list":[],"extra":{}}`,
 	} {
 		if err := CheckKeys([]byte(ok), typ); err != nil {
 			t.Errorf("%s: %v", ok, err)
@@ -257,6 +260,7 @@ func TestKeysAreExactAndOnce(t *testing.T) {
 		{`{"spec":{"ttlMs":1,"ttlMs":2}}`, "ttlMs", ""},
 		{`{"extra":{"a":1,"a":2}}`, "a", ""},
 		{`{"id":"1","id":"2"}`, "id", ""},
+		{`{"spec":{"\u0054TLMS":1}}`, "TTLMS", "ttlMs"},
 	} {
 		err := CheckKeys([]byte(c.in), typ)
 		ke, ok := err.(*KeyError)
@@ -272,5 +276,19 @@ func TestKeysAreExactAndOnce(t *testing.T) {
 	err = DecodeInput(json.RawMessage(`{"platform":"ios","platform":"android"}`), &in)
 	if ce := AsError(err); ce.Code != CodeBadRequest || ce.Details["field"] != "platform" {
 		t.Errorf("a repeated input key: %v, want BAD_REQUEST on platform", err)
+	}
+}
+
+// BenchmarkCheckKeysOfARenewFrame is the check's cost on the commonest
+// frame and its input (it runs on every frame).
+func BenchmarkCheckKeysOfARenewFrame(b *testing.B) {
+	frame := []byte(`{"id":"17","op":"lease.renew","input":{"leaseId":"lse_ec5e16d815965da4","ttlMs":60000}}`)
+	input := []byte(`{"leaseId":"lse_ec5e16d815965da4","ttlMs":60000}`)
+	req, in := reflect.TypeFor[Request](), reflect.TypeFor[*LeaseRenewInput]()
+	b.ReportAllocs()
+	for b.Loop() {
+		if CheckKeys(frame, req) != nil || CheckKeys(input, in) != nil {
+			b.Fatal("refused")
+		}
 	}
 }

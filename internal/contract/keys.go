@@ -3,9 +3,11 @@ package contract
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // encoding/json matches object keys to fields in any case and lets the
@@ -34,94 +36,201 @@ func (e *KeyError) detail() string {
 
 // CheckKeys reports the first key of data, at any depth, that names a
 // field of t in another case, or repeats in its object. Keys that name no
-// field are left to the decoder's unknown-field check, and values of types
-// that decode themselves are checked for repeats only.
+// field are left to the decoder's unknown-field check, values of types
+// that decode themselves are checked for repeats only, and malformed JSON
+// is left to the decoder to report. It runs on every frame, so it scans the
+// bytes once and allocates nothing for well-formed input.
 func CheckKeys(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	err := walk(dec, t)
-	if _, ok := err.(*KeyError); ok {
-		return err
+	sc := keyScanner{b: data}
+	err := sc.value(t)
+	if ke, ok := err.(*KeyError); ok {
+		return ke
 	}
-	return nil // malformed JSON is the decoder's to report
+	return nil
 }
 
 var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	errMalformed    = errors.New("malformed JSON")
 )
 
-// walk consumes one value of dec, of type t (nil: unknown).
-func walk(dec *json.Decoder, t reflect.Type) error {
+// keyScanner walks JSON bytes, checking object keys against the types the
+// values decode into.
+type keyScanner struct {
+	b []byte
+	i int
+}
+
+func (s *keyScanner) ws() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+// str consumes a string and returns its raw contents (escapes not undone)
+// and whether it has any.
+func (s *keyScanner) str() ([]byte, bool, error) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false, errMalformed
+	}
+	start, escaped := s.i+1, false
+	for s.i++; s.i < len(s.b); s.i++ {
+		switch s.b[s.i] {
+		case '\\':
+			escaped = true
+			s.i++
+		case '"':
+			raw := s.b[start:s.i]
+			s.i++
+			return raw, escaped, nil
+		}
+	}
+	return nil, false, errMalformed
+}
+
+// value consumes one value that decodes into t (nil: unknown).
+func (s *keyScanner) value(t reflect.Type) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == rawMessageType {
-		// Raw on purpose: its reader checks it (a frame's input is an
-		// operation's, decoded with DecodeInput).
-		var skip json.RawMessage
-		return dec.Decode(&skip)
-	}
-	if t != nil && (reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() == reflect.Interface) {
+	opaque := t == rawMessageType // its reader checks it (a frame's input: DecodeInput)
+	if t != nil && !opaque && (reflect.PointerTo(t).Implements(unmarshalerType) || t.Kind() == reflect.Interface) {
 		t = nil
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+	s.ws()
+	if s.i >= len(s.b) {
+		return errMalformed
 	}
-	switch tok {
-	case json.Delim('{'):
-		var fields *structFields
-		var elem reflect.Type
-		if t != nil {
-			switch t.Kind() {
-			case reflect.Struct:
-				fields = fieldsOf(t)
-			case reflect.Map:
-				elem = t.Elem()
-			}
+	switch s.b[s.i] {
+	case '{':
+		if opaque {
+			t = nil
 		}
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
+		return s.object(t, opaque)
+	case '[':
+		s.i++
+		var elem reflect.Type
+		if t != nil && !opaque && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for first := true; ; first = false {
+			s.ws()
+			if s.i < len(s.b) && s.b[s.i] == ']' && first {
+				s.i++
+				return nil
+			}
+			if err := s.valueOrSkip(elem, opaque); err != nil {
 				return err
 			}
-			key, _ := kt.(string)
-			if seen[key] {
-				return &KeyError{Key: key, Dup: true}
+			s.ws()
+			if s.i >= len(s.b) {
+				return errMalformed
 			}
-			seen[key] = true
-			next := elem
+			if s.b[s.i] == ']' {
+				s.i++
+				return nil
+			}
+			if s.b[s.i] != ',' {
+				return errMalformed
+			}
+			s.i++
+		}
+	case '"':
+		_, _, err := s.str()
+		return err
+	}
+	for s.i < len(s.b) && !strings.ContainsRune(",}] \t\n\r", rune(s.b[s.i])) {
+		s.i++
+	}
+	return nil
+}
+
+// valueOrSkip is value, with no key checks inside an opaque value.
+func (s *keyScanner) valueOrSkip(t reflect.Type, opaque bool) error {
+	if opaque {
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == '{' {
+			return s.object(nil, true)
+		}
+		return s.value(nil)
+	}
+	return s.value(t)
+}
+
+// object consumes an object whose values decode into the fields of t (a
+// struct) or its elements (a map); opaque skips every check inside.
+func (s *keyScanner) object(t reflect.Type, opaque bool) error {
+	s.i++ // '{'
+	var fields *structFields
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = t.Elem()
+		}
+	}
+	var seenBuf [16][]byte
+	seen := seenBuf[:0]
+	for first := true; ; first = false {
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == '}' && first {
+			s.i++
+			return nil
+		}
+		raw, escaped, err := s.str()
+		if err != nil {
+			return err
+		}
+		key := raw
+		if escaped {
+			var k string
+			if json.Unmarshal(s.b[s.i-len(raw)-2:s.i], &k) != nil {
+				return errMalformed
+			}
+			key = []byte(k)
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return errMalformed
+		}
+		s.i++
+		next := elem
+		if !opaque {
+			for _, k := range seen {
+				if bytes.Equal(k, key) {
+					return &KeyError{Key: string(key), Dup: true}
+				}
+			}
+			seen = append(seen, key)
 			if fields != nil {
-				f, exact := fields.exact[key]
+				f, exact := fields.exact[string(key)]
 				if !exact {
-					if f, ok := fields.folded[strings.ToLower(key)]; ok {
-						return &KeyError{Key: key, Want: f.name}
+					if f, ok := fields.folded[strings.ToLower(string(key))]; ok {
+						return &KeyError{Key: string(key), Want: f.name}
 					}
 				}
 				next = f.typ
 			}
-			if err := walk(dec, next); err != nil {
-				return err
-			}
 		}
-		_, err := dec.Token() // '}'
-		return err
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
+		if err := s.valueOrSkip(next, opaque); err != nil {
+			return err
 		}
-		for dec.More() {
-			if err := walk(dec, elem); err != nil {
-				return err
-			}
+		s.ws()
+		if s.i >= len(s.b) {
+			return errMalformed
 		}
-		_, err := dec.Token() // ']'
-		return err
+		if s.b[s.i] == '}' {
+			s.i++
+			return nil
+		}
+		if s.b[s.i] != ',' {
+			return errMalformed
+		}
+		s.i++
 	}
-	return nil
 }
 
 type fieldInfo struct {
@@ -134,9 +243,15 @@ type structFields struct {
 	exact, folded map[string]fieldInfo
 }
 
-// fieldsOf reads t's fields. It is not cached: the types are small, and a
-// cache would be state shared by every caller.
+// fieldCache memoizes fieldsOf, as encoding/json memoizes its own view of
+// a type: what it holds is derived from the type alone and never changes.
+var fieldCache sync.Map // reflect.Type -> *structFields
+
+// fieldsOf is t's fields.
 func fieldsOf(t reflect.Type) *structFields {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(*structFields)
+	}
 	m := &structFields{exact: map[string]fieldInfo{}, folded: map[string]fieldInfo{}}
 	var add func(t reflect.Type)
 	add = func(t reflect.Type) {
@@ -173,5 +288,6 @@ func fieldsOf(t reflect.Type) *structFields {
 		}
 	}
 	add(t)
+	fieldCache.Store(t, m)
 	return m
 }
