@@ -123,18 +123,9 @@ func (s *keyScanner) value(t reflect.Type) error {
 			if err := s.valueOrSkip(elem, opaque); err != nil {
 				return err
 			}
-			s.ws()
-			if s.i >= len(s.b) {
-				return errMalformed
+			if done, err := s.after(']'); done || err != nil {
+				return err
 			}
-			if s.b[s.i] == ']' {
-				s.i++
-				return nil
-			}
-			if s.b[s.i] != ',' {
-				return errMalformed
-			}
-			s.i++
 		}
 	case '"':
 		_, _, err := s.str()
@@ -218,19 +209,27 @@ func (s *keyScanner) object(t reflect.Type, opaque bool) error {
 		if err := s.valueOrSkip(next, opaque); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errMalformed
+		if done, err := s.after('}'); done || err != nil {
+			return err
 		}
-		if s.b[s.i] == '}' {
-			s.i++
-			return nil
-		}
-		if s.b[s.i] != ',' {
-			return errMalformed
-		}
-		s.i++
 	}
+}
+
+// after consumes what follows a member of an array or object: a comma
+// (more to come) or the closing byte (done).
+func (s *keyScanner) after(closing byte) (done bool, err error) {
+	s.ws()
+	switch {
+	case s.i >= len(s.b):
+		return false, errMalformed
+	case s.b[s.i] == closing:
+		s.i++
+		return true, nil
+	case s.b[s.i] != ',':
+		return false, errMalformed
+	}
+	s.i++
+	return false, nil
 }
 
 type fieldInfo struct {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
@@ -63,11 +64,7 @@ func (c *collected) text(stream string) string {
 func TestExecStreamsOutputAndExitCode(t *testing.T) {
 	home := startExecDaemon(t, `printf 'out:%s\n' "$1"; printf 'h\303'; printf '\251llo\n'; read line; echo "in:$line" >&2; exit 3`, nil)
 	ctx := context.Background()
-	c := dial(t, home, "a", false)
-	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, g := execLease(t, home)
 	var out collected
 	stdin := "typed\n"
 	res, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", Args: []string{"list"}, Stdin: &stdin}, out.add)
@@ -93,11 +90,7 @@ func TestExecStreamsOutputAndExitCode(t *testing.T) {
 func TestExecRefusesBeforeRunning(t *testing.T) {
 	home := startExecDaemon(t, `echo ran`, nil)
 	ctx := context.Background()
-	c := dial(t, home, "a", false)
-	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, g := execLease(t, home)
 	var out collected
 	cases := []struct {
 		name string
@@ -161,11 +154,7 @@ func TestExecTimeoutStopsTheCommand(t *testing.T) {
 	}
 	home := startExecDaemon(t, `echo started; exec sleep 30`, cfg)
 	ctx := context.Background()
-	c := dial(t, home, "a", false)
-	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, g := execLease(t, home)
 	var out collected
 	_, err = c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl"}, out.add)
 	if code(err) != contract.CodeExecTimeout {
@@ -181,13 +170,9 @@ func TestExecTimeoutStopsTheCommand(t *testing.T) {
 func TestTheCallsTimeoutStopsTheCommandSooner(t *testing.T) {
 	home := startExecDaemon(t, `echo started; exec sleep 30`, nil) // exec.timeoutMs: 10 min
 	ctx := context.Background()
-	c := dial(t, home, "a", false)
-	g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, g := execLease(t, home)
 	var out collected
-	_, err = c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", TimeoutMs: 200}, out.add)
+	_, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", TimeoutMs: 200}, out.add)
 	if code(err) != contract.CodeExecTimeout || !strings.Contains(err.Error(), "the call's timeoutMs (200 ms)") {
 		t.Fatalf("exec past the call's timeoutMs: %v, want EXEC_TIMEOUT naming the call's timeoutMs", err)
 	}
@@ -216,4 +201,16 @@ func TestChunksNeverSplitACharacter(t *testing.T) {
 			t.Errorf("chunk %d = %+v, want stdout %q", i, o, want[i])
 		}
 	}
+}
+
+// execLease dials home as agent "a" and leases an iOS device to run
+// commands on.
+func execLease(t *testing.T, home string) (*client.Client, contract.LeaseGrant) {
+	t.Helper()
+	c := dial(t, home, "a", false)
+	g, err := c.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, g
 }
