@@ -354,6 +354,28 @@ type ListGetResult struct {
 	Next string `json:"next,omitempty"`
 }
 
+// MarshalJSON writes the list that was read, empty or not ("leases":[]),
+// and leaves out the kinds that were not: a list is nil when not read.
+func (r ListGetResult) MarshalJSON() ([]byte, error) {
+	var out struct {
+		Devices  *[]Device             `json:"devices,omitempty"`
+		Leases   *[]LeaseRecord        `json:"leases,omitempty"`
+		Requests *[]LeaseRequestRecord `json:"requests,omitempty"`
+		Next     string                `json:"next,omitempty"`
+	}
+	if r.Devices != nil {
+		out.Devices = &r.Devices
+	}
+	if r.Leases != nil {
+		out.Leases = &r.Leases
+	}
+	if r.Requests != nil {
+		out.Requests = &r.Requests
+	}
+	out.Next = r.Next
+	return json.Marshal(out)
+}
+
 // StatusGetInput asks for the daemon's status.
 type StatusGetInput struct {
 	// Summary leaves out the device, lease and waiting lists: daemon,

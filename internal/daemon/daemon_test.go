@@ -312,3 +312,21 @@ func TestPassthroughChecksTheLease(t *testing.T) {
 		t.Errorf("the session stopped answering: %v", err)
 	}
 }
+
+// An empty list is an empty list in the answer ("leases":[]), not a
+// missing key.
+func TestAnEmptyListKeepsItsKey(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	c := dial(t, home, "op", true)
+	for kind, want := range map[contract.ListKind]string{
+		contract.ListDevices: `{"devices":[]}`, contract.ListLeases: `{"leases":[]}`, contract.ListRequests: `{"requests":[]}`,
+	} {
+		var raw json.RawMessage
+		if err := c.Call(context.Background(), contract.OpListGet, contract.ListGetInput{Kind: kind}, &raw); err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) != want {
+			t.Errorf("list.get %s on an empty daemon = %s, want %s", kind, raw, want)
+		}
+	}
+}

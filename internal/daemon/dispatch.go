@@ -461,6 +461,15 @@ func (d *Daemon) list(in contract.ListGetInput) (contract.ListGetResult, error) 
 	default:
 		res.Devices, res.Next = d.engine.DevicesPage(after, in.Limit)
 	}
+	// The kind read is in the answer, empty or not (see its MarshalJSON).
+	switch {
+	case in.Kind == contract.ListLeases && res.Leases == nil:
+		res.Leases = []contract.LeaseRecord{}
+	case in.Kind == contract.ListRequests && res.Requests == nil:
+		res.Requests = []contract.LeaseRequestRecord{}
+	case in.Kind != contract.ListLeases && in.Kind != contract.ListRequests && res.Devices == nil:
+		res.Devices = []contract.Device{}
+	}
 	return res, nil
 }
 

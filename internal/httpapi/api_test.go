@@ -555,6 +555,12 @@ func TestOperatorLists(t *testing.T) {
 	if in := decodeInput[contract.EventsReplayInput](t, calls[1]); in != (contract.EventsReplayInput{}) {
 		t.Fatalf("replay input without since %+v", in)
 	}
+	// limit is 1 to 10000, as the docs say: 0 is not "the default".
+	for _, bad := range []string{"0", "-3", "10001", "many"} {
+		if e := readError(t, h.do("GET", "/v1/events?limit="+bad, operatorSecret, ""), contract.CodeBadRequest); e["field"] != "limit" {
+			t.Errorf("limit=%s: %v, want BAD_REQUEST on limit", bad, e)
+		}
+	}
 	e := readError(t, h.do("GET", "/v1/events?since=yesterday", operatorSecret, ""), contract.CodeBadRequest)
 	if e["field"] != "since" {
 		t.Fatalf("bad since: %v", e)

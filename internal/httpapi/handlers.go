@@ -350,8 +350,10 @@ func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request, tok contra
 		in.SinceTs = max(s.now().Add(-d).UnixMilli(), 1)
 	}
 	if raw := q.Get("limit"); raw != "" {
+		// 0 would mean "the default" to the operation; asked for here
+		// it is out of range, as the docs say.
 		n, err := strconv.Atoi(raw)
-		if err != nil {
+		if err != nil || n < 1 || n > 10000 {
 			return contract.BadRequest("limit", "must be a whole number from 1 to 10000, got %q", raw)
 		}
 		in.Limit = n
