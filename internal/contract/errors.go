@@ -43,6 +43,8 @@ const (
 	CodeUnknownPassthroughTool     Code = "UNKNOWN_PASSTHROUGH_TOOL"
 	CodeExecTimeout                Code = "EXEC_TIMEOUT"
 	CodeBodyTooLarge               Code = "BODY_TOO_LARGE"
+	CodeBodyTimeout                Code = "BODY_TIMEOUT"
+	CodeTooManyStreams             Code = "TOO_MANY_STREAMS"
 	CodeUnsupportedMediaType       Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeUnknownRoute               Code = "UNKNOWN_ROUTE"
 	CodeMethodNotAllowed           Code = "METHOD_NOT_ALLOWED"
@@ -94,6 +96,8 @@ var codes = map[Code]codeInfo{
 	CodeUnknownPassthroughTool:     {2, http.StatusUnprocessableEntity},
 	CodeExecTimeout:                {10, http.StatusGatewayTimeout},
 	CodeBodyTooLarge:               {2, http.StatusRequestEntityTooLarge},
+	CodeBodyTimeout:                {2, http.StatusRequestTimeout},
+	CodeTooManyStreams:             {11, http.StatusServiceUnavailable},
 	CodeUnsupportedMediaType:       {2, http.StatusUnsupportedMediaType},
 	CodeUnknownRoute:               {2, http.StatusNotFound},
 	CodeMethodNotAllowed:           {2, http.StatusMethodNotAllowed},

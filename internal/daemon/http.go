@@ -28,11 +28,15 @@ func (d *Daemon) listenHTTP() error {
 		return fmt.Errorf("http.enabled is set but the HTTP API cannot listen on %s: %w", addr, err)
 	}
 	d.httpURL = "http://" + ln.Addr().String()
-	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http")})
+	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http"),
+		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken"))})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nil,
+		// A keep-alive connection with nothing asked of it for this long
+		// is closed; the body of a request has its own bound (decodeBody).
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    nil,
 	}
 	go func() {
 		if err := d.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,9 +1,11 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -584,5 +586,30 @@ func TestDownloadingRequestShowsComponentWaitingAndPercent(t *testing.T) {
 	}
 	if _, ok := v["queuePosition"]; ok {
 		t.Errorf("a downloading view carries a queue position: %v", v)
+	}
+}
+
+// A body that does not arrive whole within the bound is answered 408
+// BODY_TIMEOUT, and nothing is asked of the daemon.
+func TestATricklingBodyIsCutOff(t *testing.T) {
+	h := newHarness(t, httpapi.Options{BodyTimeout: 200 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(testTimeout))
+	fmt.Fprintf(conn, "POST /v1/lease-requests HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"plat", agentSecret)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body that stopped arriving: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("status %d, want 408", resp.StatusCode)
+	}
+	readError(t, resp, contract.CodeBodyTimeout)
+	if n := h.fake.callCount(); n != 0 {
+		t.Errorf("the daemon was asked %d times for a request whose body never came", n)
 	}
 }

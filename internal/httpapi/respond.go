@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -38,7 +40,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch ce.Code {
 	case contract.CodeUnauthenticated:
 		w.Header().Set("WWW-Authenticate", "Bearer")
-	case contract.CodeNoCapacity:
+	case contract.CodeNoCapacity, contract.CodeTooManyStreams:
 		w.Header().Set("Retry-After", "5")
 	case contract.CodeInternal:
 		// A request whose client left fails with whatever the backend
@@ -67,10 +69,24 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v contract.V
 	if r.ContentLength > s.maxBody {
 		return tooLarge
 	}
+	// A body that trickles in holds a connection and a goroutine: it has
+	// s.bodyTimeout to arrive whole.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return tooLarge
+		}
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			// The rest of the body is not waited for: the connection
+			// ends with the answer.
+			w.Header().Set("Connection", "close")
+			return contract.Errorf(contract.CodeBodyTimeout, "the request body did not arrive within %s", s.bodyTimeout).
+				With("timeoutMs", s.bodyTimeout.Milliseconds())
 		}
 		return contract.BadRequest("", "could not read the request body: %v", err)
 	}

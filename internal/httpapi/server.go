@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -37,7 +38,20 @@ type Options struct {
 	MaxBody int64
 	// Now is the clock for ?since= on /v1/events; nil means time.Now.
 	Now func() time.Time
+	// BodyTimeout bounds how long a request body may take to arrive; 0
+	// means DefaultBodyTimeout.
+	BodyTimeout time.Duration
+	// MaxStreams and MaxStreamsPerToken cap the event streams open at once
+	// (http.maxStreams, http.maxStreamsPerToken); 0 means the defaults.
+	MaxStreams, MaxStreamsPerToken int
 }
+
+// The default caps on open event streams, and on a body's arrival.
+const (
+	DefaultBodyTimeout        = 10 * time.Second
+	DefaultMaxStreams         = 256
+	DefaultMaxStreamsPerToken = 32
+)
 
 // Server is the HTTP API as an http.Handler.
 type Server struct {
@@ -52,6 +66,13 @@ type Server struct {
 	// http.Server.Shutdown is not held up by them.
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	bodyTimeout                    time.Duration
+	maxStreams, maxStreamsPerToken int
+	streamsMu                      sync.Mutex
+	// streamsMu guards the counts below.
+	streams        int
+	streamsByToken map[string]int
 }
 
 // New returns a Server for opts.
@@ -64,6 +85,10 @@ func New(opts Options) *Server {
 		now:       opts.Now,
 		mux:       http.NewServeMux(),
 		closed:    make(chan struct{}),
+
+		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+		maxStreams:  cmp.Or(opts.MaxStreams, DefaultMaxStreams), maxStreamsPerToken: cmp.Or(opts.MaxStreamsPerToken, DefaultMaxStreamsPerToken),
+		streamsByToken: map[string]int{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -206,6 +231,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // streamContext is the context of one stream's backend session: it ends when
 // the client goes away, when the handler returns (cancel), or at Close.
+// openStream admits one more event stream for tok, or refuses it (the
+// daemon stopping; too many streams open, in all or of this token) before
+// anything is asked of the daemon. release gives its place back.
+func (s *Server) openStream(tok contract.TokenRecord) (release func(), err error) {
+	if s.stopping() {
+		return nil, errStopping()
+	}
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	switch {
+	case s.streams >= s.maxStreams:
+		return nil, contract.Errorf(contract.CodeTooManyStreams, "%d event streams are open, the most the daemon serves (http.maxStreams); close one or try again later", s.streams).
+			With("maxStreams", s.maxStreams)
+	case s.streamsByToken[tok.ID] >= s.maxStreamsPerToken:
+		return nil, contract.Errorf(contract.CodeTooManyStreams, "this token has %d event streams open, the most one token may (http.maxStreamsPerToken); close one first", s.streamsByToken[tok.ID]).
+			With("maxStreamsPerToken", s.maxStreamsPerToken)
+	}
+	s.streams++
+	s.streamsByToken[tok.ID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.streamsMu.Lock()
+			defer s.streamsMu.Unlock()
+			s.streams--
+			if s.streamsByToken[tok.ID]--; s.streamsByToken[tok.ID] == 0 {
+				delete(s.streamsByToken, tok.ID)
+			}
+		})
+	}, nil
+}
+
 func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(r.Context())
 	go func() {

@@ -123,9 +123,11 @@ func (s *Server) beforeStream(err error) error {
 
 // streamLeaseRequest follows one lease request until it settles.
 func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
-	if s.stopping() {
-		return errStopping()
+	release, err := s.openStream(tok)
+	if err != nil {
+		return err
 	}
+	defer release()
 	id := r.PathValue("id")
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
@@ -181,9 +183,11 @@ type leaseLostView struct {
 // streamLease tells the client when its lease ends for any reason but its
 // own release.
 func (s *Server) streamLease(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
-	if s.stopping() {
-		return errStopping()
+	release, err := s.openStream(tok)
+	if err != nil {
+		return err
 	}
+	defer release()
 	id := r.PathValue("id")
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
@@ -255,9 +259,11 @@ func lastEventID(r *http.Request) (seq int64, resume bool, err error) {
 // streamEvents sends every event the daemon publishes, after replaying the
 // ones a resuming client missed.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
-	if s.stopping() {
-		return errStopping()
+	release, err := s.openStream(tok)
+	if err != nil {
+		return err
 	}
+	defer release()
 	after, resume, err := lastEventID(r)
 	if err != nil {
 		return err

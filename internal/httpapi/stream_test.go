@@ -470,3 +470,37 @@ func TestRequestStreamTellsAReconnectingEventSourceToStop(t *testing.T) {
 		t.Errorf("reconnect after the terminal event: %d, want 204", resp.StatusCode)
 	}
 }
+
+// Event streams are capped per token and in all: one past a cap is a 503
+// TOO_MANY_STREAMS with Retry-After, before anything is asked of the
+// daemon, and closing a stream gives its place back.
+func TestEventStreamsAreCapped(t *testing.T) {
+	h := newHarness(t, httpapi.Options{KeepAlive: time.Minute, MaxStreams: 3, MaxStreamsPerToken: 2})
+	h.fake.answer(contract.OpEventsSubscribe, contract.EventsSubscribeResult{LastSeq: 1}, nil)
+	h.fake.answer(contract.OpLeaseWatch, contract.LeaseWatchResult{}, nil)
+	open := func(path, secret string) context.CancelFunc {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		newSSEReader(t, h.send(h.request(ctx, "GET", path, secret, ""))).expectConnected()
+		return cancel
+	}
+	// Each path below ends only as the test says, so waitEnded on it
+	// waits for that stream and no refused request.
+	closeFirst := open("/v1/leases/lse_1/events", operatorSecret)
+	open("/v1/events/stream", operatorSecret)
+	before := h.fake.callCount()
+	resp := h.do("GET", "/v1/events/stream", operatorSecret, "")
+	if e := readError(t, resp, contract.CodeTooManyStreams); e["maxStreamsPerToken"] != float64(2) || resp.Header.Get("Retry-After") != "5" {
+		t.Errorf("a third stream of one token: %v (Retry-After %q), want TOO_MANY_STREAMS naming maxStreamsPerToken 2", e, resp.Header.Get("Retry-After"))
+	}
+	if n := h.fake.callCount(); n != before {
+		t.Errorf("a refused stream asked the daemon %d times, want never", n-before)
+	}
+	open("/v1/leases/lse_2/events", agentSecret) // another token: within its own cap, the third in all
+	if e := readError(t, h.do("GET", "/v1/leases/lse_3/events", agentSecret, ""), contract.CodeTooManyStreams); e["maxStreams"] != float64(3) {
+		t.Errorf("a fourth stream in all: %v, want TOO_MANY_STREAMS naming maxStreams 3", e)
+	}
+	closeFirst()
+	h.waitEnded("/v1/leases/lse_1/events")
+	open("/v1/leases/lse_3/events", agentSecret) // its place is free again
+}
