@@ -52,6 +52,8 @@ type conn struct {
 	// closing: the session ended; the writer closes the connection once
 	// the outbox is empty, and frames after that are dropped.
 	closing bool
+	// broken: a write failed; every frame after it is dropped.
+	broken bool
 
 	mu sync.Mutex
 	// mu guards the fields below.
@@ -131,8 +133,8 @@ func (c *conn) answer(b []byte) {
 func (c *conn) enqueue(b []byte) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closing && !c.writing {
-		return false // the connection is closed
+	if c.broken || (c.closing && !c.writing) {
+		return false // the connection is closed, or cannot be written
 	}
 	if len(c.outbox) >= outboxSize || (len(c.outbox) > 0 && c.queued+len(b) > outboxBytes) {
 		// It reads nothing: what waits for it is dropped now, and the
@@ -174,10 +176,12 @@ func (c *conn) flush() {
 		c.queued -= len(b)
 		c.wmu.Unlock()
 		if _, err := c.nc.Write(b); err != nil {
-			c.close()
-			_ = c.nc.Close() // nothing more can be written to it
+			// Nothing more can be written: the peer is gone (or too slow
+			// for a closing session's deadline). What it sent before it
+			// went is still read and carried out, its answers dropped;
+			// run ends the session at the end of the stream.
 			c.wmu.Lock()
-			c.outbox, c.queued, c.writing = nil, 0, false
+			c.outbox, c.queued, c.writing, c.broken = nil, 0, false, true
 			c.wmu.Unlock()
 			return
 		}
