@@ -52,7 +52,8 @@ type conn struct {
 	// closing: the session ended; the writer closes the connection once
 	// the outbox is empty, and frames after that are dropped.
 	closing bool
-	// broken: a write failed; every frame after it is dropped.
+	// broken: a write failed, or the session was dropped for not
+	// reading; every frame after it is dropped.
 	broken bool
 
 	mu sync.Mutex
@@ -141,7 +142,7 @@ func (c *conn) enqueue(b []byte) bool {
 		// connection closed at once, which also ends a write blocked on
 		// it (close's write deadline would keep it for flushTimeout).
 		c.d.log.Warn("dropping a session that does not read its frames", "frames", len(c.outbox), "bytes", c.queued)
-		c.outbox, c.queued, c.closing = nil, 0, true
+		c.outbox, c.queued, c.closing, c.broken = nil, 0, true, true
 		c.close()
 		_ = c.nc.Close()
 		return false
@@ -182,7 +183,13 @@ func (c *conn) flush() {
 			// run ends the session at the end of the stream.
 			c.wmu.Lock()
 			c.outbox, c.queued, c.writing, c.broken = nil, 0, false, true
+			closing := c.closing
 			c.wmu.Unlock()
+			if closing {
+				// The session has ended already (no more reading): this
+				// writer was the one to close the connection.
+				_ = c.nc.Close()
+			}
 			return
 		}
 	}

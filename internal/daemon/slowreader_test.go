@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -82,6 +83,11 @@ func TestASessionThatDoesNotReadIsClosed(t *testing.T) {
 	if slices.Contains(d.connsNow(), sleeper) {
 		t.Errorf("the daemon still keeps the session of the sleeper, which read nothing")
 	}
+	// Closed at once, while it still reads nothing (not when a write
+	// deadline or its reading would end the write).
+	if err := sleeper.nc.SetReadDeadline(time.Time{}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("the sleeper's connection is still open on the daemon's side (%v)", err)
+	}
 	sleeper.wmu.Lock()
 	queued := len(sleeper.outbox)
 	sleeper.wmu.Unlock()
@@ -89,10 +95,12 @@ func TestASessionThatDoesNotReadIsClosed(t *testing.T) {
 		t.Errorf("the dropped session still holds %d queued frames", queued)
 	}
 	// What was in flight can be read; then the connection ends.
-	_ = raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	// At once: well within flushTimeout, the wait a closing session that
+	// still reads would get.
+	_ = raw.SetReadDeadline(time.Now().Add(flushTimeout / 2))
 	_, err = io.Copy(io.Discard, r)
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("the daemon kept the connection of a session that did not read open: no end of stream within 5 s")
+		t.Fatalf("the daemon kept the connection of a session that did not read open: no end of stream within %s", flushTimeout/2)
 	}
 }
 

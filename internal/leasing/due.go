@@ -37,9 +37,13 @@ func (h *dueHeap) Pop() any {
 	return l
 }
 
-// dueAdd files an active lease of platform p.
+// dueAdd files an active lease of platform p. A platform this build does
+// not know (a stored row is a claim) files nothing: the lease just never
+// shows as what a queued request waits on.
 func (e *Engine) dueAdd(l *lease, p contract.Platform) {
-	l.plat = p.Index()
+	if l.plat = p.Index(); l.plat < 0 {
+		return
+	}
 	heap.Push(&e.due[l.plat], l)
 }
 
