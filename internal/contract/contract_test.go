@@ -137,6 +137,7 @@ func TestQueuedWaitIsCheckedWhenRead(t *testing.T) {
 		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":-1,"max":1}}`,
 		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":1,"max":1,"holder":"` + strings.Repeat("x", MaxIDLen+1) + `"}}`,
 		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":1,"max":1,"endsAt":-5}}`,
+		`{"stage":"queued","queuePosition":1,"wait":{"limit":"devices","inUse":1,"max":1,"holder":"a\u001b[2Jb"}}`,
 		`{"stage":"booting","etaMs":5,"wait":{"limit":"devices","inUse":1,"max":1}}`,
 	} {
 		if err := json.Unmarshal([]byte(bad), &p); err == nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Platform is a device platform.
@@ -310,6 +312,10 @@ func (w *QueueWait) check() error {
 	}
 	if len(w.LeaseID) > MaxIDLen || len(w.Holder) > MaxIDLen {
 		return BadRequest("wait", "leaseId and holder must be at most %d characters", MaxIDLen)
+	}
+	// They are shown on terminals: no control characters (escapes).
+	if strings.ContainsFunc(w.LeaseID+w.Holder, unicode.IsControl) {
+		return BadRequest("wait", "leaseId and holder must be printable")
 	}
 	if w.EndsAt < 0 {
 		return BadRequest("wait.endsAt", "must not be negative")
