@@ -72,6 +72,15 @@ type tail struct {
 
 func (t *tail) write(s string) {
 	t.b = append(t.b, s...)
+	// Trimming only past twice the bound keeps a long output from being
+	// copied at every chunk.
+	if len(t.b) > 2*maxExecOutput {
+		t.trim()
+	}
+}
+
+// trim drops all but the last maxExecOutput bytes.
+func (t *tail) trim() {
 	if over := len(t.b) - maxExecOutput; over > 0 {
 		for over < len(t.b) && t.b[over]&0xC0 == 0x80 {
 			over++ // a continuation byte: start at the next character
@@ -79,6 +88,12 @@ func (t *tail) write(s string) {
 		t.b = append(t.b[:0], t.b[over:]...)
 		t.dropped = true
 	}
+}
+
+// String is what is kept.
+func (t *tail) String() string {
+	t.trim()
+	return string(t.b)
 }
 
 func (s *server) runOnDevice(ctx context.Context, _ *mcp.CallToolRequest, in *execInput) (any, error) {
@@ -119,7 +134,8 @@ func (s *server) runOnDevice(ctx context.Context, _ *mcp.CallToolRequest, in *ex
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return execResult{ExitCode: res.ExitCode, Stdout: string(stdout.b), Stderr: string(stderr.b), Truncated: stdout.dropped || stderr.dropped}, nil
+	out, errOut := stdout.String(), stderr.String()
+	return execResult{ExitCode: res.ExitCode, Stdout: out, Stderr: errOut, Truncated: stdout.dropped || stderr.dropped}, nil
 }
 
 // heldIDs are the leases this session holds, in order.
