@@ -645,7 +645,7 @@ func holdLeases(ctx context.Context, sessions []*client.Client, n int) ([]heldLe
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: fmt.Sprintf("bench-%06d", i)}
+				in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: fmt.Sprintf(benchPrincipal+"/%06d", i)}
 				g, err := bounded(ctx, "lease.request", func(ctx context.Context) (contract.LeaseGrant, error) {
 					return c.RequestLease(ctx, in, nil)
 				})
@@ -717,7 +717,7 @@ func waitReclaimed(ctx context.Context, reclaimed <-chan string, dev string) err
 // Android reclaim leaves the device running): before each sample the
 // previous lease is released and its device reclaimed.
 func measureWarmGrant(ctx context.Context, c *client.Client, reclaimed <-chan string, samples int) (benchStat, error) {
-	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: "bench-warm"}
+	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: benchPrincipal + "/warm"}
 	request := func(ctx context.Context) (contract.LeaseGrant, error) { return c.RequestLease(ctx, in, nil) }
 	release := func(ctx context.Context, g contract.LeaseGrant) error {
 		if _, err := bounded(ctx, "lease.release", func(ctx context.Context) (contract.ReleaseResult, error) {
@@ -759,7 +759,7 @@ func measureWarmGrant(ctx context.Context, c *client.Client, reclaimed <-chan st
 // the next sample releases; holder and waiter swap sessions and requesters.
 func measureQueuedGrant(ctx context.Context, a, b *client.Client, samples int) (benchStat, error) {
 	holder, waiter := a, b
-	holderID, waiterID := "bench-queue-a", "bench-queue-b"
+	holderID, waiterID := benchPrincipal+"/queue-a", benchPrincipal+"/queue-b"
 	g, err := bounded(ctx, "lease.request", func(ctx context.Context) (contract.LeaseGrant, error) {
 		return holder.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: holderID}, nil)
 	})
@@ -1213,7 +1213,7 @@ func measurePush(ctx context.Context, env Env, home string, samples int) (benchS
 	var lat []time.Duration
 	for _, v := range versions {
 		recv := map[pushKey]time.Time{}
-		in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, OSVersion: v, AllowDownload: true, RequesterID: "bench-push"}
+		in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, OSVersion: v, AllowDownload: true, RequesterID: benchPrincipal + "/push"}
 		g, err := bounded(ctx, "lease.request (download)", func(ctx context.Context) (contract.LeaseGrant, error) {
 			return c.RequestLease(ctx, in, func(p contract.LeaseProgress) {
 				if p.Stage != contract.StageDownloading || p.Percent == nil || p.Waiting {

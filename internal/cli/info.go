@@ -23,7 +23,9 @@ func statusCmd(env Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, _ := cmd.Flags().GetBool("json")
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+			// As admin where the credential is at hand: an operator's status
+			// lists every lease and request, an agent's only its own.
+			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
 				// A daemon still starting (another command started it a
 				// moment ago) is waited for, as one this command starts is.
 				ctx, cancel := context.WithTimeout(ctx, startupBound)

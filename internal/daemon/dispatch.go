@@ -76,7 +76,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 				return nil, err
 			}
 		}
-		return s.d.status(in), nil
+		return s.d.status(caller, in), nil
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -375,6 +375,9 @@ type statusAnswer struct {
 	// into the frame: a status of 10,000 leases is megabytes, copied once.
 	full   bool
 	engine *leasing.Engine
+	// caller is whom the lists are for: an agent sees its own leases and
+	// requests only.
+	caller leasing.Caller
 }
 
 func (a statusAnswer) MarshalJSON() ([]byte, error) { return a.appendResult(nil) }
@@ -387,7 +390,7 @@ func (a statusAnswer) appendResult(b []byte) ([]byte, error) {
 		return append(b, head...), err
 	}
 	b = append(b, '{')
-	b, snap := a.engine.AppendLists(b)
+	b, snap := a.engine.AppendLists(b, a.caller)
 	a.s.Capacity, a.s.Counts, a.s.QueueDepth, a.s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
 	a.s.Waiting = snap.Waiting
 	head, err := json.Marshal(a.s)
@@ -400,7 +403,7 @@ func (a statusAnswer) appendResult(b []byte) ([]byte, error) {
 
 // status answers status.get: the engine's part read in one snapshot, and
 // in a summary without the lists.
-func (d *Daemon) status(in contract.StatusGetInput) statusAnswer {
+func (d *Daemon) status(c leasing.Caller, in contract.StatusGetInput) statusAnswer {
 	select {
 	case <-d.ready:
 	default:
@@ -435,7 +438,7 @@ func (d *Daemon) status(in contract.StatusGetInput) statusAnswer {
 		s.Installs = d.installer.Installs()
 	}
 	if !in.Summary {
-		return statusAnswer{s: s, full: true, engine: d.engine}
+		return statusAnswer{s: s, full: true, engine: d.engine, caller: c}
 	}
 	snap := d.engine.Snapshot(true)
 	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -28,7 +29,7 @@ func TestAResultFrameIsWhatEncodingTheResponseWouldWrite(t *testing.T) {
 
 func TestAFullStatusOverTheSocketIsWhatTheEngineHolds(t *testing.T) {
 	d, home := startDaemon(t, nil)
-	c := dial(t, home, "agent", false)
+	c := dial(t, home, "op", true)
 	ctx := context.Background()
 	for _, p := range []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid} {
 		if _, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: p, RequesterID: "r-" + string(p)}, nil); err != nil {
@@ -52,5 +53,33 @@ func TestAFullStatusOverTheSocketIsWhatTheEngineHolds(t *testing.T) {
 	}
 	if got.Counts == nil || got.Counts.Leases != 2 || got.Capacity == nil || got.Daemon.Health != "running" || len(got.Drivers) != 2 {
 		t.Fatalf("the rest of the status: %s", raw)
+	}
+}
+
+func TestAnAgentsStatusCountsOtherAgentsLeasesWithoutListingThem(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	ctx := context.Background()
+	alice, bob := dial(t, home, "alice", false), dial(t, home, "bob", false)
+	mine, err := alice.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := bob.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw json.RawMessage
+	if err := alice.Call(ctx, contract.OpStatusGet, contract.StatusGetInput{}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), theirs.Lease.ID) || strings.Contains(string(raw), `"bob"`) {
+		t.Fatalf("alice's status names bob's lease: %s", raw)
+	}
+	var got contract.Status
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Leases) != 1 || got.Leases[0].ID != mine.Lease.ID || got.Counts == nil || got.Counts.Leases != 2 {
+		t.Fatalf("alice's status: leases %+v, counts %+v; want her lease listed and both counted", got.Leases, got.Counts)
 	}
 }

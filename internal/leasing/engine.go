@@ -264,11 +264,11 @@ func (e *Engine) gateLocked() *contract.Error {
 	return e.maintenanceFenceLocked()
 }
 
-func (e *Engine) leaseOfLocked(requester string) (string, bool) {
+func (e *Engine) leaseOfLocked(requester string) (string, string, bool) {
 	if l, ok := e.byRequester[requester]; ok {
-		return l.ID, true
+		return l.ID, l.OwnerID, true
 	}
-	return "", false
+	return "", "", false
 }
 
 // sealLocked adds capacity.changed to a decision that changed what it

@@ -52,17 +52,21 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			s.Leases = append(s.Leases, el.Value.(*lease).LeaseRecord)
 		}
-		s.Waiting = e.q.WaitingLocked()
+		s.Waiting = e.q.WaitingLocked(Caller{Admin: true})
 	})
 	return s
 }
 
 // AppendLists appends `"devices":[…],"leases":[…]` to b, the device and
-// lease lists as status.get carries them, and returns the rest of a full
-// snapshot taken in the same look (its lists left out but for Waiting).
-// Each record's encoding is kept until the record changes, so a status of
-// thousands of them costs copying bytes, not encoding them.
-func (e *Engine) AppendLists(b []byte) ([]byte, Snapshot) {
+// lease lists as status.get carries them to c, and returns the rest of a
+// full snapshot taken in the same look (its lists left out but for
+// Waiting). Each record's encoding is kept until the record changes, so a
+// status of thousands of them costs copying bytes, not encoding them.
+//
+// An agent sees every device but only its own leases and requests: another
+// agent's lease is not listed, nor named on the device it holds (the device
+// is shown leased). The counts are of everything.
+func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 	var s Snapshot
 	e.view(func() {
 		e.summaryLocked(&s)
@@ -74,18 +78,30 @@ func (e *Engine) AppendLists(b []byte) ([]byte, Snapshot) {
 				b = append(b, ',')
 			}
 			first = false
+			if l := e.leases[d.lease]; !c.Admin && d.lease != "" && (l == nil || l.OwnerID != c.Principal) {
+				v := deviceView(d)
+				v.LeaseID = ""
+				b = v.AppendJSON(b)
+				return true
+			}
 			b = append(b, d.viewJSON()...)
 			return true
 		})
 		b = append(b, `],"leases":[`...)
+		first = true
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
-			if el != e.leaseOrder.Front() {
+			l := el.Value.(*lease)
+			if !c.Admin && l.OwnerID != c.Principal {
+				continue
+			}
+			if !first {
 				b = append(b, ',')
 			}
-			b = append(b, el.Value.(*lease).viewJSON()...)
+			first = false
+			b = append(b, l.viewJSON()...)
 		}
 		b = append(b, ']')
-		s.Waiting = e.q.WaitingLocked()
+		s.Waiting = e.q.WaitingLocked(c)
 	})
 	return b, s
 }
@@ -177,7 +193,7 @@ func (e *Engine) RequestsPage(after *contract.ListCursor, limit int) ([]contract
 }
 
 // WaitingList lists open requests as status shows them.
-func (e *Engine) WaitingList() []contract.WaitingRequest { return e.q.Waiting() }
+func (e *Engine) WaitingList() []contract.WaitingRequest { return e.q.Waiting(Caller{Admin: true}) }
 
 func deviceView(d *dev) contract.Device {
 	return contract.Device{

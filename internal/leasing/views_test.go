@@ -37,6 +37,43 @@ func TestASummaryCountsWhatTheFullSnapshotLists(t *testing.T) {
 	})
 }
 
+func TestAnAgentsListsHoldOnlyItsOwnLeasesAndRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		mine := h.mustGrant(h.acquire("alice", ios))
+		theirs := h.mustGrant(h.acquire("bob", ios))
+		synctestWaitQueued(t, h.acquire("carol", ios))
+		b, snap := h.e.AppendLists([]byte("{"), Caller{Principal: "alice"})
+		var enc struct {
+			Devices []contract.Device      `json:"devices"`
+			Leases  []contract.LeaseRecord `json:"leases"`
+		}
+		if err := json.Unmarshal(append(b, '}'), &enc); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if len(enc.Leases) != 1 || enc.Leases[0].ID != mine.Lease.ID {
+			t.Fatalf("alice's leases %+v, want only %s", enc.Leases, mine.Lease.ID)
+		}
+		if len(snap.Waiting) != 0 {
+			t.Fatalf("alice sees carol's request: %+v", snap.Waiting)
+		}
+		if snap.Counts.Leases != 2 || snap.Counts.Waiting != 1 {
+			t.Fatalf("counts %+v, want every lease and request counted", snap.Counts)
+		}
+		for _, d := range enc.Devices {
+			if d.LeaseID == theirs.Lease.ID {
+				t.Fatalf("device %s names bob's lease to alice", d.ID)
+			}
+			if d.ID == mine.Device.ID && d.LeaseID != mine.Lease.ID {
+				t.Fatalf("alice's own device %s shows lease %q, want %s", d.ID, d.LeaseID, mine.Lease.ID)
+			}
+		}
+		if len(enc.Devices) != 2 {
+			t.Fatalf("alice sees %d devices, want both", len(enc.Devices))
+		}
+	})
+}
+
 // synctestWaitQueued waits until p has been told it is queued.
 func synctestWaitQueued(t *testing.T, p *pending) {
 	t.Helper()
@@ -101,7 +138,7 @@ func TestTheEncodedSnapshotFollowsEveryChange(t *testing.T) {
 		h := start(t, newMemStore(), fixed(3))
 		same := func(what string) {
 			t.Helper()
-			b, _ := h.e.AppendLists([]byte("{"))
+			b, _ := h.e.AppendLists([]byte("{"), Caller{Admin: true})
 			typed := h.e.Snapshot(false)
 			var enc struct {
 				Devices []contract.Device      `json:"devices"`

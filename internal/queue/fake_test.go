@@ -109,6 +109,7 @@ type slots struct {
 	instant bool
 	refuse  map[string]*contract.Error // Admit refuses these request ids
 	leases  map[string]string          // requester -> lease id
+	owners  map[string]string          // requester -> its lease's owner
 	started chan *Waiter               // Starts begun
 	placed  []string                   // request ids in the order they were placed
 	asked   int                        // Place calls
@@ -117,7 +118,7 @@ type slots struct {
 func newSlots() *slots {
 	return &slots{
 		free: map[contract.Platform]int{}, scope: map[contract.Platform]Scope{}, refuse: map[string]*contract.Error{},
-		leases: map[string]string{}, started: make(chan *Waiter, 64),
+		leases: map[string]string{}, owners: map[string]string{}, started: make(chan *Waiter, 64),
 	}
 }
 
@@ -152,7 +153,7 @@ func (s *slots) Place(tx *Txn, w *Waiter) (Start, Block) {
 
 func (s *slots) grantLocked(tx *Txn, w *Waiter) {
 	id := "lse_" + w.ID()
-	s.leases[w.Requester()] = id
+	s.leases[w.Requester()], s.owners[w.Requester()] = id, w.Owner()
 	tx.Grant(w, contract.LeaseGrant{RequestID: w.ID(), Lease: contract.LeaseRecord{ID: id, RequesterID: w.Requester()}})
 	tx.Event("lease.granted", map[string]any{"requestId": w.ID(), "leaseId": id})
 }
@@ -196,7 +197,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{t: t, st: newMemStore(), pl: newSlots(), fatal: make(chan error, 1)}
 	r.q = New(Options{
 		Store: r.st, Placer: r.pl,
-		LeaseOf: func(req string) (string, bool) { id, ok := r.pl.leases[req]; return id, ok },
+		LeaseOf: func(req string) (string, string, bool) { id, ok := r.pl.leases[req]; return id, r.pl.owners[req], ok },
 		Publish: func(evs ...contract.Event) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -232,12 +233,18 @@ func (c *call) last() contract.LeaseProgress {
 
 func (r *rig) submit(requester string, in contract.LeaseRequestInput) *call {
 	r.t.Helper()
-	c := &call{}
 	in.RequesterID = requester
+	return r.submitAs(Caller{Principal: requester}, in)
+}
+
+// submitAs submits in as caller who, its requesterId as given.
+func (r *rig) submitAs(who Caller, in contract.LeaseRequestInput) *call {
+	r.t.Helper()
+	c := &call{}
 	if in.Platform == "" {
 		in.Platform = contract.PlatformIOS
 	}
-	c.t, c.err = r.q.Submit(context.Background(), Ask{Caller: Caller{Principal: requester}, Input: in, TTLMs: 60_000,
+	c.t, c.err = r.q.Submit(context.Background(), Ask{Caller: who, Input: in, TTLMs: 60_000,
 		Progress: func(p contract.LeaseProgress) {
 			c.mu.Lock()
 			defer c.mu.Unlock()

@@ -96,9 +96,9 @@ type Store interface {
 type Options struct {
 	Store  Store
 	Placer Placer
-	// LeaseOf names the active lease a requester holds, if any; one lease
-	// or one open request per requester.
-	LeaseOf func(requester string) (leaseID string, ok bool)
+	// LeaseOf names the active lease a requester holds, if any, and its
+	// owner; one lease or one open request per requester.
+	LeaseOf func(requester string) (leaseID, ownerID string, ok bool)
 	// Gate, when set, refuses new requests before anything is stored (a
 	// nuke in progress).
 	Gate func() *contract.Error

@@ -214,6 +214,52 @@ func TestOneOpenRequestOrLeasePerRequester(t *testing.T) {
 	}
 }
 
+func TestAnAgentRequestsOnlyInItsOwnLane(t *testing.T) {
+	r := newRig(t)
+	alice := Caller{Principal: "alice"}
+	as := func(requester string) contract.LeaseRequestInput { in := ios; in.RequesterID = requester; return in }
+	ce := expectCode(t, "alice as bob", r.submitAs(alice, as("bob")).err, contract.CodeForbidden)
+	if ce.Details["requesterId"] != "bob" {
+		t.Fatalf("details %v, want the refused requesterId", ce.Details)
+	}
+	expectCode(t, "alice as alicex", r.submitAs(alice, as("alicex/1")).err, contract.CodeForbidden)
+	if len(r.st.records) != 0 {
+		t.Fatalf("a refused request was stored: %v", r.st.records)
+	}
+	if c := r.submitAs(alice, as("alice/build-1")); c.err != nil {
+		t.Fatalf("alice in her own lane: %v", c.err)
+	}
+	if c := r.submitAs(Caller{Principal: "gw", Admin: true}, as("bob")); c.err != nil {
+		t.Fatalf("an admin acting for bob: %v", c.err)
+	}
+	if _, err := r.q.Cancel(context.Background(), alice, contract.LeaseCancelInput{RequesterID: "bob"}); err == nil {
+		t.Fatal("alice cancelled bob's request by his requester id")
+	} else {
+		expectCode(t, "alice cancelling as bob", err, contract.CodeForbidden)
+	}
+	if r.q.byRequester["bob"] == nil {
+		t.Fatal("bob's request is gone after alice's refused cancel")
+	}
+}
+
+func TestABusyRequesterIsNotToldOfALeaseItCannotSee(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	r.pl.free[contract.PlatformIOS] = 1
+	in := ios
+	in.RequesterID = "alice"
+	if c := r.submitAs(Caller{Principal: "frontend", Admin: true}, in); c.err != nil {
+		t.Fatal(c.err)
+	}
+	if _, held := r.pl.leases["alice"]; !held {
+		t.Fatal("no lease was made for alice")
+	}
+	ce := expectCode(t, "alice while a lease is held for her", r.submit("alice", ios).err, contract.CodeRequesterAlreadyLeased)
+	if _, ok := ce.Details["existingLeaseId"]; ok || strings.Contains(ce.Message, "lse_") {
+		t.Fatalf("alice was told of a lease she cannot see: %q %v", ce.Message, ce.Details)
+	}
+}
+
 func TestIdempotencyKeyJoinsTheOpenRequestAndReplaysTheSettledOne(t *testing.T) {
 	r := newRig(t)
 	in := ios

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -22,6 +23,25 @@ type Caller struct {
 // the ones it made or that are made for it.
 func (c Caller) Sees(rec contract.LeaseRequestRecord) bool {
 	return c.Admin || rec.OwnerID == c.Principal || rec.RequesterID == c.Principal
+}
+
+// RequesterFor is the requester a call names, checked: the session's
+// principal when it names none; an admin may name anyone (a frontend acting
+// for its agents); an agent only itself or an id in its own lane,
+// "<principal>/<name>", so that no agent can hold a place in line or a
+// lease under another's name.
+func (c Caller) RequesterFor(named string) (string, error) {
+	if named == "" {
+		if c.Principal == "" {
+			return "", contract.BadRequest("requesterId", "is required when the session has no principal")
+		}
+		return c.Principal, nil
+	}
+	if c.Admin || named == c.Principal || (c.Principal != "" && strings.HasPrefix(named, c.Principal+"/")) {
+		return named, nil
+	}
+	return "", contract.Errorf(contract.CodeForbidden, "an agent may request only as itself (%s) or as %s/<name>, not as %s",
+		c.Principal, c.Principal, named).With("requesterId", named)
 }
 
 // Ask is a lease request as the queue takes it: input already decoded and
@@ -58,12 +78,9 @@ type Resolution struct {
 // conflict, the daemon stopping, the gate closed) are returned; the ticket
 // carries every later answer.
 func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context) Resolution) (*Ticket, error) {
-	requester := a.Input.RequesterID
-	if requester == "" {
-		requester = a.Caller.Principal
-	}
-	if requester == "" {
-		return nil, contract.BadRequest("requesterId", "is required when the session has no principal")
+	requester, err := a.Caller.RequesterFor(a.Input.RequesterID)
+	if err != nil {
+		return nil, err
 	}
 	spec := contract.RequestSpec{Platform: a.Input.Platform, Model: a.Input.Model, Class: a.Input.Class, OSVersion: a.Input.OSVersion}
 	key := a.Input.IdempotencyKey
@@ -81,7 +98,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 				return t, err
 			}
 		}
-		return nil, q.busyLocked(requester)
+		return nil, q.busyLocked(a.Caller, requester)
 	}
 	q.mu.Lock()
 	t, err := check(nil)
@@ -143,12 +160,21 @@ func (q *Queue) checkLocked(requester string, spec contract.RequestSpec, a Ask, 
 }
 
 // busyLocked refuses a requester that holds a lease or has a request open.
-func (q *Queue) busyLocked(requester string) error {
-	if id, ok := q.opts.LeaseOf(requester); ok {
+// The lease or request is named only to a caller who may see it.
+func (q *Queue) busyLocked(c Caller, requester string) error {
+	if id, owner, ok := q.opts.LeaseOf(requester); ok {
+		if !c.Admin && owner != c.Principal {
+			return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds a lease", requester).
+				With("requesterId", requester)
+		}
 		return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already holds lease %s; release it first", requester, id).
 			With("requesterId", requester).With("existingLeaseId", id)
 	}
 	if w := q.byRequester[requester]; w != nil {
+		if !c.Sees(w.rec) {
+			return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has a request waiting", requester).
+				With("requesterId", requester)
+		}
 		return contract.Errorf(contract.CodeRequesterAlreadyLeased, "%s already has request %s waiting", requester, w.rec.ID).
 			With("requesterId", requester).With("existingRequestId", w.rec.ID)
 	}
@@ -296,9 +322,12 @@ func (q *Queue) Abandon(t *Ticket) bool {
 // id that has already settled answers by how it settled: cancelled again
 // for a cancelled one, not-cancellable (naming the lease) otherwise.
 func (q *Queue) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
-	requester := in.RequesterID
-	if requester == "" && in.RequestID == "" {
-		requester = c.Principal
+	var requester string
+	if in.RequestID == "" {
+		var err error
+		if requester, err = c.RequesterFor(in.RequesterID); err != nil {
+			return contract.LeaseCancelResult{}, err
+		}
 	}
 	var res contract.LeaseCancelResult
 	askStore := false
@@ -426,19 +455,27 @@ func (q *Queue) Records(after *contract.ListCursor, limit int) ([]contract.Lease
 	return out, ""
 }
 
-// Waiting lists open requests as status shows them, oldest first: queued
-// ones with their place, downloading ones, and those being started.
-func (q *Queue) Waiting() []contract.WaitingRequest {
+// Waiting lists the open requests c may see as status shows them, oldest
+// first: queued ones with their place, downloading ones, and those being
+// started.
+func (q *Queue) Waiting(c Caller) []contract.WaitingRequest {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.WaitingLocked()
+	return q.WaitingLocked(c)
 }
 
 // WaitingLocked is Waiting for a caller holding the lock (in View).
-func (q *Queue) WaitingLocked() []contract.WaitingRequest {
+func (q *Queue) WaitingLocked(c Caller) []contract.WaitingRequest {
 	t := time.Now().UnixMilli()
-	out := make([]contract.WaitingRequest, 0, q.all.n)
+	n := q.all.n
+	if !c.Admin {
+		n = 0
+	}
+	out := make([]contract.WaitingRequest, 0, n)
 	for w := q.all.head; w != nil; w = w.all.next {
+		if !c.Sees(w.rec) {
+			continue
+		}
 		wr := contract.WaitingRequest{RequestID: w.rec.ID, RequesterID: w.rec.RequesterID, Spec: w.rec.Spec, WaitingMs: t - w.rec.CreatedAt}
 		switch w.phase {
 		case phaseParked:

@@ -594,3 +594,37 @@ func TestDaemonRunWithHTTPPrintsTheURL(t *testing.T) {
 		t.Errorf("daemon run --http printed no \"HTTP API at %s\" line:\n%s", url, out)
 	}
 }
+
+func TestHTTPAnAgentsStatusCountsOtherLeasesWithoutListingThem(t *testing.T) {
+	t.Parallel()
+	h, a := httpHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
+	_, alice := h.token("agent", "alice")
+	_, bob := h.token("agent", "bob")
+	_, op := h.token("operator", "ops")
+	lease := func(secret string) string {
+		r := a.do("POST", "/v1/lease-requests", secret, `{"platform":"ios"}`)
+		if r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.raw)
+		}
+		return a.awaitState(secret, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)["id"].(string)
+	}
+	aliceLease, bobLease := lease(alice), lease(bob)
+
+	r := a.do("GET", "/v1/status", alice, "")
+	if r.status != 200 {
+		t.Fatalf("status: %d %s", r.status, r.raw)
+	}
+	if strings.Contains(string(r.raw), bobLease) {
+		t.Fatalf("alice's status names bob's lease %s: %s", bobLease, r.raw)
+	}
+	leases, _ := r.body["leases"].([]any)
+	if len(leases) != 1 || leases[0].(map[string]any)["id"] != aliceLease {
+		t.Fatalf("alice's status lists %v, want only her lease %s", leases, aliceLease)
+	}
+	if n := r.obj("counts")["leases"]; n != float64(2) {
+		t.Fatalf("alice's status counts %v leases, want 2", n)
+	}
+	if all, _ := a.do("GET", "/v1/status", op, "").body["leases"].([]any); len(all) != 2 {
+		t.Fatalf("an operator's status lists %d leases, want 2", len(all))
+	}
+}
