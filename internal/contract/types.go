@@ -440,6 +440,10 @@ type LeaseRequestRecord struct {
 	Error          *Error       `json:"error,omitempty"`
 	Grant          *LeaseGrant  `json:"grant,omitempty"`
 	Policy         WaitPolicy   `json:"waitPolicy"`
+	// Refused marks a request settled in the decision that stored it (no
+	// capacity with noWait, an unresolvable spec): the call that made it
+	// was answered with its error, and so is a repeat of that call.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // RequestSpec is what a request asked for.

@@ -139,6 +139,38 @@ func TestNoWaitFailsAtOnceWhenNothingFitsAndIsGrantedWhenSomethingDoes(t *testin
 	}
 }
 
+func TestARepeatOfARefusedRequestIsRefusedAgainAndOfAnAcceptedOneGetsTheRecord(t *testing.T) {
+	r := newRig(t)
+	in := ios
+	in.NoWait, in.IdempotencyKey = true, "k-refused"
+	first := r.mustSubmit("a", in)
+	if _, err := r.q.Resource(first.t); err == nil || err.(*contract.Error).Code != contract.CodeNoCapacity {
+		t.Fatalf("first call: %v, want NO_CAPACITY", err)
+	}
+	again := r.mustSubmit("a", in)
+	st, err := r.q.Resource(again.t)
+	if cerr, ok := err.(*contract.Error); !ok || cerr.Code != contract.CodeNoCapacity {
+		t.Fatalf("repeat of a refused request: %+v %v, want the same NO_CAPACITY", st.Request, err)
+	}
+
+	// One that was accepted and failed later answers its record, as its
+	// first call did.
+	in = ios
+	in.IdempotencyKey = "k-cancelled"
+	accepted := r.mustSubmit("b", in)
+	if _, err := r.q.Resource(accepted.t); err != nil {
+		t.Fatalf("first call of a request that waits: %v", err)
+	}
+	if _, err := r.q.Cancel(context.Background(), Caller{Principal: "b"}, contract.LeaseCancelInput{}); err != nil {
+		t.Fatal(err)
+	}
+	<-accepted.t.Done()
+	st, err = r.q.Resource(r.mustSubmit("b", in).t)
+	if err != nil || st.Request.ID != accepted.t.RequestID() || st.Request.State != contract.RequestCancelled {
+		t.Fatalf("repeat of a cancelled request: %+v %v, want its record", st.Request, err)
+	}
+}
+
 func TestTimeoutHasOneDeadlineFromFirstQueueing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)

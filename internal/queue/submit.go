@@ -256,6 +256,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 		}
 		tx.enqueue(w, false)
 	}
+	w.rec.Refused = w.rec.Error != nil // settled in this decision
 	return t
 }
 
@@ -417,8 +418,9 @@ func (q *Queue) Status(ctx context.Context, c Caller, in contract.LeaseRequestGe
 }
 
 // Resource is what lease-request.create answers for t: the request as it
-// stands, or, when it failed before it could wait (no capacity with
-// noWait, an unresolvable spec), that error.
+// stands, or, when it was refused before it could wait (no capacity with
+// noWait, an unresolvable spec), that error, to the call that made it and
+// to every repeat of it by idempotency key alike.
 func (q *Queue) Resource(t *Ticket) (contract.LeaseRequestStatus, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -426,7 +428,7 @@ func (q *Queue) Resource(t *Ticket) (contract.LeaseRequestStatus, error) {
 	if q.isOpen(w) {
 		return w.status(), nil
 	}
-	if !w.replayed && w.err != nil {
+	if w.rec.Refused {
 		return contract.LeaseRequestStatus{}, w.err
 	}
 	return contract.LeaseRequestStatus{Request: w.rec, Rev: SettledRev}, nil

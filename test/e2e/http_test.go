@@ -628,3 +628,23 @@ func TestHTTPAnAgentsStatusCountsOtherLeasesWithoutListingThem(t *testing.T) {
 		t.Fatalf("an operator's status lists %d leases, want 2", len(all))
 	}
 }
+
+func TestHTTPARepeatOfARefusedRequestGetsTheSameRefusal(t *testing.T) {
+	t.Parallel()
+	h, a := httpHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "1")
+	_, alice := h.token("agent", "alice")
+	_, bob := h.token("agent", "bob")
+	r := a.do("POST", "/v1/lease-requests", alice, `{"platform":"ios"}`)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	a.awaitState(alice, requestOf(t, r)["id"].(string), "granted")
+	first := a.do("POST", "/v1/lease-requests", bob, `{"platform":"ios","noWait":true}`, "Idempotency-Key", "bob-nw")
+	again := a.do("POST", "/v1/lease-requests", bob, `{"platform":"ios","noWait":true}`, "Idempotency-Key", "bob-nw")
+	if first.status != 503 || first.errCode() != "NO_CAPACITY" {
+		t.Fatalf("first noWait call: %d %s, want 503 NO_CAPACITY", first.status, first.raw)
+	}
+	if again.status != first.status || again.errCode() != first.errCode() {
+		t.Fatalf("its repeat: %d %s, want what the first got (%d %s)", again.status, again.raw, first.status, first.errCode())
+	}
+}
