@@ -221,9 +221,13 @@ func launchDaemon(ctx context.Context, env Env, home string) (*child, error) {
 		return nil, startupTimeout(ctx, home)
 	case <-ch.exited:
 	}
+	// Another command started a daemon first when the lock names a live
+	// process (this child is gone). Decided on the lock, not on what the
+	// child wrote: racing commands share daemon.out, and each launch
+	// truncates it.
 	msg := readOut(home)
-	if strings.Contains(msg, "already running") {
-		return nil, nil // another command started it first
+	if holderAlive(filepath.Join(home, "daemon.lock")) || strings.Contains(msg, "already running") {
+		return nil, nil
 	}
 	return nil, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon exited at startup: %s", startupReason(msg))
 }

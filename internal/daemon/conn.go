@@ -145,6 +145,7 @@ func (c *conn) enqueue(b []byte) bool {
 		c.outbox, c.queued, c.closing, c.broken = nil, 0, true, true
 		c.close()
 		_ = c.nc.Close()
+		c.d.freedSessionMemory()
 		return false
 	}
 	c.outbox = append(c.outbox, b)

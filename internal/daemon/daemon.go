@@ -116,6 +116,9 @@ type Daemon struct {
 	// started it (a device.exec command) runs under it.
 	life    context.Context
 	endLife context.CancelFunc
+	// freed wakes giveBackMemory: a session dropped for not reading let go
+	// of its frames.
+	freed chan struct{}
 
 	ready    chan struct{} // closed when startup has converged
 	startErr error         // set before ready closes when startup failed
@@ -178,7 +181,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d := &Daemon{
 		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
-		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{},
+		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, freed: make(chan struct{}, 1),
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
@@ -195,6 +198,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	go d.converge(ctx)
 	go d.serve()
+	go d.giveBackMemory()
 	return d, nil
 }
 

@@ -74,7 +74,7 @@ func TestStatusSummaryAndListPages(t *testing.T) {
 func TestHTTPStatusSummary(t *testing.T) {
 	t.Parallel()
 	h, a := httpHome(t, fastDemo...)
-	_, agent := h.token("agent", "dash")
+	_, agent := h.token("operator", "dash") // an agent's status would not list another's lease
 	g := h.leaseDetached("a", "ios")
 	full := a.do("GET", "/v1/status", agent, "")
 	sum := a.do("GET", "/v1/status?summary=true", agent, "")
