@@ -82,7 +82,10 @@ func (s OSVersionSpec) check() error {
 			hi = b.v
 		}
 	}
-	if lo != nil && hi != nil && compare(lo, hi) >= 0 {
+	if lo == nil {
+		lo = []int{0} // no version is below 0: "<0" is as empty as ">=18 <18"
+	}
+	if hi != nil && compare(lo, hi) >= 0 {
 		return BadRequest("osVersion", "the range %q is empty", clip(s.Raw))
 	}
 	return nil

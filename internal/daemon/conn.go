@@ -286,11 +286,14 @@ func (c *conn) writeLoop() {
 
 // handle parses one frame and dispatches it. Every malformed frame gets a
 // BAD_FRAME answer and the session goes on.
-func (c *conn) handle(frame []byte) {
+// decodeFrame reads one request frame strictly: exact field names, no
+// duplicates, no unknown fields, nothing after the object, an id that can be
+// echoed and an op. A frame it refuses comes back as the answer to send:
+// BAD_FRAME, with the frame's id when it has a usable one.
+func decodeFrame(frame []byte) (contract.Request, *contract.Response) {
 	var req contract.Request
 	if err := contract.CheckKeys(frame, reflect.TypeOf(req)); err != nil {
-		c.send(contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%v", err)})
-		return
+		return req, &contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%v", err)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(frame))
 	dec.DisallowUnknownFields()
@@ -299,16 +302,22 @@ func (c *conn) handle(frame []byte) {
 		if err != nil {
 			msg += ": " + err.Error()
 		}
-		c.send(contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%s", msg)})
-		return
+		return req, &contract.Response{ID: idOf(frame), Error: contract.Errorf(contract.CodeBadFrame, "%s", msg)}
 	}
 	if !validID(req.ID) {
-		c.send(contract.Response{ID: json.RawMessage("null"), Error: contract.Errorf(contract.CodeBadFrame,
-			"id is required: a string (valid UTF-8, at most 128 characters) or an integer")})
-		return
+		return req, &contract.Response{ID: json.RawMessage("null"), Error: contract.Errorf(contract.CodeBadFrame,
+			"id is required: a string (valid UTF-8, at most 128 characters) or an integer")}
 	}
 	if req.Op == "" {
-		c.send(contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeBadFrame, "op is required")})
+		return req, &contract.Response{ID: req.ID, Error: contract.Errorf(contract.CodeBadFrame, "op is required")}
+	}
+	return req, nil
+}
+
+func (c *conn) handle(frame []byte) {
+	req, refused := decodeFrame(frame)
+	if refused != nil {
+		c.send(*refused)
 		return
 	}
 	c.mu.Lock()

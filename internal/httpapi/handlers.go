@@ -263,13 +263,9 @@ type renewBody struct {
 	TTLMs int64 `json:"ttlMs,omitempty"`
 }
 
-// Validate checks the body with the contract's rules.
-func (b *renewBody) Validate() error {
-	if b.TTLMs < 0 || b.TTLMs > contract.MaxTTLMs {
-		return contract.BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", b.TTLMs)
-	}
-	return nil
-}
+// Validate takes any body that decodes: the renewal it makes, path id
+// and all, is checked whole by the contract's rules (renewLease).
+func (b *renewBody) Validate() error { return nil }
 
 // renewView answers POST /v1/leases/{id}/renew. Notices is reserved for
 // warnings about the renewal (such as a clamped ttl); always a list.
@@ -286,7 +282,11 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, tok contract
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	lease, err := callAs[contract.LeaseRecord](r.Context(), s, tok, contract.OpLeaseRenew, contract.LeaseRenewInput{LeaseID: id, TTLMs: body.TTLMs})
+	in := contract.LeaseRenewInput{LeaseID: id, TTLMs: body.TTLMs}
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	lease, err := callAs[contract.LeaseRecord](r.Context(), s, tok, contract.OpLeaseRenew, in)
 	if err != nil {
 		return hideLease(tok, err, id)
 	}
