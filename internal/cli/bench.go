@@ -70,11 +70,11 @@ const (
 )
 
 func benchCmd(env Env) *cobra.Command {
-	var leasesFlag string
-	var samples, events int
+	var leasesFlag, soakFlag, everyFlag string
+	var samples, events, agents int
 	var markdown, keep bool
 	cmd := &cobra.Command{
-		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep]",
+		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep] | --soak D [--sample-every D] [--agents N]",
 		Short: "Measure simlock's own costs (renew, grant, queue, status, memory, start) beside the SQLite floor",
 		Long: `bench starts simlock's daemon in a temporary SIMLOCK_HOME with demo devices
 at zero timings, holds N live leases for each N of --leases, and measures p50
@@ -86,10 +86,42 @@ latency, and one durable SQLite commit (the floor) in the same run.
 Results go to stdout: a table on a terminal, else JSON (--json forces JSON;
 --markdown prints the table as docs/PERFORMANCE.md embeds it). Progress notes
 go to stderr on a terminal. The temporary home is removed at the end, Ctrl-C
-included, unless --keep. docs/PERFORMANCE.md says what each row measures.`,
+included, unless --keep. docs/PERFORMANCE.md says what each row measures.
+
+With --soak 10m it runs a soak instead: --agents agents (50) lease, renew
+and release without pause for that long, against four devices for every
+five agents, while the daemon's RSS, live heap, goroutines, open files and
+the p99 of the window's renewals and releases are sampled every
+--sample-every (10s). It exits 1 when any of them grows from the first third
+of the run to the last (docs/RELIABILITY.md has the rule).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, _ := cmd.Flags().GetBool("json")
+			if soakFlag != "" {
+				for _, f := range []string{"leases", "samples", "events", "markdown"} {
+					if cmd.Flags().Changed(f) {
+						return usage("--%s does not apply to --soak", f)
+					}
+				}
+				plan, err := soakPlanOf(soakFlag, everyFlag, agents, keep)
+				if err != nil {
+					return err
+				}
+				res, err := runSoak(cmd.Context(), env, plan, benchNoter(env))
+				if res.Samples != nil {
+					if asJSON || !env.StdoutIsTerminal {
+						if perr := printJSON(env.Stdout, res); perr != nil {
+							return perr
+						}
+					} else {
+						renderSoakTable(env.Stdout, res)
+					}
+				}
+				return fail(err)
+			}
+			if cmd.Flags().Changed("sample-every") || cmd.Flags().Changed("agents") {
+				return usage("--sample-every and --agents go with --soak")
+			}
 			ns, err := parseLeaseCounts(leasesFlag)
 			if err != nil {
 				return usage("--leases: %v", err)
@@ -127,7 +159,30 @@ included, unless --keep. docs/PERFORMANCE.md says what each row measures.`,
 	cmd.Flags().IntVar(&events, "events", 100_000, "stored events the timed daemon start loads beside the leases")
 	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the table as a Markdown code block (scripts/perf-report puts it in docs/PERFORMANCE.md)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary SIMLOCK_HOME (its path goes to stderr)")
+	cmd.Flags().StringVar(&soakFlag, "soak", "", "run a soak for this long (10m, 1h) instead of the benchmark")
+	cmd.Flags().StringVar(&everyFlag, "sample-every", "10s", "with --soak: how often the daemon is sampled")
+	cmd.Flags().IntVar(&agents, "agents", 50, "with --soak: agents leasing at once")
 	return cmd
+}
+
+// soakPlanOf reads the soak flags: a soak of 1s to 24h, sampled at least
+// four times (the first sample is a warm-up), by 1 to 1000 agents.
+func soakPlanOf(soak, every string, agents int, keep bool) (soakPlan, error) {
+	d, err := parseDuration(soak)
+	if err != nil || d < time.Second || d > 24*time.Hour {
+		return soakPlan{}, usage("--soak must be a duration from 1s to 24h, got %q", soak)
+	}
+	e, err := parseDuration(every)
+	if err != nil || e < 100*time.Millisecond {
+		return soakPlan{}, usage("--sample-every must be a duration of at least 100ms, got %q", every)
+	}
+	if d < 4*e {
+		return soakPlan{}, usage("--soak %s takes fewer than four samples of --sample-every %s; make it longer", soak, every)
+	}
+	if agents < 1 || agents > 1000 {
+		return soakPlan{}, usage("--agents must be from 1 to 1000, got %d", agents)
+	}
+	return soakPlan{Duration: d, Every: e, Agents: agents, Keep: keep}, nil
 }
 
 // parseLeaseCounts reads "10,10000": at least one count, each from 1 to
@@ -310,24 +365,11 @@ func computeRatios(res *benchResult) {
 
 // runBench runs the plan in a fresh temporary home.
 func runBench(ctx context.Context, env Env, plan benchPlan, note func(string, ...any)) (res benchResult, err error) {
-	root, err := os.MkdirTemp("", "slb")
+	root, done, err := benchRoot(env, "slb", plan.Keep)
 	if err != nil {
-		return res, fmt.Errorf("bench: temporary home: %w", err)
+		return res, err
 	}
-	defer func() {
-		if plan.Keep {
-			fmt.Fprintf(env.Stderr, "bench: kept %s\n", root)
-			return
-		}
-		if rerr := os.RemoveAll(root); rerr != nil && err == nil {
-			err = fmt.Errorf("bench: remove the temporary home: %w", rerr)
-		}
-	}()
-	defer func() {
-		if err != nil && ctx.Err() != nil {
-			err = contract.Errorf(contract.CodeCancelled, "bench interrupted")
-		}
-	}()
+	defer done(ctx, &err)
 	// The deepest path is the largest run's socket.
 	if sock := daemon.SocketPath(benchHome(root, plan.Leases[len(plan.Leases)-1])); len(sock) > 103 {
 		return res, usage("the temporary directory's path is too long for a unix socket (%s); set TMPDIR to a shorter one", sock)
@@ -371,6 +413,28 @@ func runBench(ctx context.Context, env Env, plan benchPlan, note func(string, ..
 	}
 	computeRatios(&res)
 	return res, nil
+}
+
+// benchRoot makes a run's temporary directory. done, deferred with the
+// run's error, removes it (unless keep: its path goes to stderr) and makes
+// an interrupted run's error CANCELLED.
+func benchRoot(env Env, prefix string, keep bool) (root string, done func(context.Context, *error), err error) {
+	root, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("bench: temporary home: %w", err)
+	}
+	return root, func(ctx context.Context, err *error) {
+		if *err != nil && ctx.Err() != nil {
+			*err = contract.Errorf(contract.CodeCancelled, "bench interrupted")
+		}
+		if keep {
+			fmt.Fprintf(env.Stderr, "bench: kept %s\n", root)
+			return
+		}
+		if rerr := os.RemoveAll(root); rerr != nil && *err == nil {
+			*err = fmt.Errorf("bench: remove the temporary home: %w", rerr)
+		}
+	}, nil
 }
 
 func benchHome(root string, n int) string { return filepath.Join(root, "n"+strconv.Itoa(n)) }

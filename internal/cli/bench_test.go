@@ -143,3 +143,29 @@ func TestBenchJSONGolden(t *testing.T) {
 		t.Errorf("JSON is not one line:\n%s", b.String())
 	}
 }
+
+func TestASoakIsFlatUnlessAMetricGrowsFromTheFirstThirdToTheLast(t *testing.T) {
+	steady := make([]soakSample, 10)
+	for i := range steady {
+		steady[i] = soakSample{RSSKiB: 30_000 + int64(i%2)*500, HeapBytes: 5 << 20, Goroutines: 160 + i%3*5, OpenFiles: 60, P99Us: 2000}
+	}
+	if trends, flat := soakTrends(steady); !flat {
+		t.Fatalf("a steady soak judged growing: %+v", trends)
+	}
+	leaking := slices.Clone(steady)
+	for i := range leaking {
+		leaking[i].Goroutines += 20 * i // a goroutine leak: 20 more every sample
+	}
+	trends, flat := soakTrends(leaking)
+	if flat {
+		t.Fatalf("a soak leaking goroutines judged flat: %+v", trends)
+	}
+	for _, tr := range trends {
+		if tr.Flat != (tr.Metric != "goroutines") {
+			t.Errorf("%s judged flat %v; only goroutines grow", tr.Metric, tr.Flat)
+		}
+	}
+	if _, flat := soakTrends(steady[:3]); flat {
+		t.Fatal("three samples (one a warm-up) judged flat: too few to read a trend")
+	}
+}

@@ -515,6 +515,11 @@ type DaemonInfo struct {
 	HTTPURL string `json:"httpUrl,omitempty"`
 	// HeapBytes is the daemon's live Go heap.
 	HeapBytes int64 `json:"heapBytes,omitempty"`
+	// Goroutines and OpenFiles are the daemon's goroutines and open file
+	// descriptors (sockets included): with HeapBytes, what a soak watches
+	// for growth.
+	Goroutines int `json:"goroutines,omitempty"`
+	OpenFiles  int `json:"openFiles,omitempty"`
 }
 
 // HostInfo describes the machine.

@@ -84,6 +84,10 @@ type Options struct {
 	Logger        *slog.Logger
 	// StopGrace bounds the wait for driver work at a graceful stop.
 	StopGrace time.Duration
+	// HTTPHeaderTimeout bounds how long an HTTP client may take to send a
+	// request's headers, and HTTPIdleTimeout how long a keep-alive
+	// connection may sit with nothing asked; 0 means 10 s and 2 min.
+	HTTPHeaderTimeout, HTTPIdleTimeout time.Duration
 }
 
 // DriverSetup is what SetupDrivers returns.
@@ -171,6 +175,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 30 * time.Second
+	}
+	if opts.HTTPHeaderTimeout <= 0 {
+		opts.HTTPHeaderTimeout = 10 * time.Second
+	}
+	if opts.HTTPIdleTimeout <= 0 {
+		opts.HTTPIdleTimeout = 2 * time.Minute
 	}
 	if opts.Config == nil {
 		opts.Config = config.Default()
@@ -674,7 +684,7 @@ func (d *Daemon) info(health string) contract.DaemonInfo {
 	return contract.DaemonInfo{
 		Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
 		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		HTTPURL: d.httpURL, HeapBytes: heapBytes(),
+		HTTPURL: d.httpURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
 	}
 }
 

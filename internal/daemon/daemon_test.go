@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,14 @@ func startDaemon(tb testing.TB, cfg *config.Config) (*Daemon, string) {
 
 func startDaemonWith(tb testing.TB, cfg *config.Config, drivers map[contract.Platform]driver.Driver) (*Daemon, string) {
 	tb.Helper()
+	return startDaemonOpts(tb, Options{Config: cfg, Drivers: drivers})
+}
+
+// startDaemonOpts starts a daemon in a new home with opts, the test's
+// version and host filled in.
+func startDaemonOpts(tb testing.TB, opts Options) (*Daemon, string) {
+	tb.Helper()
+	cfg, drivers := opts.Config, opts.Drivers
 	home, err := os.MkdirTemp("", "sld")
 	if err != nil {
 		tb.Fatal(err)
@@ -46,7 +55,8 @@ func startDaemonWith(tb testing.TB, cfg *config.Config, drivers map[contract.Pla
 	if cfg == nil {
 		cfg = config.Default()
 	}
-	d, err := Start(context.Background(), Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
+	opts.Home, opts.Version, opts.Config, opts.Drivers, opts.Host = home, "test", cfg, drivers, core.Host{CPUs: 8, RAMBytes: 64 << 30}
+	d, err := Start(context.Background(), opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -327,6 +337,41 @@ func TestAnEmptyListKeepsItsKey(t *testing.T) {
 		}
 		if string(raw) != want {
 			t.Errorf("list.get %s on an empty daemon = %s, want %s", kind, raw, want)
+		}
+	}
+}
+
+// Calls written right behind hello, in the same write, wait for it: none is
+// refused as sent before the handshake.
+func TestCallsPipelinedBehindHelloWaitForIt(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	conn, err := net.Dial("unix", SocketPath(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	frames := `{"id":"h","op":"hello","input":{"protocol":{"min":1,"max":1},"principal":"eager"}}` + "\n"
+	const calls = 20
+	for i := range calls {
+		op := []string{"status.get", "lease.list", "catalog.get"}[i%3]
+		frames += `{"id":` + strconv.Itoa(i) + `,"op":"` + op + `"}` + "\n"
+	}
+	if _, err := conn.Write([]byte(frames)); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReaderSize(conn, 1<<20)
+	for range calls + 1 {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("reading the answers: %v", err)
+		}
+		var resp contract.Response
+		if err := json.Unmarshal(line, &resp); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if resp.Error != nil {
+			t.Fatalf("call %s, pipelined behind hello, answered %v", resp.ID, resp.Error)
 		}
 	}
 }

@@ -32,10 +32,10 @@ func (d *Daemon) listenHTTP() error {
 		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken"))})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,
 		// A keep-alive connection with nothing asked of it for this long
 		// is closed; the body of a request has its own bound (decodeBody).
-		IdleTimeout: 2 * time.Minute,
+		IdleTimeout: d.opts.HTTPIdleTimeout,
 		ErrorLog:    nil,
 	}
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -26,8 +27,12 @@ var fastDemo = []string{
 // what it acknowledged.
 func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 	enabled(t)
+	port, err := bintest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	settings := append([]string{
-		"http.enabled", "true", "http.port", freePort(t),
+		"http.enabled", "true", "http.port", port,
 		"capacity.strategy", "fixed", "capacity.config.maxRunning", "4",
 	}, fastDemo...)
 	h := newHome(t, settings...)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -121,20 +121,6 @@ func (h *home) kill() {
 	}
 }
 
-// lockHeld reports whether a process holds the home's daemon lock.
-func (h *home) lockHeld() bool {
-	f, err := os.OpenFile(filepath.Join(h.dir, "daemon.lock"), os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return true
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
-}
-
 func (h *home) socket() string { return filepath.Join(h.dir, "daemon.sock") }
 
 // dial opens a session as principal; admin asks for the role with this
@@ -194,20 +180,9 @@ func (h *home) cleanup() {
 	if _, err := h.try("daemon", "stop"); err != nil {
 		h.t.Logf("cleanup: daemon stop: %v", err)
 	}
-	if h.lockHeld() && h.pid > 0 {
+	if bintest.LockHeld(h.dir) && h.pid > 0 {
 		_ = syscall.Kill(h.pid, syscall.SIGKILL)
 	}
-}
-
-// freePort is a TCP port free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
 func jsonOut(s string, v any) error { return json.Unmarshal([]byte(s), v) }

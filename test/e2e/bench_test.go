@@ -129,3 +129,64 @@ func TestBenchJSONHasEveryRowAndCleansUp(t *testing.T) {
 		}
 	}
 }
+
+// simlock bench --soak samples the daemon through the run and judges each
+// metric's trend; it exits 0 exactly when every trend is flat.
+func TestBenchSoakSamplesTheDaemonAndJudgesTheTrend(t *testing.T) {
+	t.Parallel()
+	consultSourcesOnce(t)
+	tmp, err := os.MkdirTemp("", "slbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, simlockBin, "bench", "--soak", "3s", "--sample-every", "500ms", "--agents", "10", "--json")
+	cmd.Env = append(baseEnv(tmp), "TMPDIR="+tmp)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var res struct {
+		Ops     int64 `json:"ops"`
+		Samples []struct {
+			RSSKiB     int64 `json:"rssKiB"`
+			HeapBytes  int64 `json:"heapBytes"`
+			Goroutines int   `json:"goroutines"`
+			OpenFiles  int   `json:"openFiles"`
+			Ops        int   `json:"ops"`
+		} `json:"samples"`
+		Trends []struct {
+			Metric string  `json:"metric"`
+			Last   float64 `json:"last"`
+			Bound  float64 `json:"bound"`
+			Flat   bool    `json:"flat"`
+		} `json:"trends"`
+		Flat bool `json:"flat"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
+		t.Fatalf("soak output is not JSON (%v): %v\n%s\n%s", runErr, err, stdout.String(), stderr.String())
+	}
+	if len(res.Samples) < 4 || res.Ops == 0 {
+		t.Fatalf("%d samples and %d operations in 3s at 500ms, want at least 4 and some", len(res.Samples), res.Ops)
+	}
+	for i, s := range res.Samples {
+		if s.RSSKiB <= 0 || s.HeapBytes <= 0 || s.Goroutines <= 0 || s.OpenFiles <= 0 || s.Ops <= 0 {
+			t.Errorf("sample %d lacks a figure: %+v", i, s)
+		}
+	}
+	if len(res.Trends) != 5 {
+		t.Fatalf("%d trends, want rss, heap, goroutines, files and p99", len(res.Trends))
+	}
+	flat := true
+	for _, tr := range res.Trends {
+		if tr.Flat != (tr.Last <= tr.Bound) {
+			t.Errorf("%s: last %v, bound %v, judged flat %v", tr.Metric, tr.Last, tr.Bound, tr.Flat)
+		}
+		flat = flat && tr.Flat
+	}
+	if flat != res.Flat || (runErr == nil) != res.Flat {
+		t.Fatalf("trends flat %v, result flat %v, exit %v: the verdict and the exit disagree", flat, res.Flat, runErr)
+	}
+}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/shimtest"
 )
 
@@ -246,12 +246,11 @@ func containsInOrder(got, want []string) bool {
 // freePort finds a TCP port nothing listens on, for a private adb server.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := bintest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return port
 }
 
 // The Android driver on a shim SDK: avdmanager creates simlock_<...> in the

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/bintest"
 )
 
 // waitBound is the failure bound of every wait: generous, since a wait that
@@ -110,21 +112,8 @@ func (h *home) cleanup() {
 	}
 }
 
-// lockHeld reports whether a process holds the home's daemon lock, i.e.
-// whether a daemon runs for it. Only call it when no daemon can be starting:
-// probing takes the lock for an instant.
-func lockHeld(dir string) bool {
-	f, err := os.OpenFile(filepath.Join(dir, "daemon.lock"), os.O_RDWR, 0)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		return true
-	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return false
-}
+// lockHeld reports whether a daemon runs for dir (see bintest.LockHeld).
+func lockHeld(dir string) bool { return bintest.LockHeld(dir) }
 
 // waitLockFree polls until nobody holds the daemon lock; false if the bound
 // passed first.

@@ -1,0 +1,66 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/config"
+)
+
+// The HTTP listener does not keep a connection that sends no request, or a
+// keep-alive connection nobody uses: each is closed past its bound.
+func TestHTTPConnectionsThatSendNothingAreClosed(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"http":{"enabled":true,"port":0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 200 * time.Millisecond
+	d, _ := startDaemonOpts(t, Options{Config: cfg, HTTPHeaderTimeout: bound, HTTPIdleTimeout: bound})
+	addr := strings.TrimPrefix(d.httpURL, "http://")
+
+	// closedWithin reports whether the server ends c within a wait far
+	// beyond bound (and far below the defaults, 10 s and 2 min).
+	closedWithin := func(c net.Conn, r io.Reader) bool {
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		_, err := io.Copy(io.Discard, r)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if !closedWithin(silent, silent) {
+		t.Errorf("a connection that never sent its headers is still open 3s later (header bound %s)", bound)
+	}
+
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := io.WriteString(idle, "GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(idle)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("healthz: %d, close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	if !closedWithin(idle, r) {
+		t.Errorf("an idle keep-alive connection is still open 3s later (idle bound %s)", bound)
+	}
+}
