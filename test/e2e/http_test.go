@@ -98,10 +98,11 @@ func TestHTTPLeaseRequestLifecycle(t *testing.T) {
 		t.Fatalf("first event = %+v, want queued", first)
 	}
 
-	// A long-poll parked on the queued request returns once it moves.
+	// A long-poll on the queued request returns once it moves, whether it
+	// arrives before the release (and parks) or after it. (That it parks,
+	// and does not answer early, is httpapi's TestGetLeaseRequestLongPoll.)
 	polled := make(chan reply, 1)
 	go func() { polled <- a.do("GET", "/v1/lease-requests/"+id+"?wait=30", bob, "") }()
-	time.Sleep(200 * time.Millisecond) // let the poll park; a poll that answers early is caught below
 	released := time.Now()
 	if d := a.do("DELETE", "/v1/leases/"+aliceLease["id"].(string), alice, ""); d.status != 202 || d.body["released"] != true {
 		t.Fatalf("release: %d %s", d.status, d.raw)
