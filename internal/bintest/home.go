@@ -1,6 +1,8 @@
 package bintest
 
 import (
+	"errors"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -24,12 +26,21 @@ func LockHeld(dir string) bool {
 	return false
 }
 
-// FreePort is a local TCP port that was free a moment ago.
-func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// FreePort is a local TCP port that was free a moment ago. It is taken
+// from 20000-29999, below the kernel's ephemeral range (32768 and up on
+// Linux, 49152 and up on macOS): every port-0 listener and outgoing
+// connection of the tests running beside this one gets its port from that
+// range, so none of them can take this one between now and its use.
+func FreePort() (int, error) {
+	const base, span = 20000, 10000
+	start := rand.IntN(span)
+	for i := range span {
+		port := base + (start+i)%span
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	return 0, errors.New("no free TCP port in 20000-29999")
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	settings := append([]string{
-		"http.enabled", "true", "http.port", port,
+		"http.enabled", "true", "http.port", strconv.Itoa(port),
 		"capacity.strategy", "fixed", "capacity.config.maxRunning", "4",
 	}, fastDemo...)
 	h := newHome(t, settings...)

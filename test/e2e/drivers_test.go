@@ -250,7 +250,7 @@ func freePort(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return port
+	return strconv.Itoa(port)
 }
 
 // The Android driver on a shim SDK: avdmanager creates simlock_<...> in the

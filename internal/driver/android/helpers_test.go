@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/android"
 	"github.com/simlock/simlock/internal/ownership"
@@ -106,15 +107,15 @@ func newRefused(t *testing.T, opts android.Options) error {
 	return err
 }
 
-// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort is a TCP port on 127.0.0.1 that was free a moment ago (see
+// bintest.FreePort).
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := bintest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func listening(port int) bool {
