@@ -31,6 +31,12 @@ type Driver interface {
 	// MakeReady boots the device and waits until it is usable. The returned
 	// Device carries the address to use now; it may change at every boot.
 	MakeReady(ctx context.Context, dev Device) (Device, error)
+	// Recover boots a device that stopped while it was leased, as it is:
+	// what its holder installed and wrote is still there. It never restores
+	// a clean state (that is Reclaim's, when the lease ends). A device that
+	// runs is only waited for. The returned Device carries the address to
+	// use now.
+	Recover(ctx context.Context, dev Device) (Device, error)
 	// Reclaim cleans a device after a lease and says what state it is left in.
 	Reclaim(ctx context.Context, dev Device) (ReclaimResult, error)
 	// Shutdown stops a running device; a stopped one is not an error.

@@ -205,7 +205,9 @@ func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan
 		if !still {
 			return
 		}
-		ready, err := e.opts.Drivers[rec.Platform].MakeReady(ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
+		// Recover, not MakeReady: the device boots as it was, with the
+		// holder's work on it, since the lease goes on.
+		ready, err := e.opts.Drivers[rec.Platform].Recover(ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
 		if ctx.Err() != nil {
 			return
 		}

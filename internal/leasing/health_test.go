@@ -134,19 +134,31 @@ func TestReleasingDuringARecoveryStopsIt(t *testing.T) {
 	})
 }
 
-// bootWatcher records how each boot ended.
+// bootWatcher records how each boot was asked for and how it ended.
 type bootWatcher struct {
 	*demo.Driver
 	mu    sync.Mutex
 	ended []error
+	kinds []string // "ready" or "recover", in order
 }
 
 func (b *bootWatcher) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	d, err := b.Driver.MakeReady(ctx, dev)
+	b.record("ready", ctx)
+	return d, err
+}
+
+func (b *bootWatcher) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	d, err := b.Driver.Recover(ctx, dev)
+	b.record("recover", ctx)
+	return d, err
+}
+
+func (b *bootWatcher) record(kind string, ctx context.Context) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = append(b.ended, ctx.Err())
-	return d, err
+	b.kinds = append(b.kinds, kind)
 }
 
 func TestReleasingDuringARebootCancelsTheBoot(t *testing.T) {
@@ -174,6 +186,11 @@ func TestReleasingDuringARebootCancelsTheBoot(t *testing.T) {
 		// it does not race the clean.
 		if len(watch.ended) != 2 || watch.ended[1] == nil {
 			t.Errorf("boots ended with %v, want the recovery's cancelled", watch.ended)
+		}
+		// The recovery boots the device as it is (Recover), keeping the
+		// holder's work; only the grant's boot may restore a clean state.
+		if !slices.Equal(watch.kinds, []string{"ready", "recover"}) {
+			t.Errorf("boots asked for %v, want the grant's MakeReady, then Recover", watch.kinds)
 		}
 		if s := deviceState(h, g.Device.ID); s != contract.DeviceShutdown {
 			t.Errorf("device after the release = %s, want cleaned (shutdown)", s)

@@ -543,20 +543,8 @@ func (d *Driver) stopEmulator(ctx context.Context, op, name string, r *running) 
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	const op = "boot"
 	name := dev.ID
-	present, err := d.lookupAVD(op, name)
-	if err != nil {
-		return driver.Device{}, err
-	}
-	if !present {
-		return driver.Device{}, crashf(op, "AVD %s is not in the device root %s", name, d.root)
-	}
-	if r, err := d.findRunning(ctx, op, name); err != nil {
-		return driver.Device{}, err
-	} else if r != nil {
-		if err := d.waitReady(ctx, op, name, r.port, r.emu); err != nil {
-			return driver.Device{}, err
-		}
-		return readyDevice(dev, r.port, ""), nil
+	if up, ok, err := d.alreadyUp(ctx, op, dev); err != nil || ok {
+		return up, err
 	}
 	hash, err := d.configHash(ctx, op, name)
 	if err != nil {
@@ -601,6 +589,44 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		return driver.Device{}, err
 	}
 	return readyDevice(dev, e.port, hash), nil
+}
+
+// Recover boots an AVD that stopped under a lease as it is: a cold boot that
+// loads no snapshot and wipes nothing, so the holder's apps and data are
+// still there. The clean snapshot and the wipe bookkeeping are left for the
+// reclaim that ends the lease. A device that runs is only waited for.
+func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	const op = "boot"
+	name := dev.ID
+	if up, ok, err := d.alreadyUp(ctx, op, dev); err != nil || ok {
+		return up, err
+	}
+	e, err := d.boot(ctx, op, name, []string{"-no-snapshot-load"})
+	if err != nil {
+		return driver.Device{}, err
+	}
+	return readyDevice(dev, e.port, ""), nil
+}
+
+// alreadyUp checks that dev's AVD is in the root and, when its emulator
+// already runs, waits until it is ready: ok then, with the device at its
+// address.
+func (d *Driver) alreadyUp(ctx context.Context, op string, dev driver.Device) (up driver.Device, ok bool, err error) {
+	present, err := d.lookupAVD(op, dev.ID)
+	if err != nil {
+		return driver.Device{}, false, err
+	}
+	if !present {
+		return driver.Device{}, false, crashf(op, "AVD %s is not in the device root %s", dev.ID, d.root)
+	}
+	r, err := d.findRunning(ctx, op, dev.ID)
+	if err != nil || r == nil {
+		return driver.Device{}, false, err
+	}
+	if err := d.waitReady(ctx, op, dev.ID, r.port, r.emu); err != nil {
+		return driver.Device{}, false, err
+	}
+	return readyDevice(dev, r.port, ""), true, nil
 }
 
 // readyDevice is dev at its new address.

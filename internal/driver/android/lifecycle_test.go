@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -461,5 +462,69 @@ func TestNonEmptyRootRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.root, "someone.avd")); err != nil {
 		t.Errorf("the root's content was touched: %v", err)
+	}
+}
+
+// A device that crashed under a lease comes back as it was: Recover cold
+// boots it without the clean snapshot or a wipe, so the app the holder
+// installed is still there; the reclaim that ends the lease still restores
+// the baseline.
+func TestRecoveryKeepsTheHoldersWorkAndTheReclaimStillCleans(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := ctxTimeout(t, 60*time.Second)
+	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := d.MakeReady(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, d, ready.Address, "com.example.work")
+
+	// The emulator dies.
+	ems := liveEmulators(t, f.shims)
+	if len(ems) != 1 {
+		t.Fatalf("running emulators = %+v, want one", ems)
+	}
+	if err := syscall.Kill(ems[0].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for alive(ems[0].Pid) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the emulator %d survived SIGKILL", ems[0].Pid)
+		case <-time.After(10 * time.Millisecond): // a killed process has no event to wait on
+		}
+	}
+	boots := len(findCalls(t, f.shims, "emulator", "-avd", dev.ID))
+
+	recovered, err := d.Recover(ctx, ready)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	launches := findCalls(t, f.shims, "emulator", "-avd", dev.ID)[boots:]
+	if len(launches) != 1 || !has(launches[0].Args, "-no-snapshot-load") || has(launches[0].Args, "-wipe-data") || has(launches[0].Args, "-snapshot") {
+		t.Fatalf("Recover launched %v, want one cold boot with no snapshot and no wipe", launches)
+	}
+	if got := packages(t, d, recovered.Address); !slices.Equal(got, []string{"com.example.work"}) {
+		t.Fatalf("packages after recovery = %v, want the holder's app kept", got)
+	}
+
+	res, err := d.Reclaim(ctx, recovered)
+	if err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	if res.State != contract.DeviceReady {
+		t.Errorf("Reclaim = %+v, want ready", res)
+	}
+	if got := packages(t, d, recovered.Address); len(got) != 0 {
+		t.Errorf("packages after the reclaim = %v, want the baseline's none", got)
 	}
 }

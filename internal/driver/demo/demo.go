@@ -441,6 +441,12 @@ func (d *Driver) randomID() string {
 	return fmt.Sprintf("%X-%X-%X-%X-%X", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// Recover boots a device that stopped under a lease; a demo boot keeps the
+// device as it was, so this is MakeReady.
+func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	return d.MakeReady(ctx, dev)
+}
+
 // MakeReady boots the device after BootTime; a booted device is returned at
 // once. An Android device takes the lowest free console port when the boot
 // starts and keeps it until it stops.

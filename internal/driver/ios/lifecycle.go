@@ -125,6 +125,12 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	return dev, nil
 }
 
+// Recover boots a simulator that stopped under a lease. A simulator's boot
+// never erases it (only Reclaim does), so this is MakeReady.
+func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	return d.MakeReady(ctx, dev)
+}
+
 // guard refuses to act on udid unless the root is still ours and lists it.
 // simctl --set already keeps other sets out of reach; this catches a
 // damaged registry, a swapped root, or a device gone from under us, before
