@@ -224,6 +224,15 @@ func (e Env) Calls(tb testing.TB) []Call {
 	return out
 }
 
+// ForgetCalls empties the call log: Calls then reports only what comes
+// after (a test's own calls, not its fixture's).
+func (e Env) ForgetCalls(tb testing.TB) {
+	tb.Helper()
+	if err := os.Remove(filepath.Join(e.State, "calls.jsonl")); err != nil && !os.IsNotExist(err) {
+		tb.Fatal(err)
+	}
+}
+
 // FailNext makes the next call of tool with subcommand sub exit with code
 // and print stderr.
 func (e Env) FailNext(tb testing.TB, tool, sub string, code int, stderr string) {

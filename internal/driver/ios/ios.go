@@ -120,11 +120,15 @@ type Driver struct {
 	componentDir string
 }
 
-// New finds xcrun and xcodebuild, claims the root and returns the driver.
-// A missing tool is a *ToolsMissingError naming each; a root that is not
-// ours (or cannot be made ours) is the *ownership.RootError from
-// ownership.Claim, unwrapped, so the caller can report its reason. New runs
-// no tool: a broken Xcode shows in Prerequisites and in the first call.
+// New finds xcrun and xcodebuild, claims the root, checks that Xcode (not
+// only the command line tools) is selected and returns the driver. A missing
+// tool is a *ToolsMissingError naming each; the command line tools alone
+// are *XcodeNotSelectedError, so the platform is off with the remedy rather
+// than on and failing every lease; a root that is not ours (or cannot be
+// made ours) is the *ownership.RootError from ownership.Claim, unwrapped, so
+// the caller can report its reason. The one tool New runs is `xcodebuild
+// -version`; an Xcode that does not answer it is left for Prerequisites and
+// the first call to report.
 func New(ctx context.Context, opts Options) (*Driver, error) {
 	opts = opts.withDefaults()
 	var missing []string
@@ -141,6 +145,9 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	if err := ownership.Claim(opts.Root, string(contract.PlatformIOS), opts.Instance); err != nil {
 		return nil, err
+	}
+	if _, ok, err := xcodeVersion(ctx, opts.Runner, opts.Logger, opts.Env, xcodebuild); err == nil && !ok {
+		return nil, &XcodeNotSelectedError{}
 	}
 	opts.Logger.DebugContext(ctx, "ios driver ready", "root", opts.Root, "xcrun", xcrun, "xcodebuild", xcodebuild)
 	return &Driver{
@@ -165,6 +172,14 @@ type ToolsMissingError struct {
 func (e *ToolsMissingError) Error() string {
 	return fmt.Sprintf("ios: %s not found; install Xcode and select it with `sudo xcode-select -s /Applications/Xcode.app/Contents/Developer`",
 		strings.Join(e.Tools, " and "))
+}
+
+// XcodeNotSelectedError is New finding only the command line tools
+// selected: they have xcrun and xcodebuild but cannot run simulators.
+type XcodeNotSelectedError struct{}
+
+func (e *XcodeNotSelectedError) Error() string {
+	return "ios: only the command line tools are selected, and simulators need Xcode; install Xcode, then select it with `" + selectXcode + "`"
 }
 
 // Name returns "ios".

@@ -139,3 +139,22 @@ func TestCallErrorMessages(t *testing.T) {
 		t.Errorf("start failure: %v", failed)
 	}
 }
+
+// With only the command line tools selected, New refuses with the remedy:
+// the platform is off and says why, rather than on and failing every lease.
+func TestNewRefusesTheCommandLineToolsAlone(t *testing.T) {
+	opts, e, _ := newOptions(t)
+	e.FailNext(t, "xcodebuild", "version", 1, commandLineToolsOnly)
+	d, err := New(t.Context(), opts)
+	var clt *XcodeNotSelectedError
+	if !errors.As(err, &clt) || d != nil {
+		t.Fatalf("New with the command line tools only = %v, %v; want an *XcodeNotSelectedError", d, err)
+	}
+	if !strings.Contains(err.Error(), selectXcode) {
+		t.Errorf("the refusal %q does not give the remedy %q", err, selectXcode)
+	}
+	// With Xcode selected, New goes on.
+	if _, err := New(t.Context(), opts); err != nil {
+		t.Fatalf("New with Xcode: %v", err)
+	}
+}
