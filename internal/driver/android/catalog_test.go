@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -162,6 +163,14 @@ func TestPrerequisites(t *testing.T) {
 
 func TestSDKRootFrom(t *testing.T) {
 	t.Parallel()
+	// Without either variable, the SDK is found where Android Studio puts
+	// it, when it is there.
+	withSDK, withoutSDK := t.TempDir(), t.TempDir()
+	if d := android.DefaultSDKRoot(runtime.GOOS, withSDK); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	for _, c := range []struct {
 		env  map[string]string
@@ -170,6 +179,9 @@ func TestSDKRootFrom(t *testing.T) {
 		{map[string]string{"ANDROID_HOME": "/a", "ANDROID_SDK_ROOT": "/b"}, "/a"},
 		{map[string]string{"ANDROID_SDK_ROOT": "/b"}, "/b"},
 		{map[string]string{}, ""},
+		{map[string]string{"HOME": withoutSDK}, ""},
+		{map[string]string{"HOME": withSDK}, android.DefaultSDKRoot(runtime.GOOS, withSDK)},
+		{map[string]string{"HOME": withSDK, "ANDROID_HOME": "/a"}, "/a"},
 	} {
 		if got := android.SDKRootFrom(env(c.env)); got != c.want {
 			t.Errorf("SDKRootFrom(%v) = %q, want %q", c.env, got, c.want)
@@ -195,6 +207,20 @@ func TestToolVersions(t *testing.T) {
 	for op, want := range map[driver.Operation]time.Duration{driver.OpProvision: time.Second, driver.OpBoot: 70 * time.Second, driver.OpReclaim: 6 * time.Second} {
 		if got := d.Estimate(op, contract.DeviceSpec{}); got != want {
 			t.Errorf("Estimate(%s) = %s, want %s", op, got, want)
+		}
+	}
+}
+
+func TestDefaultSDKRootIsWhereAndroidStudioPutsIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ goos, home, want string }{
+		{"darwin", "/Users/ann", "/Users/ann/Library/Android/sdk"},
+		{"linux", "/home/ann", "/home/ann/Android/Sdk"},
+		{"windows", "C:/Users/ann", ""},
+		{"linux", "", ""},
+	} {
+		if got := android.DefaultSDKRoot(c.goos, c.home); got != c.want {
+			t.Errorf("DefaultSDKRoot(%s, %q) = %q, want %q", c.goos, c.home, got, c.want)
 		}
 	}
 }

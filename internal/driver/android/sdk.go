@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -15,13 +16,39 @@ import (
 	"github.com/simlock/simlock/internal/runner"
 )
 
-// SDKRootFrom picks the SDK root from ANDROID_HOME, else ANDROID_SDK_ROOT;
-// "" when neither is set.
+// SDKRootFrom picks the SDK root from ANDROID_HOME, else ANDROID_SDK_ROOT,
+// else the place Android Studio installs it (DefaultSDKRoot) when a
+// directory is there: a daemon started by an MCP client often has neither
+// variable. "" when none of them gives one.
 func SDKRootFrom(getenv func(string) string) string {
 	if v := getenv("ANDROID_HOME"); v != "" {
 		return v
 	}
-	return getenv("ANDROID_SDK_ROOT")
+	if v := getenv("ANDROID_SDK_ROOT"); v != "" {
+		return v
+	}
+	if d := DefaultSDKRoot(runtime.GOOS, getenv("HOME")); d != "" {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			return d
+		}
+	}
+	return ""
+}
+
+// DefaultSDKRoot is where Android Studio puts the SDK for the user whose
+// home is home: ~/Library/Android/sdk on macOS, ~/Android/Sdk on Linux; ""
+// elsewhere or without a home.
+func DefaultSDKRoot(goos, home string) string {
+	if home == "" {
+		return ""
+	}
+	switch goos {
+	case "darwin":
+		return filepath.Join(home, "Library", "Android", "sdk")
+	case "linux":
+		return filepath.Join(home, "Android", "Sdk")
+	}
+	return ""
 }
 
 // SDKMissingError is an SDK without the tools the driver needs.
@@ -115,7 +142,7 @@ func Prerequisites(ctx context.Context, opts Options) []driver.Missing {
 		return driver.Missing{Platform: contract.PlatformAndroid, Prerequisite: what, Message: msg, Remedy: remedy}
 	}
 	if opts.SDKRoot == "" {
-		return []driver.Missing{miss("android-sdk", "no Android SDK: neither ANDROID_HOME nor ANDROID_SDK_ROOT is set",
+		return []driver.Missing{miss("android-sdk", "no Android SDK: neither ANDROID_HOME nor ANDROID_SDK_ROOT is set, and there is none where Android Studio puts it (~/Library/Android/sdk on macOS, ~/Android/Sdk on Linux)",
 			"install the Android SDK (Android Studio or the command-line tools) and set ANDROID_HOME to it")}
 	}
 	if fi, err := os.Stat(opts.SDKRoot); err != nil || !fi.IsDir() {
