@@ -261,14 +261,7 @@ func TestCloseStopsOnlyItsServer(t *testing.T) {
 	d := newDriver(t, f.opts)
 	other := newDriver(t, g.opts)
 	ctx := t.Context()
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8", OSVersion: "34"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8", OSVersion: "34"})
 	ready, err := d.MakeReady(ctx, dev)
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,21 @@ func newDriver(t *testing.T, opts android.Options) *android.Driver {
 	return d
 }
 
+// provision resolves req and creates the device, failing the test on
+// either error.
+func provision(t *testing.T, ctx context.Context, d *android.Driver, req driver.Request) driver.Device {
+	t.Helper()
+	spec, err := d.ResolveSpec(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
 // newRefused calls New expecting a refusal. A driver it gets anyway is
 // closed when the test ends, so that a broken refusal leaks no server.
 func newRefused(t *testing.T, opts android.Options) error {

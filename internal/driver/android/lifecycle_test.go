@@ -181,14 +181,7 @@ func TestReclaimPaths(t *testing.T) {
 	f := newFixture(t)
 	d := newDriver(t, f.opts)
 	ctx := t.Context()
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 9", OSVersion: "35"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 9", OSVersion: "35"})
 	t.Cleanup(func() { d.Destroy(t.Context(), dev) })
 	// launches lists the emulator launches since the last call.
 	seen := 0
@@ -300,16 +293,9 @@ func TestBootTimeout(t *testing.T) {
 	f.opts.BootTimeout = 300 * time.Millisecond
 	d := newDriver(t, f.opts)
 	ctx := t.Context()
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
 	f.shims.FailNext(t, "emulator", "boot-hang", 0, "")
-	_, err = d.MakeReady(ctx, dev)
+	_, err := d.MakeReady(ctx, dev)
 	var timeout *driver.BootTimeoutError
 	if !errors.As(err, &timeout) || timeout.DeviceID != dev.ID {
 		t.Fatalf("MakeReady of an emulator that never boots = %v, want *driver.BootTimeoutError for %s", err, dev.ID)
@@ -325,16 +311,9 @@ func TestEmulatorCrashFailsBoot(t *testing.T) {
 	f.opts.BootTimeout = time.Minute
 	d := newDriver(t, f.opts)
 	ctx := ctxTimeout(t, 30*time.Second)
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
 	f.shims.FailNext(t, "emulator", "boot", 1, "PANIC: Missing emulator engine program for 'x86_64' CPU.\n")
-	_, err = d.MakeReady(ctx, dev)
+	_, err := d.MakeReady(ctx, dev)
 	var crash *driver.CrashError
 	var timeout *driver.BootTimeoutError
 	if !errors.As(err, &crash) || errors.As(err, &timeout) || !strings.Contains(err.Error(), "PANIC: Missing emulator engine") {
@@ -356,14 +335,7 @@ func TestReadinessChecksIdentity(t *testing.T) {
 	f := newFixture(t)
 	d := newDriver(t, f.opts)
 	ctx := t.Context()
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
 	f.shims.FailNext(t, "adb", "emu-avd-path", 0, "/home/someone/.android/avd/Pixel_8.avd\r\nOK\r\n")
 	ready, err := d.MakeReady(ctx, dev)
 	var crash *driver.CrashError
@@ -474,14 +446,7 @@ func TestRecoveryKeepsTheHoldersWorkAndTheReclaimStillCleans(t *testing.T) {
 	f := newFixture(t)
 	d := newDriver(t, f.opts)
 	ctx := ctxTimeout(t, 60*time.Second)
-	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := d.Provision(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
 	ready, err := d.MakeReady(ctx, dev)
 	if err != nil {
 		t.Fatal(err)
