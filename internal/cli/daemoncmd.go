@@ -25,6 +25,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/logfile"
 )
 
 func daemonCmd(env Env) *cobra.Command {
@@ -54,15 +55,16 @@ func daemonRunCmd(env Env) *cobra.Command {
 			if err := os.MkdirAll(home, 0o700); err != nil {
 				return fail(fmt.Errorf("create SIMLOCK_HOME: %w", err))
 			}
-			logFile, err := os.OpenFile(filepath.Join(home, daemon.LogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			level, rotate := slog.LevelInfo, config.Default().Int("log.rotateBytes")
+			if cfg, err := config.Load(home); err == nil {
+				_ = level.UnmarshalText([]byte(cfg.String("log.level")))
+				rotate = cfg.Int("log.rotateBytes")
+			}
+			logFile, err := logfile.Open(filepath.Join(home, daemon.LogName), rotate)
 			if err != nil {
 				return fail(fmt.Errorf("open daemon log: %w", err))
 			}
 			defer logFile.Close()
-			level := slog.LevelInfo
-			if cfg, err := config.Load(home); err == nil {
-				_ = level.UnmarshalText([]byte(cfg.String("log.level")))
-			}
 			log := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
 			opts, err := daemonOptions(cmd.Context(), env, home, log)
 			if err == nil && withHTTP {

@@ -158,6 +158,8 @@ var keys = []keySpec{
 		doc: "port of simlock's own adb server (never 5037, the default server's)"},
 	{key: "log.level", kind: kindEnum, def: "info", allowed: []string{"debug", "info", "warn", "error"},
 		doc: "daemon log level"},
+	{key: "log.rotateBytes", kind: kindInt, def: int64(10 << 20), min: 0,
+		doc: "daemon.log is moved to daemon.log.1 when a line would take it past this size, and 3 older files are kept; 0 never rotates"},
 }
 
 // aliases are shorter spellings accepted for keys of the fixed strategy,
