@@ -6,8 +6,8 @@ import (
 )
 
 // giveBackQuiet is how long after a session was dropped for not reading the
-// daemon waits for more drops before it gives their memory back: one
-// collection for a burst of them.
+// daemon gives its memory back; drops meanwhile share that collection, so
+// a flood of them costs at most one forced collection per giveBackQuiet.
 const giveBackQuiet = 200 * time.Millisecond
 
 // freedSessionMemory is told that a session dropped for not reading has let

@@ -56,8 +56,10 @@ func (l *File) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	if l.maxBytes > 0 && l.size > 0 && l.size+int64(len(p)) > l.maxBytes {
 		if err := l.rotate(); err != nil {
-			// Keep logging into the file we have rather than lose lines.
+			// Keep logging into the file we have rather than lose lines,
+			// and try again only another maxBytes later, not at every line.
 			fmt.Fprintf(os.Stderr, "simlock: rotating %s: %v\n", l.path, err)
+			l.size = 0
 		}
 	}
 	n, err := l.f.Write(p)
@@ -69,7 +71,7 @@ func (l *File) Write(p []byte) (int, error) {
 // and opens a new path. l.mu must be held.
 func (l *File) rotate() error {
 	if err := l.f.Close(); err != nil {
-		return err
+		return l.reopen(err)
 	}
 	for i := Kept - 1; i >= 1; i-- {
 		if err := os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1)); err != nil && !os.IsNotExist(err) {

@@ -80,3 +80,28 @@ func TestReopeningALogAppendsAndCountsWhatIsThere(t *testing.T) {
 		t.Errorf("the live file holds %d bytes, want the 200 written", len(b))
 	}
 }
+
+func TestALogThatCannotRotateKeepsEveryLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "daemon.log")
+	// path.2 cannot move to path.3: both are directories with something in.
+	for _, d := range []string{path + ".2", path + ".3"} {
+		if err := os.MkdirAll(filepath.Join(d, "x"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Open(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("y", 39) + "\n")
+	for range 10 {
+		if _, err := l.Write(line); err != nil {
+			t.Fatalf("a write after a failed rotation: %v", err)
+		}
+	}
+	l.Close()
+	if b, _ := os.ReadFile(path); len(b) != 10*len(line) {
+		t.Errorf("the live file holds %d bytes, want all %d written: a failed rotation lost lines", len(b), 10*len(line))
+	}
+}
