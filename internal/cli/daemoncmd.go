@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shirou/gopsutil/v4/cpu"
+	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/mem"
 	"github.com/spf13/cobra"
 
@@ -150,9 +151,24 @@ func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) 
 		return daemon.DriverSetup{Drivers: set.drivers, Notes: set.notes, Rejections: set.rejections, Prerequisites: set.prerequisites}, err
 	}
 	return daemon.Options{
-		Home: home, Version: env.Version, Config: cfg, SetupDrivers: setup, Host: readHost(), Logger: log,
+		Home: home, Version: env.Version, Config: cfg, SetupDrivers: setup, Host: readHost(), HostOS: hostOS(), Logger: log,
 		ClassDefaults: classDefaults(cfg),
 	}, nil
+}
+
+// hostOS names the operating system release ("macOS 15.5", "debian
+// 12.9"), or "" when the host does not say within a few seconds.
+func hostOS() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	platform, _, version, err := host.PlatformInformationWithContext(ctx)
+	if err != nil || platform == "" {
+		return ""
+	}
+	if platform == "darwin" {
+		platform = "macOS"
+	}
+	return strings.TrimSpace(platform + " " + version)
 }
 
 // classDefaults reads ios.defaultModels.<class> and android.defaultModels.<class>.

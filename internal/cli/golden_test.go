@@ -36,9 +36,9 @@ func TestStatusGolden(t *testing.T) {
 	s := contract.Status{
 		Daemon: contract.DaemonInfo{Version: "1.0.0", PID: 4242, Health: "running", Home: "/home/agent/.simlock",
 			Protocol: contract.VersionRange{Min: 1, Max: 1}},
-		Host: contract.HostInfo{OS: "darwin", Arch: "arm64", CPUs: 10, RAMBytes: 32 << 30},
+		Host: contract.HostInfo{OS: "darwin", Arch: "arm64", CPUs: 10, RAMBytes: 32 << 30, OSVersion: "macOS 15.5"},
 		Drivers: []contract.DriverStatus{
-			{Platform: "ios", Driver: "demo", Enabled: true},
+			{Platform: "ios", Driver: "ios", Enabled: true, Tools: []contract.ToolVersion{{Name: "xcode", Version: "26.1", Build: "17B55"}}},
 			{Platform: "android", Reason: "no driver enabled"},
 		},
 		Capacity: &contract.Capacity{Strategy: "fixed",
@@ -50,6 +50,8 @@ func TestStatusGolden(t *testing.T) {
 		Devices: []contract.Device{
 			{ID: "dev_a", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 17", OSVersion: "26.1"}, State: "leased", StateSince: ms(-90 * time.Second), LeaseID: "lse_a"},
 			{ID: "dev_b", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}, State: "provisioning", StateSince: ms(-2 * time.Second)},
+			{ID: "dev_c", Spec: contract.DeviceSpec{Platform: "ios", Model: "iPhone 17", OSVersion: "26.1"}, State: "reclaiming", StateSince: ms(-3 * time.Minute),
+				TransitionAgeMs: 180_000, Stalled: true},
 		},
 		Leases: []contract.LeaseRecord{{ID: "lse_a", DeviceID: "dev_a", RequesterID: "claude-code:1", GrantedAt: ms(-90 * time.Second),
 			LastRenewedAt: ms(-10 * time.Second), TTLDeadline: ms(5 * time.Minute)}},
@@ -66,6 +68,8 @@ func TestStatusGolden(t *testing.T) {
 		WarmPool: &contract.WarmPoolStatus{Enabled: true, Targets: []contract.WarmTargetStatus{
 			{WarmTarget: contract.WarmTarget{Platform: "ios", Model: "iPhone 17", Count: 2}, Ready: 1, Booting: 0, Short: 1, Reason: "running-limit"},
 		}},
+		EventLog: &contract.EventLogStatus{Events: 4200, OldestSeq: 800, OldestTs: ms(-50 * time.Hour), LastSeq: 4999,
+			RetentionDays: 7, MaxEvents: 100000, LastPruneAt: ms(-time.Minute), LastPruned: 3, PrunedTotal: 799},
 	}
 	var b bytes.Buffer
 	renderStatus(&b, s, now, false)
@@ -74,8 +78,8 @@ func TestStatusGolden(t *testing.T) {
 	// The summary: the same status as the daemon sends it with summary,
 	// counts where the lists were.
 	s.Devices, s.Leases, s.Waiting = nil, nil, nil
-	s.Counts = &contract.StatusCounts{Devices: 2, Leases: 1, Waiting: 3,
-		DevicesByState: map[contract.DeviceState]int{contract.DeviceLeased: 1, contract.DeviceProvisioning: 1}}
+	s.Counts = &contract.StatusCounts{Devices: 3, Leases: 1, Waiting: 3,
+		DevicesByState: map[contract.DeviceState]int{contract.DeviceLeased: 1, contract.DeviceProvisioning: 1, contract.DeviceReclaiming: 1}}
 	b.Reset()
 	renderStatus(&b, s, now, true)
 	golden(t, "status-summary", b.Bytes())

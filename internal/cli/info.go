@@ -52,13 +52,17 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time, summary bool) {
 	fmt.Fprintf(w, "Daemon: %s (pid %d, version %s, protocol %d-%d)\n", s.Daemon.Health, s.Daemon.PID, s.Daemon.Version,
 		s.Daemon.Protocol.Min, s.Daemon.Protocol.Max)
 	fmt.Fprintf(w, "Home: %s\n", s.Daemon.Home)
-	fmt.Fprintf(w, "Host: %s/%s, %d CPUs, %s RAM\n", s.Host.OS, s.Host.Arch, s.Host.CPUs, bytesHuman(s.Host.RAMBytes))
+	osName := ""
+	if s.Host.OSVersion != "" {
+		osName = " (" + s.Host.OSVersion + ")"
+	}
+	fmt.Fprintf(w, "Host: %s/%s%s, %d CPUs, %s RAM\n", s.Host.OS, s.Host.Arch, osName, s.Host.CPUs, bytesHuman(s.Host.RAMBytes))
 	if s.Daemon.Health == "starting" {
 		return
 	}
 	for _, d := range s.Drivers {
 		if d.Enabled {
-			fmt.Fprintf(w, "Driver %s: %s\n", d.Platform, d.Driver)
+			fmt.Fprintf(w, "Driver %s: %s%s\n", d.Platform, d.Driver, toolsLine(d.Tools))
 		} else {
 			fmt.Fprintf(w, "Driver %s: none (%s)\n", d.Platform, d.Reason)
 		}
@@ -79,6 +83,27 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time, summary bool) {
 		renderLists(w, s, now)
 	}
 	renderInstallsAndPool(w, s, now)
+	if l := s.EventLog; l != nil {
+		oldest := ""
+		if l.Events > 0 {
+			oldest = ", oldest " + roundDur(now.Sub(time.UnixMilli(l.OldestTs))) + " ago"
+		}
+		fmt.Fprintf(w, "Event log: %d events%s; keeps %d days, at most %d; %d pruned since start\n",
+			l.Events, oldest, l.RetentionDays, l.MaxEvents, l.PrunedTotal)
+	}
+}
+
+// toolsLine is " (xcode 26.1 17B55, …)" for the tools a driver reported,
+// "" for none.
+func toolsLine(ts []contract.ToolVersion) string {
+	if len(ts) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(ts))
+	for _, t := range ts {
+		parts = append(parts, strings.TrimSpace(t.Name+" "+t.Version+" "+t.Build))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // renderCounts is the summary's middle: how many devices by state, leases
@@ -110,8 +135,12 @@ func renderLists(w io.Writer, s contract.Status, now time.Time) {
 		if d.LeaseID != "" {
 			lease = ", lease " + d.LeaseID
 		}
-		fmt.Fprintf(w, "  %s %s %s %s: %s for %s%s\n", d.ID, d.Spec.Platform, d.Spec.Model, d.Spec.OSVersion, d.State,
-			roundDur(now.Sub(time.UnixMilli(d.StateSince))), lease)
+		stalled := ""
+		if d.Stalled {
+			stalled = " (stalled)"
+		}
+		fmt.Fprintf(w, "  %s %s %s %s: %s for %s%s%s\n", d.ID, d.Spec.Platform, d.Spec.Model, d.Spec.OSVersion, d.State,
+			roundDur(now.Sub(time.UnixMilli(d.StateSince))), stalled, lease)
 	}
 	fmt.Fprintf(w, "Leases: %d\n", len(s.Leases))
 	for _, l := range s.Leases {

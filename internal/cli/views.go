@@ -41,7 +41,11 @@ func dash(s string) string {
 func renderDevicesTable(w io.Writer, ds []contract.Device, now time.Time) {
 	rows := make([][]string, 0, len(ds))
 	for _, d := range ds {
-		rows = append(rows, []string{d.ID, string(d.Spec.Platform), d.Spec.Model, d.Spec.OSVersion, string(d.State),
+		state := string(d.State)
+		if d.Stalled {
+			state += " (stalled)"
+		}
+		rows = append(rows, []string{d.ID, string(d.Spec.Platform), d.Spec.Model, d.Spec.OSVersion, state,
 			roundDur(now.Sub(time.UnixMilli(d.StateSince))), dash(d.LeaseID)})
 	}
 	table(w, "No devices.", []string{"DEVICE", "PLATFORM", "MODEL", "OS", "STATE", "FOR", "LEASE"}, rows)

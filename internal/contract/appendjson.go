@@ -43,6 +43,13 @@ func (d Device) AppendJSON(b []byte) []byte {
 		b = append(b, `,"lastUsedAt":`...)
 		b = strconv.AppendInt(b, d.LastUsedAt, 10)
 	}
+	if d.TransitionAgeMs != 0 {
+		b = append(b, `,"transitionAgeMs":`...)
+		b = strconv.AppendInt(b, d.TransitionAgeMs, 10)
+	}
+	if d.Stalled {
+		b = append(b, `,"stalled":true`...)
+	}
 	return append(b, '}')
 }
 

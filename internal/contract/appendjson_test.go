@@ -24,7 +24,8 @@ func TestTheHandEncodersWriteWhatEncodingJSONWrites(t *testing.T) {
 		d := Device{ID: randomString(rng), DriverDeviceID: randomString(rng), Driver: randomString(rng),
 			Spec:  DeviceSpec{Platform: Platform(randomString(rng)), Model: randomString(rng), OSVersion: randomString(rng)},
 			State: DeviceState(randomString(rng)), Address: randomString(rng), LeaseID: randomString(rng),
-			CreatedAt: rng.Int64N(1 << 45), StateSince: rng.Int64N(1<<45) - 1<<40, LastUsedAt: rng.Int64N(3)}
+			CreatedAt: rng.Int64N(1 << 45), StateSince: rng.Int64N(1<<45) - 1<<40, LastUsedAt: rng.Int64N(3),
+			TransitionAgeMs: rng.Int64N(3), Stalled: rng.IntN(2) == 0}
 		want, _ := json.Marshal(d)
 		if got := d.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("device:\n got %s\nwant %s", got, want)

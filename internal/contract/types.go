@@ -93,6 +93,11 @@ type Device struct {
 	CreatedAt      int64       `json:"createdAt"`
 	StateSince     int64       `json:"stateSince"`
 	LastUsedAt     int64       `json:"lastUsedAt,omitempty"`
+	// TransitionAgeMs is how long a provisioning or reclaiming device has
+	// been so, and Stalled whether that is past the stall threshold
+	// (stalledTransition.*). Status sets them; other views leave them out.
+	TransitionAgeMs int64 `json:"transitionAgeMs,omitempty"`
+	Stalled         bool  `json:"stalled,omitempty"`
 }
 
 // LeaseRecord is a held lease. Times are epoch milliseconds.
@@ -528,6 +533,35 @@ type HostInfo struct {
 	Arch     string `json:"arch"`
 	CPUs     int    `json:"cpus"`
 	RAMBytes int64  `json:"ramBytes"`
+	// OSVersion names the operating system release ("macOS 15.5",
+	// "debian 12.9"), when the host says.
+	OSVersion string `json:"osVersion,omitempty"`
+}
+
+// ToolVersion is one platform tool's version, as its driver reads it.
+type ToolVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Build   string `json:"build,omitempty"`
+}
+
+// EventLogStatus is the event log's size and how it is kept bounded.
+type EventLogStatus struct {
+	// Events is how many events the log holds, OldestSeq and OldestTs the
+	// oldest of them (0 when empty), LastSeq the newest seq ever given.
+	Events    int64 `json:"events"`
+	OldestSeq int64 `json:"oldestSeq,omitempty"`
+	OldestTs  int64 `json:"oldestTs,omitempty"`
+	LastSeq   int64 `json:"lastSeq"`
+	// RetentionDays and MaxEvents are the limits (eventLog.*).
+	RetentionDays int64 `json:"retentionDays"`
+	MaxEvents     int64 `json:"maxEvents"`
+	// LastPruneAt is when the daemon last pruned (0: not yet this run),
+	// LastPruned how many events that deleted, and PrunedTotal how many
+	// it has deleted since it started.
+	LastPruneAt int64 `json:"lastPruneAt,omitempty"`
+	LastPruned  int64 `json:"lastPruned"`
+	PrunedTotal int64 `json:"prunedTotal"`
 }
 
 // DriverStatus says which driver serves a platform, if any.
@@ -540,6 +574,9 @@ type DriverStatus struct {
 	// RootRejected is set when the platform is off because its device root
 	// failed the ownership check.
 	RootRejected *RootRejection `json:"rootRejected,omitempty"`
+	// Tools are the versions of the platform tools the driver uses, once
+	// read (a moment after start).
+	Tools []ToolVersion `json:"tools,omitempty"`
 }
 
 // RootRejection says why a device root was refused.
@@ -577,6 +614,8 @@ type Status struct {
 	Installs []InstallStatus `json:"installs,omitempty"`
 	// WarmPool is the warm pool's settings and how each target fares.
 	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
+	// EventLog is the event log's size and pruning.
+	EventLog *EventLogStatus `json:"eventLog,omitempty"`
 }
 
 // StatusCounts are how many devices (by state), leases and open requests

@@ -79,6 +79,9 @@ type Options struct {
 	// simlock installed in earlier runs (a simulated driver restores them).
 	SetupDrivers func(ctx context.Context, installed map[contract.Platform][]string) (DriverSetup, error)
 	Host         core.Host
+	// HostOS names the operating system release, for status ("" if
+	// unknown).
+	HostOS string
 	// ClassDefaults are configured model preferences per platform and class.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
 	Logger        *slog.Logger
@@ -137,6 +140,12 @@ type Daemon struct {
 	conns    map[*conn]struct{}
 	holders  map[string]map[*session]struct{} // lease id -> sessions holding or watching it
 	stopping bool
+	// pruneAt, lastPruned and prunedTotal are the event log's last prune
+	// (epoch ms) and what it and all prunes this run deleted.
+	pruneAt, lastPruned, prunedTotal int64
+	// tools are the tool versions each driver reported, read once after
+	// startup.
+	tools map[contract.Platform][]contract.ToolVersion
 }
 
 // SocketPath is the socket under home.
@@ -191,7 +200,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d := &Daemon{
 		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
-		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, freed: make(chan struct{}, 1),
+		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
@@ -365,6 +374,10 @@ func (d *Daemon) converge(ctx context.Context) {
 			PressureThreshold: cfg.Int("diskPressure.freeBytesThreshold"),
 			FreeBytes:         freeBytes,
 		},
+		Stall: leasing.StallPolicy{
+			Multiplier: int(cfg.Int("stalledTransition.thresholdMultiplier")),
+			Minimum:    time.Duration(cfg.Int("stalledTransition.minimumThresholdMs")) * time.Millisecond,
+		},
 		Quarantine: leasing.QuarantinePolicy{
 			MaxRetries: int(cfg.Int("warmPool.quarantine.maxRetries")),
 			Backoff:    time.Duration(cfg.Int("warmPool.quarantine.retryBackoffMs")) * time.Millisecond,
@@ -381,10 +394,14 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
-	d.bg.Add(1)
+	d.bg.Add(2)
 	go func() {
 		defer d.bg.Done()
 		d.maintain()
+	}()
+	go func() {
+		defer d.bg.Done()
+		d.readToolVersions()
 	}()
 }
 
@@ -410,9 +427,9 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 }
 
 // Retention of settled history in the database (requests: config keys
-// lease.requestRetentionMs and lease.maxRequestRecords).
+// lease.requestRetentionMs and lease.maxRequestRecords; events:
+// eventLog.retentionDays and eventLog.maxEvents).
 const (
-	keepEvents     = 100_000
 	leaseRetention = 7 * 24 * time.Hour
 	pruneEvery     = 10 * time.Minute
 )
@@ -424,21 +441,51 @@ func (d *Daemon) maintain() {
 	defer t.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		now := time.Now()
-		_, err1 := d.db.PruneEvents(ctx, keepEvents)
-		retention := time.Duration(d.opts.Config.Int("lease.requestRetentionMs")) * time.Millisecond
-		_, err2 := d.db.PruneRequests(ctx, now.Add(-retention).UnixMilli(), int(d.opts.Config.Int("lease.maxRequestRecords")))
-		_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
-		cancel()
-		if err := errors.Join(err1, err2, err3); err != nil {
+		if err := d.pruneHistory(ctx, time.Now()); err != nil {
 			d.log.Warn("prune history", "err", err)
 		}
+		cancel()
 		select {
 		case <-d.stopReq:
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// pruneHistory deletes, as of now, the events, settled requests and ended
+// leases past their retention, and notes what the event log lost for
+// status.
+func (d *Daemon) pruneHistory(ctx context.Context, now time.Time) error {
+	cfg := d.opts.Config
+	days := time.Duration(cfg.Int("eventLog.retentionDays")) * 24 * time.Hour
+	pruned, err1 := d.db.PruneEvents(ctx, now.Add(-days).UnixMilli(), int(cfg.Int("eventLog.maxEvents")))
+	if err1 == nil {
+		d.mu.Lock()
+		d.pruneAt, d.lastPruned, d.prunedTotal = now.UnixMilli(), pruned, d.prunedTotal+pruned
+		d.mu.Unlock()
+		if pruned > 0 {
+			d.log.Info("pruned the event log", "events", pruned)
+		}
+	}
+	retention := time.Duration(cfg.Int("lease.requestRetentionMs")) * time.Millisecond
+	_, err2 := d.db.PruneRequests(ctx, now.Add(-retention).UnixMilli(), int(cfg.Int("lease.maxRequestRecords")))
+	_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
+	return errors.Join(err1, err2, err3)
+}
+
+// eventLogStatus is the event log's extent and pruning as status shows it.
+func (d *Daemon) eventLogStatus(ctx context.Context) (*contract.EventLogStatus, error) {
+	span, err := d.db.EventLogSpan(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &contract.EventLogStatus{Events: span.Events, OldestSeq: span.OldestSeq, OldestTs: span.OldestTs, LastSeq: span.LastSeq,
+		RetentionDays: d.opts.Config.Int("eventLog.retentionDays"), MaxEvents: d.opts.Config.Int("eventLog.maxEvents")}
+	d.mu.Lock()
+	s.LastPruneAt, s.LastPruned, s.PrunedTotal = d.pruneAt, d.lastPruned, d.prunedTotal
+	d.mu.Unlock()
+	return s, nil
 }
 
 // recordRejections commits driver.root-rejected for each refused root, so
@@ -689,7 +736,41 @@ func (d *Daemon) info(health string) contract.DaemonInfo {
 }
 
 func (d *Daemon) host() contract.HostInfo {
-	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes}
+	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes,
+		OSVersion: d.opts.HostOS}
+}
+
+// toolVersionsTimeout bounds one driver's report of its tool versions
+// (xcodebuild -version takes seconds on a cold Mac).
+const toolVersionsTimeout = 30 * time.Second
+
+// readToolVersions asks each driver, once and side by side, which tool
+// versions it uses, for status. It runs after ready: a slow tool delays
+// only its line in status, not the daemon.
+func (d *Daemon) readToolVersions() {
+	var wg sync.WaitGroup
+	for p, drv := range d.opts.Drivers {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(d.life, toolVersionsTimeout)
+			defer cancel()
+			vs, err := drv.ToolVersions(ctx)
+			if err != nil {
+				d.log.Warn("tool versions unreadable", "platform", p, "err", err)
+				return
+			}
+			d.mu.Lock()
+			d.tools[p] = vs
+			d.mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// toolVersions is what p's driver reported, nil until it has.
+func (d *Daemon) toolVersions(p contract.Platform) []contract.ToolVersion {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.tools[p]
 }
 
 func randHex(n int) string {

@@ -77,7 +77,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 				return nil, err
 			}
 		}
-		return s.d.status(caller, in), nil
+		return s.d.status(s.ctx, caller, in), nil
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -415,7 +415,7 @@ func (a statusAnswer) appendResult(b []byte) ([]byte, error) {
 
 // status answers status.get: the engine's part read in one snapshot, and
 // in a summary without the lists.
-func (d *Daemon) status(c leasing.Caller, in contract.StatusGetInput) statusAnswer {
+func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.StatusGetInput) statusAnswer {
 	select {
 	case <-d.ready:
 	default:
@@ -434,7 +434,7 @@ func (d *Daemon) status(c leasing.Caller, in contract.StatusGetInput) statusAnsw
 	for _, p := range contract.Platforms() {
 		ds := contract.DriverStatus{Platform: p}
 		if drv, ok := d.opts.Drivers[p]; ok {
-			ds.Driver, ds.Enabled, ds.Root = drv.Name(), true, drv.Root()
+			ds.Driver, ds.Enabled, ds.Root, ds.Tools = drv.Name(), true, drv.Root(), d.toolVersions(p)
 		} else {
 			ds.Reason = d.opts.DriverNotes[p]
 			if r, ok := d.opts.Rejections[p]; ok {
@@ -448,6 +448,13 @@ func (d *Daemon) status(c leasing.Caller, in contract.StatusGetInput) statusAnsw
 	}
 	if d.installer != nil {
 		s.Installs = d.installer.Installs()
+	}
+	// An unreadable event log leaves its part out: status is what an
+	// operator reads when something is wrong, so it answers with the rest.
+	if log, err := d.eventLogStatus(ctx); err == nil {
+		s.EventLog = log
+	} else {
+		d.log.Warn("status: event log unreadable", "err", err)
 	}
 	if !in.Summary {
 		return statusAnswer{s: s, full: true, engine: d.engine, caller: c}

@@ -93,12 +93,8 @@ type Reality struct {
 // its own stdio. It is the wire type itself, since the daemon only hands it on.
 type Command = contract.PassthroughResult
 
-// ToolVersion is one platform tool's version.
-type ToolVersion struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Build   string `json:"build,omitempty"`
-}
+// ToolVersion is one platform tool's version; status shows it as is.
+type ToolVersion = contract.ToolVersion
 
 // Missing is a prerequisite a platform lacks, with what to do about it.
 type Missing struct {

@@ -4,46 +4,25 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/queue"
 )
 
-// Stalled-transition thresholds: a device is stalled when its transition
-// has taken stalledMultiplier times the driver's estimate, and at least
-// stalledMinimum.
-const (
-	stalledMultiplier = 3
-	stalledMinimum    = time.Minute
-)
-
 // Stalled lists devices stuck in a transition (provisioning, reclaiming)
-// with no work in flight on them: nothing will move them on.
+// past the stall threshold with no work in flight on them: nothing will
+// move them on.
 func (e *Engine) Stalled() []contract.Device {
 	var out []contract.Device
 	t := now()
 	e.view(func() {
 		e.reg.each(func(d *dev) bool {
-			if d.claim != claimNone {
+			if d.claim != claimNone || (d.State == contract.DeviceReclaiming && d.lease != "") {
 				return true
 			}
-			var op driver.Operation
-			switch d.State {
-			case contract.DeviceProvisioning:
-				op = driver.OpProvision
-			case contract.DeviceReclaiming:
-				if d.lease != "" {
-					return true
-				}
-				op = driver.OpReclaim
-			default:
-				return true
-			}
-			limit := max(stalledMultiplier*e.estimate(d.Platform, op, d.spec()), stalledMinimum.Milliseconds())
-			if t-d.StateSince > limit {
-				out = append(out, deviceView(d))
+			if v := e.withTransition(deviceView(d), d, t); v.Stalled {
+				out = append(out, v)
 			}
 			return true
 		})

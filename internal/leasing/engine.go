@@ -96,6 +96,8 @@ type Options struct {
 	DownloadPolicy string
 	// Quarantine is how quarantined devices are retried.
 	Quarantine QuarantinePolicy
+	// Stall is when a transition counts as stalled (see StallPolicy).
+	Stall StallPolicy
 	// Health is how leased devices are watched (off unless Enabled).
 	Health HealthPolicy
 	// Idle is the idle tiers (off unless Enabled; Cleanup runs them on
@@ -201,6 +203,7 @@ func New(opts Options) *Engine {
 		opts.Fatal = func(error) {}
 	}
 	opts.Quarantine = opts.Quarantine.withDefaults()
+	opts.Stall = opts.Stall.withDefaults()
 	opts.Health = opts.Health.withDefaults()
 	opts.Idle = opts.Idle.withDefaults()
 	if opts.WarmPool != nil {
@@ -334,6 +337,10 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.endLocked(tx, id, ReasonExpired)
 		}
 		e.convergeLeasesLocked(tx, reality)
+		e.reg.each(func(d *dev) bool {
+			e.armStallLocked(tx, d)
+			return true
+		})
 		return nil
 	})
 	if err != nil {

@@ -44,8 +44,9 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 			return
 		}
 		s.Devices = make([]contract.Device, 0, e.reg.len())
+		t := now()
 		e.reg.each(func(d *dev) bool {
-			s.Devices = append(s.Devices, deviceView(d))
+			s.Devices = append(s.Devices, e.withTransition(deviceView(d), d, t))
 			return true
 		})
 		s.Leases = make([]contract.LeaseRecord, 0, len(e.leases))
@@ -73,14 +74,21 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 		b = slices.Grow(b, e.reg.len()*360+len(e.leases)*260+32)
 		b = append(b, `"devices":[`...)
 		first := true
+		t := now()
 		e.reg.each(func(d *dev) bool {
 			if !first {
 				b = append(b, ',')
 			}
 			first = false
-			if l := e.leases[d.lease]; !c.Admin && d.lease != "" && (l == nil || l.OwnerID != c.Principal) {
-				v := deviceView(d)
-				v.LeaseID = ""
+			l := e.leases[d.lease]
+			hide := !c.Admin && d.lease != "" && (l == nil || l.OwnerID != c.Principal)
+			if hide || transitioning(d.State) {
+				// Not the kept encoding: it names the lease, or the
+				// transition's age has moved on since it was made.
+				v := e.withTransition(deviceView(d), d, t)
+				if hide {
+					v.LeaseID = ""
+				}
 				b = v.AppendJSON(b)
 				return true
 			}

@@ -109,6 +109,9 @@ func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
 	if err := core.CheckTransition(d.ID, from, d.State); err != nil {
 		panic(err)
 	}
+	if d.State != from {
+		e.armStallLocked(tx, d)
+	}
 	// A device the decision made is pending already, as new: the first
 	// version pending in a decision is what the store holds.
 	e.pending.device(d.Device, &stored)
@@ -130,6 +133,7 @@ func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *de
 	})
 	e.setClaim(tx, d, c)
 	e.pending.device(d.Device, nil)
+	e.armStallLocked(tx, d)
 	return d
 }
 

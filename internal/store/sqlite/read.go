@@ -42,7 +42,8 @@ WHERE state NOT IN ` + terminalStates + ` ORDER BY created_at, rowid`
 
 	// lastSeq reads SQLite's AUTOINCREMENT counter rather than the events
 	// table, so that pruning can never move it backwards.
-	lastSeq = `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	lastSeq     = `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	oldestEvent = `SELECT seq, timestamp FROM events ORDER BY seq LIMIT 1`
 )
 
 // Load returns what a starting daemon needs to resume: the live devices, the
@@ -239,8 +240,42 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) ([]contract.Event,
 // LastSeq returns the highest seq ever assigned, or 0 if no event was ever
 // appended. Pruning never moves it backwards.
 func (db *DB) LastSeq(ctx context.Context) (int64, error) {
+	return db.lastSeqOn(ctx, db.st.lastSeq)
+}
+
+// EventLogSpan is the event log's extent: the oldest event kept (seq and
+// timestamp, 0 when the log is empty), the newest seq ever given, and how
+// many events the log holds. Appends and PruneEvents keep the log a run of
+// consecutive seqs, so the count is read off the span in two index
+// lookups rather than a scan.
+type EventLogSpan struct {
+	OldestSeq, OldestTs, LastSeq, Events int64
+}
+
+// EventLogSpan reads the event log's extent, in one read transaction.
+func (db *DB) EventLogSpan(ctx context.Context) (EventLogSpan, error) {
+	var s EventLogSpan
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return s, fmt.Errorf("store: event log span: %w", err)
+	}
+	defer tx.Rollback()
+	if s.LastSeq, err = db.lastSeqOn(ctx, tx.StmtContext(ctx, db.st.lastSeq)); err != nil {
+		return s, err
+	}
+	switch err := tx.StmtContext(ctx, db.st.oldestEvent).QueryRowContext(ctx).Scan(&s.OldestSeq, &s.OldestTs); {
+	case errors.Is(err, sql.ErrNoRows):
+		return s, nil
+	case err != nil:
+		return s, fmt.Errorf("store: event log span: %w", err)
+	}
+	s.Events = s.LastSeq - s.OldestSeq + 1
+	return s, nil
+}
+
+func (db *DB) lastSeqOn(ctx context.Context, st *sql.Stmt) (int64, error) {
 	var seq int64
-	if err := db.st.lastSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
+	if err := st.QueryRowContext(ctx).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("store: last seq: %w", err)
 	}
 	return seq, nil

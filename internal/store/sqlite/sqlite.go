@@ -86,6 +86,7 @@ type stmts struct {
 	// Writer.
 	upsertDevice, upsertLease, upsertRequest                           *sql.Stmt
 	pruneSettled, countRequests, pruneOldest, pruneEvents, pruneLeases *sql.Stmt
+	pruneAgedEvents, oldestEvent                                       *sql.Stmt
 	// Read pool.
 	loadDevices, loadLeases, loadRequests      *sql.Stmt
 	request, requestByKey, requests            *sql.Stmt
@@ -173,6 +174,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{"count requests", db.w, countRequests, &db.st.countRequests},
 		{"prune oldest requests", db.w, pruneOldest, &db.st.pruneOldest},
 		{"prune events", db.w, pruneEvents, &db.st.pruneEvents},
+		{"prune aged events", db.w, pruneAgedEvents, &db.st.pruneAgedEvents},
 		{"prune leases", db.w, pruneLeases, &db.st.pruneLeases},
 		{"load devices", db.r, loadDevices, &db.st.loadDevices},
 		{"load leases", db.r, loadLeases, &db.st.loadLeases},
@@ -185,6 +187,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{"events since after", db.r, eventsSinceAfter, &db.st.eventsSinceAfter},
 		{"newest events", db.r, eventsNewest, &db.st.eventsNewest},
 		{"last seq", db.r, lastSeq, &db.st.lastSeq},
+		{"oldest event", db.r, oldestEvent, &db.st.oldestEvent},
 	} {
 		s, err := p.on.PrepareContext(ctx, p.query)
 		if err != nil {

@@ -782,21 +782,39 @@ func TestPruneRequestsBothRules(t *testing.T) {
 	}
 }
 
-func TestPruneEvents(t *testing.T) {
+func TestPruneEventsKeepsTheNewestByAgeThenCountAndTheSpanCountsThem(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
+	if s, err := db.EventLogSpan(ctx); err != nil || s != (EventLogSpan{}) {
+		t.Fatalf("span of an empty log = %+v, %v; want zero", s, err)
+	}
 	var in []store.NewEvent
 	for i := 0; i < 10; i++ {
-		in = append(in, event(fmt.Sprintf("e%d", i), int64(i)))
+		in = append(in, event(fmt.Sprintf("e%d", i), int64(i*100)))
 	}
+	// e4 was written under a clock that stepped back: older than the
+	// cutoff, though newer events than it are not.
+	in[4].Timestamp = 50
 	commit(t, db, store.Change{Events: in})
-
-	if n, err := db.PruneEvents(ctx, 0); n != 0 || err != nil {
-		t.Errorf("PruneEvents(0) = %d, %v; want a no-op", n, err)
+	if s, _ := db.EventLogSpan(ctx); s != (EventLogSpan{OldestSeq: 1, OldestTs: 0, LastSeq: 10, Events: 10}) {
+		t.Errorf("span of 10 events = %+v", s)
 	}
-	n, err := db.PruneEvents(ctx, 3)
-	if err != nil || n != 7 {
-		t.Fatalf("PruneEvents(3) = %d, %v; want 7", n, err)
+
+	if n, err := db.PruneEvents(ctx, 0, 0); n != 0 || err != nil {
+		t.Errorf("PruneEvents(0, 0) = %d, %v; want a no-op", n, err)
+	}
+	// Older than 200: e0, e1 and e4 by timestamp; the kept log stays a run
+	// of seqs, so e2 and e3 go with them.
+	n, err := db.PruneEvents(ctx, 200, 0)
+	if err != nil || n != 5 {
+		t.Fatalf("PruneEvents(200, 0) = %d, %v; want 5", n, err)
+	}
+	if s, _ := db.EventLogSpan(ctx); s != (EventLogSpan{OldestSeq: 6, OldestTs: 500, LastSeq: 10, Events: 5}) {
+		t.Errorf("span after the age prune = %+v, want seqs 6..10", s)
+	}
+	n, err = db.PruneEvents(ctx, 550, 3)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneEvents(550, 3) = %d, %v; want 2 (e5 by age, e6 by count)", n, err)
 	}
 	got, err := db.Events(ctx, store.EventQuery{})
 	if err != nil {
@@ -805,8 +823,8 @@ func TestPruneEvents(t *testing.T) {
 	if len(got) != 3 || got[0].Seq != 8 || got[2].Seq != 10 {
 		t.Errorf("kept %+v, want seqs 8..10", got)
 	}
-	if n, err := db.PruneEvents(ctx, 3); n != 0 || err != nil {
-		t.Errorf("second PruneEvents(3) = %d, %v; want 0", n, err)
+	if n, err := db.PruneEvents(ctx, 550, 3); n != 0 || err != nil {
+		t.Errorf("second PruneEvents = %d, %v; want 0", n, err)
 	}
 
 	// Emptying the table must not let seqs go back.
@@ -815,6 +833,9 @@ func TestPruneEvents(t *testing.T) {
 	}
 	if seq, _ := db.LastSeq(ctx); seq != 10 {
 		t.Errorf("LastSeq after emptying = %d, want 10", seq)
+	}
+	if s, _ := db.EventLogSpan(ctx); s != (EventLogSpan{LastSeq: 10}) {
+		t.Errorf("span of an emptied log = %+v, want only LastSeq 10", s)
 	}
 	if got := commit(t, db, store.Change{Events: []store.NewEvent{event("next", 11)}}); got[0].Seq != 11 {
 		t.Errorf("next seq = %d, want 11", got[0].Seq)

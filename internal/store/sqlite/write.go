@@ -306,6 +306,11 @@ const (
 	ORDER BY settled_at, created_at, rowid LIMIT ?)`
 	pruneEvents = `DELETE FROM events WHERE seq <= (
 	SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`
+	// Age deletes a prefix too, up to the newest event older than the
+	// cutoff: one written under a clock that stepped back goes with its
+	// neighbours, so what is kept is always a run of seqs.
+	pruneAgedEvents = `DELETE FROM events WHERE seq <= (
+	SELECT max(seq) FROM events WHERE timestamp < ?)`
 	pruneLeases = `DELETE FROM leases WHERE ended_at <> 0 AND ended_at < ?`
 )
 
@@ -353,21 +358,36 @@ func (db *DB) PruneRequests(ctx context.Context, settledBefore int64, keepMax in
 	return n, nil
 }
 
-// PruneEvents deletes all but the newest keepMax events and returns how many
-// it deleted. keepMax <= 0 deletes nothing: an unset limit must not empty the
-// log. Seqs of deleted events are not reused.
-func (db *DB) PruneEvents(ctx context.Context, keepMax int) (int64, error) {
-	if keepMax <= 0 {
-		return 0, nil
-	}
+// PruneEvents deletes the oldest events: first those up to the newest one
+// older than olderThan (when > 0), then all but the newest keepMax (when >
+// 0). It returns how many it deleted. What is kept is always a run of
+// consecutive seqs, so the log's size is its seq span (EventLogSpan). Seqs
+// of deleted events are not reused.
+func (db *DB) PruneEvents(ctx context.Context, olderThan int64, keepMax int) (int64, error) {
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, db.st.pruneEvents).ExecContext(ctx, keepMax)
-		if err != nil {
-			return err
+		for _, step := range []struct {
+			on  bool
+			st  *sql.Stmt
+			arg int64
+		}{
+			{olderThan > 0, db.st.pruneAgedEvents, olderThan},
+			{keepMax > 0, db.st.pruneEvents, int64(keepMax)},
+		} {
+			if !step.on {
+				continue
+			}
+			res, err := tx.StmtContext(ctx, step.st).ExecContext(ctx, step.arg)
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
 		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: prune events: %w", err)
