@@ -96,7 +96,7 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 	failed := func(p contract.Platform, err error) {
 		var re *ownership.RootError
 		if errors.As(err, &re) {
-			set.rejections[p] = contract.RootRejection{Path: re.Path, Reason: re.Reason, Detail: re.Detail}
+			set.rejections[p] = contract.RootRejection{Path: re.Path, Reason: string(re.Reason), Detail: re.Detail}
 		}
 		set.notes[p] = err.Error()
 	}

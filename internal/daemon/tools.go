@@ -86,7 +86,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		if r, ok := d.opts.Rejections[p]; ok {
 			res.Findings = append(res.Findings, contract.Finding{Kind: "root-rejected", Platform: p, Reason: r.Reason, Path: r.Path,
 				Message: fmt.Sprintf("the %s device root %s was refused (%s): %s", p, r.Path, r.Reason, r.Detail),
-				Remedy:  "point drivers." + string(p) + ".deviceRoot at an empty directory simlock may own, or fix this one, then restart the daemon"})
+				Remedy:  "point drivers." + string(p) + ".deviceRoot at a path that does not exist yet, for simlock to create, or fix this one, then restart the daemon"})
 			continue
 		}
 		if _, ok := d.opts.Drivers[p]; !ok {
