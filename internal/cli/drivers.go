@@ -92,6 +92,7 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 		Root: root(contract.PlatformAndroid), Instance: instance, SDKRoot: android.SDKRootFrom(getenv),
 		AdbPort: int(cfg.Int("drivers.android.adbServerPort")), Home: home, Logger: log.With("driver", "android"),
 		AcceptLicenses: cfg.Bool("downloads.acceptAndroidLicenses"),
+		Emulator:       emulatorOptions(cfg),
 	}
 	failed := func(p contract.Platform, err error) {
 		var re *ownership.RootError
@@ -181,4 +182,12 @@ func demoInstalled(receipts []string, p contract.Platform) []string {
 		}
 	}
 	return out
+}
+
+// emulatorOptions reads the android.emulator.* keys.
+func emulatorOptions(cfg *config.Config) android.EmulatorOptions {
+	return android.EmulatorOptions{
+		Window: !cfg.Bool("android.emulator.headless"), GPU: cfg.String("android.emulator.gpu"),
+		Audio: cfg.Bool("android.emulator.audio"), BootAnimation: cfg.Bool("android.emulator.bootAnimation"),
+	}
 }

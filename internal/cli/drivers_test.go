@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/driver/android"
 )
 
 func TestEnabledDrivers(t *testing.T) {
@@ -56,5 +57,18 @@ func TestMCPAgentIDPrefersTheNamedAgentThenTheSession(t *testing.T) {
 		if got := mcpAgentID(env(c.vars), 42); got != c.want {
 			t.Errorf("mcpAgentID(%v) = %q, want %q", c.vars, got, c.want)
 		}
+	}
+}
+
+func TestTheEmulatorKeysReachTheAndroidDriversOptions(t *testing.T) {
+	if got, want := emulatorOptions(config.Default()), (android.EmulatorOptions{GPU: "auto"}); got != want {
+		t.Errorf("defaults: %+v, want %+v (headless, no audio, no boot animation)", got, want)
+	}
+	cfg, err := config.Parse([]byte(`{"android":{"emulator":{"headless":false,"gpu":"host","audio":true,"bootAnimation":true}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := emulatorOptions(cfg), (android.EmulatorOptions{Window: true, GPU: "host", Audio: true, BootAnimation: true}); got != want {
+		t.Errorf("from config: %+v, want %+v", got, want)
 	}
 }

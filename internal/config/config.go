@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/simlock/simlock/internal/contract"
 )
 
 type kind int
@@ -160,6 +162,14 @@ var keys = []keySpec{
 		doc: "absolute directory of the emulators (AVDs) simlock owns (default: $SIMLOCK_HOME/devices/android)"},
 	{key: "drivers.android.adbServerPort", kind: kindInt, def: int64(5038), min: 1024,
 		doc: "port of simlock's own adb server (never 5037, the default server's)"},
+	{key: "android.emulator.headless", kind: kindBool, def: true,
+		doc: "run emulators without a window (-no-window); a change makes each device capture a new clean snapshot"},
+	{key: "android.emulator.gpu", kind: kindEnum, def: "auto", allowed: contract.EmulatorGPUModes(),
+		doc: "emulator GPU mode (-gpu); auto lets the emulator choose; a change makes each device capture a new clean snapshot"},
+	{key: "android.emulator.audio", kind: kindBool, def: false,
+		doc: "give emulators audio; off passes -no-audio"},
+	{key: "android.emulator.bootAnimation", kind: kindBool, def: false,
+		doc: "play the boot animation; off passes -no-boot-anim"},
 	{key: "log.level", kind: kindEnum, def: "info", allowed: []string{"debug", "info", "warn", "error"},
 		doc: "daemon log level"},
 	{key: "eventLog.retentionDays", kind: kindInt, def: int64(7), min: 1, max: 3650,

@@ -191,3 +191,48 @@ func TestWarmPoolTargetsAreStrict(t *testing.T) {
 		}
 	}
 }
+
+func TestAndroidEmulatorKeys(t *testing.T) {
+	c := Default()
+	if !c.Bool("android.emulator.headless") || c.String("android.emulator.gpu") != "auto" ||
+		c.Bool("android.emulator.audio") || c.Bool("android.emulator.bootAnimation") {
+		t.Errorf("emulator defaults = headless %v, gpu %q, audio %v, bootAnimation %v; want true, auto, false, false",
+			c.Bool("android.emulator.headless"), c.String("android.emulator.gpu"), c.Bool("android.emulator.audio"), c.Bool("android.emulator.bootAnimation"))
+	}
+	c, err := Parse([]byte(`{"android":{"emulator":{"headless":false,"gpu":"swiftshader_indirect","audio":true,"bootAnimation":true},"defaultModels":{"phone":"Pixel 8"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bool("android.emulator.headless") || c.String("android.emulator.gpu") != "swiftshader_indirect" ||
+		!c.Bool("android.emulator.audio") || !c.Bool("android.emulator.bootAnimation") || len(c.Warnings) != 0 {
+		t.Errorf("parsed = %v, warnings %v", c.Flat(), c.Warnings)
+	}
+	for _, mode := range []string{"auto", "host", "swiftshader_indirect", "angle_indirect", "guest"} {
+		if _, err := Parse([]byte(`{"android":{"emulator":{"gpu":"` + mode + `"}}}`)); err != nil {
+			t.Errorf("gpu %s refused: %v", mode, err)
+		}
+	}
+	for doc, key := range map[string]string{
+		`{"android":{"emulator":{"gpu":"vulkan"}}}`:     "android.emulator.gpu",
+		`{"android":{"emulator":{"gpu":"host -qemu"}}}`: "android.emulator.gpu",
+		`{"android":{"emulator":{"headless":"yes"}}}`:   "android.emulator.headless",
+		`{"android":{"emulator":{"bootAnimation":1}}}`:  "android.emulator.bootAnimation",
+		`{"android":{"emulator":{"audio":null}}}`:       "android.emulator.audio",
+	} {
+		_, err := Parse([]byte(doc))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != key {
+			t.Errorf("%s: %v, want an error naming %s", doc, err, key)
+		}
+	}
+	home := t.TempDir()
+	if _, err := Set(home, "android.emulator.gpu", "metal"); err == nil {
+		t.Error("config set accepted gpu metal")
+	}
+	if _, err := Set(home, "android.emulator.gpu", "host"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(home); err != nil || c.String("android.emulator.gpu") != "host" {
+		t.Errorf("after set: %v, %v", c, err)
+	}
+}

@@ -648,3 +648,9 @@ type Catalog struct {
 type CatalogResult struct {
 	Platforms []Catalog `json:"platforms"`
 }
+
+// EmulatorGPUModes are the Android emulator's -gpu modes, the values of
+// android.emulator.gpu; "auto" lets the emulator choose.
+func EmulatorGPUModes() []string {
+	return []string{"auto", "host", "swiftshader_indirect", "angle_indirect", "guest"}
+}

@@ -263,6 +263,11 @@ const (
 	// every system image for its license until sdkmanager --licenses has
 	// been answered y on stdin.
 	SettingSDKLicenses = "SDK_LICENSES"
+	// SettingAdbAutoStart "1" makes an adb device command that finds no
+	// server on its port start one first, as real adb does, with the
+	// command line real adb gives it (adb -L tcp:<port> fork-server
+	// server --reply-fd N). Unset, such a command fails.
+	SettingAdbAutoStart = "ADB_AUTOSTART"
 )
 
 // Set sets one of the shims' settings for every later tool call.

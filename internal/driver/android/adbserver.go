@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,8 +30,9 @@ type AdbServerError struct {
 
 // The reasons an adb server is refused.
 const (
-	// AdbOccupied: something simlock did not start holds the port. simlock
-	// never attaches to a server it did not start.
+	// AdbOccupied: something simlock did not start holds the port, and it
+	// is not an adb server an adb client started there, which simlock
+	// would replace. simlock never attaches to a server it did not start.
 	AdbOccupied = "occupied"
 	// AdbStartFailed: the server did not start, or did not listen in time.
 	AdbStartFailed = "start-failed"
@@ -87,30 +89,33 @@ func isServerCmdline(c []string) bool {
 	return len(c) == 5 && filepath.Base(c[0]) == "adb" && c[1] == "-P" && c[3] == "nodaemon" && c[4] == "server"
 }
 
-// ensureServer adopts the server an earlier simlock started when it is
-// alive with the same command line and listens, replaces it when it is
-// stale, and otherwise starts a new one, unless something else holds the
-// port.
-func (d *Driver) ensureServer(ctx context.Context) error {
+// ensureServerLocked adopts the server an earlier simlock started when it
+// is alive with the same command line and listens, replaces it when it is
+// stale, and otherwise starts a new one. A server an adb client started on
+// the port is replaced too; anything else holding the port refuses the
+// driver.
+func (d *Driver) ensureServerLocked(ctx context.Context) error {
 	want := d.serverCmdline()
 	if rec, ok := readServerRecord(d.home); ok && isServerCmdline(rec.Cmdline) &&
 		slices.Equal(processCmdline(ctx, rec.Pid), rec.Cmdline) {
 		// The pid is still the process simlock started, not a reused one.
 		if slices.Equal(rec.Cmdline, want) && listening(ctx, d.port) {
 			d.log.Info("adopted the adb server an earlier simlock started", "pid", rec.Pid, "port", d.port)
+			d.adopted = rec
 			return nil
 		}
 		d.log.Info("stopping a stale adb server simlock started", "pid", rec.Pid, "port", rec.Port)
 		reapServer(ctx, rec)
 	}
 	if listening(ctx, d.port) {
-		return &AdbServerError{Reason: AdbOccupied, Port: d.port,
-			Detail: "another program listens on it, and simlock only uses an adb server it started"}
+		if err := d.replaceForkedServer(ctx); err != nil {
+			return err
+		}
 	}
-	return d.startServer(ctx, want)
+	return d.startServerLocked(ctx, want)
 }
 
-func (d *Driver) startServer(ctx context.Context, cmdline []string) error {
+func (d *Driver) startServerLocked(ctx context.Context, cmdline []string) error {
 	fail := func(format string, args ...any) error {
 		return &AdbServerError{Reason: AdbStartFailed, Port: d.port, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -152,7 +157,7 @@ func (d *Driver) startServer(ctx context.Context, cmdline []string) error {
 			return fail("%v", ctx.Err())
 		}
 	}
-	d.server = srv
+	d.server, d.adopted = srv, serverRecord{}
 	d.log.Info("started the private adb server", "pid", rec.Pid, "port", d.port)
 	// A new server knows no emulators: announce the ones still running
 	// from before, as it does not scan for them.
@@ -160,16 +165,163 @@ func (d *Driver) startServer(ctx context.Context, cmdline []string) error {
 	return nil
 }
 
-// stopServer stops the server this driver started.
+// superviseServer makes sure the private server runs before adb is used.
+// A server that exited or no longer listens is replaced now, before the
+// call: adb itself would otherwise start an ordinary server on the port,
+// one that knows none of simlock's emulators. A call restarts the server at
+// most once, bounded as New's start is (serverStopTimeout to stop what is
+// left, serverStartTimeout to listen); a server that cannot be restarted
+// fails the call with the reason, and the next call tries again.
+func (d *Driver) superviseServer(ctx context.Context, op string) error {
+	d.srvMu.Lock()
+	defer d.srvMu.Unlock()
+	if d.closed {
+		return crashf(op, "the android driver is closed")
+	}
+	if d.serverUpLocked(ctx) {
+		return nil
+	}
+	d.log.Warn("the private adb server is gone; starting another", "port", d.port)
+	if s := d.server; s != nil {
+		s.stop(syscall.SIGTERM, serverStopTimeout) // alive but deaf
+		removeServerRecord(d.home, s.proc.Pid())
+	}
+	d.server, d.adopted = nil, serverRecord{}
+	if err := d.ensureServerLocked(ctx); err != nil {
+		return crash(op, err)
+	}
+	return nil
+}
+
+// serverUpLocked reports whether the server the driver uses still runs and
+// listens. An adopted server is not our child: it runs while its pid has
+// the recorded command line.
+func (d *Driver) serverUpLocked(ctx context.Context) bool {
+	switch {
+	case d.server != nil:
+		if d.server.exited() {
+			return false
+		}
+	case d.adopted.Pid != 0:
+		if !slices.Equal(processCmdline(ctx, d.adopted.Pid), d.adopted.Cmdline) {
+			return false
+		}
+	default:
+		return false
+	}
+	return listening(ctx, d.port)
+}
+
+// stopServer stops the server this driver started and keeps any other from
+// being started.
 func (d *Driver) stopServer() error {
+	d.srvMu.Lock()
+	defer d.srvMu.Unlock()
+	d.closed = true
 	s := d.server
 	if s == nil {
 		return nil
 	}
+	d.server = nil
 	s.stop(syscall.SIGTERM, serverStopTimeout)
 	removeServerRecord(d.home, s.proc.Pid())
 	d.log.Info("stopped the private adb server", "pid", s.proc.Pid(), "port", d.port)
 	return nil
+}
+
+// replaceForkedServer stops the adb server an adb client started on the
+// port, as adb does when no server answers it: a lease holder's adb, or
+// `simlock adb`, while simlock's server was down. It knows none of
+// simlock's emulators and may lack the server's isolation, and it is adb
+// run by this user (see forkedServer), so it is safe to stop. Whatever else
+// holds the port is left alone and refuses the driver (AdbOccupied).
+func (d *Driver) replaceForkedServer(ctx context.Context) error {
+	occupied := &AdbServerError{Reason: AdbOccupied, Port: d.port,
+		Detail: "another program listens on it, and simlock only uses an adb server it started"}
+	rec, ok := d.findForkedServer(ctx)
+	if !ok {
+		return occupied
+	}
+	d.log.Warn("stopping the adb server an adb client started on simlock's port", "pid", rec.Pid, "cmdline", strings.Join(rec.Cmdline, " "))
+	reapServer(ctx, rec)
+	if listening(ctx, d.port) {
+		occupied.Detail = fmt.Sprintf("it still listens after the adb server an adb client started there (pid %d) was stopped", rec.Pid)
+		return occupied
+	}
+	return nil
+}
+
+// findForkedServer looks through this user's processes for an adb server
+// forked for the driver's port.
+func (d *Driver) findForkedServer(ctx context.Context) (serverRecord, bool) {
+	procs, err := process.ProcessesWithContext(ctx)
+	if err != nil {
+		return serverRecord{}, false
+	}
+	uid := os.Getuid()
+	for _, p := range procs {
+		// The command line first: it rules out nearly every process.
+		args, err := p.CmdlineSliceWithContext(ctx)
+		if err != nil || !isForkedServerCmdline(args, d.port) {
+			continue
+		}
+		uids, err := p.UidsWithContext(ctx)
+		if err != nil || len(uids) == 0 {
+			continue
+		}
+		exe, err := p.ExeWithContext(ctx)
+		if err != nil {
+			continue
+		}
+		if forkedServer(procInfo{exe: exe, uid: int(uids[0]), args: args}, d.port, d.sdk.adb, uid) {
+			return serverRecord{Pid: int(p.Pid), Port: d.port, Cmdline: args}, true
+		}
+	}
+	return serverRecord{}, false
+}
+
+// procInfo is what findForkedServer reads of a process.
+type procInfo struct {
+	exe  string // the executable's path
+	uid  int
+	args []string
+}
+
+// forkedServer reports whether p is provably an adb server an adb client
+// started for port: it runs as uid, its executable is the SDK's adb
+// (sdkAdb) or another program named adb, and its command line is the one
+// adb starts servers with.
+func forkedServer(p procInfo, port int, sdkAdb string, uid int) bool {
+	if p.uid != uid || !isForkedServerCmdline(p.args, port) {
+		return false
+	}
+	return filepath.Base(p.exe) == "adb" || sameFile(p.exe, sdkAdb)
+}
+
+// isForkedServerCmdline reports whether args is how an adb client starts a
+// server for port: adb -L tcp:<port> fork-server server --reply-fd <fd>,
+// or -P <port> in place of -L in older adb.
+func isForkedServerCmdline(args []string, port int) bool {
+	if len(args) == 0 || filepath.Base(args[0]) != "adb" {
+		return false
+	}
+	p := strconv.Itoa(port)
+	forked, serves, onPort := false, false, false
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "fork-server":
+			forked = true
+		case a == "server":
+			serves = forked
+		case a == "-L" && i+1 < len(args):
+			i++
+			onPort = slices.Contains([]string{"tcp:" + p, "tcp:localhost:" + p, "tcp:127.0.0.1:" + p}, args[i])
+		case a == "-P" && i+1 < len(args):
+			i++
+			onPort = args[i] == p
+		}
+	}
+	return forked && serves && onPort
 }
 
 // reapServer stops a server an earlier simlock started; its identity was

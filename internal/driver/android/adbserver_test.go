@@ -9,11 +9,15 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/shirou/gopsutil/v4/process"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/android"
 	"github.com/simlock/simlock/internal/runner"
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // serverStarts counts the adb servers the driver started.
@@ -309,5 +313,154 @@ func TestCloseStopsOnlyItsServer(t *testing.T) {
 	}
 	if est := d2.Estimate(driver.OpBoot, contract.DeviceSpec{}); est.Seconds() != 70 {
 		t.Errorf("boot estimate = %s", est)
+	}
+}
+
+// TestAdbServerRestartsAfterItDies kills the private server under a running
+// emulator: the next operation starts another, announces the emulator to it
+// and works, whether the driver started the dead server or adopted it.
+func TestAdbServerRestartsAfterItDies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := ctxTimeout(t, 60*time.Second)
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
+	ready, err := d.MakeReady(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := readRecord(t, f.home)
+	killAndReap(t, ctx, first.Pid, "the adb server")
+
+	r, err := d.ListManaged(ctx)
+	if err != nil {
+		t.Fatalf("ListManaged after the adb server died: %v", err)
+	}
+	if len(r.Devices) != 1 || r.Devices[0].RunState != driver.Running || r.Devices[0].Address != ready.Address {
+		t.Errorf("ListManaged after the adb server died = %+v, want %s running at %s", r.Devices, dev.ID, ready.Address)
+	}
+	second, ok := readRecord(t, f.home)
+	if !ok || second.Pid == first.Pid || !alive(second.Pid) || !listening(f.port) || len(serverStarts(t, f)) != 2 {
+		t.Fatalf("after the server died: record %+v, %d starts; want a second live server", second, len(serverStarts(t, f)))
+	}
+	var servers map[int]struct{ Announced []int }
+	readJSON(t, filepath.Join(f.shims.State, "android-adb-servers.json"), &servers)
+	if console := consolePort(t, ready.Address); !slices.Contains(servers[f.port].Announced, console+1) {
+		t.Errorf("the new server heard of adb ports %v, want the running emulator's %d", servers[f.port].Announced, console+1)
+	}
+
+	// A driver that adopted the server restarts it too, and the driver
+	// that started the dead one then adopts the new one.
+	d2 := newDriver(t, f.opts)
+	killAndReap(t, ctx, second.Pid, "the adb server")
+	if _, err := d2.ListManaged(ctx); err != nil {
+		t.Fatalf("ListManaged of the adopting driver after the adb server died: %v", err)
+	}
+	third, _ := readRecord(t, f.home)
+	if _, err := d.ListManaged(ctx); err != nil {
+		t.Fatalf("ListManaged of the first driver after another restarted the server: %v", err)
+	}
+	if n := len(serverStarts(t, f)); n != 3 || third.Pid == second.Pid || !alive(third.Pid) {
+		t.Errorf("record %+v after %d starts; want the adopting driver's one new server, shared", third, n)
+	}
+
+	// The server belongs to the driver that started it: closing the other
+	// leaves it, closing that one stops it, and a closed driver starts no
+	// other.
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !alive(third.Pid) {
+		t.Error("closing the driver that adopted the new server stopped it")
+	}
+	if err := d2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(third.Pid) || listening(f.port) {
+		t.Error("Close did not stop the server its driver restarted")
+	}
+	if _, err := d2.ListManaged(ctx); err == nil || len(serverStarts(t, f)) != 3 {
+		t.Errorf("ListManaged after Close = %v with %d server starts; want an error and no new server", err, len(serverStarts(t, f)))
+	}
+}
+
+// cmdlineOf is the command line of process pid; nil when it has none.
+func cmdlineOf(pid int) []string {
+	p, err := process.NewProcess(int32(pid))
+	if err != nil {
+		return nil
+	}
+	args, _ := p.CmdlineSlice()
+	return args
+}
+
+// TestAdbServerReplacesOneAnAdbClientStarted: while the private server is
+// down, a plain adb call (a lease holder's, say) starts an ordinary server on
+// the port, as adb does when none answers. The driver stops it and starts
+// its own, at its next call and at its next start; a port held by anything
+// that is not adb still refuses it.
+func TestAdbServerReplacesOneAnAdbClientStarted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.shims.Set(t, shimtest.SettingAdbAutoStart, "1")
+	ctx := ctxTimeout(t, 60*time.Second)
+	port := strconv.Itoa(f.port)
+	d := newDriver(t, f.opts)
+
+	// forkServer kills the private server and lets a plain adb call start
+	// one in its place.
+	forkServer := func() int {
+		t.Helper()
+		rec, _ := readRecord(t, f.home)
+		killAndReap(t, ctx, rec.Pid, "the adb server")
+		res := runCommand(t, driver.Command{Path: f.tool("adb"), Args: []string{"devices"},
+			Env: append(f.shimEnv(), "ANDROID_ADB_SERVER_PORT="+port)})
+		var servers map[int]struct{ Pid int }
+		readJSON(t, filepath.Join(f.shims.State, "android-adb-servers.json"), &servers)
+		pid := servers[f.port].Pid
+		if res.ExitCode != 0 || pid == rec.Pid || !alive(pid) || !listening(f.port) {
+			t.Fatalf("adb devices (exit %d: %s) started no server on %d: %+v", res.ExitCode, res.Stderr, f.port, servers)
+		}
+		if args := cmdlineOf(pid); !has(args, "-L", "tcp:"+port, "fork-server", "server") {
+			t.Fatalf("the server adb started runs %q, not adb's fork-server command line", args)
+		}
+		return pid
+	}
+	replaced := func(when string, stray int) {
+		t.Helper()
+		rec, ok := readRecord(t, f.home)
+		if alive(stray) || !ok || rec.Pid == stray || !alive(rec.Pid) || !listening(f.port) {
+			t.Errorf("%s: the server adb started (pid %d) alive %v; record %+v; want it replaced by simlock's", when, stray, alive(stray), rec)
+		}
+	}
+
+	stray := forkServer()
+	if _, err := d.ListManaged(ctx); err != nil {
+		t.Fatalf("ListManaged with a server adb started on the port: %v", err)
+	}
+	replaced("at the next call", stray)
+
+	stray = forkServer()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := android.New(ctx, f.opts)
+	if err != nil {
+		t.Fatalf("New with a server adb started on the port = %v, want that server replaced", err)
+	}
+	t.Cleanup(func() { d2.Close() })
+	replaced("at the next start", stray)
+	if n := len(serverStarts(t, f)); n != 3 {
+		t.Errorf("the driver started %d servers, want 3", n)
+	}
+
+	// Something that is not adb keeps the port, and the driver refuses it.
+	g := newFixture(t)
+	g.shims.Set(t, shimtest.SettingAdbAutoStart, "1")
+	g.opts.AdbPort = foreignListener(t)
+	err = newRefused(t, g.opts)
+	var serr *android.AdbServerError
+	if !errors.As(err, &serr) || serr.Reason != android.AdbOccupied || !listening(g.opts.AdbPort) {
+		t.Errorf("New on a port a non-adb program holds = %v, want *AdbServerError occupied and the program left alone", err)
 	}
 }

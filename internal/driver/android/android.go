@@ -8,8 +8,11 @@
 // nothing else. Emulators take console ports 5586–5682, above the range a
 // default adb server scans, and report to a private adb server on their own
 // port (5038 by default) that runs with USB, mDNS and the emulator scan off
-// and refuses kill-server. The driver never attaches to an adb server it did
-// not start: a port held by anything else refuses the driver. Before an
+// and refuses kill-server. The driver uses no adb server it did not start.
+// Before each adb call it checks that its server still runs and listens, and
+// starts another if not. An adb server that an adb client started on the
+// port by itself, as adb does when no server answers, is stopped and
+// replaced; a port held by anything else refuses the driver. Before an
 // emulator is reported ready, its console must name an AVD directory in the
 // root, so a stranger on a recorded console port is never mistaken for ours.
 //
@@ -20,13 +23,15 @@
 // down and its next boot wipes user data and captures a new one.
 //
 // Components. The system images are read from the SDK's directories
-// (system-images/android-<api>/<tag>/<abi>); sdkmanager installs and
-// uninstalls them, and the images a user's own AVDs name are reported as
-// in use outside simlock. See InstallComponent.
+// (system-images/android-<api>/<tag>/<abi>), by the catalog and the
+// component operations alike; sdkmanager installs and uninstalls them, and
+// the images a user's own AVDs name are reported as in use outside simlock.
+// See InstallComponent.
 //
 // A Driver is safe for concurrent use. The core never runs two operations on
 // one device at once; the driver's own shared state, the emulators it started
-// and the console ports it reserved, is guarded by one mutex.
+// and the console ports it reserved, is guarded by one mutex, and the
+// private adb server by another.
 package android
 
 import (
@@ -35,7 +40,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,6 +122,63 @@ type Options struct {
 	// daemon's $ANDROID_AVD_HOME, else $ANDROID_USER_HOME/avd, else
 	// ~/.android/avd.
 	UserAVDHome string
+	// Emulator is how emulators are launched (android.emulator.*). The
+	// zero value is what a daemon wants: no window, no audio, no boot
+	// animation, and the GPU mode left to the emulator.
+	Emulator EmulatorOptions
+}
+
+// EmulatorOptions are the emulator launch options configuration may choose;
+// no other flag of the configuration's reaches the emulator.
+type EmulatorOptions struct {
+	// Window shows the emulator's window (android.emulator.headless
+	// false); without it the emulator gets -no-window.
+	Window bool
+	// GPU is the -gpu mode: auto, host, swiftshader_indirect,
+	// angle_indirect or guest. "" and auto pass no -gpu, so the emulator
+	// chooses; New refuses any other value.
+	GPU string
+	// Audio keeps the guest's audio (android.emulator.audio); without it,
+	// -no-audio.
+	Audio bool
+	// BootAnimation plays the boot animation
+	// (android.emulator.bootAnimation); without it, -no-boot-anim, which
+	// makes a cold boot a little shorter.
+	BootAnimation bool
+}
+
+// flags are the emulator options o asks for.
+func (o EmulatorOptions) flags() []string {
+	var out []string
+	if !o.Window {
+		out = append(out, "-no-window")
+	}
+	if o.GPU != "" && o.GPU != "auto" {
+		out = append(out, "-gpu", o.GPU)
+	}
+	if !o.Audio {
+		out = append(out, "-no-audio")
+	}
+	if !o.BootAnimation {
+		out = append(out, "-no-boot-anim")
+	}
+	return out
+}
+
+// snapshotParts are the options a snapshot depends on, for the config hash:
+// a snapshot saved with one renderer or display may not load under another.
+// Default values add nothing, so that the snapshots of devices booted before
+// these options existed, with the defaults, stay current. Audio and the
+// boot animation are left out: neither changes the saved guest.
+func (o EmulatorOptions) snapshotParts() []string {
+	var out []string
+	if o.Window {
+		out = append(out, "headless=false")
+	}
+	if o.GPU != "" && o.GPU != "auto" {
+		out = append(out, "gpu="+o.GPU)
+	}
+	return out
 }
 
 // Driver is the Android driver. Create it with New and stop it with Close.
@@ -130,16 +194,26 @@ type Driver struct {
 	adbEnv      []string // env plus the private server's isolation
 	log         *slog.Logger
 	bootTimeout time.Duration
-	// acceptLicenses and userAVDHome are the Options of the same names,
-	// with userAVDHome's default applied.
+	// acceptLicenses, userAVDHome and emulator are the Options of the
+	// same names, with userAVDHome's default applied.
 	acceptLicenses bool
 	userAVDHome    string
-	// server is the adb server this driver started; nil when it adopted
-	// one that an earlier simlock started.
-	server *child
+	emulator       EmulatorOptions
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// srvMu guards the fields below. It is held while the private server
+	// is checked, replaced or stopped, so that calls that find it gone at
+	// once start one server between them.
+	srvMu sync.Mutex
+	// server is the adb server this driver started, or adopted the record
+	// of the one an earlier simlock started that it uses instead; at most
+	// one of them is set.
+	server  *child
+	adopted serverRecord
+	// closed is set by Close; no server is started after it.
+	closed bool
 
 	// mu guards the fields below.
 	mu sync.Mutex
@@ -166,6 +240,9 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, &AdbServerError{Reason: AdbInvalidPort, Port: port,
 			Detail: "the port must be within 1024-65535 and not 5037, the default adb server's"}
 	}
+	if g := opts.Emulator.GPU; g != "" && !slices.Contains(contract.EmulatorGPUModes(), g) {
+		return nil, fmt.Errorf("android: %q is not an emulator GPU mode (%s)", g, strings.Join(contract.EmulatorGPUModes(), ", "))
+	}
 	sdk, missing := findTools(opts.SDKRoot)
 	if len(missing) > 0 {
 		return nil, &SDKMissingError{Searched: missing}
@@ -187,6 +264,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		bootTimeout:    opts.BootTimeout,
 		acceptLicenses: opts.AcceptLicenses,
 		userAVDHome:    userAVDHomeOr(opts.UserAVDHome, os.Getenv),
+		emulator:       opts.Emulator,
 		running:        make(map[string]*child),
 		ports:          make(map[int]string),
 		resolved:       make(map[contract.DeviceSpec]resolvedSpec),
@@ -202,7 +280,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	d.env = scopedEnv(opts.Env, sdk.root, d.root, port)
 	d.adbEnv = append(append([]string(nil), d.env...), serverIsolation(port)...)
-	if err := d.ensureServer(ctx); err != nil {
+	d.srvMu.Lock()
+	err := d.ensureServerLocked(ctx)
+	d.srvMu.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -223,7 +304,8 @@ func scopedEnv(base []string, sdk, root string, port int) []string {
 
 // Close stops the adb server this driver started, and nothing else: the
 // emulators keep running, and a server adopted from an earlier simlock is
-// left for the next one to adopt. Close is idempotent.
+// left for the next one to adopt. Close is idempotent; an adb call after it
+// fails rather than start a server nobody would stop.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() { d.closeErr = d.stopServer() })
 	return d.closeErr

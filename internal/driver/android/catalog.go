@@ -86,24 +86,6 @@ func parseProfiles(out string) []profile {
 	return ps
 }
 
-// parseImages reads `sdkmanager --list_installed`, a table whose first
-// column is the package path.
-func parseImages(out string) []image {
-	var imgs []image
-	seen := map[string]bool{}
-	for _, line := range strings.Split(out, "\n") {
-		path, _, _ := strings.Cut(line, "|")
-		path = strings.TrimSpace(path)
-		parts := strings.Split(path, ";")
-		if len(parts) != 4 || parts[0] != "system-images" || !strings.HasPrefix(parts[1], "android-") || seen[path] {
-			continue
-		}
-		seen[path] = true
-		imgs = append(imgs, image{pkg: path, level: strings.TrimPrefix(parts[1], "android-"), tag: parts[2], abi: parts[3]})
-	}
-	return imgs
-}
-
 // classOf tells a profile's class from its tag, else its name.
 func classOf(p profile) contract.DeviceClass {
 	tag, name, id := strings.ToLower(p.tag), strings.ToLower(p.name), strings.ToLower(p.id)
@@ -162,8 +144,8 @@ func hostABI() string {
 }
 
 // pickImage chooses the image for a model of class c at level: the host's
-// ABI first, then an image made for the class, then google_apis, in the
-// order sdkmanager listed them.
+// ABI first, then an image made for the class, then google_apis; among
+// equals, the first in imgs.
 func pickImage(imgs []image, level string, c contract.DeviceClass) (image, bool) {
 	score := func(im image) [3]int {
 		var s [3]int
@@ -235,34 +217,24 @@ func levelKey(l string) ([]int, bool) {
 	return key, true
 }
 
-// inventory asks avdmanager for the device profiles and sdkmanager for the
-// installed images. Both are Java programs that take seconds to start, so
-// they run at once.
+// inventory asks avdmanager for the device profiles and reads the installed
+// images from the SDK's directories with the walk the component operations
+// use: sdkmanager --list_installed would start a JVM, which takes seconds,
+// to say what the directories say, and could disagree with FindComponent.
 func (d *Driver) inventory(ctx context.Context, op string) ([]profile, []image, error) {
-	type answer struct {
-		out string
-		err error
-	}
-	imgCh := make(chan answer, 1)
-	go func() {
-		res, err := d.call(ctx, op, d.sdk.sdkmanager, callTimeout, nil, "--list_installed")
-		err = succeeded(res, err, op, "sdkmanager --list_installed")
-		imgCh <- answer{string(res.Stdout), err}
-	}()
-	res, perr := d.call(ctx, op, d.sdk.avdmanager, callTimeout, nil, "list", "device")
-	perr = succeeded(res, perr, op, "avdmanager list device")
-	img := <-imgCh
-	if perr != nil {
-		return nil, nil, perr
-	}
-	if img.err != nil {
-		return nil, nil, img.err
+	res, err := d.call(ctx, op, d.sdk.avdmanager, callTimeout, nil, "list", "device")
+	if err := succeeded(res, err, op, "avdmanager list device"); err != nil {
+		return nil, nil, err
 	}
 	profiles := parseProfiles(string(res.Stdout))
 	if len(profiles) == 0 {
 		return nil, nil, crashf(op, "avdmanager list device listed no device definitions")
 	}
-	return profiles, parseImages(img.out), nil
+	imgs, err := d.scan(op)
+	if err != nil {
+		return nil, nil, err
+	}
+	return profiles, plainImages(imgs), nil
 }
 
 // ListCatalog reports the device profiles as models and the installed API

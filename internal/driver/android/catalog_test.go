@@ -224,3 +224,62 @@ func TestDefaultSDKRootIsWhereAndroidStudioPutsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogReadsTheImageDirectories: the installed images are what the
+// SDK's system-images directories hold, read afresh at every call, and
+// neither ListCatalog nor ResolveSpec runs sdkmanager, a JVM start.
+func TestCatalogReadsTheImageDirectories(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	images := filepath.Join(f.shims.SDK, "system-images")
+	layOut := func(rel string, finished bool) {
+		t.Helper()
+		dir := filepath.Join(images, filepath.FromSlash(rel))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if finished {
+			if err := os.WriteFile(filepath.Join(dir, "source.properties"), []byte("Pkg.Revision=3\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	layOut("android-37/google_apis/"+hostABI(), true)
+	layOut("android-38/google_apis/"+hostABI(), false) // still unpacking
+	layOut("android-39/.partial/"+hostABI(), true)     // dot entries are not images
+	if err := os.Remove(filepath.Join(images, "android-34", "google_apis", hostABI(), "source.properties")); err != nil {
+		t.Fatal(err)
+	}
+	f.shims.ForgetCalls(t)
+
+	c, err := d.ListCatalog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"37", "36", "35"}; !slices.Equal(c.Runtimes, want) || c.DefaultRuntime != "37" {
+		t.Errorf("runtimes = %v default %q, want %v default 37, as the directories say", c.Runtimes, c.DefaultRuntime, want)
+	}
+	spec, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8", OSVersion: "37"})
+	if err != nil {
+		t.Fatalf("ResolveSpec on the new level: %v", err)
+	}
+	for _, level := range []string{"38", "34"} {
+		_, err := d.ResolveSpec(ctx, driver.Request{Model: "Pixel 8", OSVersion: level})
+		var missing *driver.RuntimeMissingError
+		if !errors.As(err, &missing) || missing.Component != level {
+			t.Errorf("ResolveSpec on API %s, whose image has no source.properties = %v, want *RuntimeMissingError", level, err)
+		}
+	}
+	dev, err := d.Provision(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pkg := "system-images;android-37;google_apis;" + hostABI(); len(findCalls(t, f.shims, "avdmanager", "-n", dev.ID, "-k", pkg)) != 1 {
+		t.Errorf("the device was not created from %s", pkg)
+	}
+	if sdk := calls(t, f.shims, "sdkmanager"); len(sdk) != 0 {
+		t.Errorf("the catalog and ResolveSpec ran sdkmanager %d times (%v); the images come from the SDK's directories", len(sdk), sdk[0].Args)
+	}
+}

@@ -147,13 +147,18 @@ func scanImages(sdk string) ([]installedImage, error) {
 	return out, nil
 }
 
+// plainImages is imgs without what only the component operations need.
+func plainImages(imgs []installedImage) []image {
+	out := make([]image, len(imgs))
+	for i, im := range imgs {
+		out[i] = im.image
+	}
+	return out
+}
+
 // bestAt is the image of level that a phone would get, as ResolveSpec picks.
 func bestAt(imgs []installedImage, level string) (installedImage, bool) {
-	plain := make([]image, len(imgs))
-	for i, im := range imgs {
-		plain[i] = im.image
-	}
-	pick, ok := pickImage(plain, level, contract.ClassPhone)
+	pick, ok := pickImage(plainImages(imgs), level, contract.ClassPhone)
 	if !ok {
 		return installedImage{}, false
 	}

@@ -403,6 +403,22 @@ func freeConsolePort(t *testing.T) int {
 	return 0
 }
 
+// killAndReap kills pid, a program the driver started, and waits until it
+// has left the process table, as it has once the driver noticed the crash.
+func killAndReap(t *testing.T, ctx context.Context, pid int, what string) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s (pid %d) is still in the process table after SIGKILL", what, pid)
+		case <-time.After(10 * time.Millisecond): // a killed process has no event to wait on
+		}
+	}
+}
+
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)

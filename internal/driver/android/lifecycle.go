@@ -317,8 +317,8 @@ func (d *Driver) releasePortLocked(port int, name string) {
 func (d *Driver) startEmulator(op, name string, port int, launch []string) (*child, error) {
 	logPath := filepath.Join(d.avdDir(name), emulatorLogFile)
 	os.Remove(logPath) // one boot's log at a time
-	args := append([]string{"-avd", name, "-port", strconv.Itoa(port),
-		"-no-window", "-no-audio", "-no-boot-anim", "-no-snapshot-save"}, launch...)
+	args := append([]string{"-avd", name, "-port", strconv.Itoa(port)}, d.emulator.flags()...)
+	args = append(append(args, "-no-snapshot-save"), launch...)
 	p, err := d.run.Start(runner.Cmd{Path: d.sdk.emulator, Args: args, Env: d.env}, logPath)
 	if err != nil {
 		d.mu.Lock()
@@ -647,7 +647,8 @@ func readyDevice(dev driver.Device, port int, hash string) driver.Device {
 }
 
 // configHash fingerprints what a snapshot depends on: the system image and
-// its revision, the emulator's version, and the AVD's hardware config. A
+// its revision, the emulator's version, the AVD's hardware config, and the
+// window and GPU options the emulator is launched with. A
 // snapshot taken under another fingerprint may not load, or may load into a
 // device that is not what the AVD now describes.
 func (d *Driver) configHash(ctx context.Context, op, name string) (string, error) {
@@ -673,6 +674,7 @@ func (d *Driver) configHash(ctx context.Context, op, name string) (string, error
 	slices.Sort(hw)
 	h := fnv.New32a()
 	parts := append([]string{img + "@" + rev, strings.TrimSpace(string(res.Stdout))}, hw...)
+	parts = append(parts, d.emulator.snapshotParts()...)
 	h.Write([]byte(strings.Join(parts, "\x00")))
 	return fmt.Sprintf("%08x", h.Sum32()), nil
 }

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/android"
 	"github.com/simlock/simlock/internal/ownership"
 )
 
@@ -458,17 +458,7 @@ func TestRecoveryKeepsTheHoldersWorkAndTheReclaimStillCleans(t *testing.T) {
 	if len(ems) != 1 {
 		t.Fatalf("running emulators = %+v, want one", ems)
 	}
-	if err := syscall.Kill(ems[0].Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	// Gone and reaped, as after a real crash the driver has noticed.
-	for syscall.Kill(ems[0].Pid, 0) == nil {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the emulator %d is still in the process table after SIGKILL", ems[0].Pid)
-		case <-time.After(10 * time.Millisecond): // a killed process has no event to wait on
-		}
-	}
+	killAndReap(t, ctx, ems[0].Pid, "the emulator")
 	boots := len(findCalls(t, f.shims, "emulator", "-avd", dev.ID))
 
 	recovered, err := d.Recover(ctx, ready)
@@ -493,4 +483,121 @@ func TestRecoveryKeepsTheHoldersWorkAndTheReclaimStillCleans(t *testing.T) {
 	if got := packages(t, d, recovered.Address); len(got) != 0 {
 		t.Errorf("packages after the reclaim = %v, want the baseline's none", got)
 	}
+}
+
+// TestEmulatorLaunchOptions: the emulator gets the flags its options ask
+// for; an unknown GPU mode is refused; and a new window or GPU mode, which a
+// snapshot depends on, makes the next boot capture a new clean snapshot,
+// while audio and the boot animation do not.
+func TestEmulatorLaunchOptions(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opts android.EmulatorOptions
+		want [][]string
+		not  []string
+	}{
+		{"defaults", android.EmulatorOptions{},
+			[][]string{{"-no-window"}, {"-no-audio"}, {"-no-boot-anim"}}, []string{"-gpu"}},
+		{"window, host GPU, audio and boot animation", android.EmulatorOptions{Window: true, GPU: "host", Audio: true, BootAnimation: true},
+			[][]string{{"-gpu", "host"}}, []string{"-no-window", "-no-audio", "-no-boot-anim"}},
+		{"auto GPU", android.EmulatorOptions{GPU: "auto"},
+			[][]string{{"-no-window"}}, []string{"-gpu"}},
+		{"software GPU", android.EmulatorOptions{GPU: "swiftshader_indirect", Audio: true},
+			[][]string{{"-no-window"}, {"-gpu", "swiftshader_indirect"}, {"-no-boot-anim"}}, []string{"-no-audio"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.opts.Emulator = c.opts
+			d := newDriver(t, f.opts)
+			ctx := ctxTimeout(t, 60*time.Second)
+			dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
+			if _, err := d.MakeReady(ctx, dev); err != nil {
+				t.Fatal(err)
+			}
+			launches := findCalls(t, f.shims, "emulator", "-avd", dev.ID)
+			if len(launches) == 0 {
+				t.Fatal("no emulator launch")
+			}
+			for _, l := range launches {
+				for _, w := range c.want {
+					if !has(l.Args, w...) {
+						t.Errorf("emulator %v lacks %v", l.Args, w)
+					}
+				}
+				for _, n := range c.not {
+					if slices.Contains(l.Args, n) {
+						t.Errorf("emulator %v has %s", l.Args, n)
+					}
+				}
+			}
+		})
+	}
+
+	t.Run("unknown GPU mode", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		f.opts.Emulator.GPU = "vulkan"
+		if err := newRefused(t, f.opts); err == nil || !strings.Contains(err.Error(), `"vulkan"`) {
+			t.Errorf("New with GPU mode vulkan = %v, want it refused", err)
+		}
+		if _, err := os.Stat(f.root); !errors.Is(err, os.ErrNotExist) || len(calls(t, f.shims, "adb")) != 0 {
+			t.Error("New claimed the root or started adb before refusing the GPU mode")
+		}
+	})
+
+	t.Run("snapshot", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t)
+		ctx := ctxTimeout(t, 60*time.Second)
+		d := newDriver(t, f.opts)
+		dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
+		// bootWith boots dev under opts and returns the launches of that boot.
+		bootWith := func(opts android.EmulatorOptions) [][]string {
+			t.Helper()
+			before := len(findCalls(t, f.shims, "emulator", "-avd", dev.ID))
+			o := f.opts
+			o.Emulator = opts
+			under := newDriver(t, o)
+			ready, err := under.MakeReady(ctx, dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := under.Shutdown(ctx, ready); err != nil {
+				t.Fatal(err)
+			}
+			// A launch that lost its console port to a parallel test is
+			// retried on another port with the same arguments; it counts
+			// once.
+			var out [][]string
+			for _, c := range findCalls(t, f.shims, "emulator", "-avd", dev.ID)[before:] {
+				if len(out) > 0 && slices.Equal(withoutPort(out[len(out)-1]), withoutPort(c.Args)) {
+					continue
+				}
+				out = append(out, c.Args)
+			}
+			return out
+		}
+		bootWith(android.EmulatorOptions{}) // the first boot captures the snapshot
+		if got := bootWith(android.EmulatorOptions{Audio: true, BootAnimation: true}); len(got) != 1 || !has(got[0], "-snapshot", "simlock_clean_baseline") {
+			t.Errorf("with audio and the boot animation on, the emulator launched %v; want one restore of the clean snapshot", got)
+		}
+		got := bootWith(android.EmulatorOptions{GPU: "host"})
+		if len(got) != 2 || !has(got[0], "-wipe-data") || !has(got[1], "-snapshot", "simlock_clean_baseline") {
+			t.Errorf("with a new GPU mode, the emulator launched %v; want a wipe that captures a new snapshot, then a restore", got)
+		}
+		if got := bootWith(android.EmulatorOptions{GPU: "host", Window: true}); len(got) != 2 || !has(got[0], "-wipe-data") {
+			t.Errorf("with a window, the emulator launched %v; want a wipe that captures a new snapshot, then a restore", got)
+		}
+	})
+}
+
+// withoutPort is an emulator command line without its -port value.
+func withoutPort(args []string) []string {
+	i := slices.Index(args, "-port")
+	if i < 0 || i+1 == len(args) {
+		return args
+	}
+	return slices.Concat(args[:i], args[i+2:])
 }

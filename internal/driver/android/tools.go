@@ -27,9 +27,13 @@ func (d *Driver) call(ctx context.Context, op, path string, timeout time.Duratio
 	return res, nil
 }
 
-// adb runs adb against the private server; every call carries -P so that it
-// can reach no other server whatever the environment says.
+// adb runs adb against the private server, restarting the server first if
+// it is gone; every call carries -P so that it can reach no other server
+// whatever the environment says.
 func (d *Driver) adb(ctx context.Context, op string, timeout time.Duration, args ...string) (runner.Result, error) {
+	if err := d.superviseServer(ctx, op); err != nil {
+		return runner.Result{}, err
+	}
 	return d.call(ctx, op, d.sdk.adb, timeout, nil, append([]string{"-P", strconv.Itoa(d.port)}, args...)...)
 }
 

@@ -18,15 +18,19 @@ import (
 
 const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-13206524"
 
-// androidAdb is adb. Global options -P, -s, -t, -d, -e, -a, -H, -L and
-// nodaemon come first. The server port is -P, else
-// $ANDROID_ADB_SERVER_PORT, else 5037, and every device command needs a
-// server listening there (the shim never starts one implicitly).
+// androidAdb is adb. Global options -P, -s, -t, -d, -e, -a, -H, -L,
+// nodaemon and fork-server come first. The server port is -P, else the
+// port of -L tcp:<port>, else $ANDROID_ADB_SERVER_PORT, else 5037, and every
+// device command needs a server listening there. Unlike real adb, the shim
+// starts one for a device command only with the setting ADB_AUTOSTART=1.
 //
-//   - nodaemon server: the fake server in the foreground, a real TCP
-//     listener answering host:version, host:emulator:<port> and host:kill
-//     (refused when ADB_REJECT_KILL_SERVER=1).
-//   - start-server: that server in the background; kill-server: host:kill.
+//   - nodaemon server, fork-server server: the fake server in the
+//     foreground, a real TCP listener answering host:version,
+//     host:emulator:<port> and host:kill (refused when
+//     ADB_REJECT_KILL_SERVER=1).
+//   - start-server: that server in the background, started as adb starts
+//     one (adb -L tcp:<port> fork-server server --reply-fd N);
+//     kill-server: host:kill.
 //   - devices: the emulators reporting to this server; one told to die
 //     stays listed as offline until its process has exited.
 //   - shell getprop sys.boot_completed | init.svc.bootanim |
@@ -35,9 +39,9 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //   - install X.apk, uninstall PKG, get-serialno, get-state.
 //   - anything else echoes its arguments and exits 0.
 func androidAdb(args []string) int {
-	port := ""
+	port, listen := "", ""
 	serial := os.Getenv("ANDROID_SERIAL")
-	nodaemon := false
+	nodaemon, forked := false, false
 	i := 0
 options:
 	for ; i < len(args); i++ {
@@ -54,11 +58,15 @@ options:
 			port = next()
 		case a == "-s":
 			serial = next()
-		case a == "-t" || a == "-H" || a == "-L":
+		case a == "-L":
+			listen = next()
+		case a == "-t" || a == "-H":
 			next()
 		case a == "-d" || a == "-e" || a == "-a":
 		case a == "nodaemon":
 			nodaemon = true
+		case a == "fork-server":
+			forked = true
 		case a == "--version" || a == "version":
 			fmt.Printf("%s\nInstalled as %s\nRunning on Linux (%s)\n", androidAdbVersion, os.Args[0], "x86_64")
 			return 0
@@ -75,6 +83,9 @@ options:
 		default:
 			break options
 		}
+	}
+	if spec, ok := strings.CutPrefix(listen, "tcp:"); port == "" && ok {
+		port = spec[strings.LastIndex(spec, ":")+1:]
 	}
 	if port == "" {
 		port = os.Getenv("ANDROID_ADB_SERVER_PORT")
@@ -96,8 +107,8 @@ options:
 	}
 	switch rest[0] {
 	case "server":
-		if !nodaemon {
-			fmt.Fprintln(os.Stderr, "adb: the shim runs a server only as `adb nodaemon server`")
+		if !nodaemon && !forked {
+			fmt.Fprintln(os.Stderr, "adb: the shim runs a server only as `adb nodaemon server` or `adb fork-server server`")
 			return 1
 		}
 		return androidAdbServe(port)
@@ -106,7 +117,7 @@ options:
 	case "kill-server":
 		return androidKillServer(port)
 	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state":
-		if !androidDial(port) {
+		if !androidDial(port) && (setting("ADB_AUTOSTART") != "1" || androidStartServer(port) != 0) {
 			fmt.Fprintf(os.Stderr, "adb: cannot connect to daemon at tcp:127.0.0.1:%s: Connection refused\n", port)
 			return 1
 		}
@@ -450,7 +461,7 @@ func androidAdbServe(port string) int {
 }
 
 // androidStartServer starts the fake server in the background unless one
-// listens already.
+// listens already, with the command line adb gives the servers it starts.
 func androidStartServer(port string) int {
 	if androidDial(port) {
 		return 0
@@ -461,8 +472,9 @@ func androidStartServer(port string) int {
 		fmt.Fprintln(os.Stderr, "* failed to start daemon:", err)
 		return 1
 	}
-	// argv[0] stays adb, so the re-executed shim is adb again.
-	cmd := &exec.Cmd{Path: exe, Args: []string{os.Args[0], "-P", port, "nodaemon", "server"}, Env: os.Environ(),
+	// argv[0] stays this adb's path, so the re-executed shim is adb again
+	// and a test can tell the server is its own.
+	cmd := &exec.Cmd{Path: exe, Args: []string{os.Args[0], "-L", "tcp:" + port, "fork-server", "server", "--reply-fd", "3"}, Env: os.Environ(),
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "* failed to start daemon:", err)
