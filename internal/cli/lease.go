@@ -22,6 +22,7 @@ type leaseFlags struct {
 	platform, device, class, osVersion, agent, progressMode string
 	ttl, timeout                                            string
 	noWait, detach, exportEnv, allowDownload                bool
+	bindPID                                                 int
 }
 
 func leaseCmd(env Env) *cobra.Command {
@@ -34,7 +35,11 @@ func leaseCmd(env Env) *cobra.Command {
 Without --detach the command holds the lease: it renews it every TTL/3 and
 releases it when it exits, on SIGINT or SIGTERM, or when its parent process
 exits. It exits 14 if the lease ends under it: expired, killed by an
-operator, or released by another session.`,
+operator, or released by another session.
+
+With --bind-pid the daemon ends the lease when that process exits, with or
+without --detach (held, the command then watches that process instead of
+its parent, and exits 0 when it goes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A refusal of an input is said in the terms of its flag.
@@ -57,6 +62,7 @@ operator, or released by another session.`,
 	f.BoolVar(&lf.detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
 	f.BoolVar(&lf.exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
 	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
+	f.IntVar(&lf.bindPID, "bind-pid", 0, "end the lease when this local process exits (the daemon watches it; with or without --detach)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	_ = cmd.RegisterFlagCompletionFunc("platform", completePlatforms)
 	_ = cmd.RegisterFlagCompletionFunc("class", completeClasses)
@@ -94,12 +100,17 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	if err := in.Validate(); err != nil {
 		return fail(err)
 	}
+	if cmd.Flags().Changed("bind-pid") {
+		if err := contract.CheckPID(lf.bindPID); err != nil {
+			return usage("--bind-pid %s", strings.TrimPrefix(err.(*contract.Error).Message, "pid: "))
+		}
+	}
 	mode, err := progressModeFor(lf.progressMode, cmd, env)
 	if err != nil {
 		return err
 	}
 	id := agentID(lf.agent, env.Getenv, env.PPID)
-	return runLease(cmd.Context(), cmd, env, id, in, mode, lf.detach, lf.exportEnv)
+	return runLease(cmd.Context(), cmd, env, id, in, mode, lf.detach, lf.exportEnv, lf.bindPID)
 }
 
 func progressModeFor(flag string, cmd *cobra.Command, env Env) (string, error) {
@@ -115,7 +126,7 @@ func progressModeFor(flag string, cmd *cobra.Command, env Env) (string, error) {
 	return "", usage("--progress must be json, human or none, got %q", flag)
 }
 
-func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach, exportEnv bool) error {
+func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach, exportEnv bool, bindPID int) error {
 	c, err := connect(ctx, cmd, env, session{principal: id, autostart: true})
 	if err != nil {
 		return fail(err)
@@ -131,6 +142,18 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 			return fail(contract.Errorf(contract.CodeCancelled, "stopped waiting for a device"))
 		}
 		return fail(err)
+	}
+	if bindPID != 0 {
+		bound, err := c.Bind(ctx, grant.Lease.ID, bindPID)
+		if err != nil {
+			// Unbound, the lease would outlive the process it was asked
+			// to end with: give it back rather than hand it out.
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _ = c.Release(rctx, grant.Lease.ID)
+			cancel()
+			return fail(err)
+		}
+		grant.Lease = bound
 	}
 	out := struct {
 		contract.LeaseGrant
@@ -209,9 +232,14 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 		}
 		_ = printJSON(env.Stderr, fields)
 	}
+	// A lease bound to a process ends when the daemon sees that process
+	// exit: the binding replaces the watch on this command's parent.
 	parent := time.NewTicker(time.Second)
 	defer parent.Stop()
 	ppid := os.Getppid()
+	if lease.BoundPID != 0 {
+		parent.Stop()
+	}
 	link := &holdLink{c: c, deadline: lease.TTLDeadline}
 	connect := func(ctx context.Context) (*client.Client, error) {
 		if c := link.current(); c != nil {
@@ -252,6 +280,11 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 		return fail(err)
 	}
 	lost := func(reason string) error {
+		if reason == contract.ReasonBoundProcessExited {
+			say(fmt.Sprintf("✓ Process %d exited, so lease %s was released; its device is cleaned for the next agent", lease.BoundPID, lease.ID),
+				map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
+			return nil
+		}
 		say(fmt.Sprintf("✗ Lease %s on %s ended under this command: %s", lease.ID, lease.DeviceID, lostWords(reason)),
 			map[string]any{"push": contract.PushLeaseLost, "leaseId": lease.ID, "deviceId": lease.DeviceID, "reason": reason})
 		return &exitError{code: contract.ExitLeaseLost, err: fmt.Errorf("lease lost: %s", reason), quiet: true}
@@ -355,6 +388,8 @@ func lostWords(reason string) string {
 		return "another session released it"
 	case "unknown-lease":
 		return "the daemon no longer knows it"
+	case contract.ReasonBoundProcessExited:
+		return "the process it was bound to exited"
 	}
 	return reason
 }

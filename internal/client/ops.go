@@ -26,6 +26,14 @@ func (c *Client) Renew(ctx context.Context, leaseID string, ttlMs int64) (contra
 	return l, err
 }
 
+// Bind ties a lease to local process pid: the daemon ends the lease when
+// the process exits.
+func (c *Client) Bind(ctx context.Context, leaseID string, pid int) (contract.LeaseRecord, error) {
+	var l contract.LeaseRecord
+	err := c.Call(ctx, contract.OpLeaseBind, contract.LeaseBindInput{LeaseID: leaseID, PID: pid}, &l)
+	return l, err
+}
+
 // Release ends a lease.
 func (c *Client) Release(ctx context.Context, leaseID string) (contract.ReleaseResult, error) {
 	var r contract.ReleaseResult

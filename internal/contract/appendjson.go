@@ -71,6 +71,10 @@ func (l LeaseRecord) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, l.LastRenewedAt, 10)
 	b = append(b, `,"ttlDeadline":`...)
 	b = strconv.AppendInt(b, l.TTLDeadline, 10)
+	if l.BoundPID != 0 {
+		b = append(b, `,"boundPid":`...)
+		b = strconv.AppendInt(b, int64(l.BoundPID), 10)
+	}
 	return append(b, '}')
 }
 

@@ -31,7 +31,8 @@ func TestTheHandEncodersWriteWhatEncodingJSONWrites(t *testing.T) {
 			t.Fatalf("device:\n got %s\nwant %s", got, want)
 		}
 		l := LeaseRecord{ID: randomString(rng), DeviceID: randomString(rng), RequesterID: randomString(rng), OwnerID: randomString(rng),
-			GrantedAt: rng.Int64N(1 << 45), TTLMs: rng.Int64N(1 << 30), LastRenewedAt: -rng.Int64N(10), TTLDeadline: rng.Int64N(1 << 45)}
+			GrantedAt: rng.Int64N(1 << 45), TTLMs: rng.Int64N(1 << 30), LastRenewedAt: -rng.Int64N(10), TTLDeadline: rng.Int64N(1 << 45),
+			BoundPID: rng.IntN(3)}
 		want, _ = json.Marshal(l)
 		if got := l.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("lease:\n got %s\nwant %s", got, want)

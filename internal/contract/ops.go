@@ -39,10 +39,14 @@ const (
 	OpLeaseRequestGet    Op = "lease-request.get"
 	OpLeaseGet           Op = "lease.get"
 	OpLeaseWatch         Op = "lease.watch"
-	OpDeviceExec         Op = "device.exec"
-	OpTokenCreate        Op = "token.create"
-	OpTokenList          Op = "token.list"
-	OpTokenRevoke        Op = "token.revoke"
+	// OpLeaseBind ties a lease to a local process: the lease ends when the
+	// process exits. Over the socket only (a pid names a process of the
+	// daemon's machine).
+	OpLeaseBind   Op = "lease.bind"
+	OpDeviceExec  Op = "device.exec"
+	OpTokenCreate Op = "token.create"
+	OpTokenList   Op = "token.list"
+	OpTokenRevoke Op = "token.revoke"
 )
 
 // Role is what a session may do.
@@ -85,6 +89,7 @@ var ops = map[Op]OpInfo{
 	OpLeaseRequestGet:    {},
 	OpLeaseGet:           {},
 	OpLeaseWatch:         {},
+	OpLeaseBind:          {},
 	OpDeviceExec:         {},
 	OpTokenCreate:        {AdminOnly: true},
 	OpTokenList:          {AdminOnly: true},
@@ -236,6 +241,37 @@ func (in *LeaseRenewInput) Validate() error {
 	}
 	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
 		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
+	}
+	return nil
+}
+
+// MaxPID is the largest process id lease.bind accepts (Linux's pid_max
+// ceiling; macOS stays far below it).
+const MaxPID = 1 << 22
+
+// ReasonBoundProcessExited is the end reason (lease.released, lease-lost)
+// of a bound lease whose process exited.
+const ReasonBoundProcessExited = "bound-process-exited"
+
+// LeaseBindInput asks that a lease end when process PID exits.
+type LeaseBindInput struct {
+	LeaseID string `json:"leaseId"`
+	PID     int    `json:"pid"`
+}
+
+// Validate checks the input's fields.
+func (in *LeaseBindInput) Validate() error {
+	if err := checkID("leaseId", in.LeaseID, true); err != nil {
+		return err
+	}
+	return CheckPID(in.PID)
+}
+
+// CheckPID checks a process id to bind a lease to. Process 1 is refused: it
+// never exits, so a lease bound to it would only look bound.
+func CheckPID(pid int) error {
+	if pid < 2 || pid > MaxPID {
+		return BadRequest("pid", "must be a process id from 2 to %d, got %d", MaxPID, pid)
 	}
 	return nil
 }

@@ -110,6 +110,9 @@ type LeaseRecord struct {
 	TTLMs         int64  `json:"ttlMs"`
 	LastRenewedAt int64  `json:"lastRenewedAt"`
 	TTLDeadline   int64  `json:"ttlDeadline"`
+	// BoundPID is the local process whose exit ends the lease (lease.bind,
+	// simlock lease --bind-pid), if any.
+	BoundPID int `json:"boundPid,omitempty"`
 }
 
 // GrantDevice is the device part of a grant.

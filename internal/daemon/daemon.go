@@ -82,6 +82,9 @@ type Options struct {
 	// HostOS names the operating system release, for status ("" if
 	// unknown).
 	HostOS string
+	// Processes is the process table lease.bind watches; the machine's
+	// when nil.
+	Processes leasing.Processes
 	// ClassDefaults are configured model preferences per platform and class.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
 	Logger        *slog.Logger
@@ -193,6 +196,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if opts.Config == nil {
 		opts.Config = config.Default()
+	}
+	if opts.Processes == nil {
+		opts.Processes = osProcesses{}
 	}
 	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
 		return nil, fmt.Errorf("create SIMLOCK_HOME: %w", err)
@@ -374,6 +380,7 @@ func (d *Daemon) converge(ctx context.Context) {
 			PressureThreshold: cfg.Int("diskPressure.freeBytesThreshold"),
 			FreeBytes:         freeBytes,
 		},
+		Bind: leasing.BindPolicy{Processes: d.opts.Processes},
 		Stall: leasing.StallPolicy{
 			Multiplier: int(cfg.Int("stalledTransition.thresholdMultiplier")),
 			Minimum:    time.Duration(cfg.Int("stalledTransition.minimumThresholdMs")) * time.Millisecond,

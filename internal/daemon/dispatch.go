@@ -207,6 +207,12 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return e.RequestStatus(s.ctx, caller, in)
+	case contract.OpLeaseBind:
+		var in contract.LeaseBindInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.Bind(caller, in)
 	case contract.OpLeaseGet:
 		var in contract.LeaseIDInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

@@ -98,6 +98,8 @@ type Options struct {
 	Quarantine QuarantinePolicy
 	// Stall is when a transition counts as stalled (see StallPolicy).
 	Stall StallPolicy
+	// Bind is how leases bound to a process are watched (see BindPolicy).
+	Bind BindPolicy
 	// Health is how leased devices are watched (off unless Enabled).
 	Health HealthPolicy
 	// Idle is the idle tiers (off unless Enabled; Cleanup runs them on
@@ -143,15 +145,17 @@ type Engine struct {
 	reg         *registry
 	leases      map[string]*lease // active only
 	byRequester map[string]*lease
-	leaseOrder  list.List // of *lease, in (grantedAt, id) order
-	due         [contract.NumPlatforms]dueHeap
-	pending     pendingWrites
-	removing    map[string]bool         // runtimes being removed ("ios/26.4")
-	health      map[string]*healthState // leased devices the monitor tracks
-	warm        warmState
-	noReclaim   map[string]bool // devices whose lease ends at startup without a clean
-	timers      map[string]*time.Timer
-	catalogs    map[contract.Platform]driver.Catalog
+	// bound are the active leases bound to a process (lease.bind).
+	bound      map[string]*lease
+	leaseOrder list.List // of *lease, in (grantedAt, id) order
+	due        [contract.NumPlatforms]dueHeap
+	pending    pendingWrites
+	removing   map[string]bool         // runtimes being removed ("ios/26.4")
+	health     map[string]*healthState // leased devices the monitor tracks
+	warm       warmState
+	noReclaim  map[string]bool // devices whose lease ends at startup without a clean
+	timers     map[string]*time.Timer
+	catalogs   map[contract.Platform]driver.Catalog
 	// sealed is the capacity last reported by capacity.changed.
 	sealed   capacityKey
 	hasCap   bool
@@ -204,6 +208,9 @@ func New(opts Options) *Engine {
 	}
 	opts.Quarantine = opts.Quarantine.withDefaults()
 	opts.Stall = opts.Stall.withDefaults()
+	if opts.Bind.Interval <= 0 {
+		opts.Bind.Interval = time.Second
+	}
 	opts.Health = opts.Health.withDefaults()
 	opts.Idle = opts.Idle.withDefaults()
 	if opts.WarmPool != nil {
@@ -222,7 +229,7 @@ func New(opts Options) *Engine {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
-		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{},
+		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{}, bound: map[string]*lease{},
 		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
 		warm:   warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}},
 		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{},
@@ -351,6 +358,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if e.opts.Idle.Enabled {
 		go e.reapIdle()
+	}
+	if e.opts.Bind.Processes != nil {
+		go e.watchBound()
 	}
 	if e.opts.WarmPool != nil {
 		go e.runWarmPool()

@@ -161,6 +161,7 @@ func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 	l := &lease{Lease: rec, due: -1}
 	e.leases[l.ID] = l
 	e.byRequester[l.RequesterID] = l
+	e.fileBound(l)
 	after := e.leaseOrder.Back()
 	for after != nil {
 		a := after.Value.(*lease)
@@ -200,6 +201,7 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 			l.timer.Stop()
 		}
 		delete(e.leases, rec.ID)
+		delete(e.bound, rec.ID)
 		if e.byRequester[rec.RequesterID] == l {
 			delete(e.byRequester, rec.RequesterID)
 		}
@@ -211,6 +213,7 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 		tx.Kick()
 	case ok:
 		l.Lease, l.view = rec, nil
+		e.fileBound(l)
 		if e.dueMoved(l) {
 			tx.Kick() // the first in line may be told of another lease
 		}

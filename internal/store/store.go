@@ -70,6 +70,9 @@ type Lease struct {
 	RequestID string
 	EndedAt   int64
 	EndReason string
+	// BoundPIDStartedAt is when the process BoundPID names started (epoch
+	// ms): with the pid, it names one process even after the pid is reused.
+	BoundPIDStartedAt int64
 }
 
 // NewEvent is an event to append; the backend assigns its seq.

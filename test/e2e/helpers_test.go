@@ -402,6 +402,7 @@ type leaseRec struct {
 	TTLMs         int64  `json:"ttlMs"`
 	LastRenewedAt int64  `json:"lastRenewedAt"`
 	TTLDeadline   int64  `json:"ttlDeadline"`
+	BoundPID      int    `json:"boundPid"`
 }
 
 type grant struct {

@@ -1205,3 +1205,21 @@ func TestManyEventsInOneCommitGetConsecutiveSeqsInOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestALeasesBindingIsStoredAndLoadedAndAnUnbindingToo(t *testing.T) {
+	db, _ := openTemp(t)
+	l := lease("l1", "d1", 1)
+	l.BoundPID, l.BoundPIDStartedAt = 4242, 1_700_000_000_123
+	commit(t, db, store.Change{Devices: []store.Device{device("d1", 1)}, Leases: []store.Lease{l}})
+	got := load(t, db).Leases
+	if len(got) != 1 || got[0].BoundPID != 4242 || got[0].BoundPIDStartedAt != 1_700_000_000_123 {
+		t.Fatalf("loaded %+v, want the lease bound to pid 4242 started at 1700000000123", got)
+	}
+	// Written as an update of what changed, as the engine writes a renewal.
+	was := l
+	l.BoundPID, l.BoundPIDStartedAt = 0, 0
+	commit(t, db, store.Change{Leases: []store.Lease{l}, Before: store.Before{Leases: map[string]store.Lease{"l1": was}}})
+	if got := load(t, db).Leases; len(got) != 1 || got[0].BoundPID != 0 || got[0].BoundPIDStartedAt != 0 {
+		t.Errorf("after unbinding, loaded %+v, want no binding", got)
+	}
+}

@@ -1,0 +1,29 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shirou/gopsutil/v4/process"
+)
+
+// osProcesses is the machine's process table, for lease.bind.
+type osProcesses struct{}
+
+// StartedAt reads when process pid started, in epoch ms, as the kernel
+// keeps it: the same for as long as the process lives. A zombie has exited
+// (only its parent has not collected it yet), so it counts as gone.
+func (osProcesses) StartedAt(pid int) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	p, err := process.NewProcessWithContext(ctx, int32(pid))
+	if err != nil {
+		return 0, err
+	}
+	if st, err := p.StatusWithContext(ctx); err == nil && slices.Contains(st, process.Zombie) {
+		return 0, fmt.Errorf("process %d has exited", pid)
+	}
+	return p.CreateTimeWithContext(ctx)
+}
