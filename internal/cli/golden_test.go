@@ -67,7 +67,12 @@ func TestStatusGolden(t *testing.T) {
 		},
 		WarmPool: &contract.WarmPoolStatus{Enabled: true, Targets: []contract.WarmTargetStatus{
 			{WarmTarget: contract.WarmTarget{Platform: "ios", Model: "iPhone 17", Count: 2}, Ready: 1, Booting: 0, Short: 1, Reason: "running-limit"},
-		}},
+		}, RewarmReleased: true, Rewarming: 1,
+			Grants: contract.GrantCounts{Warm: 6, Booted: 2, Provisioned: 1, WarmRate: 0.667},
+			GrantsByPlatform: map[contract.Platform]contract.GrantCounts{
+				"ios":     {Warm: 5, Booted: 2, Provisioned: 1, WarmRate: 0.625},
+				"android": {Warm: 1, WarmRate: 1},
+			}},
 		EventLog: &contract.EventLogStatus{Events: 4200, OldestSeq: 800, OldestTs: ms(-50 * time.Hour), LastSeq: 4999,
 			RetentionDays: 7, MaxEvents: 100000, LastPruneAt: ms(-time.Minute), LastPruned: 3, PrunedTotal: 799},
 	}

@@ -173,10 +173,16 @@ func renderInstallsAndPool(w io.Writer, s contract.Status, now time.Time) {
 	for _, in := range s.Installs {
 		fmt.Fprintf(w, "Install %s\n", installLine(in, now))
 	}
-	if wp := s.WarmPool; wp != nil && (len(wp.Targets) > 0 || !wp.Enabled) {
+	if wp := s.WarmPool; wp != nil && (len(wp.Targets) > 0 || !wp.Enabled || wp.Rewarming > 0 || grantTotal(wp.Grants) > 0) {
 		state := "on"
-		if !wp.Enabled {
+		switch {
+		case !wp.Enabled:
 			state = "off (idle ready devices are shut down)"
+		case wp.RewarmReleased:
+			state = "on, re-warms released devices"
+			if wp.Rewarming > 0 {
+				state += fmt.Sprintf(" (%d booting)", wp.Rewarming)
+			}
 		}
 		fmt.Fprintf(w, "Warm pool: %s\n", state)
 		for _, t := range wp.Targets {
@@ -193,7 +199,30 @@ func renderInstallsAndPool(w io.Writer, s contract.Status, now time.Time) {
 			}
 			fmt.Fprintln(w, line)
 		}
+		if grantTotal(wp.Grants) > 0 {
+			fmt.Fprintf(w, "  grants since start: %s\n", grantLine(wp.Grants))
+			// Split by platform only when more than one had grants: with one,
+			// the split repeats the total.
+			var some []contract.Platform
+			for _, p := range contract.Platforms() {
+				if grantTotal(wp.GrantsByPlatform[p]) > 0 {
+					some = append(some, p)
+				}
+			}
+			for _, p := range some {
+				if len(some) > 1 {
+					fmt.Fprintf(w, "    %s: %s\n", p, grantLine(wp.GrantsByPlatform[p]))
+				}
+			}
+		}
 	}
+}
+
+func grantTotal(g contract.GrantCounts) int { return g.Warm + g.Booted + g.Provisioned }
+
+// grantLine is "6 warm, 2 booted, 1 provisioned (67% warm)".
+func grantLine(g contract.GrantCounts) string {
+	return fmt.Sprintf("%d warm, %d booted, %d provisioned (%.0f%% warm)", g.Warm, g.Booted, g.Provisioned, g.WarmRate*100)
 }
 
 // installLine is one install in progress: "ios 26.4: downloading 41% for

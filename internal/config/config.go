@@ -101,6 +101,8 @@ var keys = []keySpec{
 		doc: "Android running slots idle devices must leave free for requests"},
 	{key: "warmPool.maxConcurrentBoots", kind: kindInt, def: int64(1), min: 1,
 		doc: "devices the warm pool boots at once"},
+	{key: "warmPool.rewarmReleased", kind: kindBool, def: true,
+		doc: "boot a device its clean left shut down again while it was used less than idle.shutdownAfterMs ago, in a free running slot no request waits for; a request that needs the slot takes it at once"},
 	{key: "warmPool.targets", kind: kindTargets, def: []WarmTarget{},
 		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"count"}`},
 	{key: "warmPool.quarantine.maxRetries", kind: kindInt, def: int64(3), min: 1,

@@ -257,6 +257,25 @@ type WarmPoolStatus struct {
 	Enabled        bool               `json:"enabled"`
 	ReserveRunning map[Platform]int   `json:"reserveRunning"`
 	Targets        []WarmTargetStatus `json:"targets"`
+	// RewarmReleased is warmPool.rewarmReleased in effect (the pool on and
+	// the switch on); Rewarming counts those boots in flight.
+	RewarmReleased bool `json:"rewarmReleased"`
+	Rewarming      int  `json:"rewarming"`
+	// Grants counts the leases granted since the daemon started by where
+	// their device came from, all platforms together; GrantsByPlatform
+	// splits them, with every platform present.
+	Grants           GrantCounts              `json:"grants"`
+	GrantsByPlatform map[Platform]GrantCounts `json:"grantsByPlatform"`
+}
+
+// GrantCounts counts grants by GrantSource.
+type GrantCounts struct {
+	Warm        int `json:"warm"`
+	Booted      int `json:"booted"`
+	Provisioned int `json:"provisioned"`
+	// WarmRate is Warm over all three, rounded to three places; 0 before
+	// the first grant.
+	WarmRate float64 `json:"warmRate"`
 }
 
 // OpNuke ends every lease, fails every waiting request and, with

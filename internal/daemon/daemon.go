@@ -713,6 +713,7 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 			contract.PlatformAndroid: int(cfg.Int("warmPool.reserveRunning.android")),
 		},
 		MaxConcurrentBoots: int(cfg.Int("warmPool.maxConcurrentBoots")),
+		RewarmReleased:     cfg.Bool("warmPool.rewarmReleased"),
 	}
 	for _, t := range cfg.Targets("warmPool.targets") {
 		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion, Count: t.Count})

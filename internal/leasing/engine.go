@@ -231,7 +231,7 @@ func New(opts Options) *Engine {
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{}, bound: map[string]*lease{},
 		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
-		warm:   warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{}},
+		warm:   newWarmState(),
 		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{},
 	}
 	e.leaseOrder.Init()

@@ -106,7 +106,13 @@ func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupA
 				if t-d.LastUsedAt < after {
 					break
 				}
-				if idle := t - max(d.LastUsedAt, d.StateSince); idle >= after && !kept[d.ID] {
+				since := max(d.LastUsedAt, d.StateSince)
+				if d.State == contract.DeviceReady && d.rewarmedAt == d.StateSince {
+					// Re-warmed: up as long as it would have been had its
+					// clean not stopped it, and no longer.
+					since = d.LastUsedAt
+				}
+				if idle := t - since; idle >= after && !kept[d.ID] {
 					out = append(out, contract.CleanupAction{Rule: r, DeviceID: d.ID, Action: action, IdleMs: idle})
 				}
 			}

@@ -205,6 +205,11 @@ func (e *Engine) runReclaim(d *dev) {
 			}
 		})
 		tx.Event("device.reclaimed", map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
+		if state == contract.DeviceShutdown {
+			// The warm pass may boot it again; it runs after this commit,
+			// once the line has had its pick of the device and its slot.
+			tx.After(e.kickWarm)
+		}
 		return nil
 	})
 }

@@ -13,14 +13,22 @@ import (
 // plan is what serving one waiter does now.
 type plan struct {
 	grant     *dev // idle ready device to grant
+	adopt     *dev // device of a re-warm boot to take over (rewarm.go)
 	boot      *dev // shut-down device to boot
 	provision bool
 	evict     *dev // idle device to shut down first, freeing a running slot
 	destroy   *dev // idle device to delete first, freeing a device slot
 	block     core.Block
+	// yielded are the re-warm boots of evict and destroy, cancelled for
+	// this start: each closes once the driver has let go of its device.
+	yielded []<-chan struct{}
 }
 
-func (p plan) waits() bool { return p.grant == nil && p.boot == nil && !p.provision }
+func (p plan) waits() bool { return p.grant == nil && p.adopt == nil && p.boot == nil && !p.provision }
+
+// holdsSlot reports whether deleting or shutting down d frees a running
+// slot: it runs, or a boot of it is in flight (a re-warm victim).
+func holdsSlot(d *dev) bool { return core.Running(d.State) || d.claim == claimBoot }
 
 // Place is the local placement of the head of a platform's line (see the
 // package doc for its consistency model): grant an idle ready device that
@@ -33,6 +41,8 @@ func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block
 	case p.grant != nil:
 		e.grantLocked(tx, w, p.grant, contract.SourceWarm)
 		return queue.Start{}, queue.NoBlock
+	case p.adopt != nil:
+		return e.adoptLocked(w, p.adopt), queue.NoBlock
 	case p.waits():
 		b := queue.BlockPlatform
 		if p.block.Global() {
@@ -50,13 +60,18 @@ func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block
 	return e.startLocked(tx, w, n, p), queue.NoBlock
 }
 
-// planLocked decides how to serve n: an idle ready device, else boot a
-// shut-down one, else create one (making room by shutting down or deleting
-// the least recently used idle device), else wait.
+// planLocked decides how to serve n: an idle ready device, else the boot
+// of a re-warm that fits, else boot a shut-down one, else create one
+// (making room by shutting down or deleting the least recently used idle
+// device, or, when there is none, a device the pool is re-warming), else
+// wait.
 func (e *Engine) planLocked(n *need) plan {
 	cat := e.catalogs[n.want.Platform]
 	if d := e.reg.mostRecent(contract.DeviceReady, n.want, cat); d != nil {
 		return plan{grant: d}
+	}
+	if d := e.adoptableLocked(n.want, cat); d != nil {
+		return plan{adopt: d}
 	}
 	u := e.reg.use
 	p := n.want.Platform
@@ -70,6 +85,9 @@ func (e *Engine) planLocked(n *need) plan {
 			return plan{boot: shut, destroy: victim}
 		}
 		if victim := e.reg.leastRecent(contract.DeviceReady, p, block.Global(), ""); victim != nil {
+			return plan{boot: shut, evict: victim}
+		}
+		if victim := e.yieldableLocked(p, block.Global(), ""); victim != nil {
 			return plan{boot: shut, evict: victim}
 		}
 		return plan{block: block}
@@ -87,15 +105,18 @@ func (e *Engine) planLocked(n *need) plan {
 			victim = e.reg.leastRecent(contract.DeviceReady, p, anyPlatform, "")
 		}
 		if victim == nil {
+			victim = e.yieldableLocked(p, anyPlatform, "")
+		}
+		if victim == nil {
 			return plan{block: block}
 		}
 		pl.destroy = victim
-		if core.Running(victim.State) && victim.Platform == p {
+		if holdsSlot(victim) && victim.Platform == p {
 			return pl // deleting a running device of p frees its running slot too
 		}
 	}
 	if block := core.CanStart(lim, u, p); block != core.BlockNone {
-		if pl.destroy != nil && core.Running(pl.destroy.State) && block.Global() {
+		if pl.destroy != nil && holdsSlot(pl.destroy) && block.Global() {
 			return pl // the device being deleted frees a machine-wide slot
 		}
 		if pl.destroy == nil {
@@ -112,6 +133,9 @@ func (e *Engine) planLocked(n *need) plan {
 		}
 		victim := e.reg.leastRecent(contract.DeviceReady, p, block.Global(), except)
 		if victim == nil {
+			victim = e.yieldableLocked(p, block.Global(), except)
+		}
+		if victim == nil {
 			return plan{block: block}
 		}
 		pl.evict = victim
@@ -127,6 +151,16 @@ func (e *Engine) startLocked(tx *queue.Txn, w *queue.Waiter, n *need, p plan) qu
 		d = e.newDevice(tx, n.spec, claimBoot)
 	} else {
 		e.setClaim(tx, d, claimBoot)
+	}
+	// A victim the pool is re-warming gives its boot up now, so that its
+	// slot is this start's from this decision on (rewarm.go).
+	for _, v := range []*dev{p.evict, p.destroy} {
+		if v == nil {
+			continue
+		}
+		if done := e.yieldLocked(tx, v); done != nil {
+			p.yielded = append(p.yielded, done)
+		}
 	}
 	if p.evict != nil {
 		e.setClaim(tx, p.evict, claimEviction)
@@ -149,6 +183,11 @@ func (e *Engine) startLocked(tx *queue.Txn, w *queue.Waiter, n *need, p plan) qu
 // (or keeps it ready, when the requester went away).
 func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 	ctx := e.ctx
+	// A re-warm boot this start took the slot of stops first: the device is
+	// shut down or deleted below only once the driver has let go of it.
+	for _, done := range p.yielded {
+		<-done
+	}
 	if p.destroy != nil {
 		if err := e.removeDevice(ctx, p.destroy, "capacity"); err != nil {
 			e.requeue(w, d, p)
@@ -234,13 +273,21 @@ func (e *Engine) requeue(w *queue.Waiter, d *dev, p plan) {
 	})
 }
 
-// startFailed settles w with the driver's error and disposes of the device.
-func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason string, err error) {
+// startError is what a request whose start failed with err is told, and
+// the lease.rejected reason: reason, unless the driver says the boot timed
+// out.
+func (e *Engine) startError(err error, reason string) (*contract.Error, string) {
 	cerr := e.errorf(err)
-	e.log.Warn("device start failed", "deviceId", d.ID, "requestId", w.ID(), "err", err)
 	if cerr.Details["reason"] == "boot-timeout" {
 		reason = "boot-timeout"
 	}
+	return cerr, reason
+}
+
+// startFailed settles w with the driver's error and disposes of the device.
+func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason string, err error) {
+	cerr, reason := e.startError(err, reason)
+	e.log.Warn("device start failed", "deviceId", d.ID, "requestId", w.ID(), "err", err)
 	_ = e.do(func(tx *queue.Txn) error {
 		if created {
 			e.setClaim(tx, d, claimDestroy)
@@ -286,6 +333,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 		r.LastUsedAt = t
 	})
 	e.putLease(tx, rec)
+	e.countGrantLocked(tx, d.Platform, source)
 	tx.Grant(w, grant)
 	tx.Event("lease.granted", map[string]any{
 		"leaseId": rec.ID, "deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,

@@ -43,6 +43,14 @@ type dev struct {
 	// stuck devices failed to stop or delete: never chosen to make room
 	// again until the daemon restarts.
 	stuck bool
+	// rewarmedAt is StateSince as a re-warm left it ready and idle (see
+	// rewarm.go). While StateSince still equals it the device has stayed
+	// ready since, and the idle rule counts from its last use, not from
+	// that boot; any later move makes it stale by itself.
+	rewarmedAt int64
+	// rewarmFailed is LastUsedAt when a re-warm boot of it failed: it is
+	// not re-warmed again until it has been used again.
+	rewarmFailed int64
 	// at is its place in the registry's (createdAt, id) order.
 	at *list.Element
 	// view is the device as status shows it, encoded, kept until the device

@@ -1,6 +1,7 @@
 package leasing
 
 import (
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,10 @@ type WarmPoolPolicy struct {
 	Reserve            map[contract.Platform]int
 	MaxConcurrentBoots int
 	Targets            []contract.WarmTarget
+	// RewarmReleased boots again a device its clean left shut down while
+	// its last use is less than the idle shutdown age ago, so the next
+	// lease finds it ready (see rewarm.go). It needs Enabled.
+	RewarmReleased bool
 	// Interval is how often a pass runs; 0 means 2 s.
 	Interval time.Duration
 }
@@ -45,6 +50,19 @@ type warmState struct {
 	booting map[string]int    // device id -> target index, boots in flight
 	reason  map[int]string    // target index -> last reason it is short
 	failed  map[int]time.Time // target index -> last failed boot, to back off
+	// rewarming are the re-warm boots in flight, by device id.
+	rewarming map[string]*rewarm
+	// kick asks for a pass now rather than at the next tick; one slot, so
+	// kicks between two passes make one pass. Set once by New.
+	kick chan struct{}
+	// grants count the leases granted since start, by platform and
+	// source (see sourceIndex), for status.
+	grants [contract.NumPlatforms][numSources]int
+}
+
+func newWarmState() warmState {
+	return warmState{booting: map[string]int{}, reason: map[int]string{}, failed: map[int]time.Time{},
+		rewarming: map[string]*rewarm{}, kick: make(chan struct{}, 1)}
 }
 
 func targetMatches(t contract.WarmTarget, d *dev) bool {
@@ -83,6 +101,7 @@ func (e *Engine) runWarmPool() {
 		case <-e.ctx.Done():
 			return
 		case <-t.C:
+		case <-e.warm.kick:
 		}
 		e.warmPass()
 	}
@@ -132,6 +151,7 @@ func (e *Engine) warmPass() {
 		} else {
 			shed = e.overBudgetLocked()
 			plans = e.fillLocked(tx)
+			e.rewarmLocked(tx, plans)
 		}
 		for _, d := range shed {
 			e.setClaim(tx, d, claimEviction)
@@ -176,7 +196,7 @@ func (e *Engine) overBudgetLocked() []*dev {
 func (e *Engine) fillLocked(tx *queue.Txn) []warmPlan {
 	st := e.warm
 	var plans []warmPlan
-	inFlight := len(st.booting)
+	inFlight := len(st.booting) + len(st.rewarming)
 	u := e.reg.use
 	for i, t := range e.opts.WarmPool.Targets {
 		ready := len(e.targetReady(t))
@@ -386,11 +406,13 @@ func (e *Engine) WarmPoolStatus() contract.WarmPoolStatus {
 }
 
 func (e *Engine) warmPoolStatusLocked() contract.WarmPoolStatus {
+	out := contract.WarmPoolStatus{ReserveRunning: map[contract.Platform]int{}, Targets: []contract.WarmTargetStatus{}}
+	out.Grants, out.GrantsByPlatform = e.grantCountsLocked()
 	if e.opts.WarmPool == nil {
-		return contract.WarmPoolStatus{ReserveRunning: map[contract.Platform]int{}, Targets: []contract.WarmTargetStatus{}}
+		return out
 	}
 	p := *e.opts.WarmPool
-	out := contract.WarmPoolStatus{Enabled: p.Enabled, ReserveRunning: map[contract.Platform]int{}, Targets: []contract.WarmTargetStatus{}}
+	out.Enabled, out.RewarmReleased, out.Rewarming = p.Enabled, p.Enabled && p.RewarmReleased, len(e.warm.rewarming)
 	for _, pl := range contract.Platforms() {
 		out.ReserveRunning[pl] = p.Reserve[pl]
 	}
@@ -409,4 +431,55 @@ func (e *Engine) warmPoolStatusLocked() contract.WarmPoolStatus {
 		out.Targets = append(out.Targets, st)
 	}
 	return out
+}
+
+// The grant sources as indexes of warmState.grants.
+const (
+	sourceWarm = iota
+	sourceBooted
+	sourceProvisioned
+	numSources
+)
+
+func sourceIndex(s contract.GrantSource) int {
+	switch s {
+	case contract.SourceWarm:
+		return sourceWarm
+	case contract.SourceBooted:
+		return sourceBooted
+	}
+	return sourceProvisioned
+}
+
+// countGrantLocked counts a grant by its source once tx has committed, so
+// status never counts a lease the store does not hold.
+func (e *Engine) countGrantLocked(tx *queue.Txn, p contract.Platform, source contract.GrantSource) {
+	i := p.Index()
+	if i < 0 {
+		return
+	}
+	tx.After(func() { e.warm.grants[i][sourceIndex(source)]++ })
+}
+
+// grantCountsLocked is the grant counts for status: all platforms, and
+// each platform.
+func (e *Engine) grantCountsLocked() (contract.GrantCounts, map[contract.Platform]contract.GrantCounts) {
+	var all [numSources]int
+	by := make(map[contract.Platform]contract.GrantCounts, contract.NumPlatforms)
+	for _, p := range contract.Platforms() {
+		n := e.warm.grants[p.Index()]
+		for s := range n {
+			all[s] += n[s]
+		}
+		by[p] = grantCounts(n)
+	}
+	return grantCounts(all), by
+}
+
+func grantCounts(n [numSources]int) contract.GrantCounts {
+	c := contract.GrantCounts{Warm: n[sourceWarm], Booted: n[sourceBooted], Provisioned: n[sourceProvisioned]}
+	if total := c.Warm + c.Booted + c.Provisioned; total > 0 {
+		c.WarmRate = math.Round(float64(c.Warm)/float64(total)*1000) / 1000
+	}
+	return c
 }
