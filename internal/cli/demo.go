@@ -16,7 +16,7 @@ func demoCmd(env Env) *cobra.Command {
 		Short: "Tools for the demo driver's simulated devices",
 	}
 	inject := &cobra.Command{
-		Use:   "inject <deviceId> crash|vanish|boot-fail|reclaim-fail",
+		Use:   "inject <deviceId> crash|vanish|boot-fail|reclaim-fail|erase|replace",
 		Short: "Make a simulated device misbehave at its next check or operation (admin)",
 		Long: `Make a demo device misbehave, to see simlock's recovery without a real device:
 
@@ -24,6 +24,10 @@ func demoCmd(env Env) *cobra.Command {
   vanish        the device is gone; its lease ends as device-lost
   boot-fail     its next boot fails
   reclaim-fail  its next clean fails; the device is quarantined and retried
+  erase         the device is erased outside simlock; a running leased one loses its
+                lease (provenance-drift), doctor reports foreign-provenance (erased)
+  replace       another device takes its place; simlock refuses to clean or delete
+                it, and doctor reports foreign-provenance (mark-mismatch)
 
 deviceId is simlock's device id (simlock list --devices).`,
 		Args: cobra.ExactArgs(2),

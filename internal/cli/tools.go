@@ -83,12 +83,14 @@ func doctorCmd(env Env) *cobra.Command {
 		Short: "Find what stops a platform from working; --fix applies safe corrections (admin)",
 		Long: `Report missing platform tools (with the command that installs them), refused
 device roots, disabled drivers, registry devices missing from their root,
-devices stuck in a transition, leases past their deadline still held, and
-orphans (devices in simlock's roots that no record names). Findings are JSON
-on stdout; missing prerequisites are also listed on stderr. Nothing changes
-without --fix, which marks vanished unleased devices deleted, quarantines
-stalled devices and expires overdue leases; --purge-orphans deletes orphans
-(asks on a terminal, else needs --yes). Findings never change the exit code.`,
+devices erased, replaced or booted outside simlock, devices stuck in a
+transition, leases past their deadline still held, and orphans (devices in
+simlock's roots that no record names). Findings are JSON on stdout; missing
+prerequisites are also listed on stderr. Nothing changes without --fix, which
+marks vanished unleased devices deleted, quarantines unleased devices changed
+outside simlock and stalled devices, and expires overdue leases;
+--purge-orphans deletes orphans (asks on a terminal, else needs --yes).
+Findings never change the exit code.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if purge && !yes {

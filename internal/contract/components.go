@@ -2,6 +2,7 @@ package contract
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -146,8 +147,8 @@ type InstallStatus struct {
 // OpDemoInject makes a demo driver's simulated device misbehave (admin).
 const OpDemoInject Op = "demo.inject"
 
-// DemoInjectInput names a device and a fault: crash, vanish, boot-fail or
-// reclaim-fail.
+// DemoInjectInput names a device and a fault: crash, vanish, boot-fail,
+// reclaim-fail, erase or replace.
 type DemoInjectInput struct {
 	DeviceID string `json:"deviceId"`
 	Fault    string `json:"fault"`
@@ -158,11 +159,11 @@ func (in *DemoInjectInput) Validate() error {
 	if err := checkID("deviceId", in.DeviceID, true); err != nil {
 		return err
 	}
-	switch in.Fault {
-	case "crash", "vanish", "boot-fail", "reclaim-fail":
+	faults := []string{"crash", "vanish", "boot-fail", "reclaim-fail", "erase", "replace"}
+	if slices.Contains(faults, in.Fault) {
 		return nil
 	}
-	return ParseEnumError("fault", in.Fault, "crash", "vanish", "boot-fail", "reclaim-fail")
+	return ParseEnumError("fault", in.Fault, faults...)
 }
 
 // DemoInjectResult answers demo.inject.

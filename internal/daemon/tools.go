@@ -71,8 +71,10 @@ func picksDevice(args []string) bool {
 }
 
 // doctor reports what stops a platform from working: missing tools, refused
-// roots, disabled drivers, and registry devices their root no longer holds.
-// With fix it marks such vanished devices deleted (never a leased one).
+// roots, disabled drivers, registry devices their root no longer holds, and
+// devices changed outside simlock (erased, replaced, booted). With fix it
+// marks such vanished devices deleted and quarantines the changed ones
+// (never a leased one).
 func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.DoctorResult, error) {
 	fix := in.Fix
 	res := contract.DoctorResult{Findings: []contract.Finding{}}
@@ -125,6 +127,13 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		}
 		res.Findings = append(res.Findings, f)
 	}
+	foreign, err := d.engine.Foreign(ctx, fix)
+	if err != nil {
+		return res, err
+	}
+	for _, f := range foreign {
+		res.Findings = append(res.Findings, foreignFinding(f))
+	}
 	for _, l := range d.engine.ExpiredLeases() {
 		f := contract.Finding{Kind: "expired-lease", DeviceID: l.DeviceID,
 			Message: fmt.Sprintf("lease %s passed its deadline (%s) but its device is still leased", l.ID, time.UnixMilli(l.TTLDeadline).UTC().Format(time.RFC3339))}
@@ -163,6 +172,53 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		res.Findings = append(res.Findings, f)
 	}
 	return res, nil
+}
+
+// foreignFinding says what doctor found changed outside simlock on a
+// device, and what to do about it.
+func foreignFinding(f leasing.Foreign) contract.Finding {
+	dev := f.Device
+	p := dev.Spec.Platform
+	out := contract.Finding{Kind: f.Kind, Platform: p, DeviceID: dev.ID, Fixed: f.Fixed}
+	what := fmt.Sprintf("device %s (%s %s)", dev.ID, dev.Spec.Model, dev.Spec.OSVersion)
+	// Only simlock's own clean makes an erased device trustworthy again;
+	// a device simlock cannot prove is its own it never cleans or deletes,
+	// so a person must.
+	deleteIt := "simlock will neither clean nor delete it, as it cannot prove the device is its own: check it, delete it with the platform's tools in drivers." +
+		string(p) + ".deviceRoot, then simlock doctor --fix marks it deleted"
+	if f.Kind == leasing.ForeignState {
+		out.Message = fmt.Sprintf("%s is %s in simlock's registry but %s: it was booted outside simlock", what, f.Expected, f.Observed)
+	} else {
+		out.Reason = string(f.Drift)
+		switch f.Drift {
+		case driver.DriftErased:
+			out.Message = what + " was erased outside simlock: its erasable provenance mark is gone"
+		case driver.DriftMarkMismatch:
+			out.Message = what + " carries a provenance mark simlock did not write: it was replaced, or its marks rewritten, outside simlock"
+		default:
+			out.Message = what + " has lost its durable provenance mark: nothing proves it is simlock's"
+		}
+	}
+	refused := f.Kind == leasing.ForeignProvenance && f.Drift != driver.DriftErased
+	switch {
+	case dev.LeaseID != "":
+		out.Message += "; it is leased, so doctor leaves it (the health monitor ends the lease once it sees the device running)"
+	case f.Fixed && refused:
+		out.Message += "; it is quarantined, so it is never handed out"
+		out.Remedy = deleteIt
+	case f.Fixed:
+		out.Message += "; it is quarantined, so it is never handed out, and its clean is retried"
+	case dev.State == contract.DeviceQuarantined && refused:
+		out.Message += "; it is quarantined"
+		out.Remedy = deleteIt
+	case dev.State == contract.DeviceQuarantined:
+		out.Message += "; it is quarantined, and its quarantine retries clean it"
+	case refused:
+		out.Remedy = "simlock doctor --fix quarantines it, so it is never handed out; " + deleteIt
+	default:
+		out.Remedy = "simlock doctor --fix quarantines it, so it is never handed out; its clean is then retried"
+	}
+	return out
 }
 
 // demoInject makes a demo device misbehave at its next observation or

@@ -16,7 +16,8 @@ import (
 // in a row are a crash, and the device is booted again under the same
 // lease, up to MaxAttempts times with an exponential Backoff between tries,
 // at most MaxConcurrent recoveries at once. A device that cannot be saved,
-// or is gone, ends its lease as device-lost.
+// or is gone, ends its lease as device-lost; so does a running one whose
+// provenance marks show it was erased or replaced outside simlock.
 type HealthPolicy struct {
 	Enabled            bool
 	ProbeInterval      time.Duration
@@ -75,18 +76,32 @@ func (e *Engine) watchHealth() {
 	}
 }
 
+// watched is a leased device as the probe saw it before reading its
+// platform.
+type watched struct {
+	lease string
+	dev   driver.Device
+	// recovering: a recovery was running, so its marks may be in the
+	// middle of a boot.
+	recovering bool
+}
+
+// provenanceTimeout bounds the read of one device's marks.
+const provenanceTimeout = 15 * time.Second
+
 // probe reads each platform with leased devices once and acts on what it
 // sees.
 func (e *Engine) probe(slots chan struct{}) {
-	platforms := map[contract.Platform]bool{}
+	leased := map[contract.Platform][]watched{}
 	e.view(func() {
-		for _, l := range e.leases {
+		for id, l := range e.leases {
 			if d, ok := e.reg.get(l.DeviceID); ok {
-				platforms[d.Platform] = true
+				h := e.health[d.ID]
+				leased[d.Platform] = append(leased[d.Platform], watched{lease: id, dev: d.driverDevice(), recovering: h != nil && h.cancel != nil})
 			}
 		}
 	})
-	for p := range platforms {
+	for p, ws := range leased {
 		drv, ok := e.opts.Drivers[p]
 		if !ok {
 			continue
@@ -100,14 +115,51 @@ func (e *Engine) probe(slots chan struct{}) {
 			continue
 		}
 		seen := map[string]driver.RunState{}
+		addr := map[string]string{}
 		for _, o := range reality.Devices {
-			seen[o.ID] = o.RunState
+			seen[o.ID], addr[o.ID] = o.RunState, o.Address
 		}
-		e.observe(p, seen, slots)
+		e.observe(p, seen, e.drifts(drv, ws, seen, addr), slots)
 	}
 }
 
-func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, slots chan struct{}) {
+// drifts reads the provenance marks of the leased devices seen running, in
+// one call per device, and returns the drifts found, by lease. Only running
+// devices are read: that bounds the work of a probe by the running slots,
+// and an Android device's erasable mark can be read from nothing else. A
+// device being recovered is left for the next probe; a read that fails
+// says nothing.
+func (e *Engine) drifts(drv driver.Driver, ws []watched, seen map[string]driver.RunState, addr map[string]string) map[string]driver.Drift {
+	pr, ok := drv.(driver.ProvenanceReader)
+	if !ok {
+		return nil
+	}
+	out := map[string]driver.Drift{}
+	for _, w := range ws {
+		if w.recovering || seen[w.dev.ID] != driver.Running {
+			continue
+		}
+		dev := w.dev
+		dev.Address = addr[dev.ID]
+		ctx, cancel := context.WithTimeout(e.ctx, provenanceTimeout)
+		prov, err := pr.Provenance(ctx, dev)
+		cancel()
+		if err != nil {
+			e.log.Warn("health probe could not read a device's provenance marks", "driverDeviceId", dev.ID, "err", err)
+			continue
+		}
+		if drift := prov.Drift(); drift != driver.DriftNone {
+			out[w.lease] = drift
+		}
+	}
+	return out
+}
+
+// observe acts on one platform's reading: seen is each device's run state,
+// drifts the provenance drift read for a lease's device. A drift counts
+// only for the lease it was read under, so a device cleaned and leased
+// again since (its marks rewritten meanwhile) is never judged by it.
+func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, drifts map[string]driver.Drift, slots chan struct{}) {
 	_ = e.do(func(tx *queue.Txn) error {
 		ids := make([]string, 0, len(e.leases))
 		for id := range e.leases {
@@ -146,6 +198,17 @@ func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, s
 				}
 			case state == driver.Running:
 				h.stopped, h.absent = 0, 0
+				if drift, ok := drifts[leaseID]; ok {
+					// Erased or replaced behind the holder's back: its
+					// work is gone or it is not simlock's device, so the
+					// lease cannot go on as if nothing happened. The clean
+					// that follows refuses a device that is not simlock's,
+					// which quarantines it.
+					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0,
+						"reason": "provenance-drift", "detail": drift})
+					delete(e.health, d.ID)
+					e.endLocked(tx, leaseID, ReasonDeviceLost)
+				}
 			}
 		}
 		// Forget devices no longer leased.

@@ -22,6 +22,13 @@
 // emulator or hardware config changed) or fails to load, the device is shut
 // down and its next boot wipes user data and captures a new one.
 //
+// Provenance. Each AVD carries one random token twice: a simlock.mark line
+// in its config.ini, which a wipe keeps, and /data/local/tmp/simlock-mark.json
+// in the guest, which a wipe takes and which can be read only while the
+// emulator runs (see provenance.go). Reclaim, Destroy and a boot that wipes
+// check the first against the token in the driver data before acting;
+// simlock's own boots and snapshot loads write the second again.
+//
 // Components. The system images are read from the SDK's directories
 // (system-images/android-<api>/<tag>/<abi>), by the catalog and the
 // component operations alike; sdkmanager installs and uninstalls them, and

@@ -355,10 +355,10 @@ func consolePort(t *testing.T, address string) int {
 }
 
 // startForeignEmulator starts an emulator the way a user would, outside
-// simlock, and returns once the shim has registered it.
-func startForeignEmulator(t *testing.T, f *fixture, avdHome, avd string, port int, serverPort int) *exec.Cmd {
+// simlock, with extra options, and returns once the shim has registered it.
+func startForeignEmulator(t *testing.T, f *fixture, avdHome, avd string, port int, serverPort int, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(f.tool("emulator"), "-avd", avd, "-port", strconv.Itoa(port), "-no-window")
+	cmd := exec.Command(f.tool("emulator"), append([]string{"-avd", avd, "-port", strconv.Itoa(port), "-no-window"}, extra...)...)
 	cmd.Env = append(os.Environ(), append(f.shimEnv(), "ANDROID_AVD_HOME="+avdHome,
 		"ANDROID_ADB_SERVER_PORT="+strconv.Itoa(serverPort))...)
 	var stderr bytes.Buffer

@@ -22,7 +22,9 @@ import (
 	"github.com/simlock/simlock/internal/runner"
 )
 
-// deviceData is what the driver keeps in driver.Device.Data.
+// deviceData is what the driver keeps in driver.Device.Data. MarkToken is
+// the token of the device's provenance marks (see provenance.go); a device
+// made before marks has none.
 type deviceData struct {
 	AvdName    string `json:"avdName"`
 	Model      string `json:"model,omitempty"`
@@ -32,6 +34,7 @@ type deviceData struct {
 	ConfigHash string `json:"configHash,omitempty"`
 	Port       int    `json:"port"`
 	Serial     string `json:"serial"`
+	MarkToken  string `json:"markToken,omitempty"`
 }
 
 // baselineRecord is <avd>.avd/simlock-clean-baseline.json: the clean
@@ -128,7 +131,9 @@ func newAVDName() string {
 }
 
 // Provision creates an AVD in the root with avdmanager, from the device
-// profile and system image ResolveSpec chose. It is not booted.
+// profile and system image ResolveSpec chose, and writes its durable
+// provenance mark; the erasable one needs the emulator running and is
+// written by MakeReady. It is not booted.
 func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (driver.Device, error) {
 	const op = "provision"
 	if spec.Platform != contract.PlatformAndroid {
@@ -164,7 +169,12 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 		d.removeAVDFiles(name)
 		return driver.Device{}, crashf(op, "avdmanager reported success but created no %s", filepath.Join(d.avdDir(name), "config.ini"))
 	}
-	data, err := json.Marshal(deviceData{AvdName: name, Model: spec.Model, ProfileID: r.profileID, Package: r.pkg, OSVersion: spec.OSVersion})
+	token := driver.NewMarkToken()
+	if err := d.writeDurable(name, token); err != nil {
+		d.removeAVDFiles(name)
+		return driver.Device{}, crash(op, fmt.Errorf("write the provenance mark: %w", err))
+	}
+	data, err := json.Marshal(deviceData{AvdName: name, Model: spec.Model, ProfileID: r.profileID, Package: r.pkg, OSVersion: spec.OSVersion, MarkToken: token})
 	if err != nil {
 		return driver.Device{}, crash(op, err)
 	}
@@ -539,13 +549,20 @@ func (d *Driver) stopEmulator(ctx context.Context, op, name string, r *running) 
 // runs is only waited for. The first boot captures the clean snapshot and
 // then boots once more from it, so every lease, the first included, starts
 // from the same state; later boots start from the snapshot, or wipe user
-// data when it is missing or stale.
+// data when it is missing or stale, which it does only for a device whose
+// durable provenance mark is the token simlock recorded. Each boot of its
+// own writes the erasable mark, before a clean snapshot is captured, so the
+// snapshot carries it too; a device simlock did not boot keeps what it has,
+// so an erase done outside simlock stays visible. A device made before
+// marks is brought under them here (adoptToken).
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	const op = "boot"
 	name := dev.ID
+	dev = d.adoptToken(ctx, op, dev)
 	if up, ok, err := d.alreadyUp(ctx, op, dev); err != nil || ok {
 		return up, err
 	}
+	token := tokenOf(dev)
 	hash, err := d.configHash(ctx, op, name)
 	if err != nil {
 		return driver.Device{}, err
@@ -554,6 +571,9 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	launch := []string{"-snapshot", baselineSnapshot}
 	if !clean {
 		if err := d.RevalidateRoot(); err != nil {
+			return driver.Device{}, err
+		}
+		if err := d.checkDurable(op, dev); err != nil {
 			return driver.Device{}, err
 		}
 		// A baseline that no longer fits means the device ran with
@@ -569,6 +589,9 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	}
 	e, err := d.boot(ctx, op, name, launch)
 	if err != nil {
+		return driver.Device{}, err
+	}
+	if err := d.markBooted(ctx, op, name, e, token); err != nil {
 		return driver.Device{}, err
 	}
 	if clean {
@@ -588,13 +611,36 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	if err != nil {
 		return driver.Device{}, err
 	}
+	if err := d.markBooted(ctx, op, name, e, token); err != nil {
+		return driver.Device{}, err
+	}
 	return readyDevice(dev, e.port, hash), nil
+}
+
+// markBooted writes the erasable mark on the emulator e that MakeReady just
+// booted; a device without a token (adoptToken failed) is left unmarked. A
+// device whose mark cannot be written is stopped and the boot fails: it
+// would otherwise look erased outside simlock at the first check.
+func (d *Driver) markBooted(ctx context.Context, op, name string, e *child, token string) error {
+	if token == "" {
+		return nil
+	}
+	err := d.writeErasable(ctx, op, e.port, token)
+	if err == nil {
+		return nil
+	}
+	if serr := d.stopEmulator(ctx, op, name, &running{port: e.port, emu: e}); serr != nil {
+		d.log.Warn("could not stop an emulator left without its mark", "avd", name, "err", serr)
+	}
+	return err
 }
 
 // Recover boots an AVD that stopped under a lease as it is: a cold boot that
 // loads no snapshot and wipes nothing, so the holder's apps and data are
 // still there. The clean snapshot and the wipe bookkeeping are left for the
-// reclaim that ends the lease. A device that runs is only waited for.
+// reclaim that ends the lease. A device that runs is only waited for. No
+// mark is written: the one the lease began with survives a cold boot, and
+// one gone means the device was erased outside simlock while it was down.
 func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	const op = "boot"
 	name := dev.ID
@@ -742,7 +788,10 @@ func (d *Driver) captureBaseline(ctx context.Context, op, name string, port int,
 // restores memory and disks in seconds; the device is left running. A device
 // that is not running is left stopped, as its next boot starts from the
 // snapshot. Without a current snapshot, or when loading it fails, the device
-// is shut down and its next boot wipes user data.
+// is shut down and its next boot wipes user data. A device whose durable
+// provenance mark is not the token simlock recorded is refused before
+// anything is touched; after a snapshot load the erasable mark is written
+// again.
 func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.ReclaimResult, error) {
 	return d.reclaim(ctx, dev, false)
 }
@@ -764,6 +813,9 @@ func (d *Driver) reclaim(ctx context.Context, dev driver.Device, full bool) (dri
 		return driver.ReclaimResult{}, crashf(op, "AVD %s is not in the device root %s", name, d.root)
 	}
 	if err := d.RevalidateRoot(); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if err := d.checkDurable(op, dev); err != nil {
 		return driver.ReclaimResult{}, err
 	}
 	r, err := d.findRunning(ctx, op, name)
@@ -811,6 +863,14 @@ func (d *Driver) reclaim(ctx context.Context, dev driver.Device, full bool) (dri
 	if err := d.waitReady(ctx, op, name, r.port, r.emu); err != nil {
 		return driver.ReclaimResult{}, err
 	}
+	// The snapshot holds the mark of the boot that captured it, or none
+	// if it was captured before marks: written again, so simlock's own
+	// clean never looks like an erase.
+	if token := d.cleanToken(dev); token != "" {
+		if err := d.writeErasable(ctx, op, r.port, token); err != nil {
+			return wipe("could not write the provenance mark: " + err.Error())
+		}
+	}
 	return driver.ReclaimResult{State: contract.DeviceReady, Strategy: "snapshot"}, nil
 }
 
@@ -834,7 +894,9 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 
 // Destroy stops the AVD's emulator and deletes the AVD with avdmanager. An
 // AVD that is not in the root is already gone as far as simlock is
-// concerned, so that is not an error, and nothing elsewhere is touched.
+// concerned, so that is not an error, and nothing elsewhere is touched. One
+// whose durable provenance mark is not the token simlock recorded is
+// refused with a *driver.ProvenanceError.
 func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	const op = "destroy"
 	name := dev.ID
@@ -843,6 +905,9 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 		return err
 	}
 	if err := d.RevalidateRoot(); err != nil {
+		return err
+	}
+	if err := d.checkDurable(op, dev); err != nil {
 		return err
 	}
 	if r, err := d.findRunning(ctx, op, name); err != nil {

@@ -35,8 +35,10 @@
 // slow, and a simulated device is exactly as slow as configured.
 //
 // A device can be given a fault through Inject (see faults.go): it crashes,
-// vanishes, or fails its next boot or reclaim, so that simlock's handling of
-// sick devices can be seen without a real one.
+// vanishes, fails its next boot or reclaim, or is erased or replaced behind
+// simlock's back, so that simlock's handling of sick devices can be seen
+// without a real one. Its provenance marks are two tokens in its record,
+// kept like the real drivers' files (see Provenance).
 //
 // A Driver is safe for concurrent use. Waits hold no lock, so operations on
 // different devices overlap as they would on a real machine; one mutex guards
@@ -64,8 +66,9 @@ import (
 )
 
 var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Installer = (*Driver)(nil)
+	_ driver.Driver           = (*Driver)(nil)
+	_ driver.Installer        = (*Driver)(nil)
+	_ driver.ProvenanceReader = (*Driver)(nil)
 )
 
 // ErrInjected is the cause of every injected failure, so a test can tell an
@@ -177,6 +180,12 @@ type device struct {
 	// bootFails and reclaimFails count the injected faults that fail the
 	// device's next boots and reclaims.
 	bootFails, reclaimFails int
+	// durable and erasable are the tokens of the device's provenance
+	// marks, as the real drivers keep them beside the device and in its
+	// user data; "" for a mark that is gone. FaultErase takes the
+	// erasable one, FaultReplace changes both, and a reclaim writes the
+	// erasable one again.
+	durable, erasable string
 }
 
 // absence says why a device this driver knew is no longer there, so that an
@@ -380,11 +389,32 @@ func pickRuntime(paired []string, want string) (string, bool) {
 	return "", false
 }
 
-// deviceData is what Provision puts in Device.Data. Nothing reads it back; it
-// is there so the core stores realistic driver data.
+// deviceData is what Provision puts in Device.Data: the spec, so the core
+// stores realistic driver data, and the token of the provenance marks,
+// which the driver checks the marks against (none for a device from before
+// marks).
 type deviceData struct {
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion"`
+	MarkToken string `json:"markToken,omitempty"`
+}
+
+// tokenOf is the mark token dev's driver data records.
+func tokenOf(dev driver.Device) string {
+	var data deviceData
+	_ = json.Unmarshal(dev.Data, &data) // no data, no token
+	return data.MarkToken
+}
+
+// withToken is dev with token recorded in its driver data.
+func withToken(dev driver.Device, token string) driver.Device {
+	var data deviceData
+	_ = json.Unmarshal(dev.Data, &data)
+	data.MarkToken = token
+	if b, err := json.Marshal(data); err == nil {
+		dev.Data = b
+	}
+	return dev
 }
 
 // Provision creates a device after ProvisionTime. The spec must come from
@@ -400,13 +430,14 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	if err := run(ctx, opProvision, d.provisionTime, fail); err != nil {
 		return driver.Device{}, err
 	}
-	data, err := json.Marshal(deviceData{Model: spec.Model, OSVersion: spec.OSVersion})
+	token := driver.NewMarkToken()
+	data, err := json.Marshal(deviceData{Model: spec.Model, OSVersion: spec.OSVersion, MarkToken: token})
 	if err != nil {
 		return driver.Device{}, crash(opProvision, err)
 	}
 	d.mu.Lock()
 	id := d.newIDLocked()
-	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion}, state: stateCreated}
+	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion}, state: stateCreated, durable: token, erasable: token}
 	d.mu.Unlock()
 	if err := d.saved(opProvision, nil, id); err != nil {
 		return driver.Device{}, err
@@ -449,7 +480,10 @@ func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device,
 
 // MakeReady boots the device after BootTime; a booted device is returned at
 // once. An Android device takes the lowest free console port when the boot
-// starts and keeps it until it stops.
+// starts and keeps it until it stops. A boot writes no mark, so an erase
+// stays visible until simlock's next clean; a device made before marks is
+// brought under them (adoptMarksLocked), its token returned in the driver
+// data.
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	fail := d.begin(opBoot)
 
@@ -457,12 +491,13 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: no device id"))
 	}
 	d.mu.Lock()
-	rec := d.adoptLocked(dev.ID, stateShutdown)
+	rec := d.adoptLocked(dev, stateShutdown)
 	if rec == nil {
 		err := d.absentLocked(opBoot, dev.ID, "")
 		d.mu.Unlock()
 		return driver.Device{}, err
 	}
+	dev = adoptMarksLocked(dev, rec)
 	switch rec.state {
 	case stateBooted:
 		fail = takeFault(&rec.bootFails) || fail
@@ -563,11 +598,15 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 		return driver.ReclaimResult{}, crash(opReclaim, fmt.Errorf("demo: no device id"))
 	}
 	d.mu.Lock()
-	adopted := d.adoptLocked(dev.ID, stateBooted)
+	adopted := d.adoptLocked(dev, stateBooted)
 	if adopted == nil {
 		err := d.absentLocked(opReclaim, dev.ID, "")
 		d.mu.Unlock()
 		return driver.ReclaimResult{}, err
+	}
+	if err := driver.CheckDurable(dev.ID, tokenOf(dev), adopted.durable); err != nil {
+		d.mu.Unlock()
+		return driver.ReclaimResult{}, crash(opReclaim, err)
 	}
 	fail = takeFault(&adopted.reclaimFails) || fail
 	d.mu.Unlock()
@@ -577,21 +616,33 @@ func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.Reclaim
 	if err := run(ctx, opReclaim, d.reclaimTime, fail); err != nil {
 		return driver.ReclaimResult{}, d.saved(opReclaim, err, dev.ID)
 	}
-	res, err := d.endReclaim(dev.ID)
+	res, err := d.endReclaim(dev)
 	if err := d.saved(opReclaim, err, dev.ID); err != nil {
 		return driver.ReclaimResult{}, err
 	}
 	return res, nil
 }
 
-// endReclaim leaves device id as a reclaim does once its wait is over.
-func (d *Driver) endReclaim(id string) (driver.ReclaimResult, error) {
+// endReclaim leaves device dev as a reclaim does once its wait is over,
+// its marks written again: the clean took the erasable one, as the real
+// drivers' do.
+func (d *Driver) endReclaim(dev driver.Device) (driver.ReclaimResult, error) {
+	id := dev.ID
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rec, ok := d.devices[id]
 	if !ok {
 		return driver.ReclaimResult{}, d.absentLocked(opReclaim, id, "reclaiming")
 	}
+	token := tokenOf(dev)
+	switch {
+	case token != "":
+	case rec.durable != "":
+		token = rec.durable
+	default:
+		token = driver.NewMarkToken()
+	}
+	rec.durable, rec.erasable = token, token
 	if d.platform == contract.PlatformIOS {
 		d.freePort(id, rec)
 		rec.state = stateShutdown
@@ -611,7 +662,7 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 		return crash(opShutdown, fmt.Errorf("demo: no device id"))
 	}
 	d.mu.Lock()
-	rec := d.adoptLocked(dev.ID, stateBooted)
+	rec := d.adoptLocked(dev, stateBooted)
 	if rec == nil {
 		err := d.absentLocked(opShutdown, dev.ID, "")
 		d.mu.Unlock()
@@ -646,11 +697,22 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 // Destroy deletes the device after ReclaimTime/4, stopping it first if it
 // runs. A device that does not exist is already what the caller wants, so it
 // is not an error, a vanished one included; that lets the core retry a
-// destroy that failed half way.
+// destroy that failed half way. One whose durable mark is not the token its
+// driver data records is refused at once with a *driver.ProvenanceError.
 func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	fail := d.begin(opDestroy)
 	wait := time.Duration(0)
-	if d.exists(dev.ID) {
+	d.mu.Lock()
+	rec, exists := d.devices[dev.ID]
+	var refused error
+	if exists {
+		refused = driver.CheckDurable(dev.ID, tokenOf(dev), rec.durable)
+	}
+	d.mu.Unlock()
+	if refused != nil {
+		return crash(opDestroy, refused)
+	}
+	if exists {
 		wait = d.stopTime()
 	}
 	if err := run(ctx, opDestroy, wait, fail); err != nil {
@@ -666,21 +728,24 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	return d.saved(opDestroy, nil, dev.ID)
 }
 
-// adoptLocked returns the record of device id, creating it in state s when
+// adoptLocked returns the record of device dev, creating it in state s when
 // this driver has never seen it. Demo devices live only in memory, so after
 // a daemon restart the registry names devices this driver instance never
-// created; like a real simulator that survived the restart, they exist.
+// created; like a real simulator that survived the restart, they exist,
+// with the marks simlock wrote on them (the token dev's data records).
 // An adopted Android device that is running gets a console port.
 // A device this driver destroyed stays gone, and a driver with a state file
 // adopts nothing: the file is the whole world, as a real machine's is.
-func (d *Driver) adoptLocked(id string, s devState) *device {
+func (d *Driver) adoptLocked(dev driver.Device, s devState) *device {
+	id := dev.ID
 	if rec, ok := d.devices[id]; ok {
 		return rec
 	}
 	if d.gone[id] != 0 || d.file != nil {
 		return nil
 	}
-	rec := &device{state: s}
+	token := tokenOf(dev)
+	rec := &device{state: s, durable: token, erasable: token}
 	d.devices[id] = rec
 	if s == stateBooted && d.platform == contract.PlatformAndroid {
 		if port, ok := d.takePort(id); ok {
@@ -712,11 +777,40 @@ func (d *Driver) absentLocked(op, id, during string) error {
 
 func (d *Driver) stopTime() time.Duration { return d.reclaimTime / 4 }
 
-func (d *Driver) exists(id string) bool {
+// adoptMarksLocked brings rec, a device made before marks, under them: dev
+// gets the token of its durable mark, or, when it has no mark at all, a new
+// token both marks then hold. A device that kept only its erasable mark is
+// left as it is, for Provenance to report. d.mu must be held.
+func adoptMarksLocked(dev driver.Device, rec *device) driver.Device {
+	if tokenOf(dev) != "" {
+		return dev
+	}
+	if rec.durable == "" {
+		if rec.erasable != "" {
+			return dev
+		}
+		token := driver.NewMarkToken()
+		rec.durable, rec.erasable = token, token
+	}
+	return withToken(dev, rec.durable)
+}
+
+// Provenance reports the device's marks beside the token dev's driver data
+// records. An Android device's erasable mark is inside the running guest,
+// so it is readable only while the device is booted, as on a real one.
+func (d *Driver) Provenance(_ context.Context, dev driver.Device) (driver.Provenance, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.devices[id]
-	return ok
+	rec, ok := d.devices[dev.ID]
+	if !ok {
+		return driver.Provenance{}, d.absentLocked("provenance", dev.ID, "")
+	}
+	p := driver.Provenance{Token: tokenOf(dev), Durable: rec.durable,
+		ErasableReadable: d.platform == contract.PlatformIOS || rec.state == stateBooted}
+	if p.ErasableReadable {
+		p.Erasable = rec.erasable
+	}
+	return p, nil
 }
 
 // Estimate returns the configured time of op; the spec makes no difference.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/simlock/simlock/internal/driver"
 )
 
 // Fault is a misbehaviour a simulated device can be given.
@@ -31,6 +33,17 @@ const (
 	// wait, leaving the device as it was: a booted device stays booted and
 	// is not cleaned.
 	FaultReclaimFail Fault = "reclaim-fail"
+	// FaultErase erases the device as someone running simctl erase or
+	// emulator -wipe-data outside simlock would: its erasable provenance
+	// mark is gone (Provenance reports driver.DriftErased), its durable
+	// one stays, and it keeps running or not as it was. simlock's next
+	// clean of the device writes the mark again.
+	FaultErase Fault = "erase"
+	// FaultReplace puts another device in its place under the same id, as
+	// if someone deleted it and made one with marks of their own: both
+	// marks hold a token simlock never wrote (driver.DriftMarkMismatch),
+	// so Reclaim and Destroy refuse it with a *driver.ProvenanceError.
+	FaultReplace Fault = "replace"
 )
 
 // ErrUnknownDevice is wrapped by Inject's error when the driver knows no
@@ -43,7 +56,7 @@ var ErrUnknownFault = errors.New("demo: unknown fault")
 
 // Faults lists every fault, in the order help text should show them.
 func Faults() []Fault {
-	return []Fault{FaultCrash, FaultVanish, FaultBootFail, FaultReclaimFail}
+	return []Fault{FaultCrash, FaultVanish, FaultBootFail, FaultReclaimFail, FaultErase, FaultReplace}
 }
 
 // ParseFault checks a fault name (for the CLI and the daemon op). Names are
@@ -115,6 +128,11 @@ func (d *Driver) applyFault(deviceID string, f Fault) error {
 		rec.bootFails++
 	case FaultReclaimFail:
 		rec.reclaimFails++
+	case FaultErase:
+		rec.erasable = ""
+	case FaultReplace:
+		token := driver.NewMarkToken()
+		rec.durable, rec.erasable = token, token
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func wantAbsent(t *testing.T, err error, op string) {
 }
 
 func TestParseFault(t *testing.T) {
-	want := []demo.Fault{demo.FaultCrash, demo.FaultVanish, demo.FaultBootFail, demo.FaultReclaimFail}
+	want := []demo.Fault{demo.FaultCrash, demo.FaultVanish, demo.FaultBootFail, demo.FaultReclaimFail, demo.FaultErase, demo.FaultReplace}
 	if got := demo.Faults(); !slices.Equal(got, want) {
 		t.Errorf("Faults() = %v, want %v", got, want)
 	}

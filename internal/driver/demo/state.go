@@ -78,6 +78,11 @@ type deviceFile struct {
 	Port         int `json:"port,omitempty"`
 	BootFails    int `json:"bootFails,omitempty"`
 	ReclaimFails int `json:"reclaimFails,omitempty"`
+	// DurableMark and ErasableMark are the tokens of the device's
+	// provenance marks; absent for a mark that is gone, or in a world
+	// written before marks.
+	DurableMark  string `json:"durableMark,omitempty"`
+	ErasableMark string `json:"erasableMark,omitempty"`
 }
 
 // journalLine is one line of the journal: a device's record as it is now
@@ -351,6 +356,8 @@ func (rec *device) file() deviceFile {
 		Port:         rec.port,
 		BootFails:    rec.bootFails,
 		ReclaimFails: rec.reclaimFails,
+		DurableMark:  rec.durable,
+		ErasableMark: rec.erasable,
 	}
 }
 
@@ -563,6 +570,8 @@ func parseDevice(id string, f deviceFile) (*device, error) {
 		port:         f.Port,
 		bootFails:    f.BootFails,
 		reclaimFails: f.ReclaimFails,
+		durable:      f.DurableMark,
+		erasable:     f.ErasableMark,
 	}, nil
 }
 

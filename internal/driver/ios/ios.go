@@ -14,6 +14,13 @@
 // name none, and counting the simulators outside simlock that use a runtime
 // reads the default set's list.
 //
+// Provenance: what tells a device simlock left alone from one erased or
+// replaced outside it is its marks (see provenance.go), one token in
+// <root>/<UDID>/simlock-mark.json, which an erase keeps, and in
+// <root>/<UDID>/data/simlock-mark.json, which an erase takes. Reclaim and
+// Destroy check the first against the token in the driver data before they
+// act, and Reclaim writes the second again after its own erase.
+//
 // Components (runtimes) are downloaded with `xcodebuild -downloadPlatform`;
 // see InstallComponent.
 //

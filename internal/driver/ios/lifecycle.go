@@ -39,13 +39,16 @@ func (e *NotInRootError) Error() string {
 	return fmt.Sprintf("device %s is not in simlock's device set %s; simlock acts only on devices it created there", e.UDID, e.Root)
 }
 
-// deviceData is Device.Data: what simctl made. The driver needs only the
-// UDID back; the rest is for people and tools reading the registry.
+// deviceData is Device.Data: what simctl made, and the token of the
+// device's provenance marks (see provenance.go), which the driver checks its
+// marks against; a device made before marks has none. The rest is for
+// people and tools reading the registry.
 type deviceData struct {
 	UDID         string `json:"udid"`
 	Name         string `json:"name"`
 	DeviceTypeID string `json:"deviceTypeId"`
 	RuntimeID    string `json:"runtimeId"`
+	MarkToken    string `json:"markToken,omitempty"`
 }
 
 // newName names a simulator simlock-<uuid>. The name is cosmetic: it tells
@@ -58,9 +61,12 @@ func newName() string {
 	return fmt.Sprintf("simlock-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// Provision creates a shut-down simulator for spec in the root. It reads the
-// catalog again rather than trusting a cache, so it creates on what is
-// installed now; a spec that no longer resolves fails as ResolveSpec would.
+// Provision creates a shut-down simulator for spec in the root and writes
+// its provenance marks. It reads the catalog again rather than trusting a
+// cache, so it creates on what is installed now; a spec that no longer
+// resolves fails as ResolveSpec would. A simulator whose marks cannot be
+// written is deleted again: unmarked, it could never be told from a
+// stranger's.
 func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (driver.Device, error) {
 	const op = string(driver.OpProvision)
 	if spec.Platform != "" && spec.Platform != contract.PlatformIOS {
@@ -86,7 +92,14 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	if !udidPattern.MatchString(udid) {
 		return driver.Device{}, crash(op, "simctl create %s printed %q, not a UDID", name, udid)
 	}
-	data, err := json.Marshal(deviceData{UDID: udid, Name: name, DeviceTypeID: t.id, RuntimeID: rt.id})
+	token := driver.NewMarkToken()
+	if err := d.writeMarks(op, udid, token); err != nil {
+		if _, derr := d.simctl(ctx, op, commandTimeout, nil, "delete", udid); derr != nil {
+			d.log.WarnContext(ctx, "could not delete a simulator left without marks", "udid", udid, "err", derr)
+		}
+		return driver.Device{}, err
+	}
+	data, err := json.Marshal(deviceData{UDID: udid, Name: name, DeviceTypeID: t.id, RuntimeID: rt.id, MarkToken: token})
 	if err != nil {
 		return driver.Device{}, crash(op, "%w", err)
 	}
@@ -97,12 +110,16 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 // Booting a booted simulator is fine. A boot that is not done within two
 // minutes is shut down, best effort, so it holds no memory, and is a
 // *driver.BootTimeoutError. The address is the UDID, which never changes.
+// A boot writes no mark, so an erase done outside simlock stays visible
+// after it; only a device made before marks is brought under them here
+// (adoptToken), its token returned in the driver data.
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	const op = string(driver.OpBoot)
 	udid, err := udidOf(op, dev)
 	if err != nil {
 		return driver.Device{}, err
 	}
+	dev = d.adoptToken(ctx, op, udid, dev)
 	if _, err := d.simctl(ctx, op, commandTimeout, alreadyBooted, "boot", udid); err != nil {
 		return driver.Device{}, err
 	}
@@ -155,23 +172,39 @@ func (d *Driver) shutdown(ctx context.Context, op, udid string) error {
 	if err := d.guard(ctx, op, udid); err != nil {
 		return err
 	}
+	return d.stop(ctx, op, udid)
+}
+
+// stop shuts a guarded simulator down.
+func (d *Driver) stop(ctx context.Context, op, udid string) error {
 	_, err := d.simctl(ctx, op, commandTimeout, alreadyShutdown, "shutdown", udid)
 	return err
 }
 
 // Reclaim shuts the simulator down and erases it, which is the only clean
-// iOS has, and leaves it shut down: the warm pool decides whether to boot
-// it again.
+// iOS has, rewrites its provenance marks (the erase took the erasable one),
+// and leaves it shut down: the warm pool decides whether to boot it again.
+// A device whose durable mark is not the token simlock recorded is refused
+// before anything is stopped or erased.
 func (d *Driver) Reclaim(ctx context.Context, dev driver.Device) (driver.ReclaimResult, error) {
 	const op = string(driver.OpReclaim)
 	udid, err := udidOf(op, dev)
 	if err != nil {
 		return driver.ReclaimResult{}, err
 	}
-	if err := d.shutdown(ctx, op, udid); err != nil {
+	if err := d.guard(ctx, op, udid); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if err := d.checkDurable(op, udid, dev); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if err := d.stop(ctx, op, udid); err != nil {
 		return driver.ReclaimResult{}, err
 	}
 	if _, err := d.simctl(ctx, op, commandTimeout, nil, "erase", udid); err != nil {
+		return driver.ReclaimResult{}, err
+	}
+	if err := d.writeMarks(op, udid, d.cleanToken(udid, dev)); err != nil {
 		return driver.ReclaimResult{}, err
 	}
 	return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "erase"}, nil
@@ -188,14 +221,16 @@ func (d *Driver) Shutdown(ctx context.Context, dev driver.Device) error {
 }
 
 // Destroy shuts the simulator down and deletes it. A UDID the root does not
-// list is refused with a *NotInRootError, like every destructive call.
+// list is refused with a *NotInRootError, like every destructive call, and
+// so is a device whose durable mark is not the token simlock recorded, with
+// a *driver.ProvenanceError.
 func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 	const op = "destroy"
 	udid, err := udidOf(op, dev)
 	if err != nil {
 		return err
 	}
-	if err := d.shutdown(ctx, op, udid); err != nil {
+	if err := d.guard(ctx, op, udid); err != nil {
 		var gone *NotInRootError
 		if errors.As(err, &gone) {
 			// Nothing of ours by that UDID: what Destroy wants is already
@@ -203,6 +238,12 @@ func (d *Driver) Destroy(ctx context.Context, dev driver.Device) error {
 			// touch. Reporting success stops the core retrying forever.
 			return nil
 		}
+		return err
+	}
+	if err := d.checkDurable(op, udid, dev); err != nil {
+		return err
+	}
+	if err := d.stop(ctx, op, udid); err != nil {
 		return err
 	}
 	_, err = d.simctl(ctx, op, commandTimeout, nil, "delete", udid)

@@ -19,9 +19,10 @@ package main
 //   - android-adb-servers.json: the fake adb servers by port, with the
 //     emulator adb ports announced to each (host:emulator:<port>).
 //
-// A running emulator's user data (its installed packages) is
-// <avd>.avd/shim-userdata.json; snapshots are <avd>.avd/snapshots/<name>/
-// and hold a copy of it, so loading a snapshot restores the packages.
+// A running emulator's user data (its installed packages, and the files
+// adb shell wrote under /data) is <avd>.avd/shim-userdata.json; snapshots
+// are <avd>.avd/snapshots/<name>/ and hold a copy of it, so loading a
+// snapshot restores the packages and files, and -wipe-data empties it.
 //
 // Failure injection (shimtest.Env.FailNext) on top of the usual
 // fail-<tool>-<subcommand>; exit code 0 injects an answer on stdout rather
@@ -598,20 +599,36 @@ func androidPrintPackages(pkgs []string) {
 	fmt.Println()
 }
 
-// androidUserdata reads an AVD's installed packages.
-func androidUserdata(dir string) []string {
-	var ud struct {
-		Packages []string `json:"packages"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, androidUserdataFile)); err == nil {
-		json.Unmarshal(b, &ud)
-	}
-	return ud.Packages
+// androidGuest is a running emulator's user data: its installed packages
+// and the files written under /data by adb shell. A wipe empties it and a
+// snapshot holds a copy of it.
+type androidGuest struct {
+	Packages []string          `json:"packages"`
+	Files    map[string]string `json:"files,omitempty"`
 }
 
-func androidSaveUserdata(dir string, pkgs []string) {
-	b, _ := json.Marshal(map[string][]string{"packages": pkgs})
+func androidLoadGuest(dir string) androidGuest {
+	var g androidGuest
+	if b, err := os.ReadFile(filepath.Join(dir, androidUserdataFile)); err == nil {
+		json.Unmarshal(b, &g)
+	}
+	return g
+}
+
+func androidSaveGuest(dir string, g androidGuest) {
+	b, _ := json.Marshal(g)
 	os.WriteFile(filepath.Join(dir, androidUserdataFile), b, 0o644)
+}
+
+// androidUserdata reads an AVD's installed packages.
+func androidUserdata(dir string) []string { return androidLoadGuest(dir).Packages }
+
+// androidSaveUserdata replaces an AVD's installed packages, keeping its
+// files.
+func androidSaveUserdata(dir string, pkgs []string) {
+	g := androidLoadGuest(dir)
+	g.Packages = pkgs
+	androidSaveGuest(dir, g)
 }
 
 // androidCopyFile copies src to dst; a missing src removes dst.

@@ -34,7 +34,9 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //   - devices: the emulators reporting to this server; one told to die
 //     stays listed as offline until its process has exited.
 //   - shell getprop sys.boot_completed | init.svc.bootanim |
-//     ro.boot.qemu.avd_name | ro.build.version.sdk, pm list packages -3.
+//     ro.boot.qemu.avd_name | ro.build.version.sdk, pm list packages -3,
+//     and echo 'TEXT' > PATH, cat PATH and rm PATH on the guest's files;
+//     several commands may be joined with ";" in one argument.
 //   - emu kill, emu avd stop|name|path, emu avd snapshot save|list|load|delete.
 //   - install X.apk, uninstall PKG, get-serialno, get-state.
 //   - anything else echoes its arguments and exits 0.
@@ -204,7 +206,65 @@ func androidDial(port string) bool {
 	return true
 }
 
-func androidShell(e androidEmulator, cmd string) int {
+// androidShell runs a shell command line on the device: commands separated
+// by ";", each one of those androidShellOne knows, the exit code the last
+// one's.
+func androidShell(e androidEmulator, line string) int {
+	code := 0
+	for _, cmd := range strings.Split(line, ";") {
+		code = androidShellOne(e, strings.TrimSpace(cmd))
+	}
+	return code
+}
+
+// androidShellOne runs one shell command: getprop, pm list packages -3, and
+// for files under /data `echo 'TEXT' > PATH`, `cat PATH [2>/dev/null] [||
+// true]` and `rm [-f] PATH`. Anything else echoes itself.
+func androidShellOne(e androidEmulator, cmd string) int {
+	if words := strings.Fields(cmd); len(words) > 0 {
+		switch words[0] {
+		case "echo":
+			if text, path, ok := strings.Cut(strings.TrimPrefix(cmd, "echo"), ">"); ok {
+				path = strings.TrimSpace(path)
+				text = strings.Trim(strings.TrimSpace(text), "'\"")
+				withLock(func() {
+					g := androidLoadGuest(e.AvdDir)
+					if g.Files == nil {
+						g.Files = map[string]string{}
+					}
+					g.Files[path] = text + "\n"
+					androidSaveGuest(e.AvdDir, g)
+				})
+				return 0
+			}
+		case "cat":
+			if len(words) < 2 {
+				break
+			}
+			var text string
+			var found bool
+			withLock(func() { text, found = androidLoadGuest(e.AvdDir).Files[words[1]] })
+			if found {
+				fmt.Print(text)
+				return 0
+			}
+			if !slices.Contains(words, "2>/dev/null") {
+				fmt.Fprintf(os.Stderr, "cat: %s: No such file or directory\n", words[1])
+			}
+			if strings.HasSuffix(cmd, "|| true") {
+				return 0
+			}
+			return 1
+		case "rm":
+			path := words[len(words)-1]
+			withLock(func() {
+				g := androidLoadGuest(e.AvdDir)
+				delete(g.Files, path)
+				androidSaveGuest(e.AvdDir, g)
+			})
+			return 0
+		}
+	}
 	switch cmd {
 	case "getprop sys.boot_completed":
 		if e.booted() {

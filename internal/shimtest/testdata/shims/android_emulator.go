@@ -166,7 +166,7 @@ func androidEmulatorTool(args []string) int {
 		// The disks, as the boot mode leaves them.
 		switch {
 		case wipe:
-			androidSaveUserdata(dir, nil)
+			androidSaveGuest(dir, androidGuest{})
 		case fromSnapshot:
 			androidCopyFile(filepath.Join(snapDir, androidUserdataFile), filepath.Join(dir, androidUserdataFile))
 		}
