@@ -39,7 +39,7 @@ func daemonCmd(env Env) *cobra.Command {
 }
 
 func daemonRunCmd(env Env) *cobra.Command {
-	var withHTTP bool
+	var withHTTP, asGateway bool
 	var notifyFD int
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -71,6 +71,9 @@ func daemonRunCmd(env Env) *cobra.Command {
 			if err == nil && withHTTP {
 				opts.Config, err = opts.Config.Override("http.enabled", "true")
 			}
+			if err == nil && asGateway {
+				opts.Config, err = opts.Config.Override("mode", contract.ModeGateway)
+			}
 			if err != nil {
 				log.Error("startup failed", "err", err)
 				return &exitError{code: 1, err: contract.Errorf(contract.CodeDaemonStartupFailed, "%v", err)}
@@ -99,6 +102,7 @@ func daemonRunCmd(env Env) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&withHTTP, "http", false, "serve the HTTP API for this run (as http.enabled does)")
+	cmd.Flags().BoolVar(&asGateway, "gateway", false, "run as a gateway for this run (as mode gateway does): no devices of its own, the workers that join it")
 	cmd.Flags().IntVar(&notifyFD, "notify-fd", -1, "write a line to this inherited file descriptor once the socket listens, then close it (for the CLI's on-demand start)")
 	_ = cmd.Flags().MarkHidden("notify-fd")
 	return cmd

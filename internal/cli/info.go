@@ -57,8 +57,28 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time, summary bool) {
 		osName = " (" + s.Host.OSVersion + ")"
 	}
 	fmt.Fprintf(w, "Host: %s/%s%s, %d CPUs, %s RAM\n", s.Host.OS, s.Host.Arch, osName, s.Host.CPUs, bytesHuman(s.Host.RAMBytes))
+	if s.Daemon.Mode == contract.ModeGateway {
+		fmt.Fprintln(w, "Mode: gateway")
+	}
 	if s.Daemon.Health == "starting" {
 		return
+	}
+	if f := s.Fleet; f != nil {
+		line := fmt.Sprintf("Workers: %d connected, %d disconnected, %d incompatible", f.Connected, f.Disconnected, f.Incompatible)
+		if f.Drained > 0 {
+			line += fmt.Sprintf(" (%d drained)", f.Drained)
+		}
+		fmt.Fprintln(w, line)
+		for _, x := range f.Workers {
+			state := string(x.Connection)
+			if x.Drained {
+				state += ", drained"
+			}
+			if x.Reason != "" && x.Connection != contract.WorkerConnected {
+				state += ": " + x.Reason
+			}
+			fmt.Fprintf(w, "  %s (%s): %s, %d/%d running, %d leases\n", x.ID, x.Label, state, x.Running, x.MaxRunning, x.Leases)
+		}
 	}
 	for _, d := range s.Drivers {
 		if d.Enabled {

@@ -32,7 +32,7 @@ func tokenCmd(env Env) *cobra.Command {
 			})
 		},
 	}
-	create.Flags().StringVar(&role, "role", "", "agent (its own leases; the token id is its requester id) or operator (everything)")
+	create.Flags().StringVar(&role, "role", "", "agent (its own leases; the token id is its requester id), operator (everything) or worker (on a gateway: joins a worker to it)")
 	create.Flags().StringVar(&label, "label", "", "a name to recognise the token by")
 	_ = create.MarkFlagRequired("role")
 	list := &cobra.Command{

@@ -90,6 +90,14 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
+// Err is why the connection ended, once Done is closed: nil for a plain
+// close, else what the reader met (a bad frame, a read error).
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
 // LeaseLost delivers the daemon's news that it ended a lease this session
 // was granted (expired, killed, device lost).
 func (c *Client) LeaseLost() <-chan contract.Inbound { return c.leaseLost }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/simlock/simlock/internal/atomicfile"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -58,6 +60,18 @@ type keySpec struct {
 
 // keys is read-only: the one declaration of every setting.
 var keys = []keySpec{
+	{key: "mode", kind: kindEnum, def: "worker", allowed: []string{"worker", "gateway"},
+		doc: "worker serves this machine's devices; gateway owns none and fronts the workers that join it (needs http.enabled)"},
+	{key: "gateway.url", kind: kindString,
+		doc: "worker: the gateway to join (http://host:port); unset, the worker joins none"},
+	{key: "gateway.token", kind: kindString,
+		doc: "worker: the join token (simlock token create --role worker on the gateway)"},
+	{key: "gateway.label", kind: kindString,
+		doc: "worker: its name in the gateway's fleet (default: the host name)"},
+	{key: "gateway.heartbeatMs", kind: kindInt, def: int64(10000), min: 100, max: 600000,
+		doc: "both ends of an uplink ping this often and drop a peer that missed 3"},
+	{key: "gateway.disconnectedRetentionMs", kind: kindInt, def: int64(24 * 60 * 60 * 1000), min: 60000,
+		doc: "gateway: a disconnected worker that is not drained is forgotten after this long"},
 	{key: "capacity.strategy", kind: kindEnum, def: "resource", allowed: []string{"resource", "fixed"},
 		doc: "how running limits are set: from CPU and RAM, or fixed numbers"},
 	{key: "capacity.config.maxRunning", kind: kindInt, def: int64(2), min: 1,
@@ -332,6 +346,12 @@ func (c *Config) check() error {
 	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
 		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",
 			c.Int("lease.maxTtlMs"), c.Int("lease.defaultTtlMs"))}
+	}
+	if raw := c.String("gateway.url"); raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+			return &Error{Key: "gateway.url", Msg: fmt.Sprintf("must be the gateway's address, http://host:port or https://host:port, got %q", raw)}
+		}
 	}
 	return nil
 }
@@ -657,11 +677,7 @@ func Set(home, key, value string) (any, error) {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
-	tmp := Path(home) + ".tmp"
-	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
-		return nil, fmt.Errorf("write config: %w", err)
-	}
-	if err := os.Rename(tmp, Path(home)); err != nil {
+	if err := atomicfile.Write(Path(home), append(out, '\n'), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	return v, nil

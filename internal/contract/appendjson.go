@@ -50,6 +50,10 @@ func (d Device) AppendJSON(b []byte) []byte {
 	if d.Stalled {
 		b = append(b, `,"stalled":true`...)
 	}
+	if d.WorkerID != "" {
+		b = append(b, `,"workerId":`...)
+		b = appendJSONString(b, d.WorkerID)
+	}
 	return append(b, '}')
 }
 
@@ -74,6 +78,10 @@ func (l LeaseRecord) AppendJSON(b []byte) []byte {
 	if l.BoundPID != 0 {
 		b = append(b, `,"boundPid":`...)
 		b = strconv.AppendInt(b, int64(l.BoundPID), 10)
+	}
+	if l.WorkerID != "" {
+		b = append(b, `,"workerId":`...)
+		b = appendJSONString(b, l.WorkerID)
 	}
 	return append(b, '}')
 }

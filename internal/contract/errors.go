@@ -108,6 +108,12 @@ var codes = map[Code]codeInfo{
 	CodeComponentNotOwned:          {12, http.StatusConflict},
 	CodeComponentInUse:             {12, http.StatusConflict},
 	CodeComponentBusy:              {11, http.StatusConflict},
+
+	CodeUnsupportedInGatewayMode: {2, http.StatusNotImplemented},
+	CodeUnsupportedInWorkerMode:  {2, http.StatusNotImplemented},
+	CodeUnknownWorker:            {12, http.StatusNotFound},
+	CodeWorkerConnected:          {2, http.StatusConflict},
+	CodeWorkerUnreachable:        {1, http.StatusServiceUnavailable},
 }
 
 // Codes lists every code in the table.

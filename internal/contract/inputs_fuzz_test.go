@@ -21,6 +21,7 @@ var inputs = []func() Validator{
 	func() Validator { return new(LeaseRequestInput) },
 	func() Validator { return new(LeaseRenewInput) },
 	func() Validator { return new(LeaseBindInput) },
+	func() Validator { return new(WorkerIDInput) },
 	func() Validator { return new(LeaseIDInput) },
 	func() Validator { return new(LeaseCancelInput) },
 	func() Validator { return new(LeaseRequestGetInput) },

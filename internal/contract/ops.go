@@ -102,6 +102,12 @@ var ops = map[Op]OpInfo{
 	OpCleanupRun:       {AdminOnly: true},
 	OpCleanupRules:     {},
 	OpNuke:             {AdminOnly: true},
+
+	OpWorkerList:    {AdminOnly: true},
+	OpWorkerGet:     {AdminOnly: true},
+	OpWorkerDrain:   {AdminOnly: true},
+	OpWorkerUndrain: {AdminOnly: true},
+	OpWorkerRemove:  {AdminOnly: true},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

@@ -161,8 +161,8 @@ type TokenCreateInput struct {
 
 // Validate checks the input's fields.
 func (in *TokenCreateInput) Validate() error {
-	if in.Role != TokenAgent && in.Role != TokenOperator {
-		return ParseEnumError("role", string(in.Role), string(TokenAgent), string(TokenOperator))
+	if in.Role != TokenAgent && in.Role != TokenOperator && in.Role != TokenWorker {
+		return ParseEnumError("role", string(in.Role), string(TokenAgent), string(TokenOperator), string(TokenWorker))
 	}
 	return checkLen("label", in.Label, 128)
 }

@@ -98,6 +98,8 @@ type Device struct {
 	// (stalledTransition.*). Status sets them; other views leave them out.
 	TransitionAgeMs int64 `json:"transitionAgeMs,omitempty"`
 	Stalled         bool  `json:"stalled,omitempty"`
+	// WorkerID names the worker the device is on, in a gateway's lists.
+	WorkerID string `json:"workerId,omitempty"`
 }
 
 // LeaseRecord is a held lease. Times are epoch milliseconds.
@@ -113,6 +115,8 @@ type LeaseRecord struct {
 	// BoundPID is the local process whose exit ends the lease (lease.bind,
 	// simlock lease --bind-pid), if any.
 	BoundPID int `json:"boundPid,omitempty"`
+	// WorkerID names the worker the lease is on, in a gateway's lists.
+	WorkerID string `json:"workerId,omitempty"`
 }
 
 // GrantDevice is the device part of a grant.
@@ -513,6 +517,8 @@ type Capacity struct {
 
 // DaemonInfo is the daemon's line in status.
 type DaemonInfo struct {
+	// Mode is worker or gateway.
+	Mode      string       `json:"mode"`
 	Version   string       `json:"version"`
 	PID       int          `json:"pid"`
 	StartedAt int64        `json:"startedAt"`
@@ -597,6 +603,9 @@ type WaitingRequest struct {
 	Stage         string      `json:"stage"`
 	QueuePosition int         `json:"queuePosition,omitempty"`
 	WaitingMs     int64       `json:"waitingMs"`
+	// WorkerID names the worker the request waits on, in a gateway's
+	// lists.
+	WorkerID string `json:"workerId,omitempty"`
 }
 
 // Status answers status.get. While the daemon starts, only Daemon and Host
@@ -619,6 +628,9 @@ type Status struct {
 	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
 	// EventLog is the event log's size and pruning.
 	EventLog *EventLogStatus `json:"eventLog,omitempty"`
+	// Fleet is a gateway's workers: how many in each connection state,
+	// and each one's line.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // StatusCounts are how many devices (by state), leases and open requests
@@ -645,6 +657,10 @@ type Catalog struct {
 	// installed (a lease with allowDownload may fetch one), when the
 	// driver knows them.
 	Downloadable []string `json:"downloadable,omitempty"`
+	// ModelWorkers and RuntimeWorkers say, on a gateway, which workers
+	// have each model and runtime.
+	ModelWorkers   map[string][]string `json:"modelWorkers,omitempty"`
+	RuntimeWorkers map[string][]string `json:"runtimeWorkers,omitempty"`
 }
 
 // CatalogResult answers catalog.get.

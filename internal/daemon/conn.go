@@ -40,6 +40,10 @@ type conn struct {
 	// draining is set when the daemon stops: reading has stopped, and the
 	// calls in flight still get to answer before the session closes.
 	draining atomic.Bool
+	// trusted is an uplink to the gateway this worker's config names: its
+	// session is admin without the admin token, which the gateway does not
+	// have.
+	trusted bool
 
 	wmu sync.Mutex
 	// wmu guards the outbox. One goroutine at a time writes it out (the
@@ -398,7 +402,9 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 			With("daemonVersion", c.d.opts.Version)
 	}
 	role := contract.RoleAgent
-	if in.AdminToken != "" {
+	if c.trusted {
+		role = contract.RoleAdmin
+	} else if in.AdminToken != "" {
 		if !c.d.checkAdmin(in.AdminToken) {
 			return nil, contract.Errorf(contract.CodeAdminAuthenticationFailed, "the admin token does not match this daemon's")
 		}

@@ -33,12 +33,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/simlock/simlock/internal/atomicfile"
 	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
+	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
@@ -82,6 +84,9 @@ type Options struct {
 	// HostOS names the operating system release, for status ("" if
 	// unknown).
 	HostOS string
+	// FleetRefresh is how often a gateway reads every worker's view again
+	// whole (30 s when 0).
+	FleetRefresh time.Duration
 	// Processes is the process table lease.bind watches; the machine's
 	// when nil.
 	Processes leasing.Processes
@@ -149,6 +154,13 @@ type Daemon struct {
 	// tools are the tool versions each driver reported, read once after
 	// startup.
 	tools map[contract.Platform][]contract.ToolVersion
+
+	// fleet is a gateway's workers (nil on a worker), set before ready
+	// closes.
+	fleet *gateway.Fleet
+	// appendMu orders a gateway's event commits with their publication:
+	// its own events and the relayed ones come from many goroutines.
+	appendMu sync.Mutex
 }
 
 // SocketPath is the socket under home.
@@ -279,15 +291,7 @@ func (d *Daemon) writeAdminToken(path string) error {
 	_, _ = rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
 	d.tokenHash = sha256.Sum256([]byte(token))
-	tmp := path + ".tmp"
-	// A temporary file left by a crash keeps its mode under WriteFile:
-	// start from none.
-	_ = os.Remove(tmp)
-	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write admin token: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if err := atomicfile.Write(path, []byte(token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	return nil
@@ -321,6 +325,19 @@ func (d *Daemon) converge(ctx context.Context) {
 	close(d.storeReady)
 	if err != nil {
 		fail(err)
+		return
+	}
+	if d.mode() == contract.ModeGateway {
+		if err := d.startGateway(ctx, db); err != nil {
+			fail(err)
+			return
+		}
+		d.log.Info("gateway ready", "home", d.opts.Home, "version", d.opts.Version, "http", d.httpURL)
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.maintain()
+		}()
 		return
 	}
 	if d.opts.SetupDrivers != nil {
@@ -401,7 +418,11 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
-	d.bg.Add(2)
+	d.bg.Add(3)
+	go func() {
+		defer d.bg.Done()
+		d.joinGateway()
+	}()
 	go func() {
 		defer d.bg.Done()
 		d.maintain()
@@ -450,6 +471,9 @@ func (d *Daemon) maintain() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := d.pruneHistory(ctx, time.Now()); err != nil {
 			d.log.Warn("prune history", "err", err)
+		}
+		if d.fleet != nil {
+			d.fleet.Prune(ctx, time.Now())
 		}
 		cancel()
 		select {
@@ -556,6 +580,9 @@ func (d *Daemon) Stop(reason string) error {
 	if d.installer != nil {
 		// Installs in flight stop; the requests waiting on them fail.
 		d.installer.Close()
+	}
+	if d.fleet != nil {
+		d.fleet.Close()
 	}
 	if d.engine != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), d.opts.StopGrace)
@@ -737,10 +764,18 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 
 func (d *Daemon) info(health string) contract.DaemonInfo {
 	return contract.DaemonInfo{
-		Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
+		Mode: d.mode(), Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
 		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		HTTPURL: d.httpURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
 	}
+}
+
+// mode is the daemon's mode, worker unless the config says gateway.
+func (d *Daemon) mode() string {
+	if d.opts.Config.String("mode") == contract.ModeGateway {
+		return contract.ModeGateway
+	}
+	return contract.ModeWorker
 }
 
 func (d *Daemon) host() contract.HostInfo {

@@ -66,6 +66,16 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		e = s.d.engine
 	}
 	caller := leasing.Caller{Principal: principal, Admin: role == contract.RoleAdmin}
+	if !info.Early {
+		// The mode's own operations; the rest are both modes' alike.
+		if s.d.fleet != nil {
+			if res, err, ok := s.gatewayOp(req, caller); ok {
+				return res, err
+			}
+		} else if res, err, ok := s.workerOp(req); ok {
+			return res, err
+		}
+	}
 	switch req.Op {
 	case contract.OpStatusGet:
 		var in contract.StatusGetInput
@@ -285,6 +295,10 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
+		if in.Role == contract.TokenWorker && s.d.fleet == nil {
+			return nil, contract.Errorf(contract.CodeUnsupportedInWorkerMode,
+				"a worker token joins a worker to a gateway: create it on the gateway (this daemon is a worker)").With("operation", req.Op)
+		}
 		return s.d.tokens.create(s.ctx, in)
 	case contract.OpTokenList:
 		var in contract.Empty
@@ -297,7 +311,12 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.tokens.revoke(s.ctx, in.ID)
+		res, err := s.d.tokens.revoke(s.ctx, in.ID)
+		if err == nil && s.d.fleet != nil {
+			// An uplink opened with it ends now, not at its next check.
+			s.d.fleet.CloseToken(in.ID)
+		}
+		return res, err
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
 }
@@ -437,6 +456,13 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	}
 	d.mu.Unlock()
 	s := contract.Status{Daemon: d.info(health), Host: d.host()}
+	if d.fleet != nil {
+		d.gatewayStatus(&s, in.Summary)
+		if log, err := d.eventLogStatus(ctx); err == nil {
+			s.EventLog = log
+		}
+		return statusAnswer{s: s}
+	}
 	for _, p := range contract.Platforms() {
 		ds := contract.DriverStatus{Platform: p}
 		if drv, ok := d.opts.Drivers[p]; ok {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,34 @@ func TestUnauthenticated(t *testing.T) {
 	}
 	// The same route with a good token works, so the 401s above are auth.
 	readJSON(t, h.do("GET", "/v1/status", agentSecret, ""), http.StatusOK)
+}
+
+func TestAWorkerTokenOpensOnlyTheUplinkAndOnlyAWorkerTokenOpensIt(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	h.fake.answer(contract.OpStatusGet, contract.Status{}, nil)
+	readError(t, h.do("GET", "/v1/status", workerSecret, ""), contract.CodeForbidden)
+	if n := h.fake.callCount(); n != 0 {
+		t.Errorf("a worker token's status request reached the backend %d times", n)
+	}
+	readError(t, h.do("GET", "/v1/uplink", "", ""), contract.CodeUnauthenticated)
+	readError(t, h.do("GET", "/v1/uplink", "slk_nobody", ""), contract.CodeUnauthenticated)
+	readError(t, h.do("GET", "/v1/uplink", agentSecret, ""), contract.CodeForbidden)
+	readError(t, h.do("GET", "/v1/uplink", operatorSecret, ""), contract.CodeForbidden)
+	h.fake.mu.Lock()
+	refused, uplinks := slices.Clone(h.fake.refused), slices.Clone(h.fake.uplinks)
+	h.fake.mu.Unlock()
+	want := []contract.Code{contract.CodeUnauthenticated, contract.CodeUnauthenticated, contract.CodeForbidden, contract.CodeForbidden}
+	if !slices.Equal(refused, want) || len(uplinks) != 0 {
+		t.Fatalf("refusals told %v and uplinks served %v, want %v and none", refused, uplinks, want)
+	}
+	if resp := h.do("GET", "/v1/uplink", workerSecret, ""); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("a worker token's uplink: status %d, want it served", resp.StatusCode)
+	}
+	h.fake.mu.Lock()
+	defer h.fake.mu.Unlock()
+	if len(h.fake.uplinks) != 1 || h.fake.uplinks[0].ID != workerToken.ID {
+		t.Errorf("uplinks served %v, want the worker token's", h.fake.uplinks)
+	}
 }
 
 func TestStatusPassesThrough(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -25,4 +26,12 @@ type Backend interface {
 	// possibly after Call returned. push may be nil for calls that push
 	// nothing. Errors are *contract.Error (errors.As).
 	Call(ctx context.Context, tok contract.TokenRecord, op contract.Op, input any, push func(contract.Push)) (any, error)
+
+	// Uplink serves a worker's uplink (GET /v1/uplink, a WebSocket) opened
+	// with worker token tok, until it ends. An error it returns before it
+	// upgraded the request is written as the JSON error response.
+	Uplink(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error
+	// UplinkRefused is told of an uplink refused before it reached Uplink
+	// (no token, an unknown one, another role's).
+	UplinkRefused(r *http.Request, err *contract.Error)
 }

@@ -21,11 +21,13 @@ import (
 const (
 	agentSecret    = "slk_agent_secret"
 	operatorSecret = "slk_operator_secret"
+	workerSecret   = "slk_worker_secret"
 )
 
 var (
 	agentToken    = contract.TokenRecord{ID: "tok_agent1", Role: contract.TokenAgent, CreatedAt: 1}
 	operatorToken = contract.TokenRecord{ID: "tok_op1", Role: contract.TokenOperator, CreatedAt: 1}
+	workerToken   = contract.TokenRecord{ID: "tok_w1", Role: contract.TokenWorker, CreatedAt: 1}
 )
 
 // fakeCall is one Backend.Call as the fake saw it; Input is the input as
@@ -47,11 +49,15 @@ type fakeBackend struct {
 	mu    sync.Mutex
 	ops   map[contract.Op]opFunc
 	calls []fakeCall
+	// uplinks are the tokens that reached Uplink; refused the codes
+	// UplinkRefused was told.
+	uplinks []contract.TokenRecord
+	refused []contract.Code
 }
 
 func newFakeBackend() *fakeBackend {
 	return &fakeBackend{
-		tokens: map[string]contract.TokenRecord{agentSecret: agentToken, operatorSecret: operatorToken},
+		tokens: map[string]contract.TokenRecord{agentSecret: agentToken, operatorSecret: operatorToken, workerSecret: workerToken},
 		ops:    map[contract.Op]opFunc{},
 	}
 }
@@ -357,4 +363,20 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
+}
+
+// Uplink answers as a gateway that accepted the uplink would, without the
+// WebSocket: 101 is not what the tests look at, only who got here.
+func (f *fakeBackend) Uplink(w http.ResponseWriter, _ *http.Request, tok contract.TokenRecord) error {
+	f.mu.Lock()
+	f.uplinks = append(f.uplinks, tok)
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (f *fakeBackend) UplinkRefused(_ *http.Request, err *contract.Error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refused = append(f.refused, err.Code)
 }

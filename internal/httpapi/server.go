@@ -128,6 +128,7 @@ type access int
 const (
 	accessAgent    access = iota // agent and operator tokens
 	accessOperator               // operator tokens only
+	accessWorker                 // worker (join) tokens only: the uplink
 )
 
 // handlerFunc serves an authenticated route. An error it returns is written
@@ -162,13 +163,34 @@ func (s *Server) routes() {
 	s.handle("POST /v1/components/install", accessOperator, s.installComponent)
 	s.handle("GET /v1/components", accessAgent, s.listComponents)
 	s.handle("DELETE /v1/components/{platform}/{version}", accessOperator, s.removeComponent)
+
+	s.handle("GET /v1/workers", accessOperator, s.listWorkers)
+	s.handle("GET /v1/workers/{id}", accessOperator, s.getWorker)
+	s.mux.HandleFunc("GET /v1/uplink", s.uplink)
+}
+
+// uplink serves GET /v1/uplink. A refusal is also told to the backend,
+// which records it (a gateway's worker.rejected).
+func (s *Server) uplink(w http.ResponseWriter, r *http.Request) {
+	tok, err := s.authenticate(r)
+	if err == nil {
+		err = allowed(accessWorker, tok)
+	}
+	if err != nil {
+		s.be.UplinkRefused(r, asError(err))
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.be.Uplink(w, r, tok); err != nil {
+		s.writeError(w, r, err)
+	}
 }
 
 func (s *Server) handle(pattern string, acc access, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.authenticate(r)
-		if err == nil && acc == accessOperator && tok.Role != contract.TokenOperator {
-			err = contract.Errorf(contract.CodeForbidden, "this route needs an operator token")
+		if err == nil {
+			err = allowed(acc, tok)
 		}
 		if err == nil {
 			err = h(w, r, tok)
@@ -177,6 +199,20 @@ func (s *Server) handle(pattern string, acc access, h handlerFunc) {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// allowed says whether tok may use a route of access acc. A worker token
+// opens an uplink and nothing else; no other token opens one.
+func allowed(acc access, tok contract.TokenRecord) error {
+	switch {
+	case acc == accessWorker && tok.Role != contract.TokenWorker:
+		return contract.Errorf(contract.CodeForbidden, "the uplink needs a worker token (simlock token create --role worker on the gateway)")
+	case acc != accessWorker && tok.Role == contract.TokenWorker:
+		return contract.Errorf(contract.CodeForbidden, "a worker token only opens a worker's uplink")
+	case acc == accessOperator && tok.Role != contract.TokenOperator:
+		return contract.Errorf(contract.CodeForbidden, "this route needs an operator token")
+	}
+	return nil
 }
 
 // authenticate checks the bearer token of r.

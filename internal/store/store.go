@@ -131,3 +131,14 @@ type Token struct {
 	contract.TokenRecord
 	Hash string
 }
+
+// Worker is a gateway's record of one worker: which it knows, which are
+// drained, and how far its events were relayed.
+type Worker struct {
+	ID      string
+	Label   string
+	Drained bool
+	// LastSeq is the worker's seq of the last event relayed.
+	LastSeq    int64
+	LastSeenAt int64
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/process"
 
+	"github.com/simlock/simlock/internal/atomicfile"
 	"github.com/simlock/simlock/internal/runner"
 )
 
@@ -381,16 +382,7 @@ func writeServerRecord(home string, rec serverRecord) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(home, serverRecordName)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Write(filepath.Join(home, serverRecordName), b, 0o600)
 }
 
 // removeServerRecord removes the record if it still names pid; a newer

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/simlock/simlock/internal/atomicfile"
 	"github.com/simlock/simlock/internal/driver"
 )
 
@@ -57,15 +58,7 @@ func writeMark(path, udid, token string) error {
 		return err
 	}
 	b, _ := json.Marshal(markRecord{Token: token, UDID: udid, WrittenAt: time.Now().UTC().Format(time.RFC3339)})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // writeMarks writes both marks with token. The erasable one goes first: a

@@ -1,0 +1,71 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// A worker daemon joins a gateway daemon over its uplink, in one process:
+// the gateway lists it connected with its capacity, and relays its events.
+func TestAWorkerJoinsAGatewayAndItsLeaseShowsThere(t *testing.T) {
+	gcfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0},"gateway":{"heartbeatMs":200}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, gwHome := startDaemonOpts(t, Options{Config: gcfg})
+	admin := dial(t, gwHome, "ops", true)
+	if _, err := admin.StatusWith(context.Background(), contract.StatusGetInput{WaitReady: true}); err != nil {
+		t.Fatal(err)
+	}
+	var tok contract.TokenCreateResult
+	if err := admin.Call(context.Background(), contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenWorker}, &tok); err != nil {
+		t.Fatal(err)
+	}
+	wcfg, err := config.Parse([]byte(fmt.Sprintf(`{"capacity":{"strategy":"fixed","config":{"maxRunning":3}},"gateway":{"url":%q,"token":%q,"label":"w1","heartbeatMs":200}}`,
+		gw.httpURL, tok.Secret)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wHome := startDaemon(t, wcfg)
+	events, _, err := admin.Subscribe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list contract.WorkerListResult
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := admin.Call(context.Background(), contract.OpWorkerList, contract.Empty{}, &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Workers) == 1 && list.Workers[0].Connection == contract.WorkerConnected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker list after 10 s = %+v, want w1 connected", list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if w := list.Workers[0]; w.Label != "w1" || w.MaxRunning != 3 {
+		t.Errorf("worker line = %+v, want w1 with 3 running slots", w)
+	}
+	g, err := dial(t, wHome, "agent", false).RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Event == "lease.granted" && strings.Contains(string(ev.Payload), g.Lease.ID) && strings.Contains(string(ev.Payload), list.Workers[0].ID) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no relayed lease.granted of %s with the worker's id within 10 s", g.Lease.ID)
+		}
+	}
+}

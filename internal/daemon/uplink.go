@@ -1,0 +1,213 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/ownership"
+	"github.com/simlock/simlock/internal/uplink"
+)
+
+// uplinkMaxFrame is what a gateway reads from a worker: a worker's answers
+// (a full status) are larger than any call, as the typed client allows.
+const uplinkMaxFrame = contract.MaxFrameLen * 8
+
+// Uplink serves a worker's uplink on a gateway: the worker's id and label
+// are checked, the WebSocket accepted, and the fleet serves it until it
+// ends.
+func (b httpBackend) Uplink(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
+	d := b.d
+	select {
+	case <-d.ready:
+	case <-r.Context().Done():
+		return contract.Errorf(contract.CodeDaemonConnectionLost, "the uplink went away while the gateway was starting")
+	}
+	if d.startErr != nil {
+		return contract.Errorf(contract.CodeDaemonStartupFailed, "gateway startup failed: %v", d.startErr)
+	}
+	if d.fleet == nil {
+		return contract.Errorf(contract.CodeUnsupportedInWorkerMode, "this daemon is a worker; a worker dials its gateway, it is not dialed").
+			With("operation", "uplink")
+	}
+	id := r.Header.Get(uplink.HeaderWorkerID)
+	label := r.Header.Get(uplink.HeaderWorkerLabel)
+	if label == "" {
+		label = id
+	}
+	for _, check := range []error{uplink.CheckWorkerID(id), uplink.CheckLabel(label)} {
+		if check != nil {
+			ce := check.(*contract.Error)
+			b.UplinkRefused(r, ce)
+			return ce
+		}
+	}
+	conn, err := uplink.Accept(w, r, uplink.Options{MaxFrame: uplinkMaxFrame, Heartbeat: heartbeat(d.opts.Config)})
+	if err != nil {
+		// The WebSocket library has answered the request itself.
+		d.log.Info("uplink upgrade failed", "workerId", id, "err", err)
+		return nil
+	}
+	d.fleet.Attach(d.life, gateway.Attachment{ID: id, Label: label, TokenID: tok.ID, Conn: conn})
+	return nil
+}
+
+// UplinkRefused records a refused uplink on a gateway (coalesced).
+func (b httpBackend) UplinkRefused(r *http.Request, err *contract.Error) {
+	d := b.d
+	select {
+	case <-d.ready:
+	default:
+		return // not serving uplinks yet; the worker retries
+	}
+	if d.fleet == nil {
+		return
+	}
+	host, _, splitErr := net.SplitHostPort(r.RemoteAddr)
+	if splitErr != nil {
+		host = r.RemoteAddr
+	}
+	id := r.Header.Get(uplink.HeaderWorkerID)
+	if uplink.CheckWorkerID(id) != nil {
+		id = "" // not a name to repeat in an event
+	}
+	d.fleet.Rejected(time.Now(), err.Code.HTTPStatus(), err.Message, id, host)
+}
+
+func heartbeat(cfg *config.Config) time.Duration {
+	return time.Duration(cfg.Int("gateway.heartbeatMs")) * time.Millisecond
+}
+
+// joinEvery is how often a worker with no gateway configured looks at its
+// config again, and how often a connected one checks it still names the
+// same gateway.
+const joinEvery = 2 * time.Second
+
+// joinGateway keeps a worker's uplink to the gateway gateway.url names:
+// it dials, serves the gateway as an admin session (the worker's own config
+// named it), and after the uplink ends dials again with backoff (1 s
+// doubling to 30 s, jittered). The gateway.* keys are read from the config
+// file at each attempt and checked while connected, so `simlock config set
+// gateway.url …` takes effect without a restart.
+func (d *Daemon) joinGateway() {
+	in, err := ownership.LoadInstance(d.opts.Home)
+	if err != nil {
+		d.log.Error("cannot join a gateway: no instance id", "err", err)
+		return
+	}
+	var backoff uplink.Backoff
+	for {
+		cfg := d.gatewayConfig()
+		target := cfg.String("gateway.url")
+		if target == "" {
+			if !d.pause(joinEvery) {
+				return
+			}
+			continue
+		}
+		started := time.Now()
+		err := d.joinOnce(in.ID, cfg)
+		if d.life.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			backoff.Reset()
+		}
+		wait := backoff.Next()
+		d.log.Warn("uplink to the gateway ended; dialing again", "gateway", target, "err", err, "in", wait)
+		if !d.pause(wait) {
+			return
+		}
+	}
+}
+
+// joinOnce dials the gateway and serves the uplink until it ends or the
+// config stops naming that gateway.
+func (d *Daemon) joinOnce(id string, cfg *config.Config) error {
+	ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
+	conn, err := uplink.Dial(ctx, cfg.String("gateway.url"), cfg.String("gateway.token"), id, d.labelOf(cfg),
+		uplink.Options{Heartbeat: heartbeat(cfg)})
+	cancel()
+	if err != nil {
+		return err
+	}
+	d.log.Info("joined the gateway", "gateway", cfg.String("gateway.url"))
+	c := newConn(d, conn)
+	c.trusted = true
+	d.mu.Lock()
+	if d.stopping {
+		d.mu.Unlock()
+		conn.Close()
+		return errors.New("the daemon is stopping")
+	}
+	d.conns[c] = struct{}{}
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.run()
+	}()
+	t := time.NewTicker(joinEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return errors.New("the uplink closed")
+		case <-d.life.Done():
+			<-done
+			return nil
+		case <-t.C:
+			now := d.gatewayConfig()
+			for _, k := range []string{"gateway.url", "gateway.token", "gateway.label"} {
+				if now.String(k) != cfg.String(k) {
+					c.close()
+					<-done
+					return errors.New(k + " changed")
+				}
+			}
+		}
+	}
+}
+
+// gatewayConfig is the config as the file says now, for the gateway.*
+// keys; the config the daemon started with when there is no file, or it
+// is unreadable (the daemon's own was checked when it started).
+func (d *Daemon) gatewayConfig() *config.Config {
+	if _, err := os.Stat(config.Path(d.opts.Home)); err != nil {
+		return d.opts.Config
+	}
+	if cfg, err := config.Load(d.opts.Home); err == nil {
+		return cfg
+	}
+	return d.opts.Config
+}
+
+// pause waits for d, or until the daemon stops; false if it stopped.
+func (d *Daemon) pause(wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-d.life.Done():
+		return false
+	}
+}
+
+// labelOf is how this worker is named in its gateway's fleet: gateway.label,
+// else the host name.
+func (d *Daemon) labelOf(cfg *config.Config) string {
+	if l := cfg.String("gateway.label"); l != "" {
+		return l
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "worker"
+}

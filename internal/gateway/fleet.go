@@ -1,0 +1,508 @@
+// Package gateway is a gateway daemon's fleet: the workers that joined it
+// over their uplinks, what each one has (read over the daemon protocol, the
+// gateway being the client, and checked before any of it is used), the
+// events they relay, and the reads that sum the fleet.
+//
+// A worker's answer is a claim, never a fact: every status, catalog and
+// event is checked against the bounds in validate.go, and a worker that
+// sends something out of bounds is disconnected with the reason, while the
+// gateway goes on serving every other one.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// Store keeps what the gateway must not forget across restarts: which
+// workers it knows, which are drained, and how far each one's events were
+// relayed.
+type Store interface {
+	Workers(ctx context.Context) ([]store.Worker, error)
+	PutWorker(ctx context.Context, r store.Worker) error
+	DeleteWorker(ctx context.Context, id string) error
+}
+
+// Options configure a Fleet.
+type Options struct {
+	Store Store
+	// InstanceID is the gateway's instance id; it names the gateway in its
+	// hello to each worker.
+	InstanceID string
+	Version    string
+	// Emit commits one of the gateway's own events (worker.connected, …)
+	// and publishes it.
+	Emit func(ctx context.Context, event string, payload map[string]any) error
+	// Relay appends a worker's events to the gateway's log, each once (one
+	// whose id the log holds is skipped), moves the worker's relay cursor
+	// to lastSeq in the same transaction, and publishes what it appended:
+	// one step, so the log's order is the order subscribers hear.
+	Relay func(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) error
+	// Refresh is how often every view is read again whole (30 s when 0).
+	Refresh time.Duration
+	// Retention is how long a disconnected worker that is not drained
+	// stays listed (24 h when 0).
+	Retention time.Duration
+	Logger    *slog.Logger
+}
+
+// callTimeout bounds each read of a worker: a worker that does not answer
+// within it is dropped.
+const callTimeout = 30 * time.Second
+
+// Fleet is the gateway's workers.
+type Fleet struct {
+	opts Options
+	log  *slog.Logger
+
+	mu sync.Mutex
+	// mu guards the fields below.
+	workers  map[string]*worker
+	rejected map[string]*rejection
+	closed   bool
+}
+
+// worker is one worker: its view, and its link while connected.
+type worker struct {
+	view    contract.WorkerView
+	lastSeq int64
+	// link is the uplink being served, nil when there is none; gen tells
+	// one link from the next, so a replaced link's end changes nothing.
+	link    *link
+	gen     int
+	tokenID string
+}
+
+type link struct {
+	conn   net.Conn
+	reason string // why the gateway closed it, if it did
+}
+
+// New makes a Fleet; Start loads what the store remembers.
+func New(opts Options) *Fleet {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = 30 * time.Second
+	}
+	if opts.Retention <= 0 {
+		opts.Retention = 24 * time.Hour
+	}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, rejected: map[string]*rejection{}}
+}
+
+// Start lists the workers the store remembers, disconnected until they
+// dial in again.
+func (f *Fleet) Start(ctx context.Context) error {
+	recs, err := f.opts.Store.Workers(ctx)
+	if err != nil {
+		return fmt.Errorf("load workers: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range recs {
+		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, view: contract.WorkerView{ID: r.ID, Label: r.Label,
+			Connection: contract.WorkerDisconnected, Drained: r.Drained, LastSeenAt: r.LastSeenAt,
+			Reason: "not connected since the gateway started"}}
+	}
+	return nil
+}
+
+// Close ends every uplink.
+func (f *Fleet) Close() {
+	f.mu.Lock()
+	f.closed = true
+	var conns []net.Conn
+	for _, w := range f.workers {
+		if w.link != nil {
+			conns = append(conns, w.link.conn)
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// Attachment is an uplink the HTTP layer accepted: its token checked, the
+// worker's id and label read from its headers and checked.
+type Attachment struct {
+	ID, Label string
+	// TokenID is the join token's id: revoking it closes the uplink.
+	TokenID string
+	Conn    net.Conn
+}
+
+// Attach serves one worker's uplink until it ends. A second uplink with
+// the same worker id replaces the first.
+func (f *Fleet) Attach(ctx context.Context, a Attachment) {
+	l := &link{conn: a.Conn}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		a.Conn.Close()
+		return
+	}
+	w, ok := f.workers[a.ID]
+	if !ok {
+		w = &worker{view: contract.WorkerView{ID: a.ID}}
+		f.workers[a.ID] = w
+	}
+	var old *link
+	if w.link != nil {
+		old = w.link
+		old.reason = "replaced by a new uplink from the same worker"
+	}
+	w.gen++
+	gen := w.gen
+	w.link, w.tokenID = l, a.TokenID
+	w.view.Label = a.Label
+	f.mu.Unlock()
+	if old != nil {
+		old.conn.Close()
+	}
+	reason := f.serve(ctx, a, w, gen)
+	a.Conn.Close()
+	f.mu.Lock()
+	if l.reason != "" {
+		reason = l.reason
+	}
+	current := w.gen == gen
+	wasConnected := w.view.Connection == contract.WorkerConnected
+	if current {
+		w.link = nil
+		if w.view.Connection != contract.WorkerIncompatible {
+			w.view.Connection = contract.WorkerDisconnected
+		}
+		w.view.Reason = reason
+	}
+	label := w.view.Label
+	f.mu.Unlock()
+	if current && wasConnected {
+		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
+	}
+}
+
+// serve runs the session with the worker and returns why it ended.
+func (f *Fleet) serve(ctx context.Context, a Attachment, w *worker, gen int) string {
+	hctx, cancel := context.WithTimeout(ctx, callTimeout)
+	c, err := client.New(hctx, a.Conn, contract.HelloInput{Principal: "gateway:" + f.opts.InstanceID,
+		Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
+	cancel()
+	if err != nil {
+		var ce *contract.Error
+		if errors.As(err, &ce) && ce.Code == contract.CodeProtocolVersionUnsupported {
+			f.incompatible(w, gen, ce)
+			return "protocol ranges do not overlap"
+		}
+		return "hello failed: " + err.Error()
+	}
+	defer c.Close()
+	if c.Hello().Role != contract.RoleAdmin {
+		return "the worker did not grant the gateway the admin role"
+	}
+	events, lastSeq, err := c.Subscribe(ctx)
+	if err != nil {
+		return "events.subscribe failed: " + err.Error()
+	}
+	if reason := f.readAll(ctx, c, w, gen); reason != "" {
+		return reason
+	}
+	if err := f.markConnected(ctx, w, gen, c.Hello().Protocol); err != nil {
+		return err.Error()
+	}
+	if reason := f.catchUp(ctx, c, w, lastSeq); reason != "" {
+		return reason
+	}
+	return f.follow(ctx, c, w, gen, events)
+}
+
+// incompatible lists the worker as incompatible, with both ranges.
+func (f *Fleet) incompatible(w *worker, gen int, ce *contract.Error) {
+	var worker contract.VersionRange
+	if b, err := json.Marshal(ce.Details["daemon"]); err == nil {
+		_ = json.Unmarshal(b, &worker)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.gen != gen {
+		return
+	}
+	w.view.Connection = contract.WorkerIncompatible
+	w.view.WorkerProtocol = &worker
+	w.view.GatewayProtocol = &contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}
+	w.view.LastSeenAt = time.Now().UnixMilli()
+}
+
+// readAll reads the worker's status, catalog and config, checks them and
+// makes them its view. It returns why it could not, or "".
+func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen int) string {
+	if reason := f.readStatus(ctx, c, w, gen); reason != "" {
+		return reason
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cat, err := c.Catalog(cctx, "")
+	if err != nil {
+		return "catalog.get failed: " + err.Error()
+	}
+	if err := checkCatalog(cat); err != nil {
+		return "sent an invalid catalog: " + err.Error()
+	}
+	cfg, err := c.Config(cctx, "lease.maxTtlMs")
+	if err != nil {
+		return "config.get failed: " + err.Error()
+	}
+	maxTTL, ok := cfg["value"].(float64)
+	if !ok || maxTTL < 0 || maxTTL > float64(contract.MaxTTLMs) {
+		return fmt.Sprintf("sent an invalid lease.maxTtlMs: %v", cfg["value"])
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.gen == gen {
+		w.view.Catalog, w.view.MaxTTLMs = cat.Platforms, int64(maxTTL)
+	}
+	return ""
+}
+
+// readStatus reads the worker's status into its view.
+func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen int) string {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	s, err := c.Status(cctx)
+	if err != nil {
+		return "status.get failed: " + err.Error()
+	}
+	if err := checkStatus(s); err != nil {
+		return "sent an invalid status: " + err.Error()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.gen != gen {
+		return ""
+	}
+	v := &w.view
+	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
+	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
+	v.LastSeenAt = time.Now().UnixMilli()
+	return ""
+}
+
+// markConnected lists the worker as connected and records it.
+func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int) error {
+	f.mu.Lock()
+	if w.gen != gen {
+		f.mu.Unlock()
+		return errors.New("replaced by a new uplink from the same worker")
+	}
+	v := &w.view
+	v.Connection, v.Reason, v.Protocol = contract.WorkerConnected, "", protocol
+	v.WorkerProtocol, v.GatewayProtocol = nil, nil
+	v.ConnectedAt = time.Now().UnixMilli()
+	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt}
+	view := *v
+	f.mu.Unlock()
+	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
+		return fmt.Errorf("could not record the worker: %w", err)
+	}
+	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
+	return nil
+}
+
+// catchUp relays the events the worker committed since the last one
+// relayed, up to lastSeq, the seq its subscription starts after: nothing
+// it commits is missed while the uplink is down, or the gateway.
+func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSeq int64) string {
+	f.mu.Lock()
+	after := w.lastSeq
+	id := w.view.ID
+	f.mu.Unlock()
+	if after == 0 || after >= lastSeq {
+		// A worker seen for the first time starts from now: its history
+		// before it joined is its own.
+		if after == 0 {
+			return f.relay(ctx, w, id, nil, lastSeq)
+		}
+		return ""
+	}
+	for after < lastSeq {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		evs, err := c.Replay(cctx, contract.EventsReplayInput{AfterSeq: after, Limit: 1000})
+		cancel()
+		if err != nil {
+			return "events.replay failed: " + err.Error()
+		}
+		var batch []contract.Event
+		for _, ev := range evs {
+			if ev.Seq > lastSeq {
+				break
+			}
+			if ev.Seq <= after {
+				return fmt.Sprintf("events.replay after seq %d answered seq %d", after, ev.Seq)
+			}
+			if err := checkEvent(ev); err != nil {
+				return "sent an invalid event: " + err.Error()
+			}
+			batch = append(batch, ev)
+			after = ev.Seq
+		}
+		if len(batch) == 0 {
+			after = lastSeq // pruned on the worker: nothing more to read
+		}
+		if reason := f.relay(ctx, w, id, batch, after); reason != "" {
+			return reason
+		}
+	}
+	return ""
+}
+
+// refreshOn names the events after which the worker's status is read
+// again: what they change is in it.
+func refreshOn(name string) bool {
+	for _, p := range []string{"lease.", "device.", "component.", "capacity.", "warm-pool.", "daemon."} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// follow relays the worker's events as they come, reads its status again
+// after those that change it (at most one read at a time, the rest
+// coalesced) and everything on the refresh tick, until the uplink ends.
+func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
+	tick := time.NewTicker(f.opts.Refresh)
+	defer tick.Stop()
+	f.mu.Lock()
+	id := w.view.ID
+	f.mu.Unlock()
+	for {
+		var dirty bool
+		select {
+		case <-ctx.Done():
+			return "the gateway is stopping"
+		case <-c.Done():
+			if err := c.Err(); err != nil {
+				return "the uplink failed: " + err.Error()
+			}
+			return "the uplink closed"
+		case <-tick.C:
+			if reason := f.readAll(ctx, c, w, gen); reason != "" {
+				return reason
+			}
+			continue
+		case ev, ok := <-events:
+			if !ok {
+				return "the worker ended the event subscription"
+			}
+			// Take what else is waiting too: one commit for a burst.
+			batch := []contract.Event{ev}
+			for more := true; more && len(batch) < 256; {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						more = false
+						break
+					}
+					batch = append(batch, ev)
+				default:
+					more = false
+				}
+			}
+			for _, ev := range batch {
+				if err := checkEvent(ev); err != nil {
+					return "sent an invalid event: " + err.Error()
+				}
+				dirty = dirty || refreshOn(ev.Event)
+			}
+			if reason := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {
+				return reason
+			}
+		}
+		if dirty {
+			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
+				return reason
+			}
+		}
+	}
+}
+
+// relay commits batch to the gateway's log and publishes it.
+func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) string {
+	out := make([]contract.Event, 0, len(batch))
+	for _, ev := range batch {
+		p, err := withWorkerID(ev.Payload, id)
+		if err != nil {
+			return "sent an invalid event: " + err.Error()
+		}
+		ev.Payload = p
+		out = append(out, ev)
+	}
+	if err := f.opts.Relay(ctx, id, out, lastSeq); err != nil {
+		return "could not record its events: " + err.Error()
+	}
+	f.mu.Lock()
+	w.lastSeq = lastSeq
+	w.view.LastSeenAt = time.Now().UnixMilli()
+	f.mu.Unlock()
+	return ""
+}
+
+// withWorkerID sets "workerId" in a payload object; the gateway's value
+// wins over any the worker put there.
+func withWorkerID(payload json.RawMessage, id string) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &obj); err != nil || obj == nil {
+		return nil, errors.New("event.payload is not a JSON object")
+	}
+	obj["workerId"], _ = json.Marshal(id)
+	return json.Marshal(obj)
+}
+
+func tag(ds []contract.Device, id string) []contract.Device {
+	out := slices.Clone(ds)
+	for i := range out {
+		out[i].WorkerID = id
+	}
+	return out
+}
+
+func tagLeases(ls []contract.LeaseRecord, id string) []contract.LeaseRecord {
+	out := slices.Clone(ls)
+	for i := range out {
+		out[i].WorkerID = id
+	}
+	return out
+}
+
+func tagWaiting(ws []contract.WaitingRequest, id string) []contract.WaitingRequest {
+	out := slices.Clone(ws)
+	for i := range out {
+		out[i].WorkerID = id
+	}
+	return out
+}
+
+func (f *Fleet) emit(event string, payload map[string]any) {
+	if f.opts.Emit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.opts.Emit(ctx, event, payload); err != nil {
+		f.log.Warn("could not record a fleet event", "event", event, "err", err)
+	}
+}

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// memStore is an in-memory Store; fail makes every write fail.
+type memStore struct {
+	mu      sync.Mutex
+	workers map[string]store.Worker
+	fail    error
+}
+
+func newMemStore() *memStore { return &memStore{workers: map[string]store.Worker{}} }
+
+func (m *memStore) Workers(context.Context) ([]store.Worker, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Worker
+	for _, w := range m.workers {
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func (m *memStore) PutWorker(_ context.Context, w store.Worker) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	m.workers[w.ID] = w
+	return nil
+}
+
+func (m *memStore) DeleteWorker(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	delete(m.workers, id)
+	return nil
+}
+
+// recorder keeps the events a Fleet emits.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	last   map[string]any
+}
+
+func (r *recorder) emit(_ context.Context, event string, payload map[string]any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, event)
+	r.last = payload
+	return nil
+}
+
+func (r *recorder) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func newFleet(t *testing.T, st *memStore) (*Fleet, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	f := New(Options{Store: st, InstanceID: "ins_gw", Emit: rec.emit,
+		Relay: func(context.Context, string, []contract.Event, int64) error { return nil }})
+	if err := f.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return f, rec
+}
+
+// put lists a worker with view v, connected or not, as Attach would have.
+func (f *Fleet) put(v contract.WorkerView) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := &worker{view: v}
+	if v.Connection == contract.WorkerConnected {
+		a, _ := net.Pipe()
+		w.link = &link{conn: a}
+	}
+	f.workers[v.ID] = w
+}
+
+func capacity(running, maxRunning int) *contract.Capacity {
+	return &contract.Capacity{Global: contract.GlobalCapacity{Running: running, MaxRunning: maxRunning},
+		Platforms: map[contract.Platform]contract.PlatformCapacity{contract.PlatformIOS: {Running: running, MaxRunning: maxRunning, MaxDevices: maxRunning}}}
+}
+
+func TestTheSnapshotSumsTheConnectedWorkersAndTagsTheirRecords(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	f.put(contract.WorkerView{ID: "a", Connection: contract.WorkerConnected, Capacity: capacity(1, 2),
+		Devices: []contract.Device{{ID: "d1", WorkerID: "a", State: contract.DeviceLeased}},
+		Leases:  []contract.LeaseRecord{{ID: "l1", WorkerID: "a"}}, QueueDepth: 1})
+	f.put(contract.WorkerView{ID: "b", Connection: contract.WorkerConnected, Capacity: capacity(0, 3), Drained: true})
+	// A disconnected worker's last view is not the fleet's present.
+	f.put(contract.WorkerView{ID: "c", Connection: contract.WorkerDisconnected, Capacity: capacity(4, 4),
+		Devices: []contract.Device{{ID: "d9", WorkerID: "c"}}})
+	s := f.Snapshot()
+	if s.Capacity.Global.MaxRunning != 5 || s.Capacity.Global.Running != 1 || s.Capacity.Platforms[contract.PlatformIOS].MaxRunning != 5 {
+		t.Errorf("capacity = %+v, want a's and b's summed: 1 of 5 running", s.Capacity)
+	}
+	if len(s.Devices) != 1 || s.Devices[0].ID != "d1" || len(s.Leases) != 1 || s.QueueDepth != 1 {
+		t.Errorf("records = %+v %+v queue %d, want a's only", s.Devices, s.Leases, s.QueueDepth)
+	}
+	if s.Fleet.Connected != 2 || s.Fleet.Disconnected != 1 || s.Fleet.Drained != 1 || len(s.Fleet.Workers) != 3 {
+		t.Errorf("fleet = %+v, want 2 connected, 1 disconnected, 1 drained, 3 lines", s.Fleet)
+	}
+	if s.Counts.Devices != 1 || s.Counts.DevicesByState[contract.DeviceLeased] != 1 || s.Counts.Leases != 1 {
+		t.Errorf("counts = %+v", s.Counts)
+	}
+}
+
+func TestTheCatalogIsTheUnionWithTheWorkersThatHaveEachModelAndRuntime(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	f.put(contract.WorkerView{ID: "a", Connection: contract.WorkerConnected, Catalog: []contract.Catalog{{Platform: contract.PlatformIOS,
+		Models: []string{"iPhone 17"}, Runtimes: []string{"26.1"}, ModelClasses: map[string]contract.DeviceClass{"iPhone 17": "phone"}}}})
+	f.put(contract.WorkerView{ID: "b", Connection: contract.WorkerConnected, Catalog: []contract.Catalog{{Platform: contract.PlatformIOS,
+		Models: []string{"iPhone 17", "iPhone 16"}, Runtimes: []string{"18.6", "26.1"}}}})
+	f.put(contract.WorkerView{ID: "c", Connection: contract.WorkerDisconnected, Catalog: []contract.Catalog{{Platform: contract.PlatformIOS,
+		Models: []string{"iPhone 15"}}}})
+	res := f.Catalog("")
+	if len(res.Platforms) != 1 {
+		t.Fatalf("platforms = %+v, want ios alone", res.Platforms)
+	}
+	c := res.Platforms[0]
+	if !slices.Equal(c.Models, []string{"iPhone 17", "iPhone 16"}) || !slices.Equal(c.Runtimes, []string{"26.1", "18.6"}) {
+		t.Errorf("models %v runtimes %v, want the connected workers' union", c.Models, c.Runtimes)
+	}
+	if !slices.Equal(c.ModelWorkers["iPhone 17"], []string{"a", "b"}) || !slices.Equal(c.ModelWorkers["iPhone 16"], []string{"b"}) ||
+		!slices.Equal(c.RuntimeWorkers["18.6"], []string{"b"}) {
+		t.Errorf("modelWorkers %v runtimeWorkers %v", c.ModelWorkers, c.RuntimeWorkers)
+	}
+	if c.ModelClasses["iPhone 17"] != "phone" {
+		t.Errorf("modelClasses = %v, want a's class kept", c.ModelClasses)
+	}
+}
+
+func TestADrainIsStoredBeforeItIsToldAndRemoveRefusesAConnectedWorker(t *testing.T) {
+	st := newMemStore()
+	f, rec := newFleet(t, st)
+	f.put(contract.WorkerView{ID: "a", Label: "mac", Connection: contract.WorkerConnected})
+	if _, err := f.Drain(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if !st.workers["a"].Drained || !slices.Equal(rec.names(), []string{"worker.drained"}) {
+		t.Errorf("after drain: stored %+v, events %v", st.workers["a"], rec.names())
+	}
+	// A restarted gateway lists it drained, disconnected, until it dials in.
+	g, _ := newFleet(t, st)
+	if v, err := g.View("a"); err != nil || !v.Drained || v.Connection != contract.WorkerDisconnected {
+		t.Errorf("after a restart: %+v %v, want drained and disconnected", v, err)
+	}
+	st.fail = errors.New("disk full")
+	if _, err := f.Undrain(t.Context(), "a"); err == nil {
+		t.Error("undrain with a store that cannot write succeeded")
+	}
+	if v, _ := f.View("a"); !v.Drained || len(rec.names()) != 1 {
+		t.Errorf("an undrain that was not stored changed the view (%+v) or was told (%v)", v, rec.names())
+	}
+	st.fail = nil
+	if _, err := f.Remove(t.Context(), "a"); err == nil || !strings.Contains(err.Error(), string(contract.CodeWorkerConnected)) {
+		t.Errorf("remove of a connected worker: %v, want WORKER_CONNECTED", err)
+	}
+	if _, err := f.Drain(t.Context(), "nobody"); err == nil || !strings.Contains(err.Error(), string(contract.CodeUnknownWorker)) {
+		t.Errorf("drain of an unknown worker: %v, want UNKNOWN_WORKER", err)
+	}
+}
+
+func TestRefusedUplinksAreRecordedOnceAMinuteWithTheAttemptsBetween(t *testing.T) {
+	f, rec := newFleet(t, newMemStore())
+	t0 := time.Unix(1000, 0)
+	for i := range 5 {
+		f.Rejected(t0.Add(time.Duration(i)*time.Second), 401, "unknown or revoked token", "w1", "10.0.0.1")
+	}
+	if n := len(rec.names()); n != 1 {
+		t.Fatalf("%d worker.rejected for 5 refusals in 5 s, want 1", n)
+	}
+	f.Rejected(t0.Add(time.Second), 403, "another role's token", "w1", "10.0.0.1")
+	if n := len(rec.names()); n != 2 {
+		t.Errorf("a refusal for another reason was not recorded at once (%d events)", n)
+	}
+	f.Rejected(t0.Add(rejectionEvery+time.Second), 401, "unknown or revoked token", "w1", "10.0.0.1")
+	if n := len(rec.names()); n != 3 || rec.last["attempts"] != 5 {
+		t.Errorf("after a minute: %d events, last %v; want 3 and the 4 coalesced attempts plus this one (5)", n, rec.last)
+	}
+}
+
+func TestWithWorkerIDOverwritesTheWorkersOwnClaim(t *testing.T) {
+	got, err := withWorkerID([]byte(`{"workerId":"forged","leaseId":"l1"}`), "real")
+	if err != nil || string(got) != `{"leaseId":"l1","workerId":"real"}` {
+		t.Errorf("withWorkerID = %s, %v", got, err)
+	}
+	if _, err := withWorkerID([]byte(`[1,2]`), "real"); err == nil {
+		t.Error("a payload that is not an object was accepted")
+	}
+}
+
+func TestAStatusOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
+	good := contract.Status{Daemon: contract.DaemonInfo{Version: "1", Health: "running"}, Host: contract.HostInfo{OS: "linux", CPUs: 2}}
+	if err := checkStatus(good); err != nil {
+		t.Fatalf("a good status: %v", err)
+	}
+	for name, c := range map[string]struct {
+		mutate func(*contract.Status)
+		field  string
+	}{
+		"negative cpus":  {func(s *contract.Status) { s.Host.CPUs = -1 }, "host.cpus"},
+		"unknown health": {func(s *contract.Status) { s.Daemon.Health = "great" }, "daemon.health"},
+		"a gateway":      {func(s *contract.Status) { s.Daemon.Mode = contract.ModeGateway }, "daemon.mode"},
+		"a bad state": {func(s *contract.Status) {
+			s.Devices = []contract.Device{{ID: "d", Spec: contract.DeviceSpec{Platform: "ios"}, State: "on fire"}}
+		}, "devices[0].state"},
+		"a bad platform": {func(s *contract.Status) {
+			s.Devices = []contract.Device{{ID: "d", Spec: contract.DeviceSpec{Platform: "tv"}, State: "ready"}}
+		}, "devices[0].spec.platform"},
+		"a long id": {func(s *contract.Status) {
+			s.Leases = []contract.LeaseRecord{{ID: strings.Repeat("x", 300), DeviceID: "d", RequesterID: "r", OwnerID: "o"}}
+		}, "leases[0].id"},
+		"a control char": {func(s *contract.Status) { s.Daemon.Version = "1\x07" }, "daemon.version"},
+		"a huge queue":   {func(s *contract.Status) { s.QueueDepth = 1 << 30 }, "queueDepth"},
+		"a negative limit": {func(s *contract.Status) {
+			s.Capacity = &contract.Capacity{Global: contract.GlobalCapacity{MaxRunning: -2}}
+		}, "capacity.global.maxRunning"},
+	} {
+		s := good
+		c.mutate(&s)
+		err := checkStatus(s)
+		if err == nil || !strings.HasPrefix(err.Error(), c.field+":") {
+			t.Errorf("%s: %v, want an error naming %s", name, err, c.field)
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// What a worker may claim. A worker's answer is a claim: the gateway checks
+// it against these bounds before it uses any of it, and a worker that
+// exceeds one is disconnected with the reason.
+const (
+	maxRecords  = 100_000 // devices, leases or waiting requests in one answer
+	maxCount    = 1 << 20 // any count (running, devices, queue depth)
+	maxText     = 256     // ids, names, versions
+	maxCatalogs = 8
+	maxModels   = 10_000
+)
+
+// claimError is a worker's answer that failed a check.
+type claimError struct {
+	what string
+	msg  string
+}
+
+func (e *claimError) Error() string { return e.what + ": " + e.msg }
+
+func bad(what, format string, args ...any) error {
+	return &claimError{what: what, msg: fmt.Sprintf(format, args...)}
+}
+
+// checkText refuses empty (when required), oversized or non-printable text.
+func checkText(what, s string, required bool) error {
+	if s == "" {
+		if required {
+			return bad(what, "is empty")
+		}
+		return nil
+	}
+	if len(s) > maxText {
+		return bad(what, "is %d bytes, more than %d", len(s), maxText)
+	}
+	if !utf8.ValidString(s) {
+		return bad(what, "is not UTF-8")
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return bad(what, "holds the non-printable character %U", r)
+		}
+	}
+	return nil
+}
+
+func checkCount(what string, n int) error {
+	if n < 0 || n > maxCount {
+		return bad(what, "is %d, outside 0..%d", n, maxCount)
+	}
+	return nil
+}
+
+func checkPlatform(what string, p contract.Platform) error {
+	if !p.Valid() {
+		return bad(what, "is %q, not a platform", clip(string(p)))
+	}
+	return nil
+}
+
+func checkState(what string, s contract.DeviceState) error {
+	switch s {
+	case contract.DeviceProvisioning, contract.DeviceReady, contract.DeviceLeased, contract.DeviceReclaiming,
+		contract.DeviceShutdown, contract.DeviceQuarantined, contract.DeviceDeleted:
+		return nil
+	}
+	return bad(what, "is %q, not a device state", clip(string(s)))
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// checkStatus checks a worker's status.get answer.
+func checkStatus(s contract.Status) error {
+	if err := checkText("daemon.version", s.Daemon.Version, true); err != nil {
+		return err
+	}
+	switch s.Daemon.Health {
+	case "starting", "running", "stopping", "failed":
+	default:
+		return bad("daemon.health", "is %q", clip(s.Daemon.Health))
+	}
+	if s.Daemon.Mode != "" && s.Daemon.Mode != contract.ModeWorker {
+		return bad("daemon.mode", "is %q: only a worker joins a gateway", clip(s.Daemon.Mode))
+	}
+	for _, t := range []struct {
+		what string
+		s    string
+	}{{"host.os", s.Host.OS}, {"host.arch", s.Host.Arch}, {"host.osVersion", s.Host.OSVersion}} {
+		if err := checkText(t.what, t.s, false); err != nil {
+			return err
+		}
+	}
+	if err := checkCount("host.cpus", s.Host.CPUs); err != nil {
+		return err
+	}
+	if s.Host.RAMBytes < 0 {
+		return bad("host.ramBytes", "is negative")
+	}
+	if c := s.Capacity; c != nil {
+		if err := checkCapacity(*c); err != nil {
+			return err
+		}
+	}
+	if err := checkCount("queueDepth", s.QueueDepth); err != nil {
+		return err
+	}
+	if len(s.Devices) > maxRecords || len(s.Leases) > maxRecords || len(s.Waiting) > maxRecords {
+		return bad("status", "lists more than %d records", maxRecords)
+	}
+	for i, d := range s.Devices {
+		if err := checkDevice(fmt.Sprintf("devices[%d]", i), d); err != nil {
+			return err
+		}
+	}
+	for i, l := range s.Leases {
+		if err := checkLease(fmt.Sprintf("leases[%d]", i), l); err != nil {
+			return err
+		}
+	}
+	for i, w := range s.Waiting {
+		what := fmt.Sprintf("waiting[%d]", i)
+		if err := checkText(what+".requestId", w.RequestID, true); err != nil {
+			return err
+		}
+		if err := checkText(what+".requesterId", w.RequesterID, true); err != nil {
+			return err
+		}
+		if err := checkPlatform(what+".requestSpec.platform", w.Spec.Platform); err != nil {
+			return err
+		}
+		if err := checkText(what+".stage", w.Stage, true); err != nil {
+			return err
+		}
+		if err := checkCount(what+".queuePosition", w.QueuePosition); err != nil {
+			return err
+		}
+	}
+	if len(s.Installs) > 64 {
+		return bad("installs", "lists %d installs", len(s.Installs))
+	}
+	for i, in := range s.Installs {
+		what := fmt.Sprintf("installs[%d]", i)
+		if err := checkPlatform(what+".platform", in.Platform); err != nil {
+			return err
+		}
+		if err := checkText(what+".component", in.Component, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkCapacity(c contract.Capacity) error {
+	if err := checkText("capacity.strategy", c.Strategy, false); err != nil {
+		return err
+	}
+	g := c.Global
+	for _, n := range []struct {
+		what string
+		n    int
+	}{{"capacity.global.running", g.Running}, {"capacity.global.reserved", g.Reserved},
+		{"capacity.global.maxRunning", g.MaxRunning}, {"capacity.global.warm", g.Warm}} {
+		if err := checkCount(n.what, n.n); err != nil {
+			return err
+		}
+	}
+	for p, pc := range c.Platforms {
+		if err := checkPlatform("capacity.platforms", p); err != nil {
+			return err
+		}
+		for _, n := range []int{pc.Running, pc.Reserved, pc.MaxRunning, pc.Devices, pc.MaxDevices, pc.Warm} {
+			if err := checkCount("capacity.platforms."+string(p), n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkDevice(what string, d contract.Device) error {
+	for _, t := range []struct {
+		what string
+		s    string
+		req  bool
+	}{{".id", d.ID, true}, {".driver", d.Driver, false}, {".driverDeviceId", d.DriverDeviceID, false},
+		{".spec.model", d.Spec.Model, false}, {".spec.osVersion", d.Spec.OSVersion, false},
+		{".address", d.Address, false}, {".leaseId", d.LeaseID, false}} {
+		if err := checkText(what+t.what, t.s, t.req); err != nil {
+			return err
+		}
+	}
+	if err := checkPlatform(what+".spec.platform", d.Spec.Platform); err != nil {
+		return err
+	}
+	return checkState(what+".state", d.State)
+}
+
+func checkLease(what string, l contract.LeaseRecord) error {
+	for _, t := range []struct {
+		what string
+		s    string
+	}{{".id", l.ID}, {".deviceId", l.DeviceID}, {".requesterId", l.RequesterID}, {".ownerId", l.OwnerID}} {
+		if err := checkText(what+t.what, t.s, true); err != nil {
+			return err
+		}
+	}
+	if l.TTLMs < 0 || l.TTLMs > contract.MaxTTLMs {
+		return bad(what+".ttlMs", "is %d, outside 0..%d", l.TTLMs, contract.MaxTTLMs)
+	}
+	if l.GrantedAt < 0 || l.TTLDeadline < 0 || l.LastRenewedAt < 0 {
+		return bad(what, "has a negative time")
+	}
+	return nil
+}
+
+// checkCatalog checks a worker's catalog.get answer.
+func checkCatalog(r contract.CatalogResult) error {
+	if len(r.Platforms) > maxCatalogs {
+		return bad("catalog", "has %d platforms", len(r.Platforms))
+	}
+	for i, c := range r.Platforms {
+		what := fmt.Sprintf("catalog[%d]", i)
+		if err := checkPlatform(what+".platform", c.Platform); err != nil {
+			return err
+		}
+		if len(c.Models) > maxModels || len(c.Runtimes) > maxModels || len(c.ModelRuntimes) > maxModels {
+			return bad(what, "lists more than %d models or runtimes", maxModels)
+		}
+		for _, m := range c.Models {
+			if err := checkText(what+".models[]", m, true); err != nil {
+				return err
+			}
+		}
+		for _, v := range c.Runtimes {
+			if err := checkText(what+".runtimes[]", v, true); err != nil {
+				return err
+			}
+		}
+		for m, vs := range c.ModelRuntimes {
+			if err := checkText(what+".modelRuntimes key", m, true); err != nil {
+				return err
+			}
+			if len(vs) > maxModels {
+				return bad(what+".modelRuntimes", "lists %d runtimes for one model", len(vs))
+			}
+		}
+	}
+	return nil
+}
+
+// checkEvent checks one event a worker relays.
+func checkEvent(ev contract.Event) error {
+	if err := checkText("event.id", ev.ID, true); err != nil {
+		return err
+	}
+	if err := checkText("event.event", ev.Event, true); err != nil {
+		return err
+	}
+	if ev.Seq <= 0 {
+		return bad("event.seq", "is %d", ev.Seq)
+	}
+	if ev.Timestamp < 0 {
+		return bad("event.timestamp", "is negative")
+	}
+	if len(ev.Payload) > contract.MaxFrameLen {
+		return bad("event.payload", "is %d bytes", len(ev.Payload))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(ev.Payload, &obj); err != nil {
+		return bad("event.payload", "is not a JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// A gateway's worker records. Few rows, read at start and written on a
+// connect, a drain or a relayed batch: the statements are prepared per
+// call.
+const (
+	selectWorkers = `SELECT id, label, drained, last_seq, last_seen_at FROM workers ORDER BY id`
+	upsertWorker  = `INSERT INTO workers (id, label, drained, last_seq, last_seen_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.drained,
+	last_seq = excluded.last_seq, last_seen_at = excluded.last_seen_at`
+	deleteWorker = `DELETE FROM workers WHERE id = ?`
+	// A worker's relay cursor moves with the events it relayed, and only
+	// forward.
+	advanceWorker = `UPDATE workers SET last_seq = max(last_seq, ?), last_seen_at = ? WHERE id = ?`
+	// A relayed event keeps the worker's id; one the log holds already (a
+	// batch relayed again after a reconnect) is skipped.
+	relayEvent = `INSERT OR IGNORE INTO events (id, timestamp, event, payload) VALUES (?, ?, ?, ?)`
+)
+
+// Workers lists the gateway's worker records, by id.
+func (db *DB) Workers(ctx context.Context) ([]store.Worker, error) {
+	rows, err := db.r.QueryContext(ctx, selectWorkers)
+	if err != nil {
+		return nil, fmt.Errorf("store: workers: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Worker
+	for rows.Next() {
+		var r store.Worker
+		if err := rows.Scan(&r.ID, &r.Label, &r.Drained, &r.LastSeq, &r.LastSeenAt); err != nil {
+			return nil, fmt.Errorf("store: workers: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: workers: %w", err)
+	}
+	return out, nil
+}
+
+// PutWorker writes a worker record.
+func (db *DB) PutWorker(ctx context.Context, r store.Worker) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, upsertWorker, r.ID, r.Label, r.Drained, r.LastSeq, r.LastSeenAt)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: put worker %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// DeleteWorker forgets a worker record.
+func (db *DB) DeleteWorker(ctx context.Context, id string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, deleteWorker, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// RelayEvents appends a worker's events, each once, and moves its relay
+// cursor to lastSeq, in one transaction (the gateway's relay).
+func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error) {
+	var out []contract.Event
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		for _, ev := range evs {
+			res, err := tx.ExecContext(ctx, relayEvent, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
+			if err != nil {
+				return fmt.Errorf("event %s: %w", ev.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				continue
+			}
+			seq, err := res.LastInsertId()
+			if err != nil {
+				return err
+			}
+			ev.Seq = seq
+			out = append(out, ev)
+		}
+		_, err := tx.ExecContext(ctx, advanceWorker, lastSeq, time.Now().UnixMilli(), workerID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: relay events of %s: %w", workerID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,481 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// fleetHeartbeat keeps the uplinks' liveness checks short, so a dead
+// worker is noticed within the tests' bounds.
+const fleetHeartbeat = "500"
+
+// fleet is a gateway on a fixed loopback port (so workers find it again
+// after it restarts) and the join token its workers use.
+type fleet struct {
+	t      *testing.T
+	gw     *home
+	url    string
+	api    *api
+	secret string
+	// tokenID is the join token's id, for token revoke.
+	tokenID string
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	port := freePort(t)
+	gw := newHome(t, "mode", "gateway", "http.enabled", "true", "http.port", port, "gateway.heartbeatMs", fleetHeartbeat)
+	gw.startDaemon()
+	// Runs before the home's own cleanup removes the log.
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(gw.path("daemon.log"))
+			t.Logf("the gateway's daemon.log:\n%s", b)
+		}
+	})
+	f := &fleet{t: t, gw: gw, url: "http://127.0.0.1:" + port}
+	f.api = &api{t: t, base: f.url}
+	f.tokenID, f.secret = gw.token("worker", "fleet")
+	return f
+}
+
+// worker makes a worker home joined to the gateway, with maxRunning
+// running slots, and starts its daemon.
+func (f *fleet) worker(label string, maxRunning int) *home {
+	f.t.Helper()
+	settings := append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", fmt.Sprint(maxRunning),
+		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}, fastDemo...)
+	w := newHome(f.t, settings...)
+	w.startDaemon()
+	f.t.Cleanup(func() {
+		if f.t.Failed() {
+			b, _ := os.ReadFile(w.path("daemon.log"))
+			f.t.Logf("worker %s's daemon.log:\n%s", label, b)
+		}
+	})
+	return w
+}
+
+// instanceID is the worker id a home joins with.
+func instanceID(t *testing.T, h *home) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, "instance.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		ID string `json:"instanceId"`
+	}
+	if json.Unmarshal(b, &in) != nil || in.ID == "" {
+		t.Fatalf("instance.json: %s", b)
+	}
+	return in.ID
+}
+
+type workerLine struct {
+	ID         string `json:"id"`
+	Label      string `json:"label"`
+	Connection string `json:"connection"`
+	Drained    bool   `json:"drained"`
+	Reason     string `json:"reason"`
+	MaxRunning int    `json:"maxRunning"`
+	Leases     int    `json:"leases"`
+}
+
+// workers is `simlock worker list --json` on the gateway, by id.
+func (f *fleet) workers() map[string]workerLine {
+	f.t.Helper()
+	r := f.gw.run("worker", "list", "--json")
+	var out struct {
+		Mode    string       `json:"mode"`
+		Workers []workerLine `json:"workers"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.Mode != "gateway" {
+		f.t.Fatalf("worker list --json on the gateway\n%s", r)
+	}
+	m := map[string]workerLine{}
+	for _, w := range out.Workers {
+		m[w.ID] = w
+	}
+	return m
+}
+
+// await polls the gateway's worker list until pred holds, for at most
+// bound; it fails naming what it waited for.
+func (f *fleet) await(what string, bound time.Duration, pred func(map[string]workerLine) bool) map[string]workerLine {
+	f.t.Helper()
+	deadline := time.Now().Add(bound)
+	for {
+		ws := f.workers()
+		if pred(ws) {
+			return ws
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("within %s the gateway did not show %s; it lists %+v", bound, what, ws)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func connected(ids ...string) func(map[string]workerLine) bool {
+	return func(ws map[string]workerLine) bool {
+		for _, id := range ids {
+			if ws[id].Connection != "connected" {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func TestAGatewayShowsItsWorkersTheirCapacityAndTheirLeases(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	follow := f.gw.follow()
+	a, b := f.worker("worker-a", 2), f.worker("worker-b", 3)
+	idA, idB := instanceID(t, a), instanceID(t, b)
+	ws := f.await("both workers connected", 5*time.Second, connected(idA, idB))
+	if ws[idA].Label != "worker-a" || ws[idB].Label != "worker-b" {
+		t.Errorf("labels = %q, %q, want worker-a, worker-b", ws[idA].Label, ws[idB].Label)
+	}
+	follow.find("worker.connected of A", isEvent("worker.connected", "workerId", idA))
+
+	r := f.gw.run("status", "--json")
+	var st struct {
+		Daemon struct {
+			Mode string `json:"mode"`
+		} `json:"daemon"`
+		Capacity struct {
+			Global struct {
+				MaxRunning int `json:"maxRunning"`
+			} `json:"global"`
+		} `json:"capacity"`
+		Fleet struct {
+			Connected int `json:"connected"`
+		} `json:"fleet"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("status --json on the gateway\n%s", r)
+	}
+	if st.Daemon.Mode != "gateway" || st.Capacity.Global.MaxRunning != 5 || st.Fleet.Connected != 2 {
+		t.Errorf("gateway status: mode %q, maxRunning %d, connected %d; want gateway, 2+3=5, 2", st.Daemon.Mode, st.Capacity.Global.MaxRunning, st.Fleet.Connected)
+	}
+	if text := f.gw.run("status"); !strings.Contains(text.stdout, "Mode: gateway") {
+		t.Errorf("status text has no Mode: gateway line\n%s", text)
+	}
+
+	g := b.leaseDetached("agent-on-b", "ios")
+	granted := time.Now()
+	ev := follow.next("the relayed lease.granted", isEvent("lease.granted", "leaseId", g.Lease.ID))
+	if ev.str("workerId") != idB {
+		t.Errorf("relayed lease.granted workerId = %q, want %q", ev.str("workerId"), idB)
+	}
+	if took := time.Since(granted); took > time.Second {
+		t.Errorf("the relayed lease.granted took %s, want within 1s", took)
+	}
+	var listed struct {
+		Leases []struct {
+			ID       string `json:"id"`
+			WorkerID string `json:"workerId"`
+		} `json:"leases"`
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		r := f.gw.run("list", "--leases")
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil {
+			t.Fatalf("list --leases on the gateway\n%s", r)
+		}
+		if len(listed.Leases) == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(listed.Leases) != 1 || listed.Leases[0].ID != g.Lease.ID || listed.Leases[0].WorkerID != idB {
+		t.Errorf("gateway list --leases = %+v, want %s on %s within 1s", listed.Leases, g.Lease.ID, idB)
+	}
+}
+
+func TestAKilledWorkerIsListedDisconnectedAndComesBackByItself(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	follow := f.gw.follow()
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	if err := syscall.Kill(lockPID(a.dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	f.await("worker A disconnected", 3*500*time.Millisecond+time.Second, func(ws map[string]workerLine) bool {
+		return ws[idA].Connection == "disconnected"
+	})
+	follow.find("worker.disconnected of A", isEvent("worker.disconnected", "workerId", idA))
+	t.Logf("disconnected %s after SIGKILL", time.Since(killed).Round(time.Millisecond))
+	a.startDaemon()
+	f.await("worker A connected again", 10*time.Second, connected(idA))
+}
+
+func TestADrainOutlivesRestartsOfTheGatewayAndTheWorkerUntilUndrain(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	if r := f.gw.run("worker", "drain", idA); r.code != 0 || !strings.Contains(r.stdout, `"drained":true`) {
+		t.Fatalf("worker drain\n%s", r)
+	}
+	if r := f.gw.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on the gateway\n%s", r)
+	}
+	f.gw.startDaemon()
+	ws := f.await("worker A back after the gateway restarted", 10*time.Second, connected(idA))
+	if !ws[idA].Drained {
+		t.Errorf("after a gateway restart worker A is %+v, want drained", ws[idA])
+	}
+	if r := a.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on the worker\n%s", r)
+	}
+	a.startDaemon()
+	ws = f.await("worker A back after it restarted", 10*time.Second, connected(idA))
+	if !ws[idA].Drained {
+		t.Errorf("after a worker restart worker A is %+v, want drained", ws[idA])
+	}
+	if r := f.gw.run("worker", "undrain", idA); r.code != 0 {
+		t.Fatalf("worker undrain\n%s", r)
+	}
+	if ws := f.workers(); ws[idA].Drained {
+		t.Errorf("after undrain worker A is %+v, want not drained", ws[idA])
+	}
+}
+
+func TestARevokedJoinTokenClosesTheUplinkAndBadTokensAreRefused(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	follow := f.gw.follow()
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+
+	_, agentSecret := f.gw.token("agent", "an-agent")
+	for _, c := range []struct {
+		name, secret string
+		status       int
+	}{{"no token", "", 401}, {"a bad token", "slk_not_a_token", 401}, {"an agent token", agentSecret, 403}} {
+		rep := f.api.do("GET", "/v1/uplink", c.secret, "", "X-Simlock-Worker-Id", "ins_intruder")
+		if rep.status != c.status {
+			t.Errorf("uplink with %s: status %d, want %d\n%s", c.name, rep.status, c.status, rep.raw)
+		}
+	}
+	follow.find("worker.rejected", isEvent("worker.rejected"))
+	if ws := f.workers(); len(ws) != 1 {
+		t.Errorf("after refused uplinks the gateway lists %+v, want worker A alone", ws)
+	}
+
+	if r := f.gw.run("token", "revoke", f.tokenID); r.code != 0 {
+		t.Fatalf("token revoke\n%s", r)
+	}
+	ws := f.await("worker A disconnected after its token was revoked", time.Second+500*time.Millisecond, func(ws map[string]workerLine) bool {
+		return ws[idA].Connection == "disconnected"
+	})
+	if !strings.Contains(ws[idA].Reason, "revoked") {
+		t.Errorf("disconnect reason %q, want it to say the token was revoked", ws[idA].Reason)
+	}
+}
+
+// fakeWorker is a test client that dials the gateway's uplink as a worker
+// would and answers the gateway's calls as the test says: the stand-in for
+// a broken or lying worker.
+type fakeWorker struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func (f *fleet) fakeWorker(id string) *fakeWorker {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+f.secret)
+	h.Set("X-Simlock-Worker-Id", id)
+	h.Set("X-Simlock-Worker-Label", "fake")
+	ws, _, err := websocket.Dial(ctx, strings.Replace(f.url, "http://", "ws://", 1)+"/v1/uplink", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		f.t.Fatalf("fake worker: dial the uplink: %v", err)
+	}
+	ws.SetReadLimit(16 << 20)
+	f.t.Cleanup(func() { ws.CloseNow() })
+	return &fakeWorker{t: f.t, ws: ws}
+}
+
+// call reads the gateway's next call and returns its id and op.
+func (w *fakeWorker) call() (id json.RawMessage, op string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	_, b, err := w.ws.Read(ctx)
+	if err != nil {
+		w.t.Fatalf("fake worker: read the gateway's call: %v", err)
+	}
+	var req struct {
+		ID json.RawMessage `json:"id"`
+		Op string          `json:"op"`
+	}
+	if err := json.Unmarshal(b, &req); err != nil {
+		w.t.Fatalf("fake worker: the gateway sent %q: %v", b, err)
+	}
+	return req.ID, req.Op
+}
+
+func (w *fakeWorker) send(b []byte) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	if err := w.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		w.t.Fatalf("fake worker: write: %v", err)
+	}
+}
+
+func (w *fakeWorker) answer(id json.RawMessage, result string) {
+	w.t.Helper()
+	w.send([]byte(`{"id":` + string(id) + `,"result":` + result + `}`))
+}
+
+// helloAsAdmin answers the gateway's hello as a worker that trusts it.
+func (w *fakeWorker) helloAsAdmin() {
+	w.t.Helper()
+	id, op := w.call()
+	if op != "hello" {
+		w.t.Fatalf("the gateway's first call is %q, want hello", op)
+	}
+	w.answer(id, `{"protocol":1,"daemonProtocol":{"min":1,"max":1},"daemonVersion":"fake","role":"admin","principal":"gateway"}`)
+}
+
+func TestAWorkerThatSendsGarbageIsDisconnectedWithTheReasonAndTheOthersStayLive(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	b := f.worker("worker-b", 2)
+	idB := instanceID(t, b)
+	f.await("worker B connected", 5*time.Second, connected(idB))
+
+	cases := []struct {
+		name, id, reason string
+		lie              func(w *fakeWorker)
+	}{
+		{"a frame that is not JSON", "fake-bad-frame", "bad frame", func(w *fakeWorker) {
+			w.helloAsAdmin()
+			w.call()
+			w.send([]byte(`{"id": this is not json`))
+		}},
+		{"a frame over the size limit", "fake-oversized", "message over 8388608 bytes", func(w *fakeWorker) {
+			w.helloAsAdmin()
+			w.call()
+			w.send([]byte(`{"x":"` + strings.Repeat("a", 9<<20) + `"}`))
+		}},
+		{"a status out of range", "fake-out-of-range", "invalid status", func(w *fakeWorker) {
+			w.helloAsAdmin()
+			id, op := w.call()
+			if op != "events.subscribe" {
+				t.Fatalf("the gateway's second call is %q, want events.subscribe", op)
+			}
+			w.answer(id, `{"subscriptionId":"s1","lastSeq":0}`)
+			id, op = w.call()
+			if op != "status.get" {
+				t.Fatalf("the gateway's third call is %q, want status.get", op)
+			}
+			w.answer(id, `{"daemon":{"mode":"worker","version":"fake","health":"running","protocol":{"min":1,"max":1}},`+
+				`"host":{"os":"linux","arch":"amd64","cpus":-4,"ramBytes":1},"queueDepth":0}`)
+		}},
+	}
+	for _, c := range cases {
+		w := f.fakeWorker(c.id)
+		c.lie(w)
+		ws := f.await(c.name+" disconnected", 5*time.Second, func(ws map[string]workerLine) bool {
+			return ws[c.id].Connection == "disconnected"
+		})
+		t.Logf("%s: %s", c.name, ws[c.id].Reason)
+		if !strings.Contains(ws[c.id].Reason, c.reason) {
+			t.Errorf("%s: disconnect reason %q, want it to say %q", c.name, ws[c.id].Reason, c.reason)
+		}
+		if ws[idB].Connection != "connected" {
+			t.Errorf("after %s, worker B is %+v, want connected", c.name, ws[idB])
+		}
+	}
+	// B's view is still live: a lease taken on it shows on the gateway.
+	g := b.leaseDetached("agent-on-b", "ios")
+	f.await("B's new lease", 2*time.Second, func(ws map[string]workerLine) bool { return ws[idB].Leases == 1 })
+	_ = g
+}
+
+func TestAWorkerWhoseProtocolCannotOverlapIsListedIncompatibleWithBothRanges(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	w := f.fakeWorker("fake-future")
+	id, op := w.call()
+	if op != "hello" {
+		t.Fatalf("the gateway's first call is %q, want hello", op)
+	}
+	w.send([]byte(`{"id":` + string(id) + `,"error":{"code":"PROTOCOL_VERSION_UNSUPPORTED","message":"no overlap",` +
+		`"client":{"min":1,"max":1},"daemon":{"min":90,"max":99},"daemonVersion":"9.0.0"}}`))
+	f.await("the worker incompatible", 5*time.Second, func(ws map[string]workerLine) bool {
+		return ws["fake-future"].Connection == "incompatible"
+	})
+	r := f.gw.run("worker", "show", "fake-future")
+	var v struct {
+		Connection      string                  `json:"connection"`
+		WorkerProtocol  *struct{ Min, Max int } `json:"workerProtocol"`
+		GatewayProtocol *struct{ Min, Max int } `json:"gatewayProtocol"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil {
+		t.Fatalf("worker show\n%s", r)
+	}
+	if v.WorkerProtocol == nil || v.WorkerProtocol.Min != 90 || v.WorkerProtocol.Max != 99 || v.GatewayProtocol == nil || v.GatewayProtocol.Max < 1 {
+		t.Errorf("incompatible worker's view = %s, want workerProtocol 90-99 and the gateway's range", r.stdout)
+	}
+}
+
+// The walkthrough in docs/FLEET.md works as written: its sh blocks, run in
+// order in one shell with the built simlock on PATH and a fresh HOME, on
+// a free port in place of the one it names.
+func TestTheFleetWalkthroughRunsAsWritten(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(moduleRoot, "docs", "FLEET.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?ms)^```sh\n(.*?)^```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) < 4 {
+		t.Fatalf("docs/FLEET.md has %d sh blocks, want the walkthrough's", len(blocks))
+	}
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	for i, m := range blocks {
+		fmt.Fprintf(&script, "echo '### FLEET.md block %d' >&2\n%s\n", i+1, m[1])
+	}
+	text := strings.ReplaceAll(script.String(), "7430", freePort(t))
+	home := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", text)
+	cmd.Env = append(readmeEnv(t, home), "PATH="+filepath.Dir(simlockBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the walkthrough failed (%v)\n%s", err, out)
+	}
+	for _, want := range []string{`"connection":"connected"`, `"workerId":"`, "Mode: gateway", `"drained":true`, `"drained":false`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the walkthrough's output lacks %s\n%s", want, out)
+		}
+	}
+}
