@@ -395,10 +395,7 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 		case <-ctx.Done():
 			return "the gateway is stopping"
 		case <-c.Done():
-			if err := c.Err(); err != nil {
-				return "the uplink failed: " + err.Error()
-			}
-			return "the uplink closed"
+			return endReason(c)
 		case <-tick.C:
 			if reason := f.readAll(ctx, c, w, gen); reason != "" {
 				return reason
@@ -406,7 +403,14 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 			continue
 		case ev, ok := <-events:
 			if !ok {
-				return "the worker ended the event subscription"
+				// The client closes its subscriptions as the uplink ends:
+				// why it ended is the reason.
+				select {
+				case <-c.Done():
+					return endReason(c)
+				case <-time.After(time.Second):
+					return "the worker ended the event subscription"
+				}
 			}
 			// Take what else is waiting too: one commit for a burst.
 			batch := []contract.Event{ev}
@@ -438,6 +442,14 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 			}
 		}
 	}
+}
+
+// endReason says why the uplink under c ended.
+func endReason(c *client.Client) string {
+	if err := c.Err(); err != nil {
+		return "the uplink failed: " + err.Error()
+	}
+	return "the uplink closed"
 }
 
 // relay commits batch to the gateway's log and publishes it.

@@ -479,3 +479,55 @@ func TestTheFleetWalkthroughRunsAsWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestAWorkerThatFallsSilentIsDroppedAfterItsMissedHeartbeats(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	// Stopped, not killed: its socket stays open and nothing answers the
+	// gateway's pings, as with a Mac that went to sleep or a cut cable.
+	pid := lockPID(a.dir)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	stopped := time.Now()
+	ws := f.await("the silent worker disconnected", 4*500*time.Millisecond+2*time.Second, func(ws map[string]workerLine) bool {
+		return ws[idA].Connection == "disconnected"
+	})
+	t.Logf("dropped %s after SIGSTOP: %s", time.Since(stopped).Round(time.Millisecond), ws[idA].Reason)
+	if !strings.Contains(ws[idA].Reason, "heartbeat") {
+		t.Errorf("disconnect reason %q, want the missed heartbeats", ws[idA].Reason)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	f.await("worker A back after it woke", 10*time.Second, connected(idA))
+}
+
+func TestASecondUplinkWithTheSameWorkerIDReplacesTheFirst(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	first := f.fakeWorker("fake-twin")
+	first.helloAsAdmin()
+	second := f.fakeWorker("fake-twin")
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	// The first uplink is closed by the gateway: reading it ends.
+	for {
+		if _, _, err := first.ws.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatal("the first uplink was still open after a second one with the same id arrived")
+			}
+			break
+		}
+	}
+	if id, op := second.call(); op != "hello" || id == nil {
+		t.Errorf("the second uplink's first call is %q, want hello", op)
+	}
+	if ws := f.workers(); len(ws) != 1 {
+		t.Errorf("the gateway lists %+v, want the one worker id once", ws)
+	}
+}
