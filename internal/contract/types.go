@@ -456,6 +456,9 @@ type LeaseRequestRecord struct {
 	// capacity with noWait, an unresolvable spec): the call that made it
 	// was answered with its error, and so is a repeat of that call.
 	Refused bool `json:"refused,omitempty"`
+	// WorkerID names the worker the request was made on, in a gateway's
+	// lists.
+	WorkerID string `json:"workerId,omitempty"`
 }
 
 // RequestSpec is what a request asked for.

@@ -133,7 +133,11 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		case contract.ListLeases:
 			return contract.ListGetResult{Leases: nonNilLeases(snap.Leases)}, nil, true
 		case contract.ListRequests:
-			return nil, contract.BadRequest("kind", "a gateway keeps no request records in this version; status lists what waits on each worker"), true
+			rs, err := f.Requests(s.ctx)
+			if err != nil {
+				return nil, err, true
+			}
+			return contract.ListGetResult{Requests: rs}, nil, true
 		default:
 			return contract.ListGetResult{Devices: snap.Devices}, nil, true
 		}

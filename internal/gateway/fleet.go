@@ -83,6 +83,9 @@ type worker struct {
 	link    *link
 	gen     int
 	tokenID string
+	// client is the session over the link once hello is done, for the
+	// reads made on demand (the request records).
+	client *client.Client
 }
 
 type link struct {
@@ -211,6 +214,18 @@ func (f *Fleet) serve(ctx context.Context, a Attachment, w *worker, gen int) str
 		return "hello failed: " + err.Error()
 	}
 	defer c.Close()
+	f.mu.Lock()
+	if w.gen == gen {
+		w.client = c
+	}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		if w.client == c {
+			w.client = nil
+		}
+		f.mu.Unlock()
+	}()
 	if c.Hello().Role != contract.RoleAdmin {
 		return "the worker did not grant the gateway the admin role"
 	}

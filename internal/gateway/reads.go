@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -329,4 +331,45 @@ func appendNew(s []string, v string) []string {
 		return s
 	}
 	return append(s, v)
+}
+
+// Requests reads the request records of every connected worker now (they
+// are not part of a view: a worker keeps thousands), each tagged with its
+// worker, in arrival order. A worker that does not answer fails the read,
+// naming it (WORKER_UNREACHABLE): a list that left it out would lie.
+func (f *Fleet) Requests(ctx context.Context) ([]contract.LeaseRequestRecord, error) {
+	type target struct {
+		id string
+		c  *client.Client
+	}
+	var ts []target
+	f.mu.Lock()
+	for id, w := range f.workers {
+		if w.view.Connection == contract.WorkerConnected && w.client != nil {
+			ts = append(ts, target{id, w.client})
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].id < ts[j].id })
+	out := []contract.LeaseRequestRecord{}
+	for _, t := range ts {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := t.c.List(cctx, contract.ListRequests)
+		cancel()
+		if err != nil {
+			return nil, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer list.get: %v", t.id, err).With("workerId", t.id)
+		}
+		if len(res.Requests) > maxRecords {
+			return nil, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s sent %d request records", t.id, len(res.Requests)).With("workerId", t.id)
+		}
+		for i, r := range res.Requests {
+			if err := checkRequest(fmt.Sprintf("requests[%d]", i), r); err != nil {
+				return nil, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s sent an invalid request record: %v", t.id, err).With("workerId", t.id)
+			}
+			r.WorkerID = t.id
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
+	return out, nil
 }

@@ -228,6 +228,32 @@ func checkLease(what string, l contract.LeaseRecord) error {
 	return nil
 }
 
+func checkRequest(what string, r contract.LeaseRequestRecord) error {
+	for _, t := range []struct {
+		what string
+		s    string
+		req  bool
+	}{{".id", r.ID, true}, {".requesterId", r.RequesterID, true}, {".ownerId", r.OwnerID, false},
+		{".idempotencyKey", r.IdempotencyKey, false}, {".leaseId", r.LeaseID, false}, {".stage", string(r.Stage), false},
+		{".requestSpec.model", r.Spec.Model, false}, {".requestSpec.osVersion", r.Spec.OSVersion, false}} {
+		if err := checkText(what+t.what, t.s, t.req); err != nil {
+			return err
+		}
+	}
+	if err := checkPlatform(what+".requestSpec.platform", r.Spec.Platform); err != nil {
+		return err
+	}
+	switch r.State {
+	case contract.RequestQueued, contract.RequestGranted, contract.RequestFailed, contract.RequestCancelled, contract.RequestStarting:
+	default:
+		return bad(what+".state", "is %q, not a request state", clip(string(r.State)))
+	}
+	if r.CreatedAt < 0 || r.SettledAt < 0 {
+		return bad(what, "has a negative time")
+	}
+	return checkCount(what+".queuePosition", r.QueuePosition)
+}
+
 // checkCatalog checks a worker's catalog.get answer.
 func checkCatalog(r contract.CatalogResult) error {
 	if len(r.Platforms) > maxCatalogs {

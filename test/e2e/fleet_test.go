@@ -205,6 +205,29 @@ func TestAGatewayShowsItsWorkersTheirCapacityAndTheirLeases(t *testing.T) {
 	if len(listed.Leases) != 1 || listed.Leases[0].ID != g.Lease.ID || listed.Leases[0].WorkerID != idB {
 		t.Errorf("gateway list --leases = %+v, want %s on %s within 1s", listed.Leases, g.Lease.ID, idB)
 	}
+	// The open requests are read from the workers when asked: fill A's
+	// two running slots, and a third request waits there.
+	a.leaseDetached("a1", "ios")
+	a.leaseDetached("a2", "ios")
+	a.start("lease", "--platform", "ios", "--agent-id", "a3")
+	var reqs struct {
+		Requests []struct {
+			RequesterID string `json:"requesterId"`
+			WorkerID    string `json:"workerId"`
+		} `json:"requests"`
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := f.gw.run("list", "--requests")
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &reqs) != nil {
+			t.Fatalf("list --requests on the gateway\n%s", r)
+		}
+		if len(reqs.Requests) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(reqs.Requests) != 1 || reqs.Requests[0].RequesterID != "a3" || reqs.Requests[0].WorkerID != idA {
+		t.Errorf("gateway list --requests = %+v, want a3's request waiting on %s", reqs.Requests, idA)
+	}
 }
 
 func TestAKilledWorkerIsListedDisconnectedAndComesBackByItself(t *testing.T) {
