@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -66,6 +67,60 @@ func TestAWorkerJoinsAGatewayAndItsLeaseShowsThere(t *testing.T) {
 			}
 		case <-timeout:
 			t.Fatalf("no relayed lease.granted of %s with the worker's id within 10 s", g.Lease.ID)
+		}
+	}
+}
+
+func TestAGatewayWithoutTheHTTPAPIFailsItsStartSayingWhy(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"mode":"gateway"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := startDaemonOpts(t, Options{Config: cfg})
+	_, err = dial(t, home, "ops", true).StatusWith(context.Background(), contract.StatusGetInput{WaitReady: true})
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code != contract.CodeDaemonStartupFailed || !strings.Contains(ce.Message, "http.enabled") {
+		t.Fatalf("status of a gateway without HTTP = %v, want DAEMON_STARTUP_FAILED naming http.enabled", err)
+	}
+}
+
+func TestEachModeRefusesTheOtherModesOperationsWithItsCode(t *testing.T) {
+	gcfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gwHome := startDaemonOpts(t, Options{Config: gcfg})
+	gw := dial(t, gwHome, "ops", true)
+	for _, op := range []contract.Op{contract.OpNuke, contract.OpCleanupRun, contract.OpDoctorRun, contract.OpPassthrough,
+		contract.OpComponentInstall, contract.OpComponentRemove, contract.OpLeaseRequest, contract.OpDeviceExec} {
+		err := gw.Call(context.Background(), op, map[string]any{}, nil)
+		var ce *contract.Error
+		if !errors.As(err, &ce) || ce.Code != contract.CodeUnsupportedInGatewayMode || ce.Details["operation"] != string(op) {
+			t.Errorf("%s on a gateway = %v, want UNSUPPORTED_IN_GATEWAY_MODE naming it", op, err)
+		}
+	}
+
+	_, wHome := startDaemon(t, nil)
+	w := dial(t, wHome, "ops", true)
+	var list contract.WorkerListResult
+	if err := w.Call(context.Background(), contract.OpWorkerList, contract.Empty{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Mode != contract.ModeWorker || len(list.Workers) != 1 || list.Workers[0].Connection != contract.WorkerConnected {
+		t.Errorf("worker.list on a worker = %+v, want the fleet of one", list)
+	}
+	for _, c := range []struct {
+		op contract.Op
+		in any
+	}{
+		{contract.OpWorkerDrain, contract.WorkerIDInput{WorkerID: "w1"}},
+		{contract.OpWorkerGet, contract.WorkerIDInput{WorkerID: "w1"}},
+		{contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenWorker}},
+	} {
+		err := w.Call(context.Background(), c.op, c.in, nil)
+		var ce *contract.Error
+		if !errors.As(err, &ce) || ce.Code != contract.CodeUnsupportedInWorkerMode {
+			t.Errorf("%s on a worker = %v, want UNSUPPORTED_IN_WORKER_MODE", c.op, err)
 		}
 	}
 }
