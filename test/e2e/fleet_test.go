@@ -554,3 +554,93 @@ func TestASecondUplinkWithTheSameWorkerIDReplacesTheFirst(t *testing.T) {
 		t.Errorf("the gateway lists %+v, want the one worker id once", ws)
 	}
 }
+
+// events is `simlock events` on h: its most recent 1000 events.
+func events(t *testing.T, h *home) []event {
+	t.Helper()
+	r := h.run("events")
+	if r.code != 0 {
+		t.Fatalf("events\n%s", r)
+	}
+	var out []event
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		var ev event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("events printed %q: %v", line, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// A worker's events committed while its gateway is down (stopped, or
+// killed with SIGKILL) are relayed when the gateway is back, each once: the
+// relay cursor is committed with the relayed events.
+func TestAWorkersEventsWhileTheGatewayIsDownAreRelayedOnceEachWhenItIsBack(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	first := a.leaseDetached("before", "ios")
+	follow := f.gw.follow()
+	follow.find("the first lease relayed", isEvent("lease.granted", "leaseId", first.Lease.ID))
+	follow.p.kill()
+	// The worker's history from here on must reach the gateway.
+	from := events(t, a)
+	cursor := from[len(from)-1].Seq
+
+	for round, stop := range []func(){
+		func() { f.gw.run("daemon", "stop") },
+		func() { _ = syscall.Kill(lockPID(f.gw.dir), syscall.SIGKILL) },
+	} {
+		stop()
+		if !waitLockFree(f.gw.dir, 10*time.Second) {
+			t.Fatalf("round %d: the gateway still holds its lock 10 s after it was stopped", round)
+		}
+		// Work on the worker while nobody relays it.
+		r := a.run("release", "--all", "--yes")
+		if r.code != 0 {
+			t.Fatalf("round %d: release --all on the worker\n%s", round, r)
+		}
+		a.leaseDetached(fmt.Sprintf("while-down-%d", round), "ios")
+		f.gw.startDaemon()
+		f.await("worker A back", 10*time.Second, connected(idA))
+	}
+	want := map[string]bool{}
+	for _, ev := range events(t, a) {
+		if ev.Seq > cursor {
+			want[ev.ID] = true
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		seen := map[string]int{}
+		for _, ev := range events(t, f.gw) {
+			if ev.str("workerId") == idA {
+				seen[ev.ID]++
+			}
+		}
+		var missing []string
+		for id := range want {
+			if seen[id] == 0 {
+				missing = append(missing, id)
+			}
+		}
+		for id, n := range seen {
+			if n > 1 {
+				t.Fatalf("event %s relayed %d times", id, n)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the worker's %d events since the cursor never reached the gateway: %v", len(missing), len(want), missing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
