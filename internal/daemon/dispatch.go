@@ -314,7 +314,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		res, err := s.d.tokens.revoke(s.ctx, in.ID)
 		if err == nil && s.d.fleet != nil {
 			// An uplink opened with it ends now, not at its next check.
-			s.d.fleet.CloseToken(in.ID)
+			s.d.fleet.CloseToken(s.ctx, in.ID)
 		}
 		return res, err
 	}

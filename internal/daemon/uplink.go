@@ -48,6 +48,11 @@ func (b httpBackend) Uplink(w http.ResponseWriter, r *http.Request, tok contract
 			return ce
 		}
 	}
+	if err := d.fleet.Claim(id, tok.ID); err != nil {
+		ce := err.(*contract.Error)
+		b.UplinkRefused(r, ce)
+		return ce
+	}
 	conn, err := uplink.Accept(w, r, uplink.Options{MaxFrame: uplinkMaxFrame, Heartbeat: heartbeat(d.opts.Config)})
 	if err != nil {
 		// The WebSocket library has answered the request itself.

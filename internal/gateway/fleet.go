@@ -83,6 +83,9 @@ type worker struct {
 	link    *link
 	gen     int
 	tokenID string
+	// owner is the join token the worker id belongs to: the one it first
+	// joined with, until that token is revoked or the worker removed.
+	owner string
 	// client is the session over the link once hello is done, for the
 	// reads made on demand (the request records).
 	client *client.Client
@@ -117,7 +120,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range recs {
-		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, view: contract.WorkerView{ID: r.ID, Label: r.Label,
+		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, owner: r.TokenID, view: contract.WorkerView{ID: r.ID, Label: r.Label,
 			Connection: contract.WorkerDisconnected, Drained: r.Drained, LastSeenAt: r.LastSeenAt,
 			Reason: "not connected since the gateway started"}}
 	}
@@ -149,12 +152,37 @@ type Attachment struct {
 	Conn    net.Conn
 }
 
+// Claim says whether an uplink with join token tokenID may speak for
+// worker id: a worker id belongs to the token it first joined with (a
+// worker's id is a header, which any holder of a join token could copy),
+// until that token is revoked or the worker removed.
+func (f *Fleet) Claim(id, tokenID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.claimLocked(id, tokenID)
+}
+
+func (f *Fleet) claimLocked(id, tokenID string) error {
+	if w, ok := f.workers[id]; ok && w.owner != "" && w.owner != tokenID {
+		return contract.Errorf(contract.CodeForbidden,
+			"worker %s joined with another join token; revoke that token, or run simlock worker remove %s on the gateway, to let this one take the id", id, id).
+			With("workerId", id)
+	}
+	return nil
+}
+
 // Attach serves one worker's uplink until it ends. A second uplink with
-// the same worker id replaces the first.
+// the same worker id (and its token) replaces the first.
 func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	l := &link{conn: a.Conn}
 	f.mu.Lock()
 	if f.closed {
+		f.mu.Unlock()
+		a.Conn.Close()
+		return
+	}
+	if f.claimLocked(a.ID, a.TokenID) != nil {
+		// Claimed by another token between the HTTP check and here.
 		f.mu.Unlock()
 		a.Conn.Close()
 		return
@@ -327,7 +355,10 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 	v.Connection, v.Reason, v.Protocol = contract.WorkerConnected, "", protocol
 	v.WorkerProtocol, v.GatewayProtocol = nil, nil
 	v.ConnectedAt = time.Now().UnixMilli()
-	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt}
+	if w.owner == "" {
+		w.owner = w.tokenID
+	}
+	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt, TokenID: w.owner}
 	view := *v
 	f.mu.Unlock()
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {

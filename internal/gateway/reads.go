@@ -67,7 +67,7 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 		return contract.WorkerSummary{}, unknownWorker(id)
 	}
 	changed := w.view.Drained != drained
-	rec := store.Worker{ID: id, Label: w.view.Label, Drained: drained, LastSeq: w.lastSeq, LastSeenAt: w.view.LastSeenAt}
+	rec := store.Worker{ID: id, Label: w.view.Label, Drained: drained, LastSeq: w.lastSeq, LastSeenAt: w.view.LastSeenAt, TokenID: w.owner}
 	f.mu.Unlock()
 	if changed {
 		// Stored before anyone is told: a drain acknowledged survives.
@@ -143,19 +143,32 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 	}
 }
 
-// CloseToken closes the uplinks opened with a token that was revoked.
-func (f *Fleet) CloseToken(tokenID string) {
+// CloseToken closes the uplinks opened with a token that was revoked, and
+// frees the worker ids it held, so the workers can join again with a new
+// token.
+func (f *Fleet) CloseToken(ctx context.Context, tokenID string) {
 	f.mu.Lock()
 	var conns []*link
+	var freed []store.Worker
 	for _, w := range f.workers {
 		if w.link != nil && w.tokenID == tokenID {
 			w.link.reason = "its join token was revoked"
 			conns = append(conns, w.link)
 		}
+		if w.owner == tokenID {
+			w.owner = ""
+			freed = append(freed, store.Worker{ID: w.view.ID, Label: w.view.Label, Drained: w.view.Drained,
+				LastSeq: w.lastSeq, LastSeenAt: w.view.LastSeenAt})
+		}
 	}
 	f.mu.Unlock()
 	for _, l := range conns {
 		l.conn.Close()
+	}
+	for _, r := range freed {
+		if err := f.opts.Store.PutWorker(ctx, r); err != nil {
+			f.log.Warn("could not free a worker id from its revoked token", "workerId", r.ID, "err", err)
+		}
 	}
 }
 

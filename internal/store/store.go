@@ -141,4 +141,6 @@ type Worker struct {
 	// LastSeq is the worker's seq of the last event relayed.
 	LastSeq    int64
 	LastSeenAt int64
+	// TokenID is the join token the worker id belongs to.
+	TokenID string
 }

@@ -644,3 +644,29 @@ func TestAWorkersEventsWhileTheGatewayIsDownAreRelayedOnceEachWhenItIsBack(t *te
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A worker id is a header any holder of a join token could copy: it
+// belongs to the token it first joined with, until that token is revoked.
+func TestAWorkerIDBelongsToTheTokenItJoinedWithUntilThatTokenIsRevoked(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	_, other := f.gw.token("worker", "another")
+	rep := f.api.do("GET", "/v1/uplink", other, "", "X-Simlock-Worker-Id", idA)
+	if rep.status != http.StatusForbidden || !strings.Contains(rep.raw, "another join token") {
+		t.Fatalf("an uplink claiming A's id with another token: %d %s, want 403 naming the token", rep.status, rep.raw)
+	}
+	if ws := f.workers(); ws[idA].Connection != "connected" {
+		t.Fatalf("after the claim was refused A is %+v, want still connected", ws[idA])
+	}
+	// Rotating the token: the old one revoked, the worker given the new.
+	if r := f.gw.run("token", "revoke", f.tokenID); r.code != 0 {
+		t.Fatalf("token revoke\n%s", r)
+	}
+	if r := a.run("config", "set", "gateway.token", other); r.code != 0 {
+		t.Fatalf("config set gateway.token\n%s", r)
+	}
+	f.await("worker A back with the new token", 10*time.Second, connected(idA))
+}

@@ -14,10 +14,10 @@ import (
 // connect, a drain or a relayed batch: the statements are prepared per
 // call.
 const (
-	selectWorkers = `SELECT id, label, drained, last_seq, last_seen_at FROM workers ORDER BY id`
-	upsertWorker  = `INSERT INTO workers (id, label, drained, last_seq, last_seen_at) VALUES (?, ?, ?, ?, ?)
+	selectWorkers = `SELECT id, label, drained, last_seq, last_seen_at, token_id FROM workers ORDER BY id`
+	upsertWorker  = `INSERT INTO workers (id, label, drained, last_seq, last_seen_at, token_id) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.drained,
-	last_seq = excluded.last_seq, last_seen_at = excluded.last_seen_at`
+	last_seq = excluded.last_seq, last_seen_at = excluded.last_seen_at, token_id = excluded.token_id`
 	deleteWorker = `DELETE FROM workers WHERE id = ?`
 	// A worker's relay cursor moves with the events it relayed, and only
 	// forward.
@@ -37,7 +37,7 @@ func (db *DB) Workers(ctx context.Context) ([]store.Worker, error) {
 	var out []store.Worker
 	for rows.Next() {
 		var r store.Worker
-		if err := rows.Scan(&r.ID, &r.Label, &r.Drained, &r.LastSeq, &r.LastSeenAt); err != nil {
+		if err := rows.Scan(&r.ID, &r.Label, &r.Drained, &r.LastSeq, &r.LastSeenAt, &r.TokenID); err != nil {
 			return nil, fmt.Errorf("store: workers: %w", err)
 		}
 		out = append(out, r)
@@ -51,7 +51,7 @@ func (db *DB) Workers(ctx context.Context) ([]store.Worker, error) {
 // PutWorker writes a worker record.
 func (db *DB) PutWorker(ctx context.Context, r store.Worker) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, upsertWorker, r.ID, r.Label, r.Drained, r.LastSeq, r.LastSeenAt)
+		_, err := tx.ExecContext(ctx, upsertWorker, r.ID, r.Label, r.Drained, r.LastSeq, r.LastSeenAt, r.TokenID)
 		return err
 	})
 	if err != nil {
