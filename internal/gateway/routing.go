@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Ask is what routing needs of a lease request: what it asks for, for how
+// long, and whether it may download a runtime.
+type Ask struct {
+	Platform contract.Platform
+	// Model is an exact model name or one of its aliases; Class, when
+	// Model is empty, any model of that class (phone when both are
+	// empty).
+	Model string
+	Class contract.DeviceClass
+	// OS is the request's osVersion, parsed.
+	OS            contract.OSVersionSpec
+	TTLMs         int64
+	AllowDownload bool
+}
+
+// Route is where a request goes: the worker, the model by that worker's
+// own name, and why that worker (request.dispatched's reason).
+type Route struct {
+	WorkerID string
+	Model    string
+	Reason   string
+}
+
+// The reasons a route was chosen.
+const (
+	ReasonWarmHit      = "warm-hit"
+	ReasonFreeCapacity = "free-capacity"
+	ReasonDownload     = "download"
+)
+
+// candidate is one worker a request could go to, with what the stages so
+// far learned of it.
+type candidate struct {
+	v *contract.WorkerView
+	// models are the worker's models that serve the ask, by its own
+	// names; download is set when only a download would give one of them
+	// the runtime asked for.
+	models   []string
+	download bool
+}
+
+// A stage is one step of a routing policy: it keeps the candidates that
+// pass it, or ranks them. A stage that keeps none ends the route with no
+// worker (the request waits), except a preference, which keeps all when
+// none is preferred.
+type stage struct {
+	name  string
+	apply func(a Ask, cs []candidate) []candidate
+	// prefer: a stage whose empty answer means "none is better", not
+	// "none can".
+	prefer bool
+}
+
+// warmThenFree is the routing policy warm-then-free, in order.
+var warmThenFree = []stage{
+	{name: "takes-requests", apply: takesRequests},
+	{name: "can-serve", apply: canServe},
+	{name: "healthy", apply: healthy},
+	{name: "has-runtime", apply: hasRuntime, prefer: true},
+	{name: "warm-hit", apply: warmHit, prefer: true},
+	{name: "free-slot", apply: freeSlot},
+	{name: "ram-budget", apply: underRAMBudget, prefer: true},
+	{name: "free-capacity", apply: mostFree},
+}
+
+// route runs the policy over the views and returns the worker the request
+// goes to now, or false when none can take it now (it waits, if the
+// fast-fail table let it). Ties go to the lowest worker id.
+func route(policy []stage, a Ask, views []*contract.WorkerView) (Route, bool) {
+	cs := make([]candidate, 0, len(views))
+	for _, v := range views {
+		cs = append(cs, candidate{v: v})
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].v.ID < cs[j].v.ID })
+	warm := false
+	for _, st := range policy {
+		next := st.apply(a, cs)
+		if st.prefer && len(next) == 0 {
+			continue
+		}
+		if st.name == "warm-hit" && len(next) > 0 {
+			warm = true
+			cs = next
+			break // a warm hit settles: no slot is needed
+		}
+		cs = next
+		if len(cs) == 0 {
+			return Route{}, false
+		}
+	}
+	c := cs[0]
+	r := Route{WorkerID: c.v.ID, Model: c.models[0], Reason: ReasonFreeCapacity}
+	switch {
+	case warm:
+		r.Reason = ReasonWarmHit
+		r.Model = warmModel(a, c)
+	case c.download:
+		r.Reason = ReasonDownload
+	}
+	return r, true
+}
+
+// takesRequests keeps the connected, undrained workers whose
+// lease.maxTtlMs admits the TTL asked.
+func takesRequests(a Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool {
+		v := c.v
+		return v.Connection == contract.WorkerConnected && !v.Drained && (a.TTLMs == 0 || v.MaxTTLMs == 0 || a.TTLMs <= v.MaxTTLMs)
+	})
+}
+
+// canServe keeps the workers whose catalog has a model for the ask with a
+// runtime that serves its OS version (or, for a request allowed to
+// download, one it can download), and notes those models.
+func canServe(a Ask, cs []candidate) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		cat, ok := catalogOf(c.v, a.Platform)
+		if !ok {
+			continue
+		}
+		c.models, c.download = servingModels(a, cat)
+		if len(c.models) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// servingModels are cat's models that serve a, by cat's names: those with
+// an installed runtime that fits first; else, for a request allowed to
+// download one (an exact version, never a range), those the catalog lists
+// a downloadable runtime for.
+func servingModels(a Ask, cat contract.Catalog) (models []string, download bool) {
+	named := modelsAsked(a, cat)
+	for _, m := range named {
+		if slices.ContainsFunc(cat.ModelRuntimes[m], a.OS.Matches) {
+			models = append(models, m)
+		}
+	}
+	if len(models) > 0 || !a.AllowDownload || a.OS.IsRange() {
+		return models, false
+	}
+	if slices.ContainsFunc(cat.Downloadable, a.OS.Matches) {
+		return named, len(named) > 0
+	}
+	return nil, false
+}
+
+// modelsAsked are cat's models the ask names: the model (or the model one
+// of whose aliases it is), or every model of the class asked (phone when
+// neither is given), in the catalog's order.
+func modelsAsked(a Ask, cat contract.Catalog) []string {
+	if a.Model != "" {
+		for _, m := range cat.Models {
+			if m == a.Model || slices.Contains(cat.ModelAliases[m], a.Model) {
+				return []string{m}
+			}
+		}
+		return nil
+	}
+	class := a.Class
+	if class == "" {
+		class = contract.DeviceClass("phone")
+	}
+	var out []string
+	for _, m := range cat.Models {
+		if cat.ModelClasses[m] == class {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func catalogOf(v *contract.WorkerView, p contract.Platform) (contract.Catalog, bool) {
+	for _, c := range v.Catalog {
+		if c.Platform == p {
+			return c, true
+		}
+	}
+	return contract.Catalog{}, false
+}
+
+// healthy keeps the workers whose daemon says it is running.
+func healthy(_ Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool { return c.v.Health == "running" })
+}
+
+// hasRuntime prefers the workers that have the runtime installed over
+// those that would have to download it.
+func hasRuntime(_ Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool { return !c.download })
+}
+
+// warmHit keeps the workers with an unleased ready device that fits the
+// ask: granting it takes no slot and no boot.
+func warmHit(a Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool { return warmModel(a, c) != "" })
+}
+
+// warmModel is the model of c's first unleased ready device that fits, or
+// "".
+func warmModel(a Ask, c candidate) string {
+	for _, d := range c.v.Devices {
+		if d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
+			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) {
+			return d.Spec.Model
+		}
+	}
+	return ""
+}
+
+// free is how many running slots of platform p a worker could start a
+// device in now: its free ones, and its idle ready devices' (which it
+// would shut down to make room), on the platform and machine-wide.
+func free(v *contract.WorkerView, p contract.Platform) int {
+	if v.Capacity == nil {
+		return 0
+	}
+	pc, g := v.Capacity.Platforms[p], v.Capacity.Global
+	return min(pc.MaxRunning-pc.Running-pc.Reserved+pc.Warm, g.MaxRunning-g.Running-g.Reserved+g.Warm)
+}
+
+// freeSlot keeps the workers with a running slot to start a device in.
+func freeSlot(a Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool { return free(c.v, a.Platform) > 0 })
+}
+
+// underRAMBudget prefers the workers not over their RAM budget.
+func underRAMBudget(_ Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool {
+		return c.v.Capacity == nil || c.v.Capacity.RAMBudget == nil || !c.v.Capacity.RAMBudget.OverLimit
+	})
+}
+
+// mostFree ranks the workers by free running slots, most first; the sort
+// is stable, so ties keep the lowest worker id first.
+func mostFree(a Ask, cs []candidate) []candidate {
+	out := slices.Clone(cs)
+	sort.SliceStable(out, func(i, j int) bool { return free(out[i].v, a.Platform) > free(out[j].v, a.Platform) })
+	return out
+}
+
+func keep(cs []candidate, ok func(candidate) bool) []candidate {
+	var out []candidate
+	for _, c := range cs {
+		if ok(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// assess is the fast-fail table: what a request gets at once, waiting or
+// not, when the fleet as known cannot serve it at all; nil when it may be
+// routed or wait. It reads every known view, connected or not, for what
+// the fleet has, and the connected ones for who takes requests.
+func assess(a Ask, views []*contract.WorkerView) *contract.Error {
+	cs := make([]candidate, 0, len(views))
+	for _, v := range views {
+		cs = append(cs, candidate{v: v})
+	}
+	if len(takesRequests(a, cs)) == 0 {
+		return contract.Errorf(contract.CodeNoCapacity, "no worker of this gateway takes requests now").With("reason", "no-worker")
+	}
+	var platform, model bool
+	for _, c := range cs {
+		cat, ok := catalogOf(c.v, a.Platform)
+		if !ok {
+			continue
+		}
+		platform = true
+		if len(modelsAsked(a, cat)) > 0 {
+			model = true
+		}
+	}
+	switch {
+	case !platform:
+		return contract.Errorf(contract.CodeNoDriver, "no worker of this gateway serves %s", a.Platform).With("platform", a.Platform)
+	case !model:
+		what := a.Model
+		if what == "" {
+			what = "a " + string(a.Class)
+		}
+		return contract.Errorf(contract.CodeUnknownModel, "no worker of this gateway has %s on %s", what, a.Platform).With("platform", a.Platform)
+	}
+	if len(canServe(a, cs)) == 0 {
+		return contract.Errorf(contract.CodeRuntimeMissing, "no worker of this gateway has a %s runtime that serves the request", a.Platform).
+			With("platform", a.Platform).With("downloadable", false)
+	}
+	return nil
+}

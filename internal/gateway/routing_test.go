@@ -1,0 +1,221 @@
+package gateway
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// view is a connected, running worker with an iOS catalog of iPhone 17
+// (alias iphone-17) and iPhone 16 on 26.1 and 18.6, and room for maxRunning
+// devices, running of them in use.
+func view(id string, running, maxRunning int) *contract.WorkerView {
+	return &contract.WorkerView{ID: id, Connection: contract.WorkerConnected, Health: "running", MaxTTLMs: 3600000,
+		Capacity: &contract.Capacity{Global: contract.GlobalCapacity{Running: running, MaxRunning: maxRunning},
+			Platforms: map[contract.Platform]contract.PlatformCapacity{contract.PlatformIOS: {Running: running, MaxRunning: maxRunning}}},
+		Catalog: []contract.Catalog{{Platform: contract.PlatformIOS, Models: []string{"iPhone 17", "iPhone 16"},
+			Runtimes: []string{"26.1", "18.6"}, ModelAliases: map[string][]string{"iPhone 17": {"iphone-17"}},
+			ModelClasses:  map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone"},
+			ModelRuntimes: map[string][]string{"iPhone 17": {"26.1"}, "iPhone 16": {"26.1", "18.6"}}}},
+	}
+}
+
+func with(v *contract.WorkerView, f func(v *contract.WorkerView)) *contract.WorkerView {
+	f(v)
+	return v
+}
+
+func ask(model, os string) Ask {
+	spec, err := contract.ParseOSVersion(os)
+	if err != nil {
+		panic(err)
+	}
+	return Ask{Platform: contract.PlatformIOS, Model: model, OS: spec}
+}
+
+func warmDevice(model, os string) contract.Device {
+	return contract.Device{ID: "dev_w", State: contract.DeviceReady, Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: model, OSVersion: os}}
+}
+
+func TestEachRoutingStageKeepsWhatItShould(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		apply func(Ask, []candidate) []candidate
+		ask   Ask
+		views []*contract.WorkerView
+		want  []string
+	}{
+		{"takes-requests: connected, not drained, TTL within the worker's", takesRequests, Ask{TTLMs: 7200000}, []*contract.WorkerView{
+			view("a", 0, 2),
+			with(view("b", 0, 2), func(v *contract.WorkerView) { v.Drained = true }),
+			with(view("c", 0, 2), func(v *contract.WorkerView) { v.Connection = contract.WorkerDisconnected }),
+			with(view("d", 0, 2), func(v *contract.WorkerView) { v.Connection = contract.WorkerIncompatible }),
+			with(view("e", 0, 2), func(v *contract.WorkerView) { v.MaxTTLMs = 8000000 }),
+		}, []string{"e"}},
+		{"can-serve: a model by its alias, on a runtime it pairs with", canServe, ask("iphone-17", "26"), []*contract.WorkerView{
+			view("a", 0, 2),
+			with(view("b", 0, 2), func(v *contract.WorkerView) { v.Catalog[0].ModelRuntimes["iPhone 17"] = []string{"18.6"} }),
+			with(view("c", 0, 2), func(v *contract.WorkerView) { v.Catalog = nil }),
+		}, []string{"a"}},
+		{"can-serve: a range", canServe, ask("iPhone 16", ">=18 <19"), []*contract.WorkerView{
+			view("a", 0, 2),
+			with(view("b", 0, 2), func(v *contract.WorkerView) { v.Catalog[0].ModelRuntimes["iPhone 16"] = []string{"26.1"} }),
+		}, []string{"a"}},
+		{"healthy: the running ones", healthy, Ask{}, []*contract.WorkerView{
+			view("a", 0, 2), with(view("b", 0, 2), func(v *contract.WorkerView) { v.Health = "starting" }),
+		}, []string{"a"}},
+		{"warm-hit: an unleased ready device that fits", warmHit, ask("iPhone 17", ""), []*contract.WorkerView{
+			view("a", 0, 2),
+			with(view("b", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 17", "26.1")} }),
+			with(view("c", 1, 2), func(v *contract.WorkerView) {
+				d := warmDevice("iPhone 17", "26.1")
+				d.LeaseID = "lse_1"
+				v.Devices = []contract.Device{d}
+			}),
+			with(view("d", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "26.1")} }),
+		}, []string{"b"}},
+		{"free-slot: a slot free, or an idle device's to take", freeSlot, ask("", ""), []*contract.WorkerView{
+			view("a", 2, 2),
+			view("b", 1, 2),
+			with(view("c", 2, 2), func(v *contract.WorkerView) {
+				v.Capacity.Global.Warm = 1
+				pc := v.Capacity.Platforms[contract.PlatformIOS]
+				pc.Warm = 1
+				v.Capacity.Platforms[contract.PlatformIOS] = pc
+			}),
+		}, []string{"b", "c"}},
+		{"ram-budget: those not over it", underRAMBudget, Ask{}, []*contract.WorkerView{
+			with(view("a", 0, 2), func(v *contract.WorkerView) { v.Capacity.RAMBudget = &contract.RAMCapacity{OverLimit: true} }),
+			view("b", 0, 2),
+		}, []string{"b"}},
+		{"free-capacity: most free first, ties by id", mostFree, ask("", ""), []*contract.WorkerView{
+			view("a", 1, 2), view("b", 0, 4), view("c", 0, 4),
+		}, []string{"b", "c", "a"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cs := make([]candidate, 0, len(c.views))
+			for _, v := range c.views {
+				// As can-serve leaves them: the worker's models that serve
+				// the ask.
+				models := []string{"iPhone 17", "iPhone 16"}
+				if cat, ok := catalogOf(v, contract.PlatformIOS); ok && c.ask.Platform != "" {
+					models, _ = servingModels(c.ask, cat)
+				}
+				cs = append(cs, candidate{v: v, models: models})
+			}
+			var got []string
+			for _, k := range c.apply(c.ask, cs) {
+				got = append(got, k.v.ID)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("kept %v, want %v", got, c.want)
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Fatalf("kept %v, want %v", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestWarmThenFreePrefersAWarmDeviceOverFreeCapacity(t *testing.T) {
+	a := view("a", 0, 6) // lots of room
+	b := with(view("b", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "18.6")} })
+	r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{a, b})
+	if !ok || r.WorkerID != "b" || r.Reason != ReasonWarmHit || r.Model != "iPhone 16" {
+		t.Errorf("route = %+v %v, want b's warm iPhone 16 (warm-hit)", r, ok)
+	}
+	// A warm hit settles: granting it takes no slot, so a worker with
+	// none free still gets it.
+	full := with(view("c", 2, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "18.6")} })
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{a, full}); !ok || r.WorkerID != "c" {
+		t.Errorf("route = %+v %v, want c's warm device though c has no free slot", r, ok)
+	}
+	// With no warm device, the most free capacity wins.
+	b.Devices = nil
+	r, ok = route(warmThenFree, ask("", "18"), []*contract.WorkerView{a, b})
+	if !ok || r.WorkerID != "a" || r.Reason != ReasonFreeCapacity || r.Model != "iPhone 16" {
+		t.Errorf("route = %+v %v, want a by free capacity", r, ok)
+	}
+	// A full fleet routes nowhere: the request waits.
+	if r, ok := route(warmThenFree, ask("", ""), []*contract.WorkerView{view("a", 2, 2), view("b", 2, 2)}); ok {
+		t.Errorf("route on a full fleet = %+v, want none", r)
+	}
+}
+
+func TestARequestThatMayDownloadGoesFirstToAWorkerThatHasTheRuntime(t *testing.T) {
+	has := view("z", 1, 2)
+	has.Catalog[0].ModelRuntimes["iPhone 17"] = []string{"26.1", "26.4"}
+	lacks := with(view("a", 0, 6), func(v *contract.WorkerView) { v.Catalog[0].Downloadable = []string{"26.4"} })
+	q := ask("iPhone 17", "26.4")
+	q.AllowDownload = true
+	r, ok := route(warmThenFree, q, []*contract.WorkerView{lacks, has})
+	if !ok || r.WorkerID != "z" || r.Reason != ReasonFreeCapacity {
+		t.Errorf("route = %+v %v, want z, which has 26.4, over a, which would download it", r, ok)
+	}
+	r, ok = route(warmThenFree, q, []*contract.WorkerView{lacks})
+	if !ok || r.WorkerID != "a" || r.Reason != ReasonDownload {
+		t.Errorf("route = %+v %v, want a, to download", r, ok)
+	}
+	q.AllowDownload = false
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{lacks}); ok {
+		t.Errorf("a request not allowed to download was routed to %+v", r)
+	}
+}
+
+func TestTheFastFailTableAnswersWhatNoWorkerCanServe(t *testing.T) {
+	fleet := []*contract.WorkerView{view("a", 2, 2), with(view("b", 0, 2), func(v *contract.WorkerView) { v.Drained = true })}
+	for _, c := range []struct {
+		name  string
+		ask   Ask
+		views []*contract.WorkerView
+		code  contract.Code
+	}{
+		{"no worker takes requests", ask("", ""), []*contract.WorkerView{with(view("b", 0, 2), func(v *contract.WorkerView) { v.Drained = true })}, contract.CodeNoCapacity},
+		{"no worker has the platform", Ask{Platform: contract.PlatformAndroid}, fleet, contract.CodeNoDriver},
+		{"no worker has the model", ask("Galaxy", ""), fleet, contract.CodeUnknownModel},
+		{"no worker has the runtime", ask("iPhone 17", "19"), fleet, contract.CodeRuntimeMissing},
+		{"a full fleet: it waits", ask("iPhone 17", "26"), fleet, ""},
+	} {
+		err := assess(c.ask, c.views)
+		if c.code == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want nil", c.name, err)
+			}
+			continue
+		}
+		if err == nil || err.Code != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+	}
+	if err := assess(ask("", ""), []*contract.WorkerView{with(view("b", 0, 2), func(v *contract.WorkerView) { v.Drained = true })}); err == nil || err.Details["reason"] != "no-worker" {
+		t.Errorf("no worker: %v, want reason no-worker", err)
+	}
+}
+
+// One routing decision over 10, 100 and 500 worker views, each with 50
+// devices, none of them a warm hit: every stage runs over every view.
+func BenchmarkRoute(b *testing.B) {
+	for _, n := range []int{10, 100, 500} {
+		views := make([]*contract.WorkerView, n)
+		for i := range views {
+			v := view(fmt.Sprintf("w%04d", i), i%3, 4)
+			for j := range 50 {
+				d := warmDevice("iPhone 17", "26.1")
+				d.ID, d.LeaseID = fmt.Sprintf("dev_%d", j), "lse_busy"
+				v.Devices = append(v.Devices, d)
+			}
+			views[i] = v
+		}
+		q := ask("", "26")
+		b.Run(fmt.Sprintf("views=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := route(warmThenFree, q, views); !ok {
+					b.Fatal("no route")
+				}
+			}
+		})
+	}
+}
