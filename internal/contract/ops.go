@@ -195,6 +195,11 @@ type LeaseRequestInput struct {
 	// RequesterID attributes the request; it defaults to the session principal.
 	RequesterID    string `json:"requesterId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Owner is whom a gateway asks on behalf of: the principal its own
+	// caller was authorized as, who will own the lease. A worker honours it
+	// only on the uplink session of the gateway its config names; from
+	// anyone else, admin included, it is FORBIDDEN.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Validate checks the input's fields. TTL bounds from config are checked by
@@ -228,6 +233,9 @@ func (in *LeaseRequestInput) Validate() error {
 		return BadRequest("timeoutMs", "must be between 0 and %d milliseconds, got %d", MaxWaitMs, in.TimeoutMs)
 	}
 	if err := checkID("requesterId", in.RequesterID, false); err != nil {
+		return err
+	}
+	if err := checkID("owner", in.Owner, false); err != nil {
 		return err
 	}
 	return checkID("idempotencyKey", in.IdempotencyKey, false)

@@ -420,6 +420,7 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 		return nil, contract.Errorf(contract.CodeBadRequest, "hello was already sent on this connection")
 	}
 	c.sess = newSession(c.d, c.ctx, role, principal, c.push, c.close)
+	c.sess.gateway = c.trusted
 	return contract.HelloResult{
 		Protocol:      min(in.Protocol.Max, contract.ProtocolMax),
 		Daemon:        contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},

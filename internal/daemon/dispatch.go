@@ -28,6 +28,10 @@ type session struct {
 	// end closes the session, when it cannot keep up with its pushes.
 	end func()
 
+	// gateway: the session is the uplink of the gateway this worker's
+	// config names, the one caller whose lease requests may name an owner.
+	gateway bool
+
 	mu      sync.Mutex
 	subs    map[string]func()
 	nextSub int
@@ -101,6 +105,10 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	case contract.OpLeaseRequest:
 		var in contract.LeaseRequestInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		caller, err := s.onBehalf(caller, &in)
+		if err != nil {
 			return nil, err
 		}
 		id := req.ID
@@ -208,6 +216,10 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	case contract.OpLeaseRequestCreate:
 		var in contract.LeaseRequestInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		caller, err := s.onBehalf(caller, &in)
+		if err != nil {
 			return nil, err
 		}
 		return e.Submit(s.ctx, caller, in)
@@ -319,6 +331,22 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		return res, err
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
+}
+
+// onBehalf is the caller a lease request acts as: the owner it names,
+// when the session is its gateway's uplink (the gateway authorized that
+// owner itself); the session's own principal otherwise. An owner named by
+// anyone else is FORBIDDEN, whatever their role. The owner is taken out of
+// the input: the engine knows only the caller.
+func (s *session) onBehalf(c leasing.Caller, in *contract.LeaseRequestInput) (leasing.Caller, error) {
+	if in.Owner == "" {
+		return c, nil
+	}
+	if !s.gateway {
+		return c, contract.Errorf(contract.CodeForbidden, "owner is named only by a worker's gateway, over its uplink").With("field", "owner")
+	}
+	c.Principal, in.Owner = in.Owner, ""
+	return c, nil
 }
 
 // awaitStartup parks the call until startup has converged, or the session

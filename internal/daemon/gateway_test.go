@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -122,5 +124,53 @@ func TestEachModeRefusesTheOtherModesOperationsWithItsCode(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Code != contract.CodeUnsupportedInWorkerMode {
 			t.Errorf("%s on a worker = %v, want UNSUPPORTED_IN_WORKER_MODE", c.op, err)
 		}
+	}
+}
+
+// dialUplink is a session as a worker serves its gateway's uplink: over a
+// pipe, trusted as the config's gateway.
+func dialUplink(t *testing.T, d *Daemon) *client.Client {
+	t.Helper()
+	ours, theirs := net.Pipe()
+	c := newConn(d, ours)
+	c.trusted = true
+	d.mu.Lock()
+	d.conns[c] = struct{}{}
+	d.mu.Unlock()
+	go c.run()
+	cl, err := client.New(context.Background(), theirs, contract.HelloInput{Principal: "gateway:ins_gw",
+		Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func TestOnlyTheGatewaysUplinkMayNameTheOwnerOfALeaseRequest(t *testing.T) {
+	d, home := startDaemon(t, nil)
+	ctx := context.Background()
+	in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: "gw:ins_gw:agent-1", Owner: "tok_alice"}
+	for name, c := range map[string]*client.Client{"an admin": dial(t, home, "ops", true), "an agent": dial(t, home, "agent", false)} {
+		_, err := c.RequestLease(ctx, in, nil)
+		var ce *contract.Error
+		if !errors.As(err, &ce) || ce.Code != contract.CodeForbidden || ce.Details["field"] != "owner" {
+			t.Errorf("%s naming an owner: %v, want FORBIDDEN on owner", name, err)
+		}
+	}
+	up := dialUplink(t, d)
+	if up.Hello().Role != contract.RoleAdmin {
+		t.Fatalf("the uplink session's role is %s, want admin", up.Hello().Role)
+	}
+	g, err := up.RequestLease(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Lease.OwnerID != "tok_alice" || g.Lease.RequesterID != "gw:ins_gw:agent-1" {
+		t.Errorf("lease through the uplink = %+v, want owner tok_alice and the gateway's requester id", g.Lease)
+	}
+	// The gateway, acting for every owner, renews it.
+	if _, err := up.Renew(ctx, g.Lease.ID, 0); err != nil {
+		t.Errorf("the gateway's renewal: %v", err)
 	}
 }
