@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"strings"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Leases through a gateway are named <workerId>.<workerLeaseId>. A worker
+// id may hold a '.' (ids are [A-Za-z0-9._:-]) and a worker's lease id
+// ("lse_…") holds none, so the id is split at its last '.'.
+const leaseIDSep = "."
+
+// gatewayLeaseID names a worker's lease as the gateway hands it out.
+func gatewayLeaseID(workerID, workerLeaseID string) string {
+	return workerID + leaseIDSep + workerLeaseID
+}
+
+// splitLeaseID is gatewayLeaseID undone; false for an id that is not one.
+func splitLeaseID(id string) (workerID, workerLeaseID string, ok bool) {
+	i := strings.LastIndex(id, leaseIDSep)
+	if i <= 0 || i == len(id)-1 {
+		return "", "", false
+	}
+	return id[:i], id[i+1:], true
+}
+
+// requesterPrefix marks, in a worker's lease records, the requester ids of
+// the leases a gateway asked for: gw:<gatewayInstanceId>:<requester>.
+func requesterPrefix(instanceID string) string { return "gw:" + instanceID + ":" }
+
+// indexed is one lease the gateway issued.
+type indexed struct {
+	id, workerID, workerLeaseID string
+	// requester is the fleet requester id (without the prefix); owner is
+	// who the gateway authorized it for.
+	requester, owner string
+	// missed counts the consecutive snapshots of its own worker it was
+	// not in.
+	missed int
+}
+
+// leaseIndex is the gateway's record of the leases it issued, in memory,
+// rebuilt from each worker's lease list on connect. One lease per fleet
+// requester. The fleet's lock guards it.
+type leaseIndex struct {
+	prefix      string
+	byID        map[string]*indexed
+	byRequester map[string]*indexed
+}
+
+func newLeaseIndex(instanceID string) *leaseIndex {
+	return &leaseIndex{prefix: requesterPrefix(instanceID), byID: map[string]*indexed{}, byRequester: map[string]*indexed{}}
+}
+
+// add records a lease the gateway was just granted for requester, owned by
+// owner (as the gateway authorized them: never from the worker's echo), and
+// returns its gateway id.
+func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner string) string {
+	e := &indexed{id: gatewayLeaseID(workerID, workerLeaseID), workerID: workerID, workerLeaseID: workerLeaseID,
+		requester: requester, owner: owner}
+	if old, ok := x.byRequester[requester]; ok && old.id != e.id {
+		delete(x.byID, old.id)
+	}
+	x.byID[e.id] = e
+	x.byRequester[requester] = e
+	return e.id
+}
+
+// get finds a lease by its gateway id.
+func (x *leaseIndex) get(id string) (*indexed, bool) {
+	e, ok := x.byID[id]
+	return e, ok
+}
+
+// ofRequester finds the lease a fleet requester holds.
+func (x *leaseIndex) ofRequester(requester string) (*indexed, bool) {
+	e, ok := x.byRequester[requester]
+	return e, ok
+}
+
+// remove forgets a lease: it ended, or its worker answered UNKNOWN_LEASE,
+// which proves the gateway's record wrong.
+func (x *leaseIndex) remove(id string) {
+	e, ok := x.byID[id]
+	if !ok {
+		return
+	}
+	delete(x.byID, id)
+	if x.byRequester[e.requester] == e {
+		delete(x.byRequester, e.requester)
+	}
+}
+
+// reconcile brings the index in line with one snapshot of workerID's active
+// leases: the gateway's own (by their requester prefix) are added, with the
+// owner the worker recorded for them (what the gateway forwarded); an entry
+// of this worker the snapshot lacks is forgotten at its second miss in a
+// row. One miss is grace: a grant that lands between the read of a snapshot
+// and its answer is not in it. Another worker's entries are never touched.
+func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord) {
+	seen := map[string]bool{}
+	for _, l := range snapshot {
+		requester, ok := strings.CutPrefix(l.RequesterID, x.prefix)
+		if !ok || requester == "" {
+			continue
+		}
+		id := gatewayLeaseID(workerID, l.ID)
+		seen[id] = true
+		if e, ok := x.byID[id]; ok {
+			e.missed = 0
+			continue
+		}
+		x.add(workerID, l.ID, requester, l.OwnerID)
+	}
+	for id, e := range x.byID {
+		if e.workerID != workerID || seen[id] {
+			continue
+		}
+		if e.missed++; e.missed >= 2 {
+			x.remove(id)
+		}
+	}
+}
