@@ -236,3 +236,22 @@ func TestAndroidEmulatorKeys(t *testing.T) {
 		t.Errorf("after set: %v, %v", c, err)
 	}
 }
+
+// Every key is in docs/CONFIGURATION.md's table, by its name or, for the
+// per-class keys, by its pattern (ios.defaultModels.<class>).
+func TestEveryKeyIsDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "CONFIGURATION.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, k := range Keys() {
+		name := k.Key
+		if i := strings.Index(name, ".defaultModels."); i >= 0 {
+			name = name[:i] + ".defaultModels.<class>"
+		}
+		if !strings.Contains(doc, "`"+name+"`") {
+			t.Errorf("%s is not in docs/CONFIGURATION.md", name)
+		}
+	}
+}
