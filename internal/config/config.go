@@ -70,6 +70,8 @@ var keys = []keySpec{
 		doc: "worker: its name in the gateway's fleet (default: the host name)"},
 	{key: "gateway.heartbeatMs", kind: kindInt, def: int64(10000), min: 100, max: 600000,
 		doc: "both ends of an uplink ping this often and drop a peer that missed 3"},
+	{key: "gateway.leaseRequestTimeoutMs", kind: kindInt, def: int64(5 * 60 * 1000), min: 1000,
+		doc: "gateway: how long a lease request forwarded to a worker may take before it fails WORKER_UNREACHABLE"},
 	{key: "gateway.disconnectedRetentionMs", kind: kindInt, def: int64(24 * 60 * 60 * 1000), min: 60000,
 		doc: "gateway: a disconnected worker that is not drained is forgotten after this long"},
 	{key: "capacity.strategy", kind: kindEnum, def: "resource", allowed: []string{"resource", "fixed"},

@@ -126,6 +126,8 @@ type GrantDevice struct {
 	Spec           DeviceSpec `json:"spec"`
 	Address        string     `json:"address,omitempty"`
 	Mode           string     `json:"mode"`
+	// WorkerID names the worker the device is on, in a gateway's grant.
+	WorkerID string `json:"workerId,omitempty"`
 }
 
 // Timing carries the driver's estimates for the granted device, in ms.

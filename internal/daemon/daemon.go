@@ -157,7 +157,8 @@ type Daemon struct {
 
 	// fleet is a gateway's workers (nil on a worker), set before ready
 	// closes.
-	fleet *gateway.Fleet
+	fleet   *gateway.Fleet
+	leasing *gateway.Leasing
 	// appendMu orders a gateway's event commits with their publication:
 	// its own events and the relayed ones come from many goroutines.
 	appendMu sync.Mutex
@@ -580,6 +581,9 @@ func (d *Daemon) Stop(reason string) error {
 	if d.installer != nil {
 		// Installs in flight stop; the requests waiting on them fail.
 		d.installer.Close()
+	}
+	if d.leasing != nil {
+		d.leasing.Close()
 	}
 	if d.fleet != nil {
 		d.fleet.Close()

@@ -485,7 +485,7 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	d.mu.Unlock()
 	s := contract.Status{Daemon: d.info(health), Host: d.host()}
 	if d.fleet != nil {
-		d.gatewayStatus(&s, in.Summary)
+		d.gatewayStatus(&s, c, in.Summary)
 		if log, err := d.eventLogStatus(ctx); err == nil {
 			s.EventLog = log
 		}

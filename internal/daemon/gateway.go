@@ -11,6 +11,7 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/ownership"
+	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
 )
@@ -36,7 +37,46 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 	if err := d.fleet.Start(ctx); err != nil {
 		return err
 	}
+	d.leasing = gateway.NewLeasing(d.fleet, gateway.LeasingOptions{
+		Store:          gatewayQueueStore{d},
+		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		RequestTimeout: time.Duration(cfg.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond,
+		LeaseEnded:     d.leaseEnded,
+		Logger:         d.log.With("module", "fleet-queue"),
+	})
 	return d.emit(ctx, "daemon.started", map[string]any{"mode": contract.ModeGateway})
+}
+
+// gatewayQueueStore is the fleet queue's store: the gateway's request
+// records and events, committed and published under the lock that orders
+// the gateway's log with the relayed events.
+type gatewayQueueStore struct{ d *Daemon }
+
+func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	if len(w.Requests)+len(w.Events) == 0 {
+		return nil, nil
+	}
+	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events))}
+	for i, ev := range w.Events {
+		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
+	}
+	s.d.appendMu.Lock()
+	defer s.d.appendMu.Unlock()
+	evs, err := s.d.db.Commit(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	s.d.bus.Publish(evs...)
+	return evs, nil
+}
+
+func (s gatewayQueueStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
+	return s.d.db.RequestByKey(ctx, requesterID, key)
+}
+
+func (s gatewayQueueStore) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	return s.d.db.Request(ctx, id)
 }
 
 // emit commits one of the daemon's own events and publishes it.
@@ -70,26 +110,19 @@ func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Even
 
 // gatewayRefuses names the operations a gateway does not have, with why.
 var gatewayRefuses = map[contract.Op]string{
-	contract.OpLeaseRequest:       "leasing through a gateway is not in this version; lease on a worker",
-	contract.OpLeaseRequestCreate: "leasing through a gateway is not in this version; lease on a worker",
-	contract.OpLeaseRequestGet:    "leasing through a gateway is not in this version; lease on a worker",
-	contract.OpLeaseRenew:         "a gateway holds no leases in this version; renew on the worker",
-	contract.OpLeaseRelease:       "a gateway holds no leases in this version; release on the worker",
-	contract.OpLeaseReleaseAll:    "a gateway holds no leases in this version; release on the worker",
-	contract.OpLeaseCancel:        "a gateway queues no requests in this version",
-	contract.OpLeaseBind:          "a pid names a process of one machine; bind on the worker",
-	contract.OpLeaseGet:           "a gateway holds no leases in this version; read it on the worker",
-	contract.OpLeaseWatch:         "a gateway holds no leases in this version; watch it on the worker",
-	contract.OpDeviceExec:         "exec through a gateway is not in this version; run it on the worker",
-	contract.OpPassthrough:        "a gateway has no devices of its own to run simctl or adb against",
-	contract.OpDoctorRun:          "doctor checks one machine's devices and tools; run it on each worker",
-	contract.OpNuke:               "nuke stops one machine's devices; run it on each worker",
-	contract.OpCleanupRun:         "cleanup runs one machine's idle rules; run it on each worker",
-	contract.OpCleanupRules:       "a gateway has no idle rules of its own",
-	contract.OpComponentInstall:   "a gateway has no runtimes of its own; install on the workers",
-	contract.OpComponentList:      "a gateway has no runtimes of its own; list them on the workers",
-	contract.OpComponentRemove:    "a gateway has no runtimes of its own; remove them on the workers",
-	contract.OpDemoInject:         "a gateway has no simulated devices",
+	contract.OpLeaseReleaseAll:  "a gateway holds no leases in this version; release on the worker",
+	contract.OpLeaseBind:        "a pid names a process of one machine; bind on the worker",
+	contract.OpLeaseWatch:       "a gateway holds no leases in this version; watch it on the worker",
+	contract.OpDeviceExec:       "exec through a gateway is not in this version; run it on the worker",
+	contract.OpPassthrough:      "a gateway has no devices of its own to run simctl or adb against",
+	contract.OpDoctorRun:        "doctor checks one machine's devices and tools; run it on each worker",
+	contract.OpNuke:             "nuke stops one machine's devices; run it on each worker",
+	contract.OpCleanupRun:       "cleanup runs one machine's idle rules; run it on each worker",
+	contract.OpCleanupRules:     "a gateway has no idle rules of its own",
+	contract.OpComponentInstall: "a gateway has no runtimes of its own; install on the workers",
+	contract.OpComponentList:    "a gateway has no runtimes of its own; list them on the workers",
+	contract.OpComponentRemove:  "a gateway has no runtimes of its own; remove them on the workers",
+	contract.OpDemoInject:       "a gateway has no simulated devices",
 }
 
 // gatewayOp answers an operation on a gateway that differs from a
@@ -100,7 +133,71 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 	if why, refused := gatewayRefuses[req.Op]; refused {
 		return nil, contract.Errorf(contract.CodeUnsupportedInGatewayMode, "%s: %s", req.Op, why).With("operation", req.Op), true
 	}
+	l := s.d.leasing
 	switch req.Op {
+	case contract.OpLeaseRequest:
+		var in contract.LeaseRequestInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		if in.Owner != "" {
+			return nil, contract.Errorf(contract.CodeForbidden, "owner is named only by a worker's gateway, over its uplink").With("field", "owner"), true
+		}
+		id := req.ID
+		g, err := l.Acquire(s.ctx, caller, in, func(p contract.LeaseProgress) {
+			s.push(contract.Push{Push: contract.PushProgress, ID: id, Progress: &p})
+		})
+		if err != nil {
+			return nil, err, true
+		}
+		s.d.holds(s, g.Lease.ID)
+		return g, nil, true
+	case contract.OpLeaseRequestCreate:
+		var in contract.LeaseRequestInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		if in.Owner != "" {
+			return nil, contract.Errorf(contract.CodeForbidden, "owner is named only by a worker's gateway, over its uplink").With("field", "owner"), true
+		}
+		r, err := l.Submit(s.ctx, caller, in)
+		return r, err, true
+	case contract.OpLeaseRequestGet:
+		var in contract.LeaseRequestGetInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.RequestStatus(s.ctx, caller, in)
+		return r, err, true
+	case contract.OpLeaseCancel:
+		var in contract.LeaseCancelInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.Cancel(s.ctx, caller, in)
+		return r, err, true
+	case contract.OpLeaseRenew:
+		var in contract.LeaseRenewInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.Renew(caller, in)
+		return r, err, true
+	case contract.OpLeaseRelease:
+		var in contract.LeaseIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		s.d.unhold(s, in.LeaseID)
+		r, err := l.Release(caller, in)
+		return r, err, true
+	case contract.OpLeaseGet:
+		var in contract.LeaseIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.Get(caller, in)
+		return r, err, true
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -112,14 +209,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
-		snap := f.Snapshot()
-		var out []contract.LeaseRecord
-		for _, l := range snap.Leases {
-			if caller.Admin || l.OwnerID == caller.Principal {
-				out = append(out, l)
-			}
-		}
-		return contract.LeaseListResult{Leases: nonNilLeases(out)}, nil, true
+		return contract.LeaseListResult{Leases: l.Leases(caller, f.Snapshot().Leases)}, nil, true
 	case contract.OpListGet:
 		var in contract.ListGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -131,7 +221,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		snap := f.Snapshot()
 		switch in.Kind {
 		case contract.ListLeases:
-			return contract.ListGetResult{Leases: nonNilLeases(snap.Leases)}, nil, true
+			return contract.ListGetResult{Leases: l.Project(snap.Leases)}, nil, true
 		case contract.ListRequests:
 			rs, err := f.Requests(s.ctx)
 			if err != nil {
@@ -139,7 +229,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			}
 			return contract.ListGetResult{Requests: rs}, nil, true
 		default:
-			return contract.ListGetResult{Devices: snap.Devices}, nil, true
+			return contract.ListGetResult{Devices: l.ProjectDevices(snap.Devices)}, nil, true
 		}
 	}
 	if r, err, ok := s.workerOp(req); ok {
@@ -207,12 +297,39 @@ func (d *Daemon) selfSummary() contract.WorkerSummary {
 		MaxRunning: snap.Capacity.Global.MaxRunning, Leases: snap.Counts.Leases, QueueDepth: snap.QueueDepth}
 }
 
-// gatewayStatus fills a gateway's status from its fleet.
-func (d *Daemon) gatewayStatus(s *contract.Status, summary bool) {
+// gatewayStatus fills a gateway's status from its fleet and its queue: the
+// requests waiting in the fleet queue come first, then those waiting on
+// each worker.
+func (d *Daemon) gatewayStatus(s *contract.Status, c leasing.Caller, summary bool) {
 	snap := d.fleet.Snapshot()
-	s.Fleet, s.Capacity, s.QueueDepth, s.Counts = &snap.Fleet, &snap.Capacity, snap.QueueDepth, &snap.Counts
+	fleetWaiting, depth := d.leasing.Waiting(c)
+	snap.Counts.Waiting += len(fleetWaiting)
+	s.Fleet, s.Capacity, s.QueueDepth, s.Counts = &snap.Fleet, &snap.Capacity, snap.QueueDepth+depth, &snap.Counts
 	s.Installs = snap.Installs
-	if !summary {
-		s.Devices, s.Leases, s.Waiting = snap.Devices, nonNilLeases(snap.Leases), snap.Waiting
+	if summary {
+		return
 	}
+	s.Devices, s.Leases = d.leasing.ProjectDevices(snap.Devices), d.leasing.Project(snap.Leases)
+	s.Waiting = append(fleetWaiting, snap.Waiting...)
+	if c.Admin {
+		return
+	}
+	// An agent sees its own leases and requests, and every device, another
+	// agent's shown leased without naming the lease; the counts are of
+	// everything (as on a worker).
+	own := map[string]bool{}
+	var leases []contract.LeaseRecord
+	for _, l := range s.Leases {
+		if l.OwnerID == c.Principal {
+			leases = append(leases, l)
+			own[l.ID] = true
+		}
+	}
+	s.Leases = nonNilLeases(leases)
+	for i := range s.Devices {
+		if s.Devices[i].LeaseID != "" && !own[s.Devices[i].LeaseID] {
+			s.Devices[i].LeaseID = ""
+		}
+	}
+	s.Waiting = fleetWaiting
 }

@@ -72,6 +72,11 @@ type Fleet struct {
 	workers  map[string]*worker
 	rejected map[string]*rejection
 	closed   bool
+	// changed is told, outside the lock, after a worker's view changed:
+	// its leases when connected.
+	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
+	// onEvent is told each event relayed from a worker, after its commit.
+	onEvent func(workerID string, ev contract.Event)
 }
 
 // worker is one worker: its view, and its link while connected.
@@ -87,8 +92,14 @@ type worker struct {
 	// joined with, until that token is revoked or the worker removed.
 	owner string
 	// client is the session over the link once hello is done, for the
-	// reads made on demand (the request records).
+	// reads made on demand and the calls forwarded to the worker.
 	client *client.Client
+	// viewGen counts the view's changes: a request that bounced off the
+	// worker is sent to it again once it moved.
+	viewGen uint64
+	// refreshNow asks the link to read the worker's status again at once
+	// (a stale view found by a bounced request).
+	refreshNow chan struct{}
 }
 
 type link struct {
@@ -219,11 +230,13 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 			w.view.Connection = contract.WorkerDisconnected
 		}
 		w.view.Reason = reason
+		w.viewGen++
 	}
 	label := w.view.Label
 	f.mu.Unlock()
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
+		f.notify(a.ID, nil, false)
 	}
 }
 
@@ -341,6 +354,10 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
 	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
 	v.LastSeenAt = time.Now().UnixMilli()
+	w.viewGen++
+	if v.Connection == contract.WorkerConnected {
+		f.notifyLater(v.ID, s.Leases, true)
+	}
 	return ""
 }
 
@@ -365,6 +382,7 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 		return fmt.Errorf("could not record the worker: %w", err)
 	}
 	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
+	f.notify(view.ID, view.Leases, true)
 	return nil
 }
 
@@ -432,12 +450,21 @@ func refreshOn(name string) bool {
 func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
 	tick := time.NewTicker(f.opts.Refresh)
 	defer tick.Stop()
+	now := make(chan struct{}, 1)
 	f.mu.Lock()
 	id := w.view.ID
+	if w.gen == gen {
+		w.refreshNow = now
+	}
 	f.mu.Unlock()
 	for {
 		var dirty bool
 		select {
+		case <-now:
+			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
+				return reason
+			}
+			continue
 		case <-ctx.Done():
 			return "the gateway is stopping"
 		case <-c.Done():
@@ -490,6 +517,83 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 	}
 }
 
+// setChanged and setOnEvent install the leasing's hooks; set before any
+// uplink is served.
+func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, connected bool)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changed = fn
+}
+
+func (f *Fleet) setOnEvent(fn func(workerID string, ev contract.Event)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onEvent = fn
+}
+
+// notify tells the leasing a view changed; notifyLater does so from under
+// the fleet's lock, in a goroutine of its own (the leasing takes its own
+// lock first, then the fleet's).
+func (f *Fleet) notify(id string, leases []contract.LeaseRecord, connected bool) {
+	f.mu.Lock()
+	fn := f.changed
+	f.mu.Unlock()
+	if fn != nil {
+		fn(id, leases, connected)
+	}
+}
+
+func (f *Fleet) notifyLater(id string, leases []contract.LeaseRecord, connected bool) {
+	if f.changed != nil {
+		fn := f.changed
+		go fn(id, leases, connected)
+	}
+}
+
+// views copies the views of every worker, for routing.
+func (f *Fleet) views() []*contract.WorkerView {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*contract.WorkerView, 0, len(f.workers))
+	for _, w := range f.workers {
+		v := w.view
+		out = append(out, &v)
+	}
+	return out
+}
+
+// generation is how many times a worker's view has changed.
+func (f *Fleet) generation(id string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok {
+		return w.viewGen
+	}
+	return 0
+}
+
+// clientOf is the session to a connected worker, or nil.
+func (f *Fleet) clientOf(id string) *client.Client {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok && w.view.Connection == contract.WorkerConnected {
+		return w.client
+	}
+	return nil
+}
+
+// refresh asks the link of a worker to read its status again now.
+func (f *Fleet) refresh(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok && w.refreshNow != nil {
+		select {
+		case w.refreshNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // endReason says why the uplink under c ended.
 func endReason(c *client.Client) string {
 	if err := c.Err(); err != nil {
@@ -515,7 +619,13 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	f.mu.Lock()
 	w.lastSeq = lastSeq
 	w.view.LastSeenAt = time.Now().UnixMilli()
+	on := f.onEvent
 	f.mu.Unlock()
+	if on != nil {
+		for _, ev := range batch {
+			on(id, ev)
+		}
+	}
 	return ""
 }
 

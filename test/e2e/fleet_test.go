@@ -670,3 +670,133 @@ func TestAWorkerIDBelongsToTheTokenItJoinedWithUntilThatTokenIsRevoked(t *testin
 	}
 	f.await("worker A back with the new token", 10*time.Second, connected(idA))
 }
+
+func TestAClientOfTheGatewayLeasesRenewsAndReleasesOnTheWorkerThatHasTheDevice(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a, b := f.worker("worker-a", 3), f.worker("worker-b", 1)
+	idA, idB := instanceID(t, a), instanceID(t, b)
+	f.await("both workers connected", 5*time.Second, connected(idA, idB))
+
+	// A warm Android device on B (its clean leaves it running): preferred
+	// over A's free capacity.
+	warm := b.leaseDetached("local", "android")
+	if r := b.run("release", warm.Lease.ID); r.code != 0 {
+		t.Fatalf("release on B\n%s", r)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var st struct {
+			Devices []struct {
+				WorkerID string `json:"workerId"`
+				State    string `json:"state"`
+				Spec     spec   `json:"spec"`
+			} `json:"devices"`
+		}
+		r := f.gw.run("status", "--json")
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+			t.Fatalf("status on the gateway\n%s", r)
+		}
+		ready := false
+		for _, d := range st.Devices {
+			ready = ready || (d.WorkerID == idB && d.State == "ready" && d.Spec.Platform == "android")
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never saw B's released Android device ready\n%s", r.stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	follow := f.gw.follow()
+	g := f.gw.leaseDetached("fleet-agent", "android")
+	if !strings.HasPrefix(g.Lease.ID, idB+".") || g.Lease.RequesterID != "fleet-agent" {
+		t.Errorf("grant through the gateway = %+v, want a lease on B named %s.<lease>, for fleet-agent", g.Lease, idB)
+	}
+	if ev := follow.find("request.dispatched", isEvent("request.dispatched", "workerId", idB)); ev.str("reason") != "warm-hit" {
+		t.Errorf("request.dispatched reason = %q, want warm-hit", ev.str("reason"))
+	}
+	if r := f.gw.run("lease", "renew", "--agent-id", "fleet-agent", g.Lease.ID); r.code != 0 || !strings.Contains(r.stdout, g.Lease.ID) {
+		t.Errorf("renew through the gateway\n%s", r)
+	}
+	if ls := f.gw.leases(); ls[g.Lease.ID].ID != g.Lease.ID {
+		t.Errorf("the gateway's list --leases = %+v, want %s under its gateway id", ls, g.Lease.ID)
+	}
+	if r := f.gw.run("release", "--agent-id", "fleet-agent", g.Lease.ID); r.code != 0 {
+		t.Errorf("release through the gateway\n%s", r)
+	}
+	if ls := b.leases(); len(ls) != 0 {
+		t.Errorf("B still holds %+v after the release through the gateway", ls)
+	}
+}
+
+func TestTheFleetQueueGrantsInArrivalOrderWhenTheFleetIsFull(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a, b := f.worker("worker-a", 1), f.worker("worker-b", 1)
+	idA, idB := instanceID(t, a), instanceID(t, b)
+	f.await("both workers connected", 5*time.Second, connected(idA, idB))
+	first := f.gw.leaseDetached("r1", "ios")
+	second := f.gw.leaseDetached("r2", "ios")
+	if first.Lease.WorkerID == second.Lease.WorkerID {
+		t.Fatalf("two leases on one worker of one slot each: %s and %s", first.Lease.ID, second.Lease.ID)
+	}
+	third := f.gw.start("lease", "--platform", "ios", "--agent-id", "r3")
+	third.waitLine(third.stderr, "r3 queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
+	fourth := f.gw.start("lease", "--platform", "ios", "--agent-id", "r4")
+	fourth.waitLine(fourth.stderr, "r4 queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
+	if r := f.gw.run("release", "--agent-id", "r1", first.Lease.ID); r.code != 0 {
+		t.Fatalf("release r1\n%s", r)
+	}
+	l := third.waitLine(third.stdout, "r3's grant", func(string) bool { return true })
+	g := parseGrant(t, l.text)
+	if g.Lease.RequesterID != "r3" || !strings.HasPrefix(g.Lease.ID, first.Lease.WorkerID+".") {
+		t.Errorf("after r1's release the grant is %+v, want r3 on r1's worker", g.Lease)
+	}
+	if fourth.running() == false {
+		t.Error("r4 ended although nothing freed a slot for it")
+	}
+}
+
+func TestThroughTheGatewayNoWaitFailsOnAFullFleetAndADownWorkersLeaseIsUnreachableButKept(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 1)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	g := f.gw.leaseDetached("holder", "ios")
+	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "other", "--no-wait", "--detach"), 11, "NO_CAPACITY")
+
+	// A's uplink down: the lease is not forgotten, and renew says why.
+	if r := a.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on A\n%s", r)
+	}
+	f.await("worker A disconnected", 5*time.Second, func(ws map[string]workerLine) bool { return ws[idA].Connection == "disconnected" })
+	expectFailure(t, f.gw.run("lease", "renew", "--agent-id", "holder", g.Lease.ID), 1, "WORKER_UNREACHABLE")
+	a.startDaemon()
+	f.await("worker A back", 10*time.Second, connected(idA))
+	if r := f.gw.run("lease", "renew", "--agent-id", "holder", g.Lease.ID); r.code != 0 {
+		t.Errorf("renew once A is back\n%s", r)
+	}
+}
+
+func TestAGatewayRestartKeepsItsLeasesRenewableUnderTheSameID(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	g := f.gw.leaseDetached("holder", "ios")
+	if r := f.gw.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on the gateway\n%s", r)
+	}
+	f.gw.startDaemon()
+	f.await("worker A back", 10*time.Second, connected(idA))
+	r := f.gw.run("lease", "renew", "--agent-id", "holder", g.Lease.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, `"ownerId":"holder"`) {
+		t.Errorf("renew of %s after the gateway restarted\n%s", g.Lease.ID, r)
+	}
+	// The requester still holds its one lease fleet-wide.
+	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "holder", "--detach"), 13, "REQUESTER_ALREADY_LEASED")
+}

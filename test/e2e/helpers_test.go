@@ -403,6 +403,7 @@ type leaseRec struct {
 	LastRenewedAt int64  `json:"lastRenewedAt"`
 	TTLDeadline   int64  `json:"ttlDeadline"`
 	BoundPID      int    `json:"boundPid"`
+	WorkerID      string `json:"workerId"`
 }
 
 type grant struct {
@@ -472,7 +473,9 @@ func parseGrant(t *testing.T, s string) grant {
 	if err := json.Unmarshal([]byte(s), &g); err != nil {
 		t.Fatalf("grant is not JSON: %v\n%s", err, s)
 	}
-	if !strings.HasPrefix(g.Lease.ID, "lse_") || g.Device.ID == "" {
+	// A worker's lease is lse_…; a gateway's <workerId>.lse_….
+	_, workerLease, _ := strings.Cut(g.Lease.ID, ".")
+	if (!strings.HasPrefix(g.Lease.ID, "lse_") && !strings.HasPrefix(workerLease, "lse_")) || g.Device.ID == "" {
 		t.Fatalf("not a lease grant (lease.id %q, device.id %q): %s", g.Lease.ID, g.Device.ID, s)
 	}
 	return g

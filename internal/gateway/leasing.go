@@ -1,0 +1,520 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
+)
+
+// LeasingOptions configure a gateway's leasing.
+type LeasingOptions struct {
+	// Store keeps the request records and the queue's events.
+	Store queue.Store
+	// Publish receives the queue's committed events.
+	Publish func(...contract.Event)
+	// DefaultTTL and MaxTTL are the gateway's lease.defaultTtlMs and
+	// lease.maxTtlMs.
+	DefaultTTL, MaxTTL time.Duration
+	// RequestTimeout bounds one forwarded lease.request
+	// (gateway.leaseRequestTimeoutMs).
+	RequestTimeout time.Duration
+	// LeaseEnded is told that a gateway lease ended on its worker (expired,
+	// released by an operator there, its device lost), with the gateway's
+	// lease record and the reason, so its holders hear lease-lost. It must
+	// not block.
+	LeaseEnded func(lease contract.LeaseRecord, reason string)
+	Logger     *slog.Logger
+}
+
+// Leasing is leasing through a gateway: one fleet-wide queue (the queue
+// package, with the fleet as its Placer), dispatch of each request to the
+// worker routing picks, and the lease index that names the leases the
+// gateway issued.
+type Leasing struct {
+	f    *Fleet
+	q    *queue.Queue
+	opts LeasingOptions
+	log  *slog.Logger
+
+	// Guarded by the queue's decision lock (touched only in q.Do and
+	// q.View, and in Place, which runs under it).
+	idx *leaseIndex
+	// pass is the decision whose serving pass is placing now, and busy the
+	// workers a waiter was dispatched to in it: at most one per worker
+	// per pass, so a stale view sends one request, not a burst.
+	pass *queue.Txn
+	busy map[string]bool
+	// skip are, per waiter, the workers it is not sent to again until
+	// their view changes: the view generation they were skipped at.
+	skip map[*queue.Waiter]map[string]uint64
+}
+
+// fleetNeed is what the fleet places: the request as routing reads it.
+type fleetNeed struct{ ask Ask }
+
+func (n *fleetNeed) Platform() contract.Platform { return n.ask.Platform }
+
+// NewLeasing makes the gateway's leasing over f; f tells it when a view
+// changes (a slot may have freed, a drain may make a request unservable).
+func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 5 * time.Minute
+	}
+	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
+		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}}
+	l.q = queue.New(queue.Options{
+		Store: opts.Store, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
+		LeaseOf: func(requester string) (string, string, bool) {
+			e, ok := l.idx.ofRequester(requester)
+			if !ok {
+				return "", "", false
+			}
+			return e.id, e.owner, true
+		},
+	})
+	if opts.LeaseEnded == nil {
+		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
+	}
+	f.setChanged(l.viewChanged)
+	f.setOnEvent(l.onEvent)
+	return l
+}
+
+// onEvent learns from a worker's relayed events that one of the gateway's
+// leases ended there: the index forgets it, and its holders are told, with
+// the gateway's lease id and owner, never the worker's.
+func (l *Leasing) onEvent(workerID string, ev contract.Event) {
+	if ev.Event != "lease.expired" && ev.Event != "lease.released" {
+		return
+	}
+	var p struct {
+		LeaseID  string `json:"leaseId"`
+		DeviceID string `json:"deviceId"`
+		Reason   string `json:"reason"`
+	}
+	if json.Unmarshal(ev.Payload, &p) != nil || p.LeaseID == "" {
+		return
+	}
+	e, ok := l.ended(workerID, p.LeaseID)
+	if !ok {
+		return
+	}
+	reason := p.Reason
+	if ev.Event == "lease.expired" {
+		reason = "expired"
+	}
+	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, DeviceID: p.DeviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+}
+
+// viewChanged runs after a worker's view changed: the index learns the
+// worker's leases, and the line is served again.
+func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, connected bool) {
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		if connected {
+			l.idx.reconcile(workerID, leases)
+		}
+		tx.Kick()
+		return nil
+	})
+}
+
+// Close stops the queue: waiting requests fail DAEMON_STOPPING.
+func (l *Leasing) Close() { l.q.Stop() }
+
+func (l *Leasing) ttlFor(ms int64) (time.Duration, *contract.Error) {
+	if ms == 0 {
+		return l.opts.DefaultTTL, nil
+	}
+	ttl := time.Duration(ms) * time.Millisecond
+	if ttl > l.opts.MaxTTL {
+		return 0, contract.BadRequest("ttlMs", "must be at most lease.maxTtlMs (%d), got %d", l.opts.MaxTTL.Milliseconds(), ms).
+			With("maxTtlMs", l.opts.MaxTTL.Milliseconds())
+	}
+	return ttl, nil
+}
+
+func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
+	ttl, cerr := l.ttlFor(in.TTLMs)
+	if cerr != nil {
+		return nil, cerr
+	}
+	spec, err := contract.ParseOSVersion(in.OSVersion)
+	if err != nil {
+		return nil, err
+	}
+	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, TTLMs: ttl.Milliseconds(), AllowDownload: in.AllowDownload}
+	qa := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
+	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution { return queue.Resolution{Need: &fleetNeed{ask: a}} })
+}
+
+// Acquire asks for a lease and waits for it, as lease.request does.
+func (l *Leasing) Acquire(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
+	if progress == nil {
+		progress = func(contract.LeaseProgress) {}
+	}
+	t, err := l.submit(ctx, c, in, progress)
+	if err != nil {
+		return contract.LeaseGrant{}, err
+	}
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		if !l.q.Abandon(t) {
+			return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "stopped waiting for request %s, which still waits", t.RequestID())
+		}
+		<-t.Done()
+	}
+	g, cerr := t.Result()
+	if cerr != nil {
+		return contract.LeaseGrant{}, cerr
+	}
+	return g, nil
+}
+
+// Submit makes a lease request that waits on its own (lease-request.create).
+func (l *Leasing) Submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput) (contract.LeaseRequestStatus, error) {
+	t, err := l.submit(ctx, c, in, nil)
+	if err != nil {
+		return contract.LeaseRequestStatus{}, err
+	}
+	return l.q.Resource(t)
+}
+
+// RequestStatus reads a lease request (lease-request.get).
+func (l *Leasing) RequestStatus(ctx context.Context, c queue.Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
+	return l.q.Status(ctx, c, in)
+}
+
+// Cancel withdraws a waiting request (lease.cancel).
+func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	return l.q.Cancel(ctx, c, in)
+}
+
+// Admit is the fast-fail table, run as a request joins the line.
+func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
+	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
+		return cerr, "unresolvable-spec"
+	}
+	return nil, ""
+}
+
+// Place routes the head of a platform's line over the views, skipping
+// the workers already dispatched to in this pass and those it bounced off
+// since their view last changed.
+func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
+	if tx != l.pass {
+		l.pass, l.busy = tx, map[string]bool{}
+	}
+	n := w.Need().(*fleetNeed)
+	var views []*contract.WorkerView
+	for _, v := range l.f.views() {
+		if l.busy[v.ID] {
+			continue
+		}
+		if gen, ok := l.skip[w][v.ID]; ok && gen == l.f.generation(v.ID) {
+			continue
+		}
+		views = append(views, v)
+	}
+	r, ok := route(warmThenFree, n.ask, views)
+	if !ok {
+		return queue.Start{}, queue.BlockPlatform
+	}
+	l.busy[r.WorkerID] = true
+	// A request by class goes as a class, so the worker picks by its own
+	// preferences; a warm hit names the device's model, or the worker
+	// might start another.
+	model, class := r.Model, contract.DeviceClass("")
+	if n.ask.Model == "" && r.Reason != ReasonWarmHit {
+		model, class = "", n.ask.Class
+	}
+	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion,
+		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
+		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
+	queued := time.Now()
+	return queue.Start{
+		// Queued still, to its requester, until the worker says more.
+		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
+		Run:      func() { l.dispatch(w, r, req, queued) },
+	}, queue.NoBlock
+}
+
+// dispatch forwards one placed request to its worker and ends it: granted,
+// back in line (a stale view, or a worker that cannot serve it after
+// all), or failed.
+func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, queued time.Time) {
+	c := l.f.clientOf(r.WorkerID)
+	if c == nil {
+		l.bounce(w, r.WorkerID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
+	defer cancel()
+	progressed := false
+	g, err := c.RequestLease(ctx, req, func(p contract.LeaseProgress) {
+		progressed = true
+		l.q.Progress(w, p)
+	})
+	if err == nil {
+		l.grant(w, r, g)
+		return
+	}
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost || ctx.Err() != nil {
+		_ = l.q.Do(func(tx *queue.Txn) error {
+			tx.Settle(w, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer the lease request: %v", r.WorkerID, err).
+				With("workerId", r.WorkerID), "worker-unreachable")
+			return nil
+		})
+		return
+	}
+	switch ce.Code {
+	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver:
+		if !progressed {
+			// The view was stale, or the worker's catalog changed: try
+			// another worker, and this one again once its view moves.
+			l.f.refresh(r.WorkerID)
+			l.bounce(w, r.WorkerID)
+			return
+		}
+	}
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		tx.Settle(w, ce, "worker-refused")
+		return nil
+	})
+}
+
+// bounce puts w back in line, skipping workerID until its view changes.
+func (l *Leasing) bounce(w *queue.Waiter, workerID string) {
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		if l.skip[w] == nil {
+			l.skip[w] = map[string]uint64{}
+		}
+		l.skip[w][workerID] = l.f.generation(workerID)
+		tx.Requeue(w)
+		tx.Kick()
+		return nil
+	})
+}
+
+// grant records the worker's lease in the index and grants w with the
+// gateway's names for it.
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant) {
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		delete(l.skip, w)
+		if tx.Abandoned(w) {
+			// Nobody wants it any more: give it back.
+			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			return nil
+		}
+		id := l.idx.add(r.WorkerID, g.Lease.ID, w.Requester(), w.Owner())
+		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
+		g.Device.WorkerID = r.WorkerID
+		tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
+			"platform": w.Platform(), "model": r.Model, "reason": r.Reason})
+		tx.Grant(w, g)
+		tx.Kick()
+		return nil
+	})
+}
+
+func (l *Leasing) releaseOnWorker(workerID, leaseID string) {
+	c := l.f.clientOf(workerID)
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := c.Release(ctx, leaseID); err != nil {
+		l.log.Warn("could not give back a lease nobody waited for", "workerId", workerID, "leaseId", leaseID, "err", err)
+	}
+}
+
+// owned finds a gateway lease the caller may act on.
+func (l *Leasing) owned(c queue.Caller, id string) (*indexed, error) {
+	var e *indexed
+	var ok bool
+	l.q.View(func() { e, ok = l.idx.get(id) })
+	if !ok {
+		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
+	}
+	if !c.Admin && e.owner != c.Principal {
+		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
+	}
+	return e, nil
+}
+
+// forward runs call on the lease's worker: a transport failure is
+// WORKER_UNREACHABLE, the worker's UNKNOWN_LEASE forgets the lease (the
+// gateway's record is provably wrong), and the worker's other refusals
+// are forwarded as they are.
+func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.Client) error) error {
+	c := l.f.clientOf(e.workerID)
+	if c == nil {
+		return contract.Errorf(contract.CodeWorkerUnreachable, "worker %s is not connected; lease %s is kept until its TTL passes on the worker", e.workerID, e.id).
+			With("workerId", e.workerID).With("leaseId", e.id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	err := call(ctx, c)
+	var ce *contract.Error
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost:
+		return contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer: %v", e.workerID, err).
+			With("workerId", e.workerID).With("leaseId", e.id)
+	case ce.Code == contract.CodeUnknownLease:
+		_ = l.q.Do(func(tx *queue.Txn) error {
+			l.idx.remove(e.id)
+			tx.Kick()
+			return nil
+		})
+		return contract.Errorf(contract.CodeUnknownLease, "no active lease %s", e.id).With("leaseId", e.id)
+	}
+	return ce
+}
+
+// project names a worker's lease record as the gateway issued it.
+func project(e *indexed, r contract.LeaseRecord) contract.LeaseRecord {
+	r.ID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.requester, e.owner, e.workerID
+	return r
+}
+
+// Renew forwards lease.renew.
+func (l *Leasing) Renew(c queue.Caller, in contract.LeaseRenewInput) (contract.LeaseRecord, error) {
+	e, err := l.owned(c, in.LeaseID)
+	if err != nil {
+		return contract.LeaseRecord{}, err
+	}
+	var out contract.LeaseRecord
+	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
+		r, err := cl.Renew(ctx, e.workerLeaseID, in.TTLMs)
+		out = project(e, r)
+		return err
+	})
+	return out, err
+}
+
+// Release forwards lease.release; the lease leaves the index once the
+// worker ended it.
+func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
+	e, err := l.owned(c, in.LeaseID)
+	if err != nil {
+		return contract.ReleaseResult{}, err
+	}
+	var out contract.ReleaseResult
+	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
+		r, err := cl.Release(ctx, e.workerLeaseID)
+		out = r
+		return err
+	})
+	if err != nil {
+		return contract.ReleaseResult{}, err
+	}
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.idx.remove(e.id)
+		tx.Kick()
+		return nil
+	})
+	out.LeaseID = e.id
+	return out, nil
+}
+
+// Get forwards lease.get.
+func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseGetResult, error) {
+	e, err := l.owned(c, in.LeaseID)
+	if err != nil {
+		return contract.LeaseGetResult{}, err
+	}
+	var out contract.LeaseGetResult
+	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
+		return cl.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: e.workerLeaseID}, &out)
+	})
+	if err != nil {
+		return contract.LeaseGetResult{}, err
+	}
+	out.Lease = project(e, out.Lease)
+	out.Device.WorkerID = e.workerID
+	return out, nil
+}
+
+// Leases lists the gateway-issued leases the caller may see, as the
+// connected workers last reported them.
+func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
+	out := []contract.LeaseRecord{}
+	l.q.View(func() {
+		for _, r := range fleet {
+			e, ok := l.idx.get(gatewayLeaseID(r.WorkerID, r.ID))
+			if !ok || (!c.Admin && e.owner != c.Principal) {
+				continue
+			}
+			out = append(out, project(e, r))
+		}
+	})
+	return out
+}
+
+// Project names, in a fleet list, the gateway's own leases as it issued
+// them; a worker's local leases stay as the worker named them.
+func (l *Leasing) Project(ls []contract.LeaseRecord) []contract.LeaseRecord {
+	out := make([]contract.LeaseRecord, len(ls))
+	l.q.View(func() {
+		for i, r := range ls {
+			if e, ok := l.idx.get(gatewayLeaseID(r.WorkerID, r.ID)); ok {
+				r = project(e, r)
+			}
+			out[i] = r
+		}
+	})
+	return out
+}
+
+// ProjectDevices names, on fleet device records, the gateway's leases by
+// their gateway ids.
+func (l *Leasing) ProjectDevices(ds []contract.Device) []contract.Device {
+	out := make([]contract.Device, len(ds))
+	l.q.View(func() {
+		for i, d := range ds {
+			if d.LeaseID != "" {
+				if e, ok := l.idx.get(gatewayLeaseID(d.WorkerID, d.LeaseID)); ok {
+					d.LeaseID = e.id
+				}
+			}
+			out[i] = d
+		}
+	})
+	return out
+}
+
+// Waiting lists the fleet queue's open requests the caller may see, and
+// how many wait in line.
+func (l *Leasing) Waiting(c queue.Caller) ([]contract.WaitingRequest, int) {
+	var depth int
+	l.q.View(func() { _, depth = l.q.CountsLocked() })
+	return l.q.Waiting(c), depth
+}
+
+// ended forgets a lease its worker says ended (a relayed lease.expired or
+// lease.released).
+func (l *Leasing) ended(workerID, workerLeaseID string) (*indexed, bool) {
+	var e *indexed
+	var ok bool
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		if e, ok = l.idx.get(gatewayLeaseID(workerID, workerLeaseID)); ok {
+			l.idx.remove(e.id)
+			tx.Kick()
+		}
+		return nil
+	})
+	return e, ok
+}
