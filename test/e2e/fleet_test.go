@@ -10,11 +10,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/daemon"
 )
 
 // fleetHeartbeat keeps the uplinks' liveness checks short, so a dead
@@ -799,4 +804,96 @@ func TestAGatewayRestartKeepsItsLeasesRenewableUnderTheSameID(t *testing.T) {
 	}
 	// The requester still holds its one lease fleet-wide.
 	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "holder", "--detach"), 13, "REQUESTER_ALREADY_LEASED")
+}
+
+// 50 requesters against a fleet of four running slots (two workers of
+// two): each ends granted, nobody holds two leases, no device is in two
+// leases at once, and the grants follow arrival order: the queue
+// dispatches strictly in order, and only dispatches running side by side
+// (at most one per running slot, four) can finish in another order.
+func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a, b := f.worker("worker-a", 2), f.worker("worker-b", 2)
+	f.await("both workers connected", 5*time.Second, connected(instanceID(t, a), instanceID(t, b)))
+	const n = 50
+	ctx := context.Background()
+	clients := make([]*client.Client, n)
+	ids := make([]string, n)
+	for i := range n {
+		c, err := client.Dial(ctx, daemon.SocketPath(f.gw.dir), contract.HelloInput{Principal: fmt.Sprintf("r%02d", i),
+			Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients[i] = c
+		// One at a time, so arrival order is i.
+		var st contract.LeaseRequestStatus
+		if err := c.Call(ctx, contract.OpLeaseRequestCreate, contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 120000}, &st); err != nil {
+			t.Fatalf("r%02d: %v", i, err)
+		}
+		ids[i] = st.Request.ID
+	}
+	var (
+		mu      sync.Mutex
+		order   []int
+		holding = map[string]int{} // device → requester holding it
+		errs    []string
+	)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c := clients[i]
+			var st contract.LeaseRequestStatus
+			for rev := uint64(0); ; {
+				if err := c.Call(ctx, contract.OpLeaseRequestGet, contract.LeaseRequestGetInput{RequestID: ids[i], WaitMs: 30000, AfterRev: rev}, &st); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Sprintf("r%02d: %v", i, err))
+					mu.Unlock()
+					return
+				}
+				if st.Request.State.Terminal() {
+					break
+				}
+				rev = st.Rev
+			}
+			if st.Request.State != contract.RequestGranted || st.Request.Grant == nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("r%02d ended %s: %+v", i, st.Request.State, st.Request.Error))
+				mu.Unlock()
+				return
+			}
+			dev := st.Request.Grant.Device.WorkerID + "/" + st.Request.Grant.Device.ID
+			mu.Lock()
+			order = append(order, i)
+			if other, busy := holding[dev]; busy {
+				errs = append(errs, fmt.Sprintf("device %s granted to r%02d while r%02d held it", dev, i, other))
+			}
+			holding[dev] = i
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // hold it a moment
+			mu.Lock()
+			delete(holding, dev)
+			mu.Unlock()
+			if _, err := c.Release(ctx, st.Request.Grant.Lease.ID); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("r%02d release: %v", i, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	if len(order) != n {
+		t.Fatalf("%d of %d requesters were granted", len(order), n)
+	}
+	for pos, i := range order {
+		if d := i - pos; d > 4 || d < -4 {
+			t.Errorf("r%02d was granted %dth, out of arrival order: %v", i, pos+1, order)
+			break
+		}
+	}
 }
