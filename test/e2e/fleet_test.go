@@ -897,3 +897,26 @@ func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
 		}
 	}
 }
+
+func TestARequestInFlightToAWorkerThatDiesEndsWorkerUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	settings := []string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "1", "gateway.url", f.url, "gateway.token", f.secret,
+		"gateway.label", "slow", "gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.provisionMs", "5000"}
+	slow := newHome(t, settings...)
+	slow.startDaemon()
+	id := instanceID(t, slow)
+	f.await("the slow worker connected", 5*time.Second, connected(id))
+	p := f.gw.start("lease", "--platform", "ios", "--agent-id", "stranded", "--progress", "json")
+	p.waitLine(p.stderr, "provisioning on the worker", func(s string) bool { return strings.Contains(s, `"stage":"provisioning"`) })
+	if err := syscall.Kill(lockPID(slow.dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	line := p.waitLine(p.stderr, "the request's end", func(s string) bool { return strings.Contains(s, `"code"`) })
+	if !strings.Contains(line.text, "WORKER_UNREACHABLE") {
+		t.Errorf("the request in flight ended with %s, want WORKER_UNREACHABLE", line.text)
+	}
+	if code := p.wait(); code != 1 {
+		t.Errorf("lease exit code = %d, want 1 (WORKER_UNREACHABLE)", code)
+	}
+}
