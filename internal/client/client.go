@@ -46,6 +46,7 @@ type call struct {
 	resp     chan contract.Inbound
 	progress func(contract.LeaseProgress)
 	output   func(contract.ExecOutput)
+	started  func()
 	install  func(contract.ComponentProgress)
 	// onResult runs in the read loop before any later frame is routed, so
 	// state it sets up (a subscription) sees every push that follows.
@@ -211,6 +212,13 @@ func (c *Client) route(in contract.Inbound) {
 		c.mu.Unlock()
 		if p != nil && p.output != nil && in.Output != nil {
 			p.output(*in.Output)
+		}
+	case contract.PushExecStarted:
+		c.mu.Lock()
+		p := c.pending[string(in.ID)]
+		c.mu.Unlock()
+		if p != nil && p.started != nil {
+			p.started()
 		}
 	case contract.PushComponentProgress:
 		c.mu.Lock()

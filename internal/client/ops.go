@@ -140,8 +140,14 @@ func (c *Client) Stop(ctx context.Context) error {
 // output is called with each chunk, in order, from the read loop (it must
 // not block for long).
 func (c *Client) Exec(ctx context.Context, in contract.ExecInput, output func(contract.ExecOutput)) (contract.ExecResult, error) {
+	return c.ExecStarted(ctx, in, nil, output)
+}
+
+// ExecStarted is Exec, told when the daemon has started the command (its
+// exec-started push): a refusal before it is a plain error.
+func (c *Client) ExecStarted(ctx context.Context, in contract.ExecInput, started func(), output func(contract.ExecOutput)) (contract.ExecResult, error) {
 	var r contract.ExecResult
-	err := c.call(ctx, contract.OpDeviceExec, in, &r, &call{output: output})
+	err := c.call(ctx, contract.OpDeviceExec, in, &r, &call{output: output, started: started})
 	return r, err
 }
 

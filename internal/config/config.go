@@ -72,6 +72,8 @@ var keys = []keySpec{
 		doc: "both ends of an uplink ping this often and drop a peer that missed 3"},
 	{key: "gateway.leaseRequestTimeoutMs", kind: kindInt, def: int64(5 * 60 * 1000), min: 1000,
 		doc: "gateway: how long a lease request forwarded to a worker may take before it fails WORKER_UNREACHABLE"},
+	{key: "gateway.execTimeoutMs", kind: kindInt, def: int64(11 * 60 * 1000), min: 1000,
+		doc: "gateway: the longest a device.exec forwarded to a worker may take (a backstop behind the worker's exec.timeoutMs)"},
 	{key: "gateway.disconnectedRetentionMs", kind: kindInt, def: int64(24 * 60 * 60 * 1000), min: 60000,
 		doc: "gateway: a disconnected worker that is not drained is forgotten after this long"},
 	{key: "capacity.strategy", kind: kindEnum, def: "resource", allowed: []string{"resource", "fixed"},

@@ -42,6 +42,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
 		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
 		RequestTimeout: time.Duration(cfg.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond,
+		ExecTimeout:    time.Duration(cfg.Int("gateway.execTimeoutMs")) * time.Millisecond,
 		LeaseEnded:     d.leaseEnded,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
@@ -113,7 +114,6 @@ var gatewayRefuses = map[contract.Op]string{
 	contract.OpLeaseReleaseAll:  "a gateway holds no leases in this version; release on the worker",
 	contract.OpLeaseBind:        "a pid names a process of one machine; bind on the worker",
 	contract.OpLeaseWatch:       "a gateway holds no leases in this version; watch it on the worker",
-	contract.OpDeviceExec:       "exec through a gateway is not in this version; run it on the worker",
 	contract.OpPassthrough:      "a gateway has no devices of its own to run simctl or adb against",
 	contract.OpDoctorRun:        "doctor checks one machine's devices and tools; run it on each worker",
 	contract.OpNuke:             "nuke stops one machine's devices; run it on each worker",
@@ -197,6 +197,18 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			return nil, err, true
 		}
 		r, err := l.Get(caller, in)
+		return r, err, true
+	case contract.OpDeviceExec:
+		var in contract.ExecInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		call := req.ID
+		r, err := l.Exec(caller, in, func() {
+			s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
+		}, func(o contract.ExecOutput) {
+			s.push(contract.Push{Push: contract.PushExecOutput, ID: call, Output: &o})
+		})
 		return r, err, true
 	case contract.OpCatalogGet:
 		var in contract.CatalogGetInput

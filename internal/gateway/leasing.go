@@ -24,6 +24,9 @@ type LeasingOptions struct {
 	// RequestTimeout bounds one forwarded lease.request
 	// (gateway.leaseRequestTimeoutMs).
 	RequestTimeout time.Duration
+	// ExecTimeout bounds one forwarded device.exec (gateway.execTimeoutMs),
+	// a backstop behind the worker's own exec.timeoutMs.
+	ExecTimeout time.Duration
 	// LeaseEnded is told that a gateway lease ended on its worker (expired,
 	// released by an operator there, its device lost), with the gateway's
 	// lease record and the reason, so its holders hear lease-lost. It must
@@ -68,6 +71,9 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 5 * time.Minute
+	}
+	if opts.ExecTimeout <= 0 {
+		opts.ExecTimeout = 11 * time.Minute
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
 		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}}
@@ -446,6 +452,57 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 	out.Lease = project(e, out.Lease)
 	out.Device.WorkerID = e.workerID
 	return out, nil
+}
+
+// Exec forwards device.exec to the lease's worker, checked first against
+// the gateway's index (the caller owns the lease, or is an admin naming
+// its requester, as on a worker) and again by the worker. started is told
+// when the worker started the command, so a refusal before it stays a
+// plain error; output is told each chunk until the call ends; past the
+// gateway's backstop (ExecTimeout) the call ends EXEC_TIMEOUT and later
+// output is dropped.
+func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), output func(contract.ExecOutput)) (contract.ExecResult, error) {
+	e, err := l.owned(c, in.LeaseID)
+	if err != nil {
+		return contract.ExecResult{}, err
+	}
+	if in.RequesterID != "" && in.RequesterID != e.requester {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", in.LeaseID, in.RequesterID).
+			With("leaseId", in.LeaseID)
+	}
+	if c.Admin && e.owner != c.Principal && in.RequesterID == "" {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
+			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
+	}
+	cl := l.f.clientOf(e.workerID)
+	if cl == nil {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s is not connected", e.workerID).
+			With("workerId", e.workerID).With("leaseId", e.id)
+	}
+	fwd := in
+	fwd.LeaseID, fwd.RequesterID = e.workerLeaseID, l.idx.prefix+e.requester
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.ExecTimeout)
+	defer cancel()
+	res, err := cl.ExecStarted(ctx, fwd, started, func(o contract.ExecOutput) {
+		if ctx.Err() == nil {
+			output(o)
+		}
+	})
+	var ce *contract.Error
+	switch {
+	case err == nil:
+		return res, nil
+	case ctx.Err() != nil:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s did not end the command within gateway.execTimeoutMs (%d)",
+			e.workerID, l.opts.ExecTimeout.Milliseconds()).With("timeoutMs", l.opts.ExecTimeout.Milliseconds())
+	case !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer: %v", e.workerID, err).
+			With("workerId", e.workerID).With("leaseId", e.id)
+	}
+	if ce.Code == contract.CodeUnknownLease || ce.Details["leaseId"] == e.workerLeaseID {
+		ce = ce.With("leaseId", e.id)
+	}
+	return contract.ExecResult{}, ce
 }
 
 // Leases lists the gateway-issued leases the caller may see, as the

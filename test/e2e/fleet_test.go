@@ -20,6 +20,7 @@ import (
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // fleetHeartbeat keeps the uplinks' liveness checks short, so a dead
@@ -918,5 +919,62 @@ func TestARequestInFlightToAWorkerThatDiesEndsWorkerUnreachable(t *testing.T) {
 	}
 	if code := p.wait(); code != 1 {
 		t.Errorf("lease exit code = %d, want 1 (WORKER_UNREACHABLE)", code)
+	}
+}
+
+// An HTTP client of the gateway runs adb on its leased device, which is
+// on a worker driving the Android stand-ins: the output streams through,
+// and a refusal before the command starts is a plain 422.
+func TestExecThroughTheGatewayStreamsTheWorkersCommand(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	e := shimtest.Build(t)
+	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.secret,
+		"gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
+	w.withShims(e, "android")
+	w.startDaemon()
+	f.await("the Android worker connected", 10*time.Second, connected(instanceID(t, w)))
+	_, agent := f.gw.token("agent", "droid-agent")
+	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"android"}`)
+	if r.status != 201 {
+		t.Fatalf("create through the gateway: %d %s", r.status, r.raw)
+	}
+	lease := f.api.awaitState(agent, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)
+	path := "/v1/leases/" + lease["id"].(string) + "/exec"
+	req, _ := http.NewRequest("POST", f.api.base+path, strings.NewReader(`{"tool":"adb","args":["shell","getprop","ro.build.version.sdk"]}`))
+	req.Header.Set("Authorization", "Bearer "+agent)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("exec through the gateway: %d", resp.StatusCode)
+	}
+	s := &sse{resp: resp, cancel: func() {}, events: make(chan sseEvent, 64), comments: make(chan string, 64)}
+	go s.read()
+	var out string
+	exit := -1.0
+	for {
+		ev, ok := s.next(t)
+		if !ok {
+			break
+		}
+		m := ev.json(t)
+		switch ev.name {
+		case "output":
+			if m["stream"] == "stdout" {
+				out += m["chunk"].(string)
+			}
+		case "exit":
+			exit = m["exitCode"].(float64)
+		}
+	}
+	if strings.TrimSpace(out) == "" || exit != 0 {
+		t.Errorf("getprop through the gateway: stdout %q exit %v", out, exit)
+	}
+	refused := f.api.do("POST", path, agent, `{"tool":"adb","args":["shell"]}`)
+	if refused.status != 422 || refused.errCode() != "PASSTHROUGH_REFUSED" {
+		t.Errorf("bare adb shell through the gateway: %d %s, want 422 PASSTHROUGH_REFUSED", refused.status, refused.raw)
 	}
 }
