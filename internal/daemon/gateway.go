@@ -111,9 +111,7 @@ func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Even
 
 // gatewayRefuses names the operations a gateway does not have, with why.
 var gatewayRefuses = map[contract.Op]string{
-	contract.OpLeaseReleaseAll:  "a gateway holds no leases in this version; release on the worker",
 	contract.OpLeaseBind:        "a pid names a process of one machine; bind on the worker",
-	contract.OpLeaseWatch:       "a gateway holds no leases in this version; watch it on the worker",
 	contract.OpPassthrough:      "a gateway has no devices of its own to run simctl or adb against",
 	contract.OpDoctorRun:        "doctor checks one machine's devices and tools; run it on each worker",
 	contract.OpNuke:             "nuke stops one machine's devices; run it on each worker",
@@ -197,6 +195,25 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			return nil, err, true
 		}
 		r, err := l.Get(caller, in)
+		return r, err, true
+	case contract.OpLeaseWatch:
+		var in contract.LeaseIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		// Registered before the check, so an end right after it is heard.
+		s.d.holds(s, in.LeaseID)
+		r, err := l.Watch(caller, in.LeaseID)
+		if err != nil {
+			s.d.unhold(s, in.LeaseID)
+		}
+		return r, err, true
+	case contract.OpLeaseReleaseAll:
+		var in contract.Empty
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.ReleaseAll()
 		return r, err, true
 	case contract.OpDeviceExec:
 		var in contract.ExecInput

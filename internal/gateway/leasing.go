@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/client"
@@ -427,13 +430,76 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 	if err != nil {
 		return contract.ReleaseResult{}, err
 	}
+	l.forget(e, "explicit")
+	out.LeaseID = e.id
+	return out, nil
+}
+
+// forget drops an ended lease from the index and tells its holders (those
+// still holding it: the session that ended it let go first).
+func (l *Leasing) forget(e *indexed, reason string) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.idx.remove(e.id)
 		tx.Kick()
 		return nil
 	})
-	out.LeaseID = e.id
-	return out, nil
+	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+}
+
+// ReleaseAll cancels every request in the fleet queue and releases every
+// lease the gateway issued (never a worker's own), on every worker. A
+// worker that cannot be reached leaves its leases as they are: the answer
+// is then WORKER_UNREACHABLE naming those workers, with the leases that
+// were released.
+func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
+	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
+	var entries []*indexed
+	err := l.q.Do(func(tx *queue.Txn) error {
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), "killed", false)
+		for _, e := range l.idx.byID {
+			entries = append(entries, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	var unreachable []string
+	for _, e := range entries {
+		err := l.forward(e, func(ctx context.Context, cl *client.Client) error {
+			_, err := cl.Release(ctx, e.workerLeaseID)
+			return err
+		})
+		var ce *contract.Error
+		switch {
+		case err == nil:
+			l.forget(e, "killed")
+			res.Released = append(res.Released, e.id)
+		case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease:
+			// Gone already on its worker: forward forgot it.
+			res.Released = append(res.Released, e.id)
+		default:
+			if !slices.Contains(unreachable, e.workerID) {
+				unreachable = append(unreachable, e.workerID)
+			}
+		}
+	}
+	if len(unreachable) > 0 {
+		return res, contract.Errorf(contract.CodeWorkerUnreachable, "released %d leases; workers %s did not answer, and their leases are kept until released or expired",
+			len(res.Released), strings.Join(unreachable, ", ")).With("releasedLeaseIds", res.Released).With("unreachableWorkers", unreachable)
+	}
+	return res, nil
+}
+
+// Watch checks that the caller may watch a gateway lease and returns it;
+// the caller's session then hears lease-lost when it ends.
+func (l *Leasing) Watch(c queue.Caller, id string) (contract.LeaseWatchResult, error) {
+	r, err := l.Get(c, contract.LeaseIDInput{LeaseID: id})
+	if err != nil {
+		return contract.LeaseWatchResult{}, err
+	}
+	return contract.LeaseWatchResult{Lease: r.Lease}, nil
 }
 
 // Get forwards lease.get.

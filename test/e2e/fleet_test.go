@@ -978,3 +978,39 @@ func TestExecThroughTheGatewayStreamsTheWorkersCommand(t *testing.T) {
 		t.Errorf("bare adb shell through the gateway: %d %s, want 422 PASSTHROUGH_REFUSED", refused.status, refused.raw)
 	}
 }
+
+// release --all on a gateway ends the leases the gateway issued, on every
+// worker, cancels its queue, tells holders lease-lost, and leaves each
+// worker's own leases alone.
+func TestReleaseAllOnAGatewayEndsOnlyItsOwnLeases(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a, b := f.worker("worker-a", 1), f.worker("worker-b", 2)
+	idA, idB := instanceID(t, a), instanceID(t, b)
+	f.await("both workers connected", 5*time.Second, connected(idA, idB))
+	local := b.leaseDetached("local-on-b", "ios")
+	holder, held := f.gw.hold("held-through-gw", "ios")
+	detached := f.gw.leaseDetached("detached-through-gw", "ios")
+	queued := f.gw.start("lease", "--platform", "ios", "--agent-id", "queued-through-gw")
+	queued.waitLine(queued.stderr, "queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
+
+	r := f.gw.run("release", "--all", "--yes")
+	if r.code != 0 {
+		t.Fatalf("release --all on the gateway\n%s", r)
+	}
+	for _, id := range []string{held.Lease.ID, detached.Lease.ID} {
+		if !strings.Contains(r.stdout, id) {
+			t.Errorf("release --all output lacks %s\n%s", id, r.stdout)
+		}
+	}
+	holder.waitLine(holder.stderr, "lease-lost", func(s string) bool { return strings.Contains(s, `"reason":"killed"`) })
+	if code := holder.wait(); code != 14 {
+		t.Errorf("holder exit code = %d, want 14", code)
+	}
+	if code := queued.wait(); code == 0 {
+		t.Errorf("the queued request ended 0, want it cancelled")
+	}
+	if ls := b.leases(); len(ls) != 1 || ls[local.Lease.ID].ID != local.Lease.ID {
+		t.Errorf("B's leases after the gateway's release --all = %+v, want its own lease alone", ls)
+	}
+}
