@@ -46,6 +46,13 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		LeaseEnded:     d.leaseEnded,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
+	snap, err := db.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.leasing.Settle(snap.Requests); err != nil {
+		return err
+	}
 	return d.emit(ctx, "daemon.started", map[string]any{"mode": contract.ModeGateway})
 }
 

@@ -136,6 +136,21 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 	})
 }
 
+// Settle fails the requests a previous run of the gateway left open: their
+// place in the queue went with it (failed, DAEMON_STOPPING, reason
+// daemon-restarted), so a client reading one by id learns it ended.
+func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
+	if len(open) == 0 {
+		return nil
+	}
+	return l.q.Do(func(tx *queue.Txn) error {
+		for _, rec := range open {
+			tx.SettleStale(rec)
+		}
+		return nil
+	})
+}
+
 // Close stops the queue: waiting requests fail DAEMON_STOPPING.
 func (l *Leasing) Close() { l.q.Stop() }
 

@@ -807,6 +807,34 @@ func TestAGatewayRestartKeepsItsLeasesRenewableUnderTheSameID(t *testing.T) {
 	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "holder", "--detach"), 13, "REQUESTER_ALREADY_LEASED")
 }
 
+// A request waiting in the gateway's queue when it stops reads failed,
+// reason daemon-restarted, when the gateway is back: it does not stay
+// queued in the record for ever.
+func TestARequestQueuedOnTheGatewayReadsFailedAfterItRestarts(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 1)
+	f.await("worker A connected", 5*time.Second, connected(instanceID(t, a)))
+	_, agent := f.gw.token("agent", "waiter")
+	f.gw.leaseDetached("first", "ios")
+	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	id := requestOf(t, r)["id"].(string)
+	if st := f.api.do("GET", "/v1/lease-requests/"+id, agent, ""); requestOf(t, st)["state"] != "queued" {
+		t.Fatalf("the request is %v, want queued", requestOf(t, st)["state"])
+	}
+	if r := f.gw.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on the gateway\n%s", r)
+	}
+	f.gw.startDaemon()
+	got := f.api.awaitState(agent, id, "failed")
+	if e, _ := got["error"].(map[string]any); e["reason"] != "daemon-restarted" {
+		t.Errorf("after the restart the request reads %v, want failed with reason daemon-restarted", got)
+	}
+}
+
 // 50 requesters against a fleet of four running slots (two workers of
 // two): each ends granted, nobody holds two leases, no device is in two
 // leases at once, and the grants follow arrival order: the queue
