@@ -138,14 +138,14 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 
 // Settle fails the requests a previous run of the gateway left open: their
 // place in the queue went with it (failed, DAEMON_STOPPING, reason
-// daemon-restarted), so a client reading one by id learns it ended.
+// gateway-restarted), so a client reading one by id learns it ended.
 func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 	if len(open) == 0 {
 		return nil
 	}
 	return l.q.Do(func(tx *queue.Txn) error {
 		for _, rec := range open {
-			tx.SettleStale(rec)
+			tx.SettleStale(rec, "gateway-restarted")
 		}
 		return nil
 	})

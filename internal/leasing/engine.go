@@ -318,7 +318,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.addLeaseLocked(l)
 		}
 		for _, rec := range snap.Requests {
-			tx.SettleStale(rec)
+			tx.SettleStale(rec, "daemon-restarted")
 		}
 		e.convergeDevicesLocked(tx, reality)
 		tx.Event("daemon.started", map[string]any{"limits": e.opts.Limits})

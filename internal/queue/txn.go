@@ -108,14 +108,15 @@ func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason string) {
 
 // SettleStale settles a request a previous run left open: its requester's
 // connection is gone with that run. The daemon's start does this for every
-// open record it loads.
-func (tx *Txn) SettleStale(rec contract.LeaseRequestRecord) {
+// open record it loads, with the reason its mode gives it
+// (daemon-restarted on a worker, gateway-restarted on a gateway).
+func (tx *Txn) SettleStale(rec contract.LeaseRequestRecord, reason string) {
 	rec.State, rec.Stage, rec.QueuePosition = contract.RequestFailed, "", 0
 	rec.SettledAt = time.Now().UnixMilli()
 	rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open").
-		With("reason", "daemon-restarted")
+		With("reason", reason)
 	tx.stale = append(tx.stale, rec)
-	tx.rejected(rec, "daemon-restarted")
+	tx.rejected(rec, reason)
 }
 
 // Requeue puts a placed waiter back in line, at the place its arrival gives

@@ -808,7 +808,7 @@ func TestAGatewayRestartKeepsItsLeasesRenewableUnderTheSameID(t *testing.T) {
 }
 
 // A request waiting in the gateway's queue when it stops reads failed,
-// reason daemon-restarted, when the gateway is back: it does not stay
+// reason gateway-restarted, when the gateway is back: it does not stay
 // queued in the record for ever.
 func TestARequestQueuedOnTheGatewayReadsFailedAfterItRestarts(t *testing.T) {
 	t.Parallel()
@@ -830,8 +830,8 @@ func TestARequestQueuedOnTheGatewayReadsFailedAfterItRestarts(t *testing.T) {
 	}
 	f.gw.startDaemon()
 	got := f.api.awaitState(agent, id, "failed")
-	if e, _ := got["error"].(map[string]any); e["reason"] != "daemon-restarted" {
-		t.Errorf("after the restart the request reads %v, want failed with reason daemon-restarted", got)
+	if e, _ := got["error"].(map[string]any); e["reason"] != "gateway-restarted" {
+		t.Errorf("after the restart the request reads %v, want failed with reason gateway-restarted", got)
 	}
 }
 
