@@ -38,6 +38,10 @@ type indexed struct {
 	// missed counts the consecutive snapshots of its own worker it was
 	// not in.
 	missed int
+	// ending is why the gateway is ending the lease, while its release is
+	// in flight: the worker's relayed end then carries the gateway's
+	// reason (killed for release --all), not the worker's.
+	ending string
 }
 
 // leaseIndex is the gateway's record of the leases it issued, in memory,

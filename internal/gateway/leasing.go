@@ -118,7 +118,10 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 		return
 	}
 	reason := p.Reason
-	if ev.Event == "lease.expired" {
+	switch {
+	case e.ending != "":
+		reason = e.ending
+	case ev.Event == "lease.expired":
 		reason = "expired"
 	}
 	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, DeviceID: p.DeviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
@@ -437,7 +440,7 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 		return contract.ReleaseResult{}, err
 	}
 	var out contract.ReleaseResult
-	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
+	err = l.ending(e, "explicit", func(ctx context.Context, cl *client.Client) error {
 		r, err := cl.Release(ctx, e.workerLeaseID)
 		out = r
 		return err
@@ -445,20 +448,32 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 	if err != nil {
 		return contract.ReleaseResult{}, err
 	}
-	l.forget(e, "explicit")
 	out.LeaseID = e.id
 	return out, nil
 }
 
-// forget drops an ended lease from the index and tells its holders (those
-// still holding it: the session that ended it let go first).
-func (l *Leasing) forget(e *indexed, reason string) {
-	_ = l.q.Do(func(tx *queue.Txn) error {
-		l.idx.remove(e.id)
-		tx.Kick()
-		return nil
-	})
-	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+// ending releases e on its worker for reason: marked as ending first, so
+// the worker's relayed end (which may arrive before the answer) is told to
+// its holders with the gateway's reason; then, once the worker answered,
+// forgotten and told, if the relay has not done both already. A release
+// that fails leaves the lease as it was.
+func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Context, cl *client.Client) error) error {
+	mark := func(r string) {
+		_ = l.q.Do(func(*queue.Txn) error {
+			e.ending = r
+			return nil
+		})
+	}
+	mark(reason)
+	err := l.forward(e, release)
+	if err != nil {
+		mark("")
+		return err
+	}
+	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
+		l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+	}
+	return nil
 }
 
 // ReleaseAll cancels every request in the fleet queue and releases every
@@ -482,14 +497,13 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
 	var unreachable []string
 	for _, e := range entries {
-		err := l.forward(e, func(ctx context.Context, cl *client.Client) error {
+		err := l.ending(e, "killed", func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.Release(ctx, e.workerLeaseID)
 			return err
 		})
 		var ce *contract.Error
 		switch {
 		case err == nil:
-			l.forget(e, "killed")
 			res.Released = append(res.Released, e.id)
 		case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLease:
 			// Gone already on its worker: forward forgot it.

@@ -837,9 +837,13 @@ func TestARequestQueuedOnTheGatewayReadsFailedAfterItRestarts(t *testing.T) {
 
 // 50 requesters against a fleet of four running slots (two workers of
 // two): each ends granted, nobody holds two leases, no device is in two
-// leases at once, and the grants follow arrival order: the queue
-// dispatches strictly in order, and only dispatches running side by side
-// (at most one per running slot, four) can finish in another order.
+// leases at once, and the grants follow arrival order. The queue places
+// strictly in order; grants can finish in another order only through the
+// dispatches that run side by side (one per running slot, four) and a
+// request that bounced off a worker whose view was stale (its slot still
+// being cleaned), which goes back to the head of the line while the
+// dispatches already sent finish: a request is never granted more than two
+// rounds of four later than its arrival.
 func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
@@ -920,7 +924,7 @@ func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
 		t.Fatalf("%d of %d requesters were granted", len(order), n)
 	}
 	for pos, i := range order {
-		if d := i - pos; d > 4 || d < -4 {
+		if d := i - pos; d > 8 || d < -8 {
 			t.Errorf("r%02d was granted %dth, out of arrival order: %v", i, pos+1, order)
 			break
 		}
