@@ -242,8 +242,15 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		l.pass, l.busy = tx, map[string]bool{}
 	}
 	n := w.Need().(*fleetNeed)
+	all := l.f.views()
+	// The fast-fail table again, on the views as they are now: a drain or
+	// a disconnect may have left no worker that could ever serve it.
+	if cerr := assess(n.ask, all); cerr != nil {
+		tx.Settle(w, cerr, "unresolvable-spec")
+		return queue.Start{}, queue.NoBlock
+	}
 	var views []*contract.WorkerView
-	for _, v := range l.f.views() {
+	for _, v := range all {
 		if l.busy[v.ID] {
 			continue
 		}

@@ -85,6 +85,8 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 			event = "worker.drained"
 		}
 		f.emit(event, map[string]any{"workerId": id, "label": s.Label})
+		// Who may be routed to changed: the line is served again.
+		f.notify(id, nil, false)
 	}
 	return s, nil
 }

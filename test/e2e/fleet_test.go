@@ -1046,3 +1046,27 @@ func TestReleaseAllOnAGatewayEndsOnlyItsOwnLeases(t *testing.T) {
 		t.Errorf("B's leases after the gateway's release --all = %+v, want its own lease alone", ls)
 	}
 }
+
+// The fast-fail table runs again when views change: a request waiting for
+// the only worker fails NO_CAPACITY (no-worker) when that worker is
+// drained, rather than waiting for a worker that takes no requests.
+func TestDrainingTheOnlyWorkerFailsTheRequestsWaitingForIt(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 1)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	f.gw.leaseDetached("first", "ios")
+	waiting := f.gw.start("lease", "--platform", "ios", "--agent-id", "waiting", "--progress", "json")
+	waiting.waitLine(waiting.stderr, "queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
+	if r := f.gw.run("worker", "drain", idA); r.code != 0 {
+		t.Fatalf("worker drain\n%s", r)
+	}
+	line := waiting.waitLine(waiting.stderr, "the request's end", func(s string) bool { return strings.Contains(s, `"code"`) })
+	if !strings.Contains(line.text, "NO_CAPACITY") || !strings.Contains(line.text, "no-worker") {
+		t.Errorf("the waiting request ended %s, want NO_CAPACITY no-worker", line.text)
+	}
+	if code := waiting.wait(); code != 11 {
+		t.Errorf("exit code %d, want 11", code)
+	}
+}
