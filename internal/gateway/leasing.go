@@ -274,18 +274,17 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion,
 		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
 		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
-	queued := time.Now()
 	return queue.Start{
 		// Queued still, to its requester, until the worker says more.
 		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
-		Run:      func() { l.dispatch(w, r, req, queued) },
+		Run:      func() { l.dispatch(w, r, req) },
 	}, queue.NoBlock
 }
 
 // dispatch forwards one placed request to its worker and ends it: granted,
 // back in line (a stale view, or a worker that cannot serve it after
 // all), or failed.
-func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, queued time.Time) {
+func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput) {
 	c := l.f.clientOf(r.WorkerID)
 	if c == nil {
 		l.bounce(w, r.WorkerID)
@@ -354,7 +353,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant) {
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
 		g.Device.WorkerID = r.WorkerID
 		tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
-			"platform": w.Platform(), "model": r.Model, "reason": r.Reason})
+			"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
 		tx.Grant(w, g)
 		tx.Kick()
 		return nil

@@ -64,6 +64,9 @@ func (w *Waiter) Requester() string { return w.rec.RequesterID }
 // Owner is the principal the lease will belong to.
 func (w *Waiter) Owner() string { return w.rec.OwnerID }
 
+// CreatedAt is when the request was made (epoch ms).
+func (w *Waiter) CreatedAt() int64 { return w.rec.CreatedAt }
+
 // TTLMs is the lease's lifetime once granted.
 func (w *Waiter) TTLMs() int64 { return w.rec.Policy.TTLMs }
 
