@@ -1070,3 +1070,51 @@ func TestDrainingTheOnlyWorkerFailsTheRequestsWaitingForIt(t *testing.T) {
 		t.Errorf("exit code %d, want 11", code)
 	}
 }
+
+// A request allowed to download, when no worker has its runtime, goes to
+// the worker that can download it, and the downloading stage reaches the
+// requester through the gateway.
+func TestARequestThatMayDownloadGoesToTheWorkerThatCanAndShowsDownloading(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	none := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "no-downloads",
+		"gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.downloadableRuntimes", `{"ios":[]}`}, fastDemo...)...)
+	none.startDaemon()
+	can := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "downloads",
+		"gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.downloadMs", "300"}, fastDemo...)...)
+	can.startDaemon()
+	idCan := instanceID(t, can)
+	f.await("both workers connected", 5*time.Second, connected(instanceID(t, none), idCan))
+	p := f.gw.start("lease", "--platform", "ios", "--os", "26.4", "--allow-download", "--agent-id", "downloader", "--detach", "--progress", "json")
+	p.waitLine(p.stderr, "the downloading stage", func(s string) bool { return strings.Contains(s, `"stage":"downloading"`) })
+	g := parseGrant(t, p.waitLine(p.stdout, "the grant", func(string) bool { return true }).text)
+	if !strings.HasPrefix(g.Lease.ID, idCan+".") || g.Device.Spec.OSVersion != "26.4" {
+		t.Errorf("grant = %+v on %s, want iOS 26.4 on the worker that could download it (%s)", g.Lease, g.Device.Spec.OSVersion, idCan)
+	}
+}
+
+// An uplink that goes silent mid-lease (the worker stopped, its socket
+// still open): renew answers WORKER_UNREACHABLE once the gateway dropped
+// it, the lease is not forgotten, and renews again when the worker is back.
+func TestASilentUplinkMidLeaseMakesRenewUnreachableAndTheLeaseSurvives(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 1)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	g := f.gw.leaseDetached("holder", "ios")
+	pid := lockPID(a.dir)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	f.await("worker A dropped", 5*time.Second, func(ws map[string]workerLine) bool { return ws[idA].Connection == "disconnected" })
+	expectFailure(t, f.gw.run("lease", "renew", "--agent-id", "holder", g.Lease.ID), 1, "WORKER_UNREACHABLE")
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	f.await("worker A back", 10*time.Second, connected(idA))
+	if r := f.gw.run("lease", "renew", "--agent-id", "holder", g.Lease.ID); r.code != 0 {
+		t.Errorf("renew once A woke\n%s", r)
+	}
+}
