@@ -306,6 +306,9 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			tx.Settle(w, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer the lease request: %v", r.WorkerID, err).
 				With("workerId", r.WorkerID), "worker-unreachable")
+			// Every settled attempt serves the line again.
+			delete(l.skip, w)
+			tx.Kick()
 			return nil
 		})
 		return
@@ -322,6 +325,8 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	}
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		tx.Settle(w, ce, "worker-refused")
+		delete(l.skip, w)
+		tx.Kick()
 		return nil
 	})
 }
@@ -344,6 +349,7 @@ func (l *Leasing) bounce(w *queue.Waiter, workerID string) {
 func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
+		tx.Kick()
 		if tx.Abandoned(w) {
 			// Nobody wants it any more: give it back.
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
