@@ -145,8 +145,9 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
-		if in.Owner != "" {
-			return nil, contract.Errorf(contract.CodeForbidden, "owner is named only by a worker's gateway, over its uplink").With("field", "owner"), true
+		caller, err := s.onBehalf(caller, &in)
+		if err != nil {
+			return nil, err, true
 		}
 		id := req.ID
 		g, err := l.Acquire(s.ctx, caller, in, func(p contract.LeaseProgress) {
@@ -162,8 +163,9 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
-		if in.Owner != "" {
-			return nil, contract.Errorf(contract.CodeForbidden, "owner is named only by a worker's gateway, over its uplink").With("field", "owner"), true
+		caller, err := s.onBehalf(caller, &in)
+		if err != nil {
+			return nil, err, true
 		}
 		r, err := l.Submit(s.ctx, caller, in)
 		return r, err, true

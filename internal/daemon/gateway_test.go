@@ -102,6 +102,12 @@ func TestEachModeRefusesTheOtherModesOperationsWithItsCode(t *testing.T) {
 		}
 	}
 
+	// A gateway's own callers may not name an owner either, admin included.
+	var ce *contract.Error
+	if _, err := gw.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS, Owner: "tok_x"}, nil); !errors.As(err, &ce) || ce.Code != contract.CodeForbidden {
+		t.Errorf("lease.request naming an owner on a gateway = %v, want FORBIDDEN", err)
+	}
+
 	_, wHome := startDaemon(t, nil)
 	w := dial(t, wHome, "ops", true)
 	var list contract.WorkerListResult

@@ -157,20 +157,8 @@ func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 // Close stops the queue: waiting requests fail DAEMON_STOPPING.
 func (l *Leasing) Close() { l.q.Stop() }
 
-func (l *Leasing) ttlFor(ms int64) (time.Duration, *contract.Error) {
-	if ms == 0 {
-		return l.opts.DefaultTTL, nil
-	}
-	ttl := time.Duration(ms) * time.Millisecond
-	if ttl > l.opts.MaxTTL {
-		return 0, contract.BadRequest("ttlMs", "must be at most lease.maxTtlMs (%d), got %d", l.opts.MaxTTL.Milliseconds(), ms).
-			With("maxTtlMs", l.opts.MaxTTL.Milliseconds())
-	}
-	return ttl, nil
-}
-
 func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
-	ttl, cerr := l.ttlFor(in.TTLMs)
+	ttl, cerr := queue.TTLFor(in.TTLMs, l.opts.DefaultTTL, l.opts.MaxTTL, "ttlMs")
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -192,19 +180,7 @@ func (l *Leasing) Acquire(ctx context.Context, c queue.Caller, in contract.Lease
 	if err != nil {
 		return contract.LeaseGrant{}, err
 	}
-	select {
-	case <-t.Done():
-	case <-ctx.Done():
-		if !l.q.Abandon(t) {
-			return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "stopped waiting for request %s, which still waits", t.RequestID())
-		}
-		<-t.Done()
-	}
-	g, cerr := t.Result()
-	if cerr != nil {
-		return contract.LeaseGrant{}, cerr
-	}
-	return g, nil
+	return l.q.Await(ctx, t)
 }
 
 // Submit makes a lease request that waits on its own (lease-request.create).

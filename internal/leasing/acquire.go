@@ -24,19 +24,7 @@ func (e *Engine) Acquire(ctx context.Context, c Caller, in contract.LeaseRequest
 	if err != nil {
 		return contract.LeaseGrant{}, err
 	}
-	select {
-	case <-t.Done():
-	case <-ctx.Done():
-		if !e.q.Abandon(t) {
-			return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "stopped waiting for request %s, which still waits", t.RequestID())
-		}
-		<-t.Done()
-	}
-	g, cerr := t.Result()
-	if cerr != nil {
-		return contract.LeaseGrant{}, cerr
-	}
-	return g, nil
+	return e.q.Await(ctx, t)
 }
 
 // Submit makes a lease request that waits on its own, as a resource: it
@@ -64,15 +52,7 @@ func (e *Engine) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelIn
 }
 
 func (e *Engine) ttlFor(ms int64, field string) (time.Duration, *contract.Error) {
-	if ms == 0 {
-		return e.opts.DefaultTTL, nil
-	}
-	ttl := time.Duration(ms) * time.Millisecond
-	if ttl > e.opts.MaxTTL {
-		return 0, contract.BadRequest(field, "must be at most lease.maxTtlMs (%d), got %d", e.opts.MaxTTL.Milliseconds(), ms).
-			With("maxTtlMs", e.opts.MaxTTL.Milliseconds())
-	}
-	return ttl, nil
+	return queue.TTLFor(ms, e.opts.DefaultTTL, e.opts.MaxTTL, field)
 }
 
 // need is what the local placer places: the request's wants with its class

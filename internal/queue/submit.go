@@ -69,6 +69,40 @@ type Resolution struct {
 	Park func(w *Waiter)
 }
 
+// Await waits for t's answer, as a lease.request caller does: the grant, or
+// the error that settled it. A caller that goes away first abandons the
+// request (it is cancelled); one whose request could not be abandoned any
+// more (it is being started) is told it still waits.
+func (q *Queue) Await(ctx context.Context, t *Ticket) (contract.LeaseGrant, error) {
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		if !q.Abandon(t) {
+			return contract.LeaseGrant{}, contract.Errorf(contract.CodeCancelled, "stopped waiting for request %s, which still waits", t.RequestID())
+		}
+		<-t.Done()
+	}
+	g, cerr := t.Result()
+	if cerr != nil {
+		return contract.LeaseGrant{}, cerr
+	}
+	return g, nil
+}
+
+// TTLFor is a request's lease lifetime: ms, or def when 0; above max it is
+// BAD_REQUEST naming field (never clamped).
+func TTLFor(ms int64, def, max time.Duration, field string) (time.Duration, *contract.Error) {
+	if ms == 0 {
+		return def, nil
+	}
+	ttl := time.Duration(ms) * time.Millisecond
+	if ttl > max {
+		return 0, contract.BadRequest(field, "must be at most lease.maxTtlMs (%d), got %d", max.Milliseconds(), ms).
+			With("maxTtlMs", max.Milliseconds())
+	}
+	return ttl, nil
+}
+
 // Submit stores a request and puts it in line, or joins the open request
 // made with the same idempotency key, or answers again what a settled one
 // answered. resolve runs first, outside the lock (it may ask a driver);
