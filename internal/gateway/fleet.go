@@ -394,13 +394,18 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 	after := w.lastSeq
 	id := w.view.ID
 	f.mu.Unlock()
-	if after == 0 || after >= lastSeq {
+	switch {
+	case after == lastSeq:
+		return ""
+	case after == 0:
 		// A worker seen for the first time starts from now: its history
 		// before it joined is its own.
-		if after == 0 {
-			return f.relay(ctx, w, id, nil, lastSeq)
-		}
-		return ""
+		return f.relay(ctx, w, id, nil, lastSeq)
+	case after > lastSeq:
+		// Its log is behind what was relayed from it: it starts over (its
+		// database was replaced). Follow it from where it is now.
+		f.log.Warn("a worker's event log starts over; relaying from its current seq", "worker", id, "relayed", after, "now", lastSeq)
+		return f.relay(ctx, w, id, nil, lastSeq)
 	}
 	for after < lastSeq {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -412,19 +417,16 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 		var batch []contract.Event
 		for _, ev := range evs {
 			if ev.Seq > lastSeq {
-				break
-			}
-			if ev.Seq <= after {
-				return fmt.Sprintf("events.replay after seq %d answered seq %d", after, ev.Seq)
-			}
-			if err := checkEvent(ev); err != nil {
-				return "sent an invalid event: " + err.Error()
+				break // the subscription brings it
 			}
 			batch = append(batch, ev)
-			after = ev.Seq
 		}
-		if len(batch) == 0 {
-			after = lastSeq // pruned on the worker: nothing more to read
+		if err := checkEvents(after, batch); err != nil {
+			return "sent an invalid event: " + err.Error()
+		}
+		after = lastSeq // when none: pruned on the worker, nothing more to read
+		if len(batch) > 0 {
+			after = batch[len(batch)-1].Seq
 		}
 		if reason := f.relay(ctx, w, id, batch, after); reason != "" {
 			return reason
@@ -499,10 +501,13 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 					more = false
 				}
 			}
+			f.mu.Lock()
+			after := w.lastSeq
+			f.mu.Unlock()
+			if err := checkEvents(after, batch); err != nil {
+				return "sent an invalid event: " + err.Error()
+			}
 			for _, ev := range batch {
-				if err := checkEvent(ev); err != nil {
-					return "sent an invalid event: " + err.Error()
-				}
 				dirty = dirty || refreshOn(ev.Event)
 			}
 			if reason := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {

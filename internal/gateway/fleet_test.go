@@ -246,3 +246,27 @@ func TestAStatusOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
 		}
 	}
 }
+
+func TestRelayedEventsMustCountUpFromTheSeqTheyFollow(t *testing.T) {
+	ev := func(seq int64) contract.Event {
+		return contract.Event{Seq: seq, ID: "evt_1", Timestamp: 1, Event: "lease.renewed", Payload: []byte(`{}`)}
+	}
+	if err := checkEvents(4, []contract.Event{ev(5), ev(6), ev(9)}); err != nil {
+		t.Fatalf("seqs 5, 6, 9 after 4: %v", err)
+	}
+	for name, c := range map[string]struct {
+		after int64
+		evs   []contract.Event
+		want  string
+	}{
+		"one at the seq it follows": {4, []contract.Event{ev(4)}, "event.seq: is 4, after seq 4"},
+		"one before it":             {4, []contract.Event{ev(5), ev(3)}, "event.seq: is 3, after seq 5"},
+		"the same seq twice":        {0, []contract.Event{ev(1), ev(1)}, "event.seq: is 1, after seq 1"},
+		"an invalid event":          {0, []contract.Event{{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte(`[]`)}}, "event.payload"},
+	} {
+		err := checkEvents(c.after, c.evs)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: checkEvents = %v, want an error saying %q", name, err, c.want)
+		}
+	}
+}

@@ -289,6 +289,22 @@ func checkCatalog(r contract.CatalogResult) error {
 	return nil
 }
 
+// checkEvents checks a run of events a worker relays, read from its log
+// after seq after: each valid, and their seqs counting up from after, as
+// the worker's log hands them out. Anything else is not that log.
+func checkEvents(after int64, evs []contract.Event) error {
+	for _, ev := range evs {
+		if err := checkEvent(ev); err != nil {
+			return err
+		}
+		if ev.Seq <= after {
+			return bad("event.seq", "is %d, after seq %d", ev.Seq, after)
+		}
+		after = ev.Seq
+	}
+	return nil
+}
+
 // checkEvent checks one event a worker relays.
 func checkEvent(ev contract.Event) error {
 	if err := checkText("event.id", ev.ID, true); err != nil {

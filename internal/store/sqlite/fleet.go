@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,12 +20,11 @@ const (
 ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.drained,
 	last_seq = excluded.last_seq, last_seen_at = excluded.last_seen_at, token_id = excluded.token_id`
 	deleteWorker = `DELETE FROM workers WHERE id = ?`
-	// A worker's relay cursor moves with the events it relayed, and only
-	// forward.
-	advanceWorker = `UPDATE workers SET last_seq = max(last_seq, ?), last_seen_at = ? WHERE id = ?`
-	// A relayed event keeps the worker's id; one the log holds already (a
-	// batch relayed again after a reconnect) is skipped.
-	relayEvent = `INSERT OR IGNORE INTO events (id, timestamp, event, payload) VALUES (?, ?, ?, ?)`
+	// A worker's relay cursor: the last of its seqs relayed into this log.
+	workerCursor = `SELECT last_seq FROM workers WHERE id = ?`
+	moveCursor   = `UPDATE workers SET last_seq = ?, last_seen_at = ? WHERE id = ?`
+	// A relayed event keeps the worker's event id.
+	relayEvent = `INSERT INTO events (id, timestamp, event, payload) VALUES (?, ?, ?, ?)`
 )
 
 // Workers lists the gateway's worker records, by id.
@@ -72,19 +72,28 @@ func (db *DB) DeleteWorker(ctx context.Context, id string) error {
 	return nil
 }
 
-// RelayEvents appends a worker's events, each once, and moves its relay
-// cursor to lastSeq, in one transaction (the gateway's relay).
+// RelayEvents appends a worker's events and sets its relay cursor to
+// lastSeq, in one transaction (the gateway's relay). An event at or before
+// the cursor was relayed already (a batch sent again after a reconnect) and
+// is skipped, so each of the worker's seqs is appended once. The cursor is
+// set, not only advanced: a worker whose log starts over (its database was
+// replaced) is followed from where it now is.
 func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error) {
 	var out []contract.Event
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
+		var cursor int64
+		err := tx.QueryRowContext(ctx, workerCursor, workerID).Scan(&cursor)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read cursor: %w", err)
+		}
 		for _, ev := range evs {
+			if ev.Seq <= cursor {
+				continue
+			}
 			res, err := tx.ExecContext(ctx, relayEvent, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
 			if err != nil {
 				return fmt.Errorf("event %s: %w", ev.ID, err)
-			}
-			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				continue
 			}
 			seq, err := res.LastInsertId()
 			if err != nil {
@@ -93,7 +102,7 @@ func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.E
 			ev.Seq = seq
 			out = append(out, ev)
 		}
-		_, err := tx.ExecContext(ctx, advanceWorker, lastSeq, time.Now().UnixMilli(), workerID)
+		_, err = tx.ExecContext(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)
 		return err
 	})
 	if err != nil {

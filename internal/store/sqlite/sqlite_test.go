@@ -471,16 +471,21 @@ func TestFailedCommitLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	commit(t, db, store.Change{Devices: []store.Device{device("before", 1)}})
 
+	// Two requests of one requester under one idempotency key: the second
+	// row breaks the unique index, after the devices, the lease and the
+	// first request were written.
 	r := request("r1", contract.RequestQueued, 1)
 	r.IdempotencyKey = "k"
+	r2 := request("r2", contract.RequestQueued, 1)
+	r2.IdempotencyKey = "k"
 	_, err := db.Commit(ctx, store.Change{
 		Devices:  []store.Device{device("d1", 2)},
 		Leases:   []store.Lease{lease("l1", "d1", 2)},
-		Requests: []contract.LeaseRequestRecord{r},
-		Events:   []store.NewEvent{event("dup", 2), event("other", 2), event("dup", 3)},
+		Requests: []contract.LeaseRequestRecord{r, r2},
+		Events:   []store.NewEvent{event("one", 2), event("other", 2)},
 	})
 	if err == nil {
-		t.Fatal("Commit with duplicate event ids succeeded")
+		t.Fatal("Commit of two requests under one idempotency key succeeded")
 	}
 	if !strings.HasPrefix(err.Error(), "store: commit: ") {
 		t.Errorf("error %q lacks the store: commit: prefix", err)
