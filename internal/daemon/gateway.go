@@ -44,6 +44,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		RequestTimeout: time.Duration(cfg.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond,
 		ExecTimeout:    time.Duration(cfg.Int("gateway.execTimeoutMs")) * time.Millisecond,
 		LeaseEnded:     d.leaseEnded,
+		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
 	snap, err := db.Load(ctx)

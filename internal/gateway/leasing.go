@@ -35,7 +35,12 @@ type LeasingOptions struct {
 	// lease record and the reason, so its holders hear lease-lost. It must
 	// not block.
 	LeaseEnded func(lease contract.LeaseRecord, reason string)
-	Logger     *slog.Logger
+	// DeviceHealth is told that the device of a gateway lease crashed
+	// (contract.PushDeviceUnhealthy) or runs again after attempts boots
+	// (contract.PushDeviceRecovered), with the gateway's lease record, so
+	// its holders hear it as they would on the worker. It must not block.
+	DeviceHealth func(lease contract.LeaseRecord, notice string, attempts int)
+	Logger       *slog.Logger
 }
 
 // Leasing is leasing through a gateway: one fleet-wide queue (the queue
@@ -93,24 +98,43 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	if opts.LeaseEnded == nil {
 		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
 	}
+	if opts.DeviceHealth == nil {
+		l.opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
+	}
 	f.setChanged(l.viewChanged)
 	f.setOnEvent(l.onEvent)
 	return l
 }
 
-// onEvent learns from a worker's relayed events that one of the gateway's
-// leases ended there: the index forgets it, and its holders are told, with
-// the gateway's lease id and owner, never the worker's.
+// onEvent learns from a worker's relayed events what the holders of the
+// gateway's leases must hear: that a lease ended there (the index forgets
+// it), or that its device crashed or runs again. They are told with the
+// gateway's lease id and owner, from the index, never the worker's.
 func (l *Leasing) onEvent(workerID string, ev contract.Event) {
-	if ev.Event != "lease.expired" && ev.Event != "lease.released" {
-		return
-	}
 	var p struct {
 		LeaseID  string `json:"leaseId"`
 		DeviceID string `json:"deviceId"`
 		Reason   string `json:"reason"`
+		Attempts int    `json:"attempts"`
+	}
+	switch ev.Event {
+	case "lease.expired", "lease.released", "device.crash-detected", "device.recovered":
+	default:
+		return
 	}
 	if json.Unmarshal(ev.Payload, &p) != nil || p.LeaseID == "" {
+		return
+	}
+	switch ev.Event {
+	case "device.crash-detected":
+		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceUnhealthy, 0)
+		return
+	case "device.recovered":
+		if p.Attempts < 1 {
+			l.log.Warn("a worker's device.recovered names an impossible attempt count; not relayed", "worker", workerID, "attempts", p.Attempts)
+			return
+		}
+		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceRecovered, p.Attempts)
 		return
 	}
 	e, ok := l.ended(workerID, p.LeaseID)
@@ -125,6 +149,23 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 		reason = "expired"
 	}
 	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, DeviceID: p.DeviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+}
+
+// deviceHealth tells the holders of the gateway lease that is workerID's
+// workerLeaseID, if the gateway issued it, that its device crashed or runs
+// again.
+func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string, attempts int) {
+	var rec contract.LeaseRecord
+	var ok bool
+	l.q.View(func() {
+		var e *indexed
+		if e, ok = l.idx.get(gatewayLeaseID(workerID, workerLeaseID)); ok {
+			rec = contract.LeaseRecord{ID: e.id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
+		}
+	})
+	if ok {
+		l.opts.DeviceHealth(rec, notice, attempts)
+	}
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
