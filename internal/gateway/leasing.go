@@ -629,17 +629,21 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 	return contract.ExecResult{}, ce
 }
 
-// Leases lists the gateway-issued leases the caller may see, as the
-// connected workers last reported them.
+// Leases lists the leases of the connected workers (as they last reported
+// them) that the caller may see: an admin every one, the gateway's own
+// under their gateway ids and a worker's local ones as the worker names
+// them; anyone else the gateway leases they own.
 func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
 	out := []contract.LeaseRecord{}
 	l.q.View(func() {
 		for _, r := range fleet {
 			e, ok := l.idx.get(gatewayLeaseID(r.WorkerID, r.ID))
-			if !ok || (!c.Admin && e.owner != c.Principal) {
-				continue
+			switch {
+			case ok && (c.Admin || e.owner == c.Principal):
+				out = append(out, project(e, r))
+			case !ok && c.Admin:
+				out = append(out, r)
 			}
-			out = append(out, project(e, r))
 		}
 	})
 	return out
@@ -648,16 +652,7 @@ func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contrac
 // Project names, in a fleet list, the gateway's own leases as it issued
 // them; a worker's local leases stay as the worker named them.
 func (l *Leasing) Project(ls []contract.LeaseRecord) []contract.LeaseRecord {
-	out := make([]contract.LeaseRecord, len(ls))
-	l.q.View(func() {
-		for i, r := range ls {
-			if e, ok := l.idx.get(gatewayLeaseID(r.WorkerID, r.ID)); ok {
-				r = project(e, r)
-			}
-			out[i] = r
-		}
-	})
-	return out
+	return l.Leases(queue.Caller{Admin: true}, ls)
 }
 
 // ProjectDevices names, on fleet device records, the gateway's leases by
