@@ -583,3 +583,49 @@ func TestTheQueueKnowsNothingOfDevicesDriversOrSQLite(t *testing.T) {
 		}
 	}
 }
+
+// A request whose start is in flight is out of the line: however often the
+// line is served meanwhile, it is placed once (a request is never sent to
+// two workers, or started twice).
+func TestARequestBeingStartedIsNeverPlacedAgain(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 2
+	a := r.mustSubmit("a", ios)
+	<-r.pl.started
+	for range 3 {
+		if err := r.q.Do(func(tx *Txn) error { tx.Kick(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{a.t.RequestID()}; !slices.Equal(r.pl.placed, want) {
+		t.Errorf("placed %v, want only %v: a request being started was placed again", r.pl.placed, want)
+	}
+	if n := len(r.pl.started); n != 0 {
+		t.Errorf("%d more starts began for a request already being started", n)
+	}
+}
+
+// A noWait request that nothing fits fails without ever being queued: no
+// lease.queued event and no progress, whether the line is empty or holds
+// another platform's waiter.
+func TestANoWaitRequestNothingFitsIsNeverQueued(t *testing.T) {
+	for _, before := range []string{"an empty line", "an android waiter in line"} {
+		r := newRig(t)
+		if before != "an empty line" {
+			r.mustSubmit("waiting", android)
+		}
+		skip := len(r.st.names())
+		in := ios
+		in.NoWait = true
+		c := r.mustSubmit("nowait", in)
+		if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeNoCapacity {
+			t.Fatalf("with %s: %v, want NO_CAPACITY", before, cerr)
+		}
+		if got, want := r.st.names()[skip:], []string{"lease.requested", "lease.rejected"}; !slices.Equal(got, want) {
+			t.Errorf("with %s, the noWait request's events = %v, want %v", before, got, want)
+		}
+		if s := c.steps(); len(s) != 0 {
+			t.Errorf("with %s, the noWait request was told %+v", before, s)
+		}
+	}
+}
