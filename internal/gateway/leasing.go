@@ -607,13 +607,23 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 	fwd.LeaseID, fwd.RequesterID = e.workerLeaseID, l.idx.prefix+e.requester
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.ExecTimeout)
 	defer cancel()
-	res, err := cl.ExecStarted(ctx, fwd, started, func(o contract.ExecOutput) {
+	relay := newExecRelay(started, output, cancel)
+	res, err := cl.ExecStarted(ctx, fwd, func() {
 		if ctx.Err() == nil {
-			output(o)
+			relay.start()
+		}
+	}, func(o contract.ExecOutput) {
+		if ctx.Err() == nil {
+			relay.add(o)
 		}
 	})
+	relay.close()
 	var ce *contract.Error
 	switch {
+	case relay.overflowed():
+		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled,
+			"the caller fell more than %d MiB of output behind; the gateway stopped relaying the command on worker %s", maxExecBacklog>>20, e.workerID).
+			With("leaseId", e.id)
 	case err == nil:
 		return res, nil
 	case ctx.Err() != nil:
