@@ -292,8 +292,11 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
 		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
 	return queue.Start{
-		// Queued still, to its requester, until the worker says more.
+		// Queued still, to a reader of the request, until the worker says
+		// more; the requester hears nothing from the gateway meanwhile, so
+		// its steps are the worker's own, as on the worker directly.
 		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
+		Quiet:    true,
 		Run:      func() { l.dispatch(w, r, req) },
 	}, queue.NoBlock
 }

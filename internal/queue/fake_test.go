@@ -107,6 +107,7 @@ type slots struct {
 	scope   map[contract.Platform]Scope
 	stage   *contract.LeaseProgress // told to a blocked head instead of its place
 	instant bool
+	quiet   bool // Starts are Quiet
 	refuse  map[string]*contract.Error // Admit refuses these request ids
 	leases  map[string]string          // requester -> lease id
 	owners  map[string]string          // requester -> its lease's owner
@@ -147,6 +148,7 @@ func (s *slots) Place(tx *Txn, w *Waiter) (Start, Block) {
 	}
 	return Start{
 		Progress: contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 100},
+		Quiet:    s.quiet,
 		Run:      func() { s.started <- w },
 	}, NoBlock
 }

@@ -55,8 +55,13 @@ var (
 // run outside the lock as tracked work (Options.Go).
 type Start struct {
 	Progress contract.LeaseProgress
-	Target   *contract.DeviceSpec
-	Run      func()
+	// Quiet keeps Progress from the requesters (it is only what a read of
+	// the request shows): Run's work tells the first step itself, as a
+	// gateway's worker does, so the requester hears what it would have
+	// heard from the worker directly.
+	Quiet  bool
+	Target *contract.DeviceSpec
+	Run    func()
 }
 
 // Placer decides what serves a waiter (see the package doc for its

@@ -629,3 +629,24 @@ func TestANoWaitRequestNothingFitsIsNeverQueued(t *testing.T) {
 		}
 	}
 }
+
+// A quiet start tells its requester nothing: the first step it hears is
+// the one its work reports (a gateway's worker), while a read of the
+// request shows the start's stage.
+func TestAQuietStartLeavesTheFirstStepToItsWork(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS], r.pl.quiet = 1, true
+	c := r.mustSubmit("a", ios)
+	w := <-r.pl.started
+	if s := c.steps(); len(s) != 0 {
+		t.Fatalf("a quiet start told its requester %+v", s)
+	}
+	st, err := r.q.Resource(c.t)
+	if err != nil || st.Progress == nil || st.Progress.Stage != contract.StageBooting {
+		t.Fatalf("a read of the started request = %+v %v, want the start's booting stage", st.Progress, err)
+	}
+	r.q.Progress(w, contract.LeaseProgress{Stage: contract.StageProvisioning})
+	if s := c.steps(); len(s) != 1 || s[0].Stage != contract.StageProvisioning {
+		t.Errorf("after the work's first step the requester heard %+v, want only provisioning", s)
+	}
+}

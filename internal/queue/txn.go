@@ -256,7 +256,9 @@ func (tx *Txn) started(w *Waiter, s Start) {
 	w.last, w.rec.Stage = s.Progress, s.Progress.Stage
 	tx.write(w)
 	tx.tells = append(tx.tells, func() {
-		w.push(s.Progress)
+		if !s.Quiet {
+			w.push(s.Progress)
+		}
 		q.opts.Go(s.Run)
 	})
 }
