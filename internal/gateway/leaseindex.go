@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -51,10 +52,28 @@ type leaseIndex struct {
 	prefix      string
 	byID        map[string]*indexed
 	byRequester map[string]*indexed
+	// withdrawn are the requests the gateway gave up waiting for on a
+	// worker (its lease.request timed out or the uplink failed under it),
+	// by worker and requester, with when: a lease the worker grants for
+	// one later is nobody's, and is given back rather than indexed.
+	withdrawn map[withdrawal]time.Time
 }
 
+type withdrawal struct{ workerID, requester string }
+
+// withdrawnFor bounds how long a withdrawal is remembered: longer than any
+// start (a download included) takes on a worker.
+const withdrawnFor = 24 * time.Hour
+
 func newLeaseIndex(instanceID string) *leaseIndex {
-	return &leaseIndex{prefix: requesterPrefix(instanceID), byID: map[string]*indexed{}, byRequester: map[string]*indexed{}}
+	return &leaseIndex{prefix: requesterPrefix(instanceID), byID: map[string]*indexed{}, byRequester: map[string]*indexed{},
+		withdrawn: map[withdrawal]time.Time{}}
+}
+
+// withdraw notes that the gateway gave up waiting for requester's request
+// on workerID.
+func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
+	x.withdrawn[withdrawal{workerID, requester}] = at
 }
 
 // add records a lease the gateway was just granted for requester, owned by
@@ -68,6 +87,10 @@ func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner string) strin
 	}
 	x.byID[e.id] = e
 	x.byRequester[requester] = e
+	// Granted to the gateway's own call: whatever it withdrew from this
+	// worker for requester is settled (the worker holds one open request
+	// or lease per requester).
+	delete(x.withdrawn, withdrawal{workerID, requester})
 	return e.id
 }
 
@@ -102,7 +125,14 @@ func (x *leaseIndex) remove(id string) {
 // of this worker the snapshot lacks is forgotten at its second miss in a
 // row. One miss is grace: a grant that lands between the read of a snapshot
 // and its answer is not in it. Another worker's entries are never touched.
-func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord) {
+// A lease granted for a request the gateway withdrew is not added: its
+// worker lease id is returned, to be given back.
+func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, now time.Time) (giveBack []string) {
+	for k, at := range x.withdrawn {
+		if now.Sub(at) > withdrawnFor {
+			delete(x.withdrawn, k)
+		}
+	}
 	seen := map[string]bool{}
 	for _, l := range snapshot {
 		requester, ok := strings.CutPrefix(l.RequesterID, x.prefix)
@@ -110,11 +140,17 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord)
 			continue
 		}
 		id := gatewayLeaseID(workerID, l.ID)
-		seen[id] = true
 		if e, ok := x.byID[id]; ok {
+			seen[id] = true
 			e.missed = 0
 			continue
 		}
+		if _, gone := x.withdrawn[withdrawal{workerID, requester}]; gone {
+			delete(x.withdrawn, withdrawal{workerID, requester})
+			giveBack = append(giveBack, l.ID)
+			continue
+		}
+		seen[id] = true
 		x.add(workerID, l.ID, requester, l.OwnerID)
 	}
 	for id, e := range x.byID {
@@ -125,4 +161,5 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord)
 			x.remove(id)
 		}
 	}
+	return giveBack
 }

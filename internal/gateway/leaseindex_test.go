@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -30,7 +31,7 @@ func TestTheLeaseIndexRebuildsTheGatewaysOwnLeasesFromAWorkersList(t *testing.T)
 		workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice"),
 		workerLease("lse_b", "local-agent", "local-agent"),      // the worker's own
 		workerLease("lse_c", "gw:ins_other:agent-2", "tok_bob"), // another gateway's
-	})
+	}, time.Unix(0, 0))
 	e, ok := x.get("w1.lse_a")
 	if !ok || e.requester != "agent-1" || e.owner != "tok_alice" || e.workerLeaseID != "lse_a" {
 		t.Fatalf("index entry = %+v %v, want agent-1's lease owned by tok_alice", e, ok)
@@ -52,21 +53,21 @@ func TestAnEntryIsForgottenOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	x.add("w2", "lse_b", "agent-2", "tok_bob")
 	// Churn on w2's view never counts against w1's lease.
 	for range 3 {
-		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")})
+		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, time.Unix(0, 0))
 	}
 	if _, ok := x.get("w1.lse_a"); !ok {
 		t.Fatal("w2's snapshots made the index forget w1's lease")
 	}
-	x.reconcile("w1", nil) // one miss: grace
+	x.reconcile("w1", nil, time.Unix(0, 0)) // one miss: grace
 	if _, ok := x.get("w1.lse_a"); !ok {
 		t.Fatal("one missing snapshot forgot the lease; a grant racing the read is missing once")
 	}
-	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")})
-	x.reconcile("w1", nil) // a miss again, but not in a row
+	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, time.Unix(0, 0))
+	x.reconcile("w1", nil, time.Unix(0, 0)) // a miss again, but not in a row
 	if _, ok := x.get("w1.lse_a"); !ok {
 		t.Fatal("two misses that were not in a row forgot the lease")
 	}
-	x.reconcile("w1", nil)
+	x.reconcile("w1", nil, time.Unix(0, 0))
 	if _, ok := x.get("w1.lse_a"); ok {
 		t.Fatal("two misses in a row kept the lease: the requester could never lease again")
 	}
@@ -82,5 +83,40 @@ func TestRemovingALeaseFreesItsRequesterButNotAnewerLease(t *testing.T) {
 	x.remove("w1.lse_a")
 	if e, ok := x.ofRequester("agent-1"); !ok || e.id != "w2.lse_b" {
 		t.Errorf("after removing the old lease, agent-1's is %+v %v, want w2.lse_b", e, ok)
+	}
+}
+
+// A lease a worker grants for a request the gateway withdrew (it gave up
+// waiting) is nobody's: reconcile gives it back instead of indexing it, so
+// the requester is not locked out by a lease it never got; a later lease of
+// the requester, or one on another worker, is indexed as usual.
+func TestALeaseGrantedForAWithdrawnRequestIsGivenBackNotIndexed(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	now := time.Unix(1000, 0)
+	x.withdraw("w1", "agent-1", now)
+	back := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	if len(back) != 0 {
+		t.Errorf("a lease of the requester on another worker was given back: %v", back)
+	}
+	x.remove("w2.lse_other")
+	back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	if len(back) != 1 || back[0] != "lse_late" {
+		t.Fatalf("reconcile gave back %v, want the late grant lse_late", back)
+	}
+	if _, ok := x.ofRequester("agent-1"); ok {
+		t.Error("the late grant of a withdrawn request was indexed: its requester is locked out")
+	}
+	// Given back once: the requester's next lease there is its own.
+	if back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, now); len(back) != 0 {
+		t.Errorf("the requester's next lease was given back too: %v", back)
+	}
+	if e, ok := x.ofRequester("agent-1"); !ok || e.workerLeaseID != "lse_next" {
+		t.Errorf("the requester's next lease is not indexed: %+v", e)
+	}
+	// A withdrawal is forgotten after withdrawnFor.
+	x.withdraw("w1", "agent-2", now)
+	if back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice"),
+		workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")}, now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
+		t.Errorf("a withdrawal older than %s still gave back %v", withdrawnFor, back)
 	}
 }

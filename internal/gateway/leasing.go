@@ -169,11 +169,15 @@ func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string,
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
-// worker's leases, and the line is served again.
+// worker's leases (and gives back those granted for requests it withdrew),
+// and the line is served again.
 func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		if connected {
-			l.idx.reconcile(workerID, leases)
+			for _, id := range l.idx.reconcile(workerID, leases, time.Now()) {
+				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
+				go l.releaseOnWorker(workerID, id)
+			}
 		}
 		tx.Kick()
 		return nil
@@ -324,6 +328,9 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	var ce *contract.Error
 	if !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost || ctx.Err() != nil {
 		_ = l.q.Do(func(tx *queue.Txn) error {
+			// The worker may still grant it: a lease nobody holds, to be
+			// given back when its snapshot shows it.
+			l.idx.withdraw(r.WorkerID, w.Requester(), time.Now())
 			tx.Settle(w, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer the lease request: %v", r.WorkerID, err).
 				With("workerId", r.WorkerID), "worker-unreachable")
 			// Every settled attempt serves the line again.
