@@ -74,6 +74,9 @@ type WorkerView struct {
 	Catalog  []Catalog        `json:"catalog,omitempty"`
 	// MaxTTLMs is the worker's lease.maxTtlMs.
 	MaxTTLMs int64 `json:"maxTtlMs,omitempty"`
+	// DownloadPolicy is the worker's downloads.policy: never, on-request
+	// or always.
+	DownloadPolicy string `json:"downloadPolicy,omitempty"`
 }
 
 // WorkerSummary is one worker as status and worker.list show it.

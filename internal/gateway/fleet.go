@@ -326,10 +326,18 @@ func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen in
 	if !ok || maxTTL < 0 || maxTTL > float64(contract.MaxTTLMs) {
 		return fmt.Sprintf("sent an invalid lease.maxTtlMs: %v", cfg["value"])
 	}
+	cfg, err = c.Config(cctx, "downloads.policy")
+	if err != nil {
+		return "config.get failed: " + err.Error()
+	}
+	policy, _ := cfg["value"].(string)
+	if !slices.Contains(downloadPolicies, policy) {
+		return fmt.Sprintf("sent an invalid downloads.policy: %v", cfg["value"])
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if w.gen == gen {
-		w.view.Catalog, w.view.MaxTTLMs = cat.Platforms, int64(maxTTL)
+		w.view.Catalog, w.view.MaxTTLMs, w.view.DownloadPolicy = cat.Platforms, int64(maxTTL), policy
 	}
 	return ""
 }

@@ -128,7 +128,7 @@ func canServe(a Ask, cs []candidate) []candidate {
 		if !ok {
 			continue
 		}
-		c.models, c.download = servingModels(a, cat)
+		c.models, c.download = servingModels(a, cat, c.v.DownloadPolicy)
 		if len(c.models) > 0 {
 			out = append(out, c)
 		}
@@ -137,23 +137,39 @@ func canServe(a Ask, cs []candidate) []candidate {
 }
 
 // servingModels are cat's models that serve a, by cat's names: those with
-// an installed runtime that fits first; else, for a request allowed to
-// download one (an exact version, never a range), those the catalog lists
-// a downloadable runtime for.
-func servingModels(a Ask, cat contract.Catalog) (models []string, download bool) {
+// an installed runtime that fits first; else, when the worker would
+// download one for a (an exact version, never a range), those the catalog
+// lists a downloadable runtime for.
+func servingModels(a Ask, cat contract.Catalog, policy string) (models []string, download bool) {
 	named := modelsAsked(a, cat)
 	for _, m := range named {
 		if slices.ContainsFunc(cat.ModelRuntimes[m], a.OS.Matches) {
 			models = append(models, m)
 		}
 	}
-	if len(models) > 0 || !a.AllowDownload || a.OS.IsRange() {
+	if len(models) > 0 || !downloads(policy, a.AllowDownload) || a.OS.IsRange() {
 		return models, false
 	}
 	if slices.ContainsFunc(cat.Downloadable, a.OS.Matches) {
 		return named, len(named) > 0
 	}
 	return nil, false
+}
+
+// downloadPolicies are the values of a worker's downloads.policy.
+var downloadPolicies = []string{"never", "on-request", "always"}
+
+// downloads reports whether a worker under downloads.policy policy
+// downloads a missing runtime for a request that allowDownload or not, as
+// the worker's own engine decides it.
+func downloads(policy string, allowDownload bool) bool {
+	switch policy {
+	case "never":
+		return false
+	case "always":
+		return true
+	}
+	return allowDownload
 }
 
 // modelsAsked are cat's models the ask names: the model (or the model one

@@ -100,7 +100,7 @@ func TestEachRoutingStageKeepsWhatItShould(t *testing.T) {
 				// the ask.
 				models := []string{"iPhone 17", "iPhone 16"}
 				if cat, ok := catalogOf(v, contract.PlatformIOS); ok && c.ask.Platform != "" {
-					models, _ = servingModels(c.ask, cat)
+					models, _ = servingModels(c.ask, cat, v.DownloadPolicy)
 				}
 				cs = append(cs, candidate{v: v, models: models})
 			}
@@ -162,6 +162,35 @@ func TestARequestThatMayDownloadGoesFirstToAWorkerThatHasTheRuntime(t *testing.T
 	q.AllowDownload = false
 	if r, ok := route(warmThenFree, q, []*contract.WorkerView{lacks}); ok {
 		t.Errorf("a request not allowed to download was routed to %+v", r)
+	}
+}
+
+// Only a worker whose downloads.policy lets it download is sent a request
+// that needs a download, as its own engine would decide: never refuses
+// every download, always downloads for a request that did not allow one.
+func TestARequestThatNeedsADownloadGoesOnlyToAWorkerWhosePolicyAllowsIt(t *testing.T) {
+	lacking := func(id, policy string) *contract.WorkerView {
+		return with(view(id, 0, 6), func(v *contract.WorkerView) {
+			v.Catalog[0].Downloadable, v.DownloadPolicy = []string{"26.4"}, policy
+		})
+	}
+	q := ask("iPhone 17", "26.4")
+	q.AllowDownload = true
+	r, ok := route(warmThenFree, q, []*contract.WorkerView{lacking("a", "never"), lacking("b", "on-request")})
+	if !ok || r.WorkerID != "b" || r.Reason != ReasonDownload {
+		t.Errorf("route = %+v %v, want b, whose policy allows the download, not a (never)", r, ok)
+	}
+	never := []*contract.WorkerView{lacking("a", "never")}
+	if r, ok := route(warmThenFree, q, never); ok {
+		t.Errorf("a request that needs a download was routed to %+v, whose downloads.policy is never", r)
+	}
+	if cerr := assess(q, never); cerr == nil || cerr.Code != contract.CodeRuntimeMissing {
+		t.Errorf("assess over workers that never download = %v, want RUNTIME_MISSING", cerr)
+	}
+	q.AllowDownload = false
+	r, ok = route(warmThenFree, q, []*contract.WorkerView{lacking("a", "on-request"), lacking("b", "always")})
+	if !ok || r.WorkerID != "b" || r.Reason != ReasonDownload {
+		t.Errorf("route without allowDownload = %+v %v, want b, whose policy is always", r, ok)
 	}
 }
 
