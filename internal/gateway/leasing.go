@@ -173,6 +173,14 @@ func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string,
 // and the line is served again.
 func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
+		// A request that bounced and then ended in line (timed out,
+		// cancelled, failed by the fast-fail table) leaves its skips:
+		// views change often enough (each worker's refresh) to sweep them.
+		for w := range l.skip {
+			if tx.Abandoned(w) {
+				delete(l.skip, w)
+			}
+		}
 		if connected {
 			for _, id := range l.idx.reconcile(workerID, leases, time.Now()) {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
