@@ -107,7 +107,7 @@ type slots struct {
 	scope   map[contract.Platform]Scope
 	stage   *contract.LeaseProgress // told to a blocked head instead of its place
 	instant bool
-	quiet   bool // Starts are Quiet
+	quiet   bool                       // Starts are Quiet
 	refuse  map[string]*contract.Error // Admit refuses these request ids
 	leases  map[string]string          // requester -> lease id
 	owners  map[string]string          // requester -> its lease's owner
