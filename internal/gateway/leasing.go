@@ -325,12 +325,26 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
 	defer cancel()
 	progressed := false
+	announced := new(bool) // guarded by the decision lock
 	g, err := c.RequestLease(ctx, req, func(p contract.LeaseProgress) {
+		if !progressed {
+			// The worker took it on: dispatched, from now, not at the
+			// grant a download may put many minutes away. Off the uplink's
+			// read loop, which the commit must not hold up.
+			go func() {
+				_ = l.q.Do(func(tx *queue.Txn) error {
+					if !tx.Abandoned(w) {
+						l.announce(tx, w, r, announced)
+					}
+					return nil
+				})
+			}()
+		}
 		progressed = true
 		l.q.Progress(w, p)
 	})
 	if err == nil {
-		l.grant(w, r, g)
+		l.grant(w, r, g, announced)
 		return
 	}
 	var ce *contract.Error
@@ -379,9 +393,20 @@ func (l *Leasing) bounce(w *queue.Waiter, workerID string) {
 	})
 }
 
+// announce records request.dispatched for w, routed by r, once: at the
+// worker's first progress push or at the grant, whichever commits first.
+func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *bool) {
+	if *announced {
+		return
+	}
+	*announced = true
+	tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
+		"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
+}
+
 // grant records the worker's lease in the index and grants w with the
 // gateway's names for it.
-func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant) {
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
 		tx.Kick()
@@ -393,8 +418,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant) {
 		id := l.idx.add(r.WorkerID, g.Lease.ID, w.Requester(), w.Owner())
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
 		g.Device.WorkerID = r.WorkerID
-		tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
-			"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
+		l.announce(tx, w, r, announced)
 		tx.Grant(w, g)
 		tx.Kick()
 		return nil
