@@ -270,3 +270,60 @@ func TestRelayedEventsMustCountUpFromTheSeqTheyFollow(t *testing.T) {
 		}
 	}
 }
+
+func TestAGrantOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
+	good := contract.LeaseGrant{
+		Device:      contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}, Mode: "full"},
+		Lease:       contract.LeaseRecord{ID: "lse_1", DeviceID: "dev_1", RequesterID: "gw:ins_gw:a", OwnerID: "tok_a", TTLMs: 60000},
+		Environment: map[string]string{"SIMLOCK_DEVICE_ID": "UDID"},
+	}
+	if err := checkGrant(good); err != nil {
+		t.Fatalf("a good grant: %v", err)
+	}
+	for name, c := range map[string]struct {
+		mutate func(*contract.LeaseGrant)
+		field  string
+	}{
+		"a lease id the gateway cannot name": {func(g *contract.LeaseGrant) { g.Lease.ID = "lse.1" }, "grant.lease.id"},
+		"no lease id":                        {func(g *contract.LeaseGrant) { g.Lease.ID = "" }, "grant.lease.id"},
+		"a TTL out of range":                 {func(g *contract.LeaseGrant) { g.Lease.TTLMs = -1 }, "grant.lease.ttlMs"},
+		"a device other than the lease's":    {func(g *contract.LeaseGrant) { g.Device.ID = "dev_2" }, "grant.device.id"},
+		"a bad platform":                     {func(g *contract.LeaseGrant) { g.Device.Spec.Platform = "tv" }, "grant.device.spec.platform"},
+		"a control char in a variable":       {func(g *contract.LeaseGrant) { g.Environment["X"] = "a\x00b" }, "grant.environment.X"},
+		"an oversized model":                 {func(g *contract.LeaseGrant) { g.Device.Spec.Model = strings.Repeat("m", 300) }, "grant.device.spec.model"},
+	} {
+		g := good
+		g.Environment = map[string]string{"SIMLOCK_DEVICE_ID": "UDID"}
+		c.mutate(&g)
+		err := checkGrant(g)
+		if err == nil || !strings.HasPrefix(err.Error(), c.field) {
+			t.Errorf("%s: checkGrant = %v, want an error naming %s", name, err, c.field)
+		}
+	}
+}
+
+// One rule classifies what a forwarded call returned: the worker's own
+// refusal as it is; the uplink lost or no answer in time as
+// WORKER_UNREACHABLE; anything else as INTERNAL, never as unreachable.
+func TestAForwardedCallsFailureIsClassifiedByOneRule(t *testing.T) {
+	live := context.Background()
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, c := range map[string]struct {
+		ctx     context.Context
+		err     error
+		code    contract.Code
+		refused bool
+	}{
+		"the worker's refusal":       {live, contract.Errorf(contract.CodeForbidden, "no"), contract.CodeForbidden, true},
+		"the uplink lost":            {live, contract.Errorf(contract.CodeDaemonConnectionLost, "gone"), contract.CodeWorkerUnreachable, false},
+		"no answer within the bound": {expired, context.Canceled, contract.CodeWorkerUnreachable, false},
+		"an answer it cannot decode": {live, errors.New("decode lease.renew result: bad"), contract.CodeInternal, false},
+		"a grant that is not valid":  {live, errBadAnswer, contract.CodeInternal, false},
+	} {
+		ce, refused := forwardError(c.ctx, "w1", "the call", c.err)
+		if ce == nil || ce.Code != c.code || refused != c.refused {
+			t.Errorf("%s: forwardError = %v, refused %v; want %s, refused %v", name, ce, refused, c.code, c.refused)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -344,17 +345,25 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		l.q.Progress(w, p)
 	})
 	if err == nil {
-		l.grant(w, r, g, announced)
-		return
+		if cerr := checkGrant(g); cerr != nil {
+			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
+		} else {
+			l.grant(w, r, g, announced)
+			return
+		}
 	}
-	var ce *contract.Error
-	if !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost || ctx.Err() != nil {
+	ce, refused := forwardError(ctx, r.WorkerID, "the lease request", err)
+	if !refused {
+		reason := "worker-unreachable"
+		if ce.Code == contract.CodeInternal {
+			reason = "worker-answer-invalid"
+		}
 		_ = l.q.Do(func(tx *queue.Txn) error {
-			// The worker may still grant it: a lease nobody holds, to be
-			// given back when its snapshot shows it.
+			// The worker may still grant it (or did, in an answer the
+			// gateway could not take): a lease nobody holds, to be given
+			// back when its snapshot shows it.
 			l.idx.withdraw(r.WorkerID, w.Requester(), time.Now())
-			tx.Settle(w, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer the lease request: %v", r.WorkerID, err).
-				With("workerId", r.WorkerID), "worker-unreachable")
+			tx.Settle(w, ce, reason)
 			// Every settled attempt serves the line again.
 			delete(l.skip, w)
 			tx.Kick()
@@ -464,13 +473,13 @@ func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.C
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	err := call(ctx, c)
-	var ce *contract.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost:
-		return contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer: %v", e.workerID, err).
-			With("workerId", e.workerID).With("leaseId", e.id)
+	}
+	ce, refused := forwardError(ctx, e.workerID, "the call", err)
+	switch {
+	case !refused:
+		return ce.With("leaseId", e.id)
 	case ce.Code == contract.CodeUnknownLease:
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			l.idx.remove(e.id)
@@ -480,6 +489,26 @@ func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.C
 		return contract.Errorf(contract.CodeUnknownLease, "no active lease %s", e.id).With("leaseId", e.id)
 	}
 	return ce
+}
+
+// errBadAnswer marks a worker's answer the gateway could not take.
+var errBadAnswer = errors.New("the worker's answer is not valid")
+
+// forwardError classifies err, the failure of a call forwarded to workerID
+// under ctx: the worker's own refusal, forwarded as it is (refused); the
+// uplink lost, or no answer within ctx's bound, WORKER_UNREACHABLE; and
+// anything else (an answer that is not what the operation returns, an
+// input the gateway could not encode) INTERNAL, which is not the worker
+// being unreachable. One rule for every forwarded operation.
+func forwardError(ctx context.Context, workerID, what string, err error) (ce *contract.Error, refused bool) {
+	switch {
+	case errors.As(err, &ce) && ce.Code != contract.CodeDaemonConnectionLost:
+		return ce, true
+	case ce != nil || ctx.Err() != nil:
+		return contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer %s: %v", workerID, what, err).
+			With("workerId", workerID), false
+	}
+	return contract.Errorf(contract.CodeInternal, "worker %s: %s: %v", workerID, what, err).With("workerId", workerID), false
 }
 
 // project names a worker's lease record as the gateway issued it.
@@ -660,7 +689,6 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 		}
 	})
 	relay.close()
-	var ce *contract.Error
 	switch {
 	case relay.overflowed():
 		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled,
@@ -671,9 +699,10 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 	case ctx.Err() != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s did not end the command within gateway.execTimeoutMs (%d)",
 			e.workerID, l.opts.ExecTimeout.Milliseconds()).With("timeoutMs", l.opts.ExecTimeout.Milliseconds())
-	case !errors.As(err, &ce) || ce.Code == contract.CodeDaemonConnectionLost:
-		return contract.ExecResult{}, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s did not answer: %v", e.workerID, err).
-			With("workerId", e.workerID).With("leaseId", e.id)
+	}
+	ce, refused := forwardError(ctx, e.workerID, "the command", err)
+	if !refused {
+		return contract.ExecResult{}, ce.With("leaseId", e.id)
 	}
 	if ce.Code == contract.CodeUnknownLease || ce.Details["leaseId"] == e.workerLeaseID {
 		ce = ce.With("leaseId", e.id)

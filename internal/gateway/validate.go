@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -219,6 +220,10 @@ func checkLease(what string, l contract.LeaseRecord) error {
 			return err
 		}
 	}
+	if strings.Contains(l.ID, leaseIDSep) {
+		// The gateway names it <workerId>.<leaseId>, split at the last '.'.
+		return bad(what+".id", "holds a %q", leaseIDSep)
+	}
 	if l.TTLMs < 0 || l.TTLMs > contract.MaxTTLMs {
 		return bad(what+".ttlMs", "is %d, outside 0..%d", l.TTLMs, contract.MaxTTLMs)
 	}
@@ -287,6 +292,39 @@ func checkCatalog(r contract.CatalogResult) error {
 		}
 	}
 	return nil
+}
+
+// maxEnvironment bounds the variables a grant may carry (a driver sets a
+// handful).
+const maxEnvironment = 64
+
+// checkGrant checks a worker's answer to a forwarded lease.request.
+func checkGrant(g contract.LeaseGrant) error {
+	if err := checkLease("grant.lease", g.Lease); err != nil {
+		return err
+	}
+	d := g.Device
+	for _, t := range []struct{ what, s string }{{".id", d.ID}, {".driverDeviceId", d.DriverDeviceID},
+		{".spec.model", d.Spec.Model}, {".spec.osVersion", d.Spec.OSVersion}, {".address", d.Address}, {".mode", d.Mode}} {
+		if err := checkText("grant.device"+t.what, t.s, t.what == ".id"); err != nil {
+			return err
+		}
+	}
+	if len(g.Environment) > maxEnvironment {
+		return bad("grant.environment", "has %d variables", len(g.Environment))
+	}
+	for k, v := range g.Environment {
+		if err := checkText("grant.environment key", k, true); err != nil {
+			return err
+		}
+		if err := checkText("grant.environment."+k, v, false); err != nil {
+			return err
+		}
+	}
+	if d.ID != g.Lease.DeviceID {
+		return bad("grant.device.id", "is %q, but the lease names device %q", d.ID, g.Lease.DeviceID)
+	}
+	return checkPlatform("grant.device.spec.platform", d.Spec.Platform)
 }
 
 // checkEvents checks a run of events a worker relays, read from its log
