@@ -53,3 +53,39 @@ func TestRequestDispatchedIsRecordedAtTheWorkersFirstProgressAndOnlyOnce(t *test
 		t.Errorf("after the grant of %s the gateway has request.dispatched %d times, want once", g.Lease.ID, n)
 	}
 }
+
+// A lease request the gateway gave up on (gateway.leaseRequestTimeoutMs)
+// fails WORKER_UNREACHABLE; the worker, which went on, grants it a moment
+// later to nobody: the gateway gives that lease back instead of listing
+// it, and the requester may lease again (not REQUESTER_ALREADY_LEASED).
+func TestALeaseGrantedAfterTheGatewayGaveUpIsGivenBack(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, "gateway.leaseRequestTimeoutMs", "1000")
+	w := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
+		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "late", "gateway.heartbeatMs", fleetHeartbeat,
+		"drivers.demo.provisionMs", "2500", "drivers.demo.bootMs", "60", "drivers.demo.reclaimMs", "60")
+	w.startDaemon()
+	f.await("the late worker connected", 10*time.Second, connected(instanceID(t, w)))
+	onWorker := w.follow()
+
+	r := f.gw.run("lease", "--platform", "ios", "--agent-id", "late", "--detach")
+	expectFailure(t, r, 1, "WORKER_UNREACHABLE")
+	granted := onWorker.next("the worker's late grant", func(ev event) bool {
+		return ev.Event == "lease.granted" && strings.HasSuffix(ev.str("requester"), ":late")
+	})
+	released := onWorker.next("the late grant given back", isEvent("lease.released", "leaseId", granted.str("leaseId")))
+	if released.str("reason") != "explicit" {
+		t.Errorf("the late grant ended %q on the worker, want explicit (given back by the gateway)", released.str("reason"))
+	}
+	for id := range f.gw.leases() {
+		if strings.HasSuffix(id, "."+granted.str("leaseId")) {
+			t.Errorf("the gateway lists %s, a lease nobody holds", id)
+		}
+	}
+	// Once the given-back device is clean, it serves at once, within the
+	// gateway's bound.
+	onWorker.next("the device cleaned", isEvent("device.reclaimed", "deviceId", granted.str("deviceId")))
+	if r := f.gw.run("lease", "--platform", "ios", "--agent-id", "late", "--detach"); r.code != 0 {
+		t.Errorf("the requester cannot lease again through the gateway\n%s", r)
+	}
+}

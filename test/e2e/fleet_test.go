@@ -39,10 +39,10 @@ type fleet struct {
 	tokenID string
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t *testing.T, settings ...string) *fleet {
 	t.Helper()
 	port := freePort(t)
-	gw := newHome(t, "mode", "gateway", "http.enabled", "true", "http.port", port, "gateway.heartbeatMs", fleetHeartbeat)
+	gw := newHome(t, append([]string{"mode", "gateway", "http.enabled", "true", "http.port", port, "gateway.heartbeatMs", fleetHeartbeat}, settings...)...)
 	gw.startDaemon()
 	// Runs before the home's own cleanup removes the log.
 	t.Cleanup(func() {
