@@ -24,13 +24,7 @@ func TestAnExecRelayNeverMakesTheUplinkWaitForASlowCaller(t *testing.T) {
 		}, func() { t.Error("a backlog of 100 short chunks overflowed") })
 		// On a failure too, the caller reads at last, and the relay ends.
 		defer r.close()
-		defer func() {
-			select {
-			case <-reading:
-			default:
-				close(reading)
-			}
-		}()
+		defer closeOnce(reading)
 
 		var handedOver atomic.Bool
 		go func() {
@@ -44,7 +38,7 @@ func TestAnExecRelayNeverMakesTheUplinkWaitForASlowCaller(t *testing.T) {
 		if !handedOver.Load() {
 			t.Fatal("the read loop waited for a caller that does not read")
 		}
-		close(reading)
+		closeOnce(reading)
 		r.close()
 		synctest.Wait()
 		want := []string{"started"}
@@ -68,13 +62,7 @@ func TestAnExecRelayStopsServingACallerTooFarBehind(t *testing.T) {
 			delivered++
 		}, func() { overflows++ })
 		defer r.close()
-		defer func() {
-			select {
-			case <-reading:
-			default:
-				close(reading)
-			}
-		}()
+		defer closeOnce(reading)
 		chunk := strings.Repeat("x", 1<<20)
 		for range maxExecBacklog>>20 + 3 {
 			r.add(contract.ExecOutput{Stream: "stdout", Chunk: chunk})
@@ -82,7 +70,7 @@ func TestAnExecRelayStopsServingACallerTooFarBehind(t *testing.T) {
 		if overflows != 1 || !r.overflowed() {
 			t.Fatalf("after %d MiB waiting: %d overflows, overflowed() = %v; want one, true", maxExecBacklog>>20+3, overflows, r.overflowed())
 		}
-		close(reading)
+		closeOnce(reading)
 		r.close()
 		if delivered > 1 {
 			t.Errorf("%d chunks reached a caller the relay stopped serving, want at most the one it was handing on", delivered)
@@ -92,4 +80,14 @@ func TestAnExecRelayStopsServingACallerTooFarBehind(t *testing.T) {
 			t.Errorf("overflow called %d times, want once", overflows)
 		}
 	})
+}
+
+// closeOnce closes ch unless it is closed: a test lets its caller read at
+// last on every way out, failures included, so the relay's goroutine ends.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
 }
