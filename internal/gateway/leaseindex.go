@@ -36,6 +36,10 @@ type indexed struct {
 	// requester is the fleet requester id (without the prefix); owner is
 	// who the gateway authorized it for.
 	requester, owner string
+	// requestID is the gateway's request that made it; empty for one
+	// rebuilt from a worker's list (its request went with the gateway's
+	// previous run).
+	requestID string
 	// missed counts the consecutive snapshots of its own worker it was
 	// not in.
 	missed int
@@ -77,11 +81,11 @@ func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
 }
 
 // add records a lease the gateway was just granted for requester, owned by
-// owner (as the gateway authorized them: never from the worker's echo), and
-// returns its gateway id.
-func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner string) string {
+// owner (as the gateway authorized them: never from the worker's echo), by
+// its request requestID, and returns its gateway id.
+func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner, requestID string) string {
 	e := &indexed{id: gatewayLeaseID(workerID, workerLeaseID), workerID: workerID, workerLeaseID: workerLeaseID,
-		requester: requester, owner: owner}
+		requester: requester, owner: owner, requestID: requestID}
 	if old, ok := x.byRequester[requester]; ok && old.id != e.id {
 		delete(x.byID, old.id)
 	}
@@ -151,7 +155,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			continue
 		}
 		seen[id] = true
-		x.add(workerID, l.ID, requester, l.OwnerID)
+		x.add(workerID, l.ID, requester, l.OwnerID, "")
 	}
 	for id, e := range x.byID {
 		if e.workerID != workerID || seen[id] {

@@ -376,8 +376,10 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		if !progressed {
 			// The view was stale, or the worker's catalog changed: try
 			// another worker, and this one again once its view moves.
-			l.f.refresh(r.WorkerID)
+			// The skip is recorded at the view it bounced off, before
+			// the refresh that moves it, so the refreshed view is tried.
 			l.bounce(w, r.WorkerID)
+			l.f.refresh(r.WorkerID)
 			return
 		}
 	}
@@ -424,8 +426,9 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
 			return nil
 		}
-		id := l.idx.add(r.WorkerID, g.Lease.ID, w.Requester(), w.Owner())
+		id := l.idx.add(r.WorkerID, g.Lease.ID, w.Requester(), w.Owner(), w.ID())
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
+		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
 		l.announce(tx, w, r, announced)
 		tx.Grant(w, g)
@@ -645,6 +648,7 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 		return contract.LeaseGetResult{}, err
 	}
 	out.Lease = project(e, out.Lease)
+	out.RequestID = e.requestID
 	out.Device.WorkerID = e.workerID
 	return out, nil
 }
