@@ -402,22 +402,6 @@ func (s *scripted) openSlots(n int) {
 	}
 }
 
-// waitResult waits for a runAsync command at most within; what names what
-// a command still running would mean.
-func waitResult(t *testing.T, ch <-chan result, within time.Duration, what string) result {
-	t.Helper()
-	select {
-	case r := <-ch:
-		if r.code == -1 {
-			t.Fatalf("command failed to run: %s", r)
-		}
-		return r
-	case <-time.After(within):
-		t.Fatalf("%s: the command had not ended %s later", what, within)
-	}
-	return result{}
-}
-
 // gwStatus is the part of the gateway's `status --json` these tests read.
 type gwStatus struct {
 	QueueDepth int `json:"queueDepth"`

@@ -210,14 +210,21 @@ func (h *home) runAsync(args ...string) <-chan result {
 // awaitResult waits for a runAsync command.
 func awaitResult(t *testing.T, ch <-chan result) result {
 	t.Helper()
+	return waitResult(t, ch, commandBound+10*time.Second, "a background command")
+}
+
+// waitResult waits for a runAsync command at most within; what names what
+// a command still running would mean.
+func waitResult(t *testing.T, ch <-chan result, within time.Duration, what string) result {
+	t.Helper()
 	select {
 	case r := <-ch:
 		if r.code == -1 {
 			t.Fatalf("command failed to run: %s", r)
 		}
 		return r
-	case <-time.After(commandBound + 10*time.Second):
-		t.Fatalf("a background command did not finish")
+	case <-time.After(within):
+		t.Fatalf("%s: the command had not ended %s later", what, within)
 	}
 	return result{}
 }
