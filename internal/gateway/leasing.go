@@ -65,6 +65,16 @@ type Leasing struct {
 	// skip are, per waiter, the workers it is not sent to again until
 	// their view changes: the view generation they were skipped at.
 	skip map[*queue.Waiter]map[string]uint64
+	// held are, by worker, the holds of the dispatches in flight to it,
+	// and of those granted until its view has moved past the generation
+	// they were granted at (until), when the view shows the grant itself.
+	held map[string][]*dispatchHold
+}
+
+// dispatchHold is one dispatch's hold on its worker's view.
+type dispatchHold struct {
+	hold
+	until uint64 // 0 while in flight
 }
 
 // fleetNeed is what the fleet places: the request as routing reads it.
@@ -85,7 +95,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		opts.ExecTimeout = 11 * time.Minute
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
-		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}}
+		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}, held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
 		Store: opts.Store, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		LeaseOf: func(requester string) (string, string, bool) {
@@ -287,13 +297,15 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		if gen, ok := l.skip[w][v.ID]; ok && gen == l.f.generation(v.ID) {
 			continue
 		}
-		views = append(views, v)
+		views = append(views, heldView(v, l.holdsOn(v.ID)))
 	}
 	r, ok := route(warmThenFree, n.ask, views)
 	if !ok {
 		return queue.Start{}, queue.BlockPlatform
 	}
 	l.busy[r.WorkerID] = true
+	h := &dispatchHold{hold: hold{platform: n.ask.Platform, device: r.DeviceID}}
+	l.held[r.WorkerID] = append(l.held[r.WorkerID], h)
 	// A request by class goes as a class, so the worker picks by its own
 	// preferences; a warm hit names the device's model, or the worker
 	// might start another.
@@ -310,17 +322,17 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		// its steps are the worker's own, as on the worker directly.
 		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
 		Quiet:    true,
-		Run:      func() { l.dispatch(w, r, req) },
+		Run:      func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
 }
 
 // dispatch forwards one placed request to its worker and ends it: granted,
 // back in line (a stale view, or a worker that cannot serve it after
 // all), or failed.
-func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput) {
+func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, h *dispatchHold) {
 	c := l.f.clientOf(r.WorkerID)
 	if c == nil {
-		l.bounce(w, r.WorkerID)
+		l.bounce(w, r.WorkerID, h)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
@@ -348,7 +360,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		if cerr := checkGrant(g); cerr != nil {
 			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
 		} else {
-			l.grant(w, r, g, announced)
+			l.grant(w, r, g, announced, h)
 			return
 		}
 	}
@@ -363,6 +375,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			// gateway could not take): a lease nobody holds, to be given
 			// back when its snapshot shows it.
 			l.idx.withdraw(r.WorkerID, w.Requester(), time.Now())
+			l.unhold(r.WorkerID, h)
 			tx.Settle(w, ce, reason)
 			// Every settled attempt serves the line again.
 			delete(l.skip, w)
@@ -378,12 +391,13 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			// another worker, and this one again once its view moves.
 			// The skip is recorded at the view it bounced off, before
 			// the refresh that moves it, so the refreshed view is tried.
-			l.bounce(w, r.WorkerID)
+			l.bounce(w, r.WorkerID, h)
 			l.f.refresh(r.WorkerID)
 			return
 		}
 	}
 	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.unhold(r.WorkerID, h)
 		tx.Settle(w, ce, "worker-refused")
 		delete(l.skip, w)
 		tx.Kick()
@@ -391,9 +405,11 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	})
 }
 
-// bounce puts w back in line, skipping workerID until its view changes.
-func (l *Leasing) bounce(w *queue.Waiter, workerID string) {
+// bounce puts w back in line, skipping workerID until its view changes;
+// the dispatch's hold goes (it took nothing).
+func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.unhold(workerID, h)
 		if l.skip[w] == nil {
 			l.skip[w] = map[string]uint64{}
 		}
@@ -417,10 +433,12 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 
 // grant records the worker's lease in the index and grants w with the
 // gateway's names for it.
-func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool) {
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool, h *dispatchHold) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
 		tx.Kick()
+		// Held until a view read after this grant shows it.
+		h.until = l.f.generation(r.WorkerID)
 		if tx.Abandoned(w) {
 			// Nobody wants it any more: give it back.
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
@@ -435,6 +453,39 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 		tx.Kick()
 		return nil
 	})
+}
+
+// holdsOn are the holds on workerID's view that routing counts now: the
+// dispatches in flight, and the grants its view does not show yet. The
+// decision lock must be held.
+func (l *Leasing) holdsOn(workerID string) []hold {
+	gen := l.f.generation(workerID)
+	var out []hold
+	kept := l.held[workerID][:0]
+	for _, h := range l.held[workerID] {
+		if h.until != 0 && gen > h.until {
+			continue
+		}
+		kept = append(kept, h)
+		out = append(out, h.hold)
+	}
+	if len(kept) == 0 {
+		delete(l.held, workerID)
+	} else {
+		l.held[workerID] = kept
+	}
+	return out
+}
+
+// unhold drops h, a dispatch's hold on workerID. The decision lock must be
+// held.
+func (l *Leasing) unhold(workerID string, h *dispatchHold) {
+	hs := slices.DeleteFunc(l.held[workerID], func(x *dispatchHold) bool { return x == h })
+	if len(hs) == 0 {
+		delete(l.held, workerID)
+	} else {
+		l.held[workerID] = hs
+	}
 }
 
 func (l *Leasing) releaseOnWorker(workerID, leaseID string) {

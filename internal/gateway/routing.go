@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"slices"
 	"sort"
 
@@ -28,6 +29,8 @@ type Route struct {
 	WorkerID string
 	Model    string
 	Reason   string
+	// DeviceID is, for a warm hit, the idle ready device it counts on.
+	DeviceID string
 }
 
 // The reasons a route was chosen.
@@ -102,7 +105,7 @@ func route(policy []stage, a Ask, views []*contract.WorkerView) (Route, bool) {
 	switch {
 	case warm:
 		r.Reason = ReasonWarmHit
-		r.Model = warmModel(a, c)
+		r.Model, r.DeviceID = warmFit(a, c)
 	case c.download:
 		r.Reason = ReasonDownload
 	}
@@ -220,19 +223,63 @@ func hasRuntime(_ Ask, cs []candidate) []candidate {
 // warmHit keeps the workers with an unleased ready device that fits the
 // ask: granting it takes no slot and no boot.
 func warmHit(a Ask, cs []candidate) []candidate {
-	return keep(cs, func(c candidate) bool { return warmModel(a, c) != "" })
+	return keep(cs, func(c candidate) bool { _, id := warmFit(a, c); return id != "" })
 }
 
-// warmModel is the model of c's first unleased ready device that fits, or
-// "".
-func warmModel(a Ask, c candidate) string {
+// warmFit is the model and id of c's first unleased ready device that
+// fits, or "", "".
+func warmFit(a Ask, c candidate) (model, id string) {
 	for _, d := range c.v.Devices {
 		if d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
 			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) {
-			return d.Spec.Model
+			return d.Spec.Model, d.ID
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// A hold is what a dispatch takes of its worker's view until the view
+// shows it: the warm device it counts on, or one running slot of its
+// platform. Routing reads a view with its holds applied, so two requests
+// sent to a worker before its view catches up never count on the same
+// device or slot (the second would bounce, or, worse, be served first).
+type hold struct {
+	platform contract.Platform
+	device   string // the warm device, or "" for a slot
+}
+
+// heldView is v with holds applied: each held device leased, and one less
+// idle ready device or one more running slot for each hold. v is not
+// changed.
+func heldView(v *contract.WorkerView, holds []hold) *contract.WorkerView {
+	if len(holds) == 0 {
+		return v
+	}
+	out := *v
+	out.Devices = slices.Clone(v.Devices)
+	if v.Capacity != nil {
+		c := *v.Capacity
+		c.Platforms = maps.Clone(v.Capacity.Platforms)
+		out.Capacity = &c
+	}
+	for _, h := range holds {
+		warm, running := 0, 1
+		if h.device != "" {
+			warm, running = 1, 0
+			for i := range out.Devices {
+				if out.Devices[i].ID == h.device {
+					out.Devices[i].LeaseID = "held"
+				}
+			}
+		}
+		if c := out.Capacity; c != nil {
+			pc := c.Platforms[h.platform]
+			pc.Warm, pc.Running = max(pc.Warm-warm, 0), pc.Running+running
+			c.Platforms[h.platform] = pc
+			c.Global.Warm, c.Global.Running = max(c.Global.Warm-warm, 0), c.Global.Running+running
+		}
+	}
+	return &out
 }
 
 // free is how many running slots of platform p a worker could start a

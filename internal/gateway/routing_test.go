@@ -248,3 +248,28 @@ func BenchmarkRoute(b *testing.B) {
 		})
 	}
 }
+
+// A view with holds applied offers neither the held warm device nor the
+// held slots, and leaves the view it was made from as it was.
+func TestAHeldViewOffersNeitherTheHeldDeviceNorTheHeldSlots(t *testing.T) {
+	v := with(view("a", 1, 2), func(v *contract.WorkerView) {
+		v.Devices = []contract.Device{warmDevice("iPhone 16", "18.6")}
+		pc := v.Capacity.Platforms[contract.PlatformIOS]
+		pc.Warm, v.Capacity.Global.Warm = 1, 1
+		v.Capacity.Platforms[contract.PlatformIOS] = pc
+	})
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{v}); !ok || r.Reason != ReasonWarmHit || r.DeviceID != "dev_w" {
+		t.Fatalf("route over the view = %+v %v, want the warm hit on dev_w", r, ok)
+	}
+	warmHeld := heldView(v, []hold{{platform: contract.PlatformIOS, device: "dev_w"}})
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{warmHeld}); !ok || r.Reason != ReasonFreeCapacity {
+		t.Errorf("with dev_w held, route = %+v %v, want the free slot, not dev_w again", r, ok)
+	}
+	allHeld := heldView(v, []hold{{platform: contract.PlatformIOS, device: "dev_w"}, {platform: contract.PlatformIOS}})
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{allHeld}); ok {
+		t.Errorf("with dev_w and the free slot held, route = %+v, want none", r)
+	}
+	if v.Devices[0].LeaseID != "" || v.Capacity.Global.Running != 1 || v.Capacity.Platforms[contract.PlatformIOS].Warm != 1 {
+		t.Errorf("heldView changed the view it was given: %+v", v)
+	}
+}

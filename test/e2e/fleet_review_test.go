@@ -872,3 +872,38 @@ func TestAGrantThroughTheGatewayNamesTheGatewaysRequest(t *testing.T) {
 		}
 	}
 }
+
+// Two requests are never sent to a worker on the strength of one free
+// slot: while the first is in flight, a view read that still shows the
+// slot free (the worker has not answered yet) sends nothing more; the
+// second goes once the worker's view has room again. (Without the hold, a
+// second request raced the first to the one slot, and the worker could
+// serve the later one: arrival order broken.)
+func TestADispatchInFlightHoldsTheSlotItCountsOn(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	w := f.fakeJoined("fake-one", "ios", 1, 0)
+	first, second := f.startQueued("h1"), f.startQueued("h2")
+	w.openSlots(1)
+	c := w.serveUntil("lease.request")
+	if in := requestIn(t, c); !strings.HasSuffix(in.RequesterID, ":h1") {
+		t.Fatalf("the first lease.request is for %q, want h1's", in.RequesterID)
+	}
+	w.openSlots(0) // the view is read again while h1 is in flight: one slot, still free
+	if more := w.quiet(time.Second, "a second lease.request was sent on the slot the first counts on"); len(more) > 0 {
+		return
+	}
+	w.grant(c, "")
+	if code := first.wait(); code != 0 {
+		t.Fatalf("h1 ended %d\n%s", code, first.dump())
+	}
+	w.openSlots(1)
+	c = w.serveUntil("lease.request")
+	if in := requestIn(t, c); !strings.HasSuffix(in.RequesterID, ":h2") {
+		t.Errorf("the next lease.request is for %q, want h2's", in.RequesterID)
+	}
+	w.grant(c, "")
+	if code := second.wait(); code != 0 {
+		t.Errorf("h2 ended %d\n%s", code, second.dump())
+	}
+}
