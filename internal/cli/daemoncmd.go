@@ -92,6 +92,9 @@ func daemonRunCmd(env Env) *cobra.Command {
 				if u := d.HTTPURL(); u != "" {
 					fmt.Fprintf(env.Stdout, "HTTP API at %s\n", u)
 				}
+				if u := d.ConsoleURL(); u != "" {
+					fmt.Fprintf(env.Stdout, "Console at %s\n", u)
+				}
 				err = d.Wait(cmd.Context())
 			}
 			if err != nil {
@@ -241,6 +244,9 @@ func runningView(s contract.Status) map[string]any {
 	if s.Daemon.HTTPURL != "" {
 		out["httpUrl"] = s.Daemon.HTTPURL
 	}
+	if s.Daemon.ConsoleURL != "" {
+		out["consoleUrl"] = s.Daemon.ConsoleURL
+	}
 	return out
 }
 
@@ -306,6 +312,9 @@ func daemonStatusCmd(env Env) *cobra.Command {
 				fmt.Fprintf(env.Stdout, "running (pid %v, %v, version %v)\n", out["pid"], out["health"], out["version"])
 				if u, ok := out["httpUrl"]; ok {
 					fmt.Fprintf(env.Stdout, "HTTP API at %v\n", u)
+				}
+				if u, ok := out["consoleUrl"]; ok {
+					fmt.Fprintf(env.Stdout, "Console at %v\n", u)
 				}
 			} else {
 				fmt.Fprintln(env.Stdout, out["status"])

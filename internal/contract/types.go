@@ -532,6 +532,9 @@ type DaemonInfo struct {
 	Protocol  VersionRange `json:"protocol"`
 	// HTTPURL is where the HTTP API listens, when it is on.
 	HTTPURL string `json:"httpUrl,omitempty"`
+	// ConsoleURL is where the operator console opens in a browser, when
+	// the HTTP API is on.
+	ConsoleURL string `json:"consoleUrl,omitempty"`
 	// HeapBytes is the daemon's live Go heap.
 	HeapBytes int64 `json:"heapBytes,omitempty"`
 	// Goroutines and OpenFiles are the daemon's goroutines and open file

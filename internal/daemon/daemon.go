@@ -125,6 +125,7 @@ type Daemon struct {
 	tokens     *tokenBook    // set before storeReady closes, when the store opened
 	storeReady chan struct{} // closed once the store is open (or failed to)
 	httpURL    string
+	consoleURL string
 	httpSrv    *http.Server
 	api        *httpapi.Server
 	// life ends when the daemon stops; work that outlives the call that
@@ -562,6 +563,10 @@ func (d *Daemon) Stopped() <-chan struct{} { return d.stopReq }
 // is off.
 func (d *Daemon) HTTPURL() string { return d.httpURL }
 
+// ConsoleURL is where the operator console opens ("http://host:port/"),
+// or "" when the HTTP API is off.
+func (d *Daemon) ConsoleURL() string { return d.consoleURL }
+
 // Stop ends the daemon gracefully: new connections are refused, waiting
 // requests fail with DAEMON_STOPPING, driver work in flight (reclaims
 // included) gets up to StopGrace to finish, then everything closes.
@@ -770,7 +775,7 @@ func (d *Daemon) info(health string) contract.DaemonInfo {
 	return contract.DaemonInfo{
 		Mode: d.mode(), Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
 		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		HTTPURL: d.httpURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
+		HTTPURL: d.httpURL, ConsoleURL: d.consoleURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/simlock/simlock/internal/console"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,8 +29,10 @@ func (d *Daemon) listenHTTP() error {
 		return fmt.Errorf("http.enabled is set but the HTTP API cannot listen on %s: %w", addr, err)
 	}
 	d.httpURL = "http://" + ln.Addr().String()
+	d.consoleURL = consoleURL(ln.Addr())
 	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http"),
-		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken"))})
+		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken")),
+		Console: console.Handler()})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,
@@ -45,6 +48,19 @@ func (d *Daemon) listenHTTP() error {
 	}()
 	d.log.Info("http api listening", "url", d.httpURL)
 	return nil
+}
+
+// consoleURL is the console's address for a listener on addr: a listener
+// on every address is reached at localhost; an IPv6 host is bracketed.
+func consoleURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 // closeHTTP ends event streams first, lets short calls finish briefly, then

@@ -64,3 +64,20 @@ func TestHTTPConnectionsThatSendNothingAreClosed(t *testing.T) {
 		t.Errorf("an idle keep-alive connection is still open 3s later (idle bound %s)", bound)
 	}
 }
+
+func TestTheConsoleURLNamesAHostABrowserCanOpen(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8787": "http://127.0.0.1:8787/",
+		"0.0.0.0:8787":   "http://localhost:8787/",
+		"[::]:8787":      "http://localhost:8787/",
+		"[::1]:8787":     "http://[::1]:8787/",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := consoleURL(a); got != want {
+			t.Errorf("consoleURL(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}

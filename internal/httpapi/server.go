@@ -44,6 +44,9 @@ type Options struct {
 	// MaxStreams and MaxStreamsPerToken cap the event streams open at once
 	// (http.maxStreams, http.maxStreamsPerToken); 0 means the defaults.
 	MaxStreams, MaxStreamsPerToken int
+	// Console, when set, answers GET and HEAD at every path outside /v1
+	// (the operator console); without it those paths are unknown routes.
+	Console http.Handler
 }
 
 // The default caps on open event streams, and on a body's arrival.
@@ -61,6 +64,7 @@ type Server struct {
 	maxBody   int64
 	now       func() time.Time
 	mux       *http.ServeMux
+	console   http.Handler
 
 	// closed is closed by Close; open streams watch it so that
 	// http.Server.Shutdown is not held up by them.
@@ -84,6 +88,7 @@ func New(opts Options) *Server {
 		maxBody:   opts.MaxBody,
 		now:       opts.Now,
 		mux:       http.NewServeMux(),
+		console:   opts.Console,
 		closed:    make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
@@ -236,6 +241,11 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 // ServeHTTP routes r. The mux's own 404 and 405 answers are plain text, so
 // requests no pattern matches are answered here instead, as JSON.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
+		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		s.console.ServeHTTP(w, r)
+		return
+	}
 	// The mux redirects unclean paths (//, /./, a trailing slash) to
 	// their clean form with an HTML body; an API client is better told
 	// that the path it used does not exist.
