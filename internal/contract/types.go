@@ -614,6 +614,12 @@ type WaitingRequest struct {
 	// WorkerID names the worker the request waits on, in a gateway's
 	// lists.
 	WorkerID string `json:"workerId,omitempty"`
+	// Progress is the last step the requester was told (a download's
+	// component and percent, the boot under way), when it was told one.
+	Progress *LeaseProgress `json:"progress,omitempty"`
+	// DeviceID names the device being readied for the request, once one
+	// is.
+	DeviceID string `json:"deviceId,omitempty"`
 }
 
 // Status answers status.get. While the daemon starts, only Daemon and Host

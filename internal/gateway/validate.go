@@ -150,6 +150,9 @@ func checkStatus(s contract.Status) error {
 		if err := checkCount(what+".queuePosition", w.QueuePosition); err != nil {
 			return err
 		}
+		if err := checkText(what+".deviceId", w.DeviceID, false); err != nil {
+			return err
+		}
 	}
 	if len(s.Installs) > 64 {
 		return bad("installs", "lists %d installs", len(s.Installs))

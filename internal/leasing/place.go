@@ -176,7 +176,7 @@ func (e *Engine) startLocked(tx *queue.Txn, w *queue.Waiter, n *need, p plan) qu
 		step = contract.LeaseProgress{Stage: contract.StageProvisioning,
 			EtaMs: e.estimate(spec.Platform, driver.OpProvision, spec) + e.estimate(spec.Platform, driver.OpBoot, spec)}
 	}
-	return queue.Start{Progress: step, Target: &spec, Run: func() { e.runStart(w, d, p) }}
+	return queue.Start{Progress: step, Target: &spec, DeviceID: d.ID, Run: func() { e.runStart(w, d, p) }}
 }
 
 // runStart makes room, then creates and/or boots the device, then grants it

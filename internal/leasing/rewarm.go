@@ -223,6 +223,7 @@ func (e *Engine) adoptLocked(w *queue.Waiter, d *dev) queue.Start {
 	return queue.Start{
 		Progress: contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: max(left, 0)},
 		Target:   &spec,
+		DeviceID: d.ID,
 		Run:      func() {},
 	}
 }

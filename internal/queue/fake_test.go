@@ -149,6 +149,7 @@ func (s *slots) Place(tx *Txn, w *Waiter) (Start, Block) {
 	return Start{
 		Progress: contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 100},
 		Quiet:    s.quiet,
+		DeviceID: "dev_" + w.ID(),
 		Run:      func() { s.started <- w },
 	}, NoBlock
 }

@@ -61,7 +61,10 @@ type Start struct {
 	// heard from the worker directly.
 	Quiet  bool
 	Target *contract.DeviceSpec
-	Run    func()
+	// DeviceID names the device being readied, when the placer knows it
+	// (the waiting lists show it).
+	DeviceID string
+	Run      func()
 }
 
 // Placer decides what serves a waiter (see the package doc for its

@@ -650,3 +650,23 @@ func TestAQuietStartLeavesTheFirstStepToItsWork(t *testing.T) {
 		t.Errorf("after the work's first step the requester heard %+v, want only provisioning", s)
 	}
 }
+
+// The waiting list shows each started request's last step, as its
+// requester heard it, and the device being readied for it.
+func TestTheWaitingListShowsTheLastStepAndTheDeviceBeingReadied(t *testing.T) {
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 1
+	c := r.mustSubmit("a", ios)
+	w := <-r.pl.started
+	r.q.Progress(w, contract.LeaseProgress{Stage: contract.StageProvisioning, EtaMs: 900})
+	ws := r.q.Waiting(Caller{Admin: true})
+	if len(ws) != 1 || ws[0].RequestID != c.t.RequestID() {
+		t.Fatalf("waiting = %+v, want the started request", ws)
+	}
+	if p := ws[0].Progress; p == nil || p.Stage != contract.StageProvisioning || p.EtaMs != 900 {
+		t.Errorf("its progress = %+v, want provisioning with its eta", p)
+	}
+	if ws[0].DeviceID != "dev_"+c.t.RequestID() {
+		t.Errorf("its deviceId = %q, want the device the placer readies", ws[0].DeviceID)
+	}
+}

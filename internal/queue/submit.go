@@ -521,6 +521,11 @@ func (q *Queue) WaitingLocked(c Caller) []contract.WaitingRequest {
 		default:
 			wr.Stage = "starting"
 		}
+		if w.last.Stage != "" {
+			p := w.last
+			wr.Progress = &p
+		}
+		wr.DeviceID = w.deviceID
 		out = append(out, wr)
 	}
 	return out

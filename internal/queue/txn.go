@@ -252,7 +252,7 @@ func (tx *Txn) started(w *Waiter, s Start) {
 	w.phase = phaseStarting
 	w.hinted = nil
 	w.rec.State, w.rec.QueuePosition = contract.RequestStarting, 0
-	w.target = s.Target
+	w.target, w.deviceID = s.Target, s.DeviceID
 	w.last, w.rec.Stage = s.Progress, s.Progress.Stage
 	tx.write(w)
 	tx.tells = append(tx.tells, func() {

@@ -39,6 +39,7 @@ type Waiter struct {
 	last      contract.LeaseProgress // last progress told
 	hinted    *contract.LeaseProgress
 	target    *contract.DeviceSpec
+	deviceID  string // the device being readied, once started
 	rev       uint64
 	changed   chan struct{}
 	done      chan struct{}
