@@ -39,6 +39,8 @@ const (
 	CodeUnauthenticated            Code = "UNAUTHENTICATED"
 	CodeUnknownLeaseRequest        Code = "UNKNOWN_LEASE_REQUEST"
 	CodeRequestNotCancellable      Code = "REQUEST_NOT_CANCELLABLE"
+	CodeUnknownDevice              Code = "UNKNOWN_DEVICE"
+	CodeNotRetryable               Code = "NOT_RETRYABLE"
 	CodePassthroughRefused         Code = "PASSTHROUGH_REFUSED"
 	CodeUnknownPassthroughTool     Code = "UNKNOWN_PASSTHROUGH_TOOL"
 	CodeExecTimeout                Code = "EXEC_TIMEOUT"
@@ -92,6 +94,8 @@ var codes = map[Code]codeInfo{
 	CodeUnauthenticated:            {1, http.StatusUnauthorized},
 	CodeUnknownLeaseRequest:        {1, http.StatusNotFound},
 	CodeRequestNotCancellable:      {1, http.StatusConflict},
+	CodeUnknownDevice:              {1, http.StatusNotFound},
+	CodeNotRetryable:               {1, http.StatusConflict},
 	CodePassthroughRefused:         {2, http.StatusUnprocessableEntity},
 	CodeUnknownPassthroughTool:     {2, http.StatusUnprocessableEntity},
 	CodeExecTimeout:                {10, http.StatusGatewayTimeout},

@@ -24,6 +24,8 @@ var inputs = []func() Validator{
 	func() Validator { return new(WorkerIDInput) },
 	func() Validator { return new(LeaseIDInput) },
 	func() Validator { return new(LeaseCancelInput) },
+	func() Validator { return new(DeviceIDInput) },
+	func() Validator { return new(LeaseRequestRetryInput) },
 	func() Validator { return new(LeaseRequestGetInput) },
 	func() Validator { return new(ListGetInput) },
 	func() Validator { return new(EventsReplayInput) },

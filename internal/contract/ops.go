@@ -42,11 +42,16 @@ const (
 	// OpLeaseBind ties a lease to a local process: the lease ends when the
 	// process exits. Over the socket only (a pid names a process of the
 	// daemon's machine).
-	OpLeaseBind   Op = "lease.bind"
-	OpDeviceExec  Op = "device.exec"
-	OpTokenCreate Op = "token.create"
-	OpTokenList   Op = "token.list"
-	OpTokenRevoke Op = "token.revoke"
+	OpLeaseBind  Op = "lease.bind"
+	OpDeviceExec Op = "device.exec"
+	// OpDeviceRetry retries a quarantined device now, instead of at its
+	// next backoff; OpLeaseRequestRetry makes a failed request again, as
+	// it was stored, as a new request for the same requester.
+	OpDeviceRetry       Op = "device.retry"
+	OpLeaseRequestRetry Op = "lease-request.retry"
+	OpTokenCreate       Op = "token.create"
+	OpTokenList         Op = "token.list"
+	OpTokenRevoke       Op = "token.revoke"
 )
 
 // Role is what a session may do.
@@ -91,6 +96,8 @@ var ops = map[Op]OpInfo{
 	OpLeaseWatch:         {},
 	OpLeaseBind:          {},
 	OpDeviceExec:         {},
+	OpDeviceRetry:        {AdminOnly: true},
+	OpLeaseRequestRetry:  {AdminOnly: true},
 	OpTokenCreate:        {AdminOnly: true},
 	OpTokenList:          {AdminOnly: true},
 	OpTokenRevoke:        {AdminOnly: true},
@@ -297,6 +304,29 @@ type LeaseIDInput struct {
 
 // Validate checks the input's fields.
 func (in *LeaseIDInput) Validate() error { return checkID("leaseId", in.LeaseID, true) }
+
+// DeviceIDInput names one device (device.retry).
+type DeviceIDInput struct {
+	DeviceID string `json:"deviceId"`
+}
+
+// Validate checks the input's fields.
+func (in *DeviceIDInput) Validate() error { return checkID("deviceId", in.DeviceID, true) }
+
+// DeviceRetryResult answers device.retry: the device as the retry found
+// it (the clean runs on; its end is device.quarantine-recovered or
+// device.quarantine-retry-failed).
+type DeviceRetryResult struct {
+	Device Device `json:"device"`
+}
+
+// LeaseRequestRetryInput names the failed request to make again.
+type LeaseRequestRetryInput struct {
+	RequestID string `json:"requestId"`
+}
+
+// Validate checks the input's fields.
+func (in *LeaseRequestRetryInput) Validate() error { return checkID("requestId", in.RequestID, true) }
 
 // ReleaseResult answers lease.release.
 type ReleaseResult struct {

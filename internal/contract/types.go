@@ -476,6 +476,8 @@ type WaitPolicy struct {
 	NoWait    bool  `json:"noWait"`
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 	TTLMs     int64 `json:"ttlMs"`
+	// AllowDownload is whether the request may download a missing runtime.
+	AllowDownload bool `json:"allowDownload,omitempty"`
 }
 
 // Event is the envelope of one fact, minted once where it happened.

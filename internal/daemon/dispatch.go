@@ -229,6 +229,22 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return e.RequestStatus(s.ctx, caller, in)
+	case contract.OpLeaseRequestRetry:
+		var in contract.LeaseRequestRetryInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return e.RetryRequest(s.ctx, caller, in.RequestID)
+	case contract.OpDeviceRetry:
+		var in contract.DeviceIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		d, err := e.RetryDevice(in.DeviceID)
+		if err != nil {
+			return nil, err
+		}
+		return contract.DeviceRetryResult{Device: d}, nil
 	case contract.OpLeaseBind:
 		var in contract.LeaseBindInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

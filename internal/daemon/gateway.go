@@ -177,6 +177,23 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		}
 		r, err := l.RequestStatus(s.ctx, caller, in)
 		return r, err, true
+	case contract.OpLeaseRequestRetry:
+		var in contract.LeaseRequestRetryInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		r, err := l.RetryRequest(s.ctx, caller, in.RequestID)
+		return r, err, true
+	case contract.OpDeviceRetry:
+		var in contract.DeviceIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		d, err := f.RetryDevice(s.ctx, in.DeviceID)
+		if err != nil {
+			return nil, err, true
+		}
+		return contract.DeviceRetryResult{Device: d}, nil, true
 	case contract.OpLeaseCancel:
 		var in contract.LeaseCancelInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

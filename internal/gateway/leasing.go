@@ -256,6 +256,16 @@ func (l *Leasing) Submit(ctx context.Context, c queue.Caller, in contract.LeaseR
 	return l.q.Resource(t)
 }
 
+// RetryRequest makes a failed request of the fleet queue again, as it was
+// stored, as a new request for the same requester.
+func (l *Leasing) RetryRequest(ctx context.Context, c queue.Caller, id string) (contract.LeaseRequestStatus, error) {
+	owner, in, err := l.q.RetryInput(ctx, c, id)
+	if err != nil {
+		return contract.LeaseRequestStatus{}, err
+	}
+	return l.Submit(ctx, owner, in)
+}
+
 // RequestStatus reads a lease request (lease-request.get).
 func (l *Leasing) RequestStatus(ctx context.Context, c queue.Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
 	return l.q.Status(ctx, c, in)

@@ -388,3 +388,39 @@ func (f *Fleet) Requests(ctx context.Context) ([]contract.LeaseRequestRecord, er
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
 	return out, nil
 }
+
+// RetryDevice asks the worker a device is on (as the gateway's views know
+// it) to retry it now; the worker decides whether it can, and its answer,
+// refusal included, is forwarded.
+func (f *Fleet) RetryDevice(ctx context.Context, id string) (contract.Device, error) {
+	f.mu.Lock()
+	var workerID string
+	for wid, w := range f.workers {
+		for _, d := range w.view.Devices {
+			if d.ID == id {
+				workerID = wid
+			}
+		}
+	}
+	f.mu.Unlock()
+	if workerID == "" {
+		return contract.Device{}, contract.Errorf(contract.CodeUnknownDevice, "no worker of this gateway reports device %s", id).With("deviceId", id)
+	}
+	c := f.clientOf(workerID)
+	if c == nil {
+		return contract.Device{}, contract.Errorf(contract.CodeWorkerUnreachable, "worker %s, which has device %s, is not connected", workerID, id).
+			With("workerId", workerID).With("deviceId", id)
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var res contract.DeviceRetryResult
+	if err := c.Call(cctx, contract.OpDeviceRetry, contract.DeviceIDInput{DeviceID: id}, &res); err != nil {
+		ce, _ := forwardError(cctx, workerID, "the retry", err)
+		return contract.Device{}, ce
+	}
+	if err := checkDevice("device", res.Device); err != nil {
+		return contract.Device{}, contract.Errorf(contract.CodeInternal, "worker %s answered the retry of %s with an invalid device: %v", workerID, id, err)
+	}
+	res.Device.WorkerID = workerID
+	return res.Device, nil
+}

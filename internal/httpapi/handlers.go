@@ -338,6 +338,39 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, tok contrac
 	return nil
 }
 
+// retryDevice serves POST /v1/devices/{id}/retry: a quarantined device is
+// cleaned again now; the answer is the device as the retry found it.
+func (s *Server) retryDevice(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
+	in := contract.DeviceIDInput{DeviceID: r.PathValue("id")}
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	res, err := callAs[contract.DeviceRetryResult](r.Context(), s, tok, contract.OpDeviceRetry, in)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"device": res.Device})
+	return nil
+}
+
+// retryLeaseRequest serves POST /v1/lease-requests/{id}/retry: a failed
+// request is made again, as it was stored, as a new request (201, its
+// resource, as POST /v1/lease-requests answers).
+func (s *Server) retryLeaseRequest(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
+	id := r.PathValue("id")
+	in := contract.LeaseRequestRetryInput{RequestID: id}
+	if err := in.Validate(); err != nil {
+		return err
+	}
+	status, err := callAs[contract.LeaseRequestStatus](r.Context(), s, tok, contract.OpLeaseRequestRetry, in)
+	if err != nil {
+		return hideRequest(tok, err, id)
+	}
+	w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(status.Request.ID))
+	s.writeJSON(w, http.StatusCreated, map[string]any{"request": s.requestView(r.Context(), tok, status)})
+	return nil
+}
+
 func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
 	q := r.URL.Query()
 	var in contract.EventsReplayInput

@@ -153,6 +153,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/lease-requests/{id}", accessAgent, s.getLeaseRequest)
 	s.handle("DELETE /v1/lease-requests/{id}", accessAgent, s.cancelLeaseRequest)
 	s.handle("GET /v1/lease-requests/{id}/events", accessAgent, s.streamLeaseRequest)
+	s.handle("POST /v1/lease-requests/{id}/retry", accessOperator, s.retryLeaseRequest)
 
 	s.handle("GET /v1/leases", accessAgent, s.listLeases)
 	s.handle("GET /v1/leases/{id}", accessAgent, s.getLease)
@@ -162,6 +163,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
 
 	s.handle("GET /v1/devices", accessOperator, s.listDevices)
+	s.handle("POST /v1/devices/{id}/retry", accessOperator, s.retryDevice)
 	s.handle("GET /v1/events", accessOperator, s.replayEvents)
 	s.handle("GET /v1/events/stream", accessOperator, s.streamEvents)
 	s.handle("GET /v1/tokens", accessOperator, s.listTokens)

@@ -41,6 +41,16 @@ func (e *Engine) Submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 	return e.q.Resource(t)
 }
 
+// RetryRequest makes failed request id again, as it was stored, as a new
+// request for the same requester (see queue.Queue.RetryInput).
+func (e *Engine) RetryRequest(ctx context.Context, c Caller, id string) (contract.LeaseRequestStatus, error) {
+	owner, in, err := e.q.RetryInput(ctx, c, id)
+	if err != nil {
+		return contract.LeaseRequestStatus{}, err
+	}
+	return e.Submit(ctx, owner, in)
+}
+
 // RequestStatus reads a lease request (see queue.Queue.Status).
 func (e *Engine) RequestStatus(ctx context.Context, c Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
 	return e.q.Status(ctx, c, in)

@@ -97,9 +97,58 @@ func (e *Engine) retryQuarantined(d *dev) {
 		rec, started = d.Device, true
 		return nil
 	})
-	if !started {
-		return
+	if started {
+		e.runQuarantineRetry(d, rec)
 	}
+}
+
+// RetryDevice retries a quarantined device's clean now, instead of at its
+// next backoff (an operator's Retry): the attempt it makes is the one the
+// backoff would have made. It answers with the device as the retry found
+// it; the clean runs on (device.quarantine-recovered or
+// device.quarantine-retry-failed end it). Any other device is
+// NOT_RETRYABLE, as is one whose retry already runs.
+func (e *Engine) RetryDevice(id string) (contract.Device, error) {
+	var out contract.Device
+	var cerr *contract.Error
+	err := e.do(func(tx *queue.Txn) error {
+		d, ok := e.reg.get(id)
+		switch {
+		case !ok || d.at == nil || d.State == contract.DeviceDeleted:
+			cerr = contract.Errorf(contract.CodeUnknownDevice, "no device %s", id).With("deviceId", id)
+		case d.State != contract.DeviceQuarantined:
+			cerr = contract.Errorf(contract.CodeNotRetryable, "device %s is %s; only a quarantined device can be retried", id, d.State).
+				With("deviceId", id).With("state", d.State)
+		case d.claim != claimNone:
+			cerr = contract.Errorf(contract.CodeNotRetryable, "a retry of device %s already runs", id).With("deviceId", id)
+		case e.stopping:
+			cerr = contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
+		default:
+			key := "quarantine:" + d.ID
+			if t, ok := e.timers[key]; ok {
+				t.Stop()
+				delete(e.timers, key)
+			}
+			e.setClaim(tx, d, claimRetry)
+			rec := d.Device
+			out = deviceView(d)
+			tx.Event("device.retry-requested", map[string]any{"deviceId": d.ID, "attempt": rec.QuarantineAttempts + 1})
+			tx.After(func() { e.goWork(func() { e.runQuarantineRetry(d, rec) }) })
+		}
+		return nil
+	})
+	if err != nil {
+		return contract.Device{}, err
+	}
+	if cerr != nil {
+		return contract.Device{}, cerr
+	}
+	return out, nil
+}
+
+// runQuarantineRetry cleans d, claimed for the retry, once more and settles
+// what came of it.
+func (e *Engine) runQuarantineRetry(d *dev, rec store.Device) {
 	drv, ok := e.opts.Drivers[rec.Platform]
 	var res driver.ReclaimResult
 	err := error(contract.Errorf(contract.CodeNoDriver, "no driver for %s", rec.Platform))

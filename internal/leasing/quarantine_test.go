@@ -104,3 +104,42 @@ func TestQuarantineRetryResumesAfterARestart(t *testing.T) {
 		}
 	})
 }
+
+// An operator's retry cleans a quarantined device now, not at its
+// backoff, and takes the timer's place (no second attempt when the
+// backoff would have come); a device that is not quarantined, or whose
+// retry already runs, is NOT_RETRYABLE, and an unknown one UNKNOWN_DEVICE.
+func TestAnOperatorsRetryCleansAQuarantinedDeviceNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, newMemStore(), fixed(2))
+		g := h.mustGrant(h.acquire("a", ios))
+		h.drivers[contract.PlatformIOS].FailOn("reclaim", 1)
+		if _, err := h.e.RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
+			t.Errorf("retry of a leased device: %v, want NOT_RETRYABLE", err)
+		}
+		h.release("a", g.Lease.ID)
+		time.Sleep(reclaimTime)
+		synctest.Wait()
+		d, err := h.e.RetryDevice(g.Device.ID)
+		if err != nil || d.State != contract.DeviceQuarantined {
+			t.Fatalf("retry of the quarantined device = %+v, %v; want it as found, quarantined", d, err)
+		}
+		if _, err := h.e.RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
+			t.Errorf("a second retry while the first runs: %v, want NOT_RETRYABLE", err)
+		}
+		time.Sleep(reclaimTime)
+		synctest.Wait()
+		if ds := h.e.Devices(); ds[0].State != contract.DeviceShutdown {
+			t.Fatalf("a clean time after the retry: %s, want shutdown (cleaned), well before the 30 s backoff", ds[0].State)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		want := []string{"device.quarantined", "device.retry-requested", "device.quarantine-recovered"}
+		if got := h.st.names(want...); !slices.Equal(got, want) {
+			t.Errorf("events = %v, want %v: one attempt, the operator's", got, want)
+		}
+		if _, err := h.e.RetryDevice("dev_nope"); contract.AsError(err).Code != contract.CodeUnknownDevice {
+			t.Errorf("retry of an unknown device: %v, want UNKNOWN_DEVICE", err)
+		}
+	})
+}

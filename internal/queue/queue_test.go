@@ -670,3 +670,47 @@ func TestTheWaitingListShowsTheLastStepAndTheDeviceBeingReadied(t *testing.T) {
 		t.Errorf("its deviceId = %q, want the device the placer readies", ws[0].DeviceID)
 	}
 }
+
+// A failed request is made again as it was stored: its spec, TTL, timeout,
+// noWait and download permission, by its owner for its requester; one that
+// has not failed is NOT_RETRYABLE, and one the caller may not see is not
+// found, as is an id nobody made.
+func TestAFailedRequestIsRetriedAsItWasStored(t *testing.T) {
+	r := newRig(t)
+	r.pl.instant = true
+	in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1",
+		TTLMs: 120_000, TimeoutMs: 5_000, NoWait: true, AllowDownload: true}
+	c := r.mustSubmit("agent/a", in) // nothing free: noWait fails it
+	if _, cerr := c.t.Result(); cerr == nil || cerr.Code != contract.CodeNoCapacity {
+		t.Fatalf("the request to retry: %v, want NO_CAPACITY", cerr)
+	}
+	id := c.t.RequestID()
+	who, again, err := r.q.RetryInput(context.Background(), Caller{Admin: true, Principal: "ops"}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := in
+	want.RequesterID = "agent/a"
+	want.TTLMs = 60_000 // the effective TTL the rig stored
+	if again != want || who.Principal != "agent/a" || !who.Admin {
+		t.Errorf("RetryInput = %+v as %+v, want %+v as the owner agent/a (who may name its requester)", again, who, want)
+	}
+	if _, _, err := r.q.RetryInput(context.Background(), Caller{Principal: "someone-else"}, id); contract.AsError(err).Code != contract.CodeUnknownLeaseRequest {
+		t.Errorf("another agent's retry: %v, want UNKNOWN_LEASE_REQUEST", err)
+	}
+	if _, _, err := r.q.RetryInput(context.Background(), Caller{Admin: true}, "req_nobody"); contract.AsError(err).Code != contract.CodeUnknownLeaseRequest {
+		t.Errorf("an unknown id: %v, want UNKNOWN_LEASE_REQUEST", err)
+	}
+	r.pl.free[contract.PlatformIOS] = 1
+	granted := r.mustSubmit("b", ios)
+	if _, cerr := granted.t.Result(); cerr != nil {
+		t.Fatal(cerr)
+	}
+	_, _, err = r.q.RetryInput(context.Background(), Caller{Admin: true}, granted.t.RequestID())
+	if ce := contract.AsError(err); ce.Code != contract.CodeNotRetryable || ce.Details["state"] != contract.RequestGranted {
+		t.Errorf("a granted request's retry: %v, want NOT_RETRYABLE naming its state", err)
+	}
+	if rec := r.st.record(id); rec.State != contract.RequestFailed || rec.Error == nil {
+		t.Errorf("the retried request's record = %+v, want it left failed with its error", rec)
+	}
+}

@@ -256,7 +256,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 		rec: contract.LeaseRequestRecord{
 			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey,
 			Spec: spec, State: contract.RequestQueued, CreatedAt: time.Now().UnixMilli(),
-			Policy: contract.WaitPolicy{NoWait: a.Input.NoWait, TimeoutMs: a.Input.TimeoutMs, TTLMs: a.TTLMs},
+			Policy: contract.WaitPolicy{NoWait: a.Input.NoWait, TimeoutMs: a.Input.TimeoutMs, TTLMs: a.TTLMs, AllowDownload: a.Input.AllowDownload},
 		},
 		platform: spec.Platform,
 		phase:    phaseOut,
@@ -466,6 +466,42 @@ func (q *Queue) Resource(t *Ticket) (contract.LeaseRequestStatus, error) {
 		return contract.LeaseRequestStatus{}, w.err
 	}
 	return contract.LeaseRequestStatus{Request: w.rec, Rev: SettledRev}, nil
+}
+
+// RetryInput is how to make failed request id again, as it was stored (not
+// with today's defaults), as a new request for the same requester: the
+// caller to submit as (its owner, who may name its requester) and the
+// input. A request that is not failed is NOT_RETRYABLE; the record itself
+// is left as it is, so a retry that fails early leaves it retryable.
+func (q *Queue) RetryInput(ctx context.Context, c Caller, id string) (Caller, contract.LeaseRequestInput, error) {
+	q.mu.Lock()
+	w, open := q.open[id]
+	var rec contract.LeaseRequestRecord
+	if open {
+		rec = w.rec
+	}
+	q.mu.Unlock()
+	if !open {
+		r, ok, err := q.opts.Store.Request(ctx, id)
+		if err != nil {
+			return Caller{}, contract.LeaseRequestInput{}, contract.Errorf(contract.CodeInternal, "read request %s: %v", id, err)
+		}
+		if !ok {
+			return Caller{}, contract.LeaseRequestInput{}, unknownRequest(id)
+		}
+		rec = r
+	}
+	if !c.Sees(rec) {
+		return Caller{}, contract.LeaseRequestInput{}, unknownRequest(id)
+	}
+	if rec.State != contract.RequestFailed {
+		return Caller{}, contract.LeaseRequestInput{}, contract.Errorf(contract.CodeNotRetryable,
+			"lease request %s is %s; only a failed request can be retried", id, rec.State).With("requestId", id).With("state", rec.State)
+	}
+	in := contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
+		TTLMs: rec.Policy.TTLMs, TimeoutMs: rec.Policy.TimeoutMs, NoWait: rec.Policy.NoWait, AllowDownload: rec.Policy.AllowDownload,
+		RequesterID: rec.RequesterID}
+	return Caller{Principal: rec.OwnerID, Admin: true}, in, nil
 }
 
 func unknownRequest(id string) *contract.Error {
