@@ -84,8 +84,20 @@ func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
 			}
 			e.armQuarantineLocked(tx, d)
 		case contract.DeviceProvisioning:
-			e.setClaim(tx, d, claimDestroy)
-			tx.After(func() { e.goWork(func() { e.destroyAbandoned(d) }) })
+			state, present := r.state(d)
+			switch {
+			case d.DriverDeviceID != "" && present && (state == driver.Running || state == driver.Transitioning):
+				// Made, and booting or up: a boot goes on without the
+				// daemon that asked for it. Wait for it, not fail it.
+				e.reprobeLocked(tx, d)
+			case d.DriverDeviceID != "" && present && state == driver.Stopped && r.readable(d.Platform):
+				// Made, never booted: a device like any shut down one.
+				e.changeDevice(tx, d, func(rec *store.Device) { rec.State, rec.Address = contract.DeviceShutdown, "" })
+				tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": "startup"})
+			default:
+				e.setClaim(tx, d, claimDestroy)
+				tx.After(func() { e.goWork(func() { e.destroyAbandoned(d) }) })
+			}
 		case contract.DeviceReclaiming:
 			if d.lease == "" && r.readable(d.Platform) {
 				// Interrupted (or put off while its platform was
@@ -101,6 +113,10 @@ func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
 			case !present:
 				e.setState(tx, d, contract.DeviceDeleted)
 				tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "missing"})
+			case d.State == contract.DeviceShutdown && (state == driver.Running || state == driver.Transitioning):
+				// A boot a request or the warm pool started, gone on
+				// without the daemon: wait for it.
+				e.reprobeLocked(tx, d)
 			case d.State == contract.DeviceReady && state == driver.Stopped:
 				e.changeDevice(tx, d, func(rec *store.Device) { rec.State, rec.Address = contract.DeviceShutdown, "" })
 				tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": "startup"})
@@ -169,4 +185,47 @@ func (e *Engine) endAtStartupLocked(tx *queue.Txn, leaseID string, d *dev, why s
 		return
 	}
 	e.changeDevice(tx, d, func(rec *store.Device) { rec.DeferredReclaim = true })
+}
+
+// reprobeLocked waits, after the commit, for the boot of a device found
+// booting or up at startup, and makes it ready once the driver says it is
+// usable; a boot that does not come up (the driver's own boot bound) is
+// quarantined with its reason, never left booting for ever.
+func (e *Engine) reprobeLocked(tx *queue.Txn, d *dev) {
+	e.setClaim(tx, d, claimBoot)
+	tx.After(func() { e.goWork(func() { e.reprobe(d) }) })
+}
+
+func (e *Engine) reprobe(d *dev) {
+	var rec store.Device
+	e.view(func() { rec = d.Device })
+	started := time.Now()
+	var ready driver.Device
+	err := error(contract.Errorf(contract.CodeNoDriver, "no driver for %s", rec.Platform))
+	if drv, ok := e.opts.Drivers[rec.Platform]; ok {
+		ready, err = drv.MakeReady(e.ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
+	}
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		if d.at == nil {
+			return nil
+		}
+		if err != nil {
+			if e.ctx.Err() != nil {
+				return nil // stopping: the next start probes it again
+			}
+			e.log.Warn("a device found booting at startup did not come up", "deviceId", d.ID, "err", err)
+			e.quarantineLocked(tx, d, "boot-failed", map[string]any{"error": err.Error()})
+			return nil
+		}
+		e.changeDevice(tx, d, func(r *store.Device) {
+			r.Address, r.State = ready.Address, contract.DeviceReady
+			if ready.Data != nil {
+				r.DriverData = ready.Data
+			}
+		})
+		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "startup"})
+		tx.Kick()
+		return nil
+	})
 }

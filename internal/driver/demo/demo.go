@@ -151,7 +151,7 @@ type Options struct {
 	// change made nonetheless, as a real tool that crashed after acting;
 	// the next write records it. What a loaded device comes back as is
 	// settled as described at settle in state.go: booted devices still
-	// run, booting ones are stopped.
+	// run, and booting ones go on booting until their boot time passes.
 	//
 	// The files hold the whole world, so a Driver with a StateFile adopts
 	// no device it does not know: an operation on one fails saying it does
@@ -186,6 +186,21 @@ type device struct {
 	// erasable one, FaultReplace changes both, and a reclaim writes the
 	// erasable one again.
 	durable, erasable string
+	// bootDoneAt is when a boot that is under way comes up (epoch ms): a
+	// device boots on its own, as a simulator does once asked, so a boot
+	// outlives the daemon that asked for it. bootingHere is whether a
+	// MakeReady of this process waits for it (the one that ends it).
+	bootDoneAt  int64
+	bootingHere bool
+}
+
+// upLocked ends, for rec, a boot that came up on its own: one no MakeReady
+// of this process waits for (a daemon that asked for it went away), whose
+// time has passed. d.mu must be held.
+func (d *Driver) upLocked(rec *device) {
+	if rec.state == stateBooting && !rec.bootingHere && rec.bootDoneAt > 0 && time.Now().UnixMilli() >= rec.bootDoneAt {
+		rec.state, rec.bootDoneAt = stateBooted, 0
+	}
 }
 
 // absence says why a device this driver knew is no longer there, so that an
@@ -498,6 +513,7 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		return driver.Device{}, err
 	}
 	dev = adoptMarksLocked(dev, rec)
+	d.upLocked(rec)
 	switch rec.state {
 	case stateBooted:
 		fail = takeFault(&rec.bootFails) || fail
@@ -509,8 +525,20 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		dev.Address = addr
 		return dev, nil
 	case stateBooting:
+		if rec.bootingHere || rec.bootDoneAt == 0 {
+			d.mu.Unlock()
+			return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s is already booting", dev.ID))
+		}
+		// A boot a previous daemon asked for, still under way: wait for it
+		// to come up, as a real driver waits for a boot in progress.
+		rec.bootingHere = true
+		left := time.Until(time.UnixMilli(rec.bootDoneAt))
 		d.mu.Unlock()
-		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s is already booting", dev.ID))
+		booted, err := d.endBoot(dev, rec, stateShutdown, run(ctx, opBoot, left, false))
+		if err := d.saved(opBoot, err, dev.ID); err != nil {
+			return driver.Device{}, err
+		}
+		return booted, nil
 	}
 	prev := rec.state
 	if d.platform == contract.PlatformAndroid {
@@ -522,7 +550,10 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		rec.port = port
 	}
 	fail = takeFault(&rec.bootFails) || fail
-	rec.state = stateBooting
+	rec.state, rec.bootingHere = stateBooting, true
+	if !fail {
+		rec.bootDoneAt = time.Now().Add(d.bootTime).UnixMilli()
+	}
 	d.mu.Unlock()
 	// Recorded before the wait, so that a daemon killed during the boot
 	// leaves a booting device for the next one to settle. A failure is not
@@ -544,12 +575,14 @@ func (d *Driver) endBoot(dev driver.Device, rec *device, prev devState, err erro
 	defer d.mu.Unlock()
 	// Destroy, Shutdown and Inject free the port themselves, so a device
 	// they took away or stopped mid-boot needs no cleanup here.
+	rec.bootingHere = false
 	if d.devices[dev.ID] != rec {
 		return driver.Device{}, d.absentLocked(opBoot, dev.ID, "booting")
 	}
 	if rec.state != stateBooting {
 		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s stopped while booting", dev.ID))
 	}
+	rec.bootDoneAt = 0
 	if err != nil {
 		d.freePort(dev.ID, rec)
 		rec.state = prev
@@ -923,6 +956,7 @@ func (d *Driver) ListManaged(context.Context) (driver.Reality, error) {
 	defer d.mu.Unlock()
 	var r driver.Reality
 	for id, rec := range d.devices {
+		d.upLocked(rec)
 		state := driver.Stopped
 		switch rec.state {
 		case stateBooted:

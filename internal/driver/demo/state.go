@@ -83,6 +83,9 @@ type deviceFile struct {
 	// written before marks.
 	DurableMark  string `json:"durableMark,omitempty"`
 	ErasableMark string `json:"erasableMark,omitempty"`
+	// BootDoneAt is when a booting device comes up (epoch ms): its boot
+	// goes on whether or not a daemon waits for it.
+	BootDoneAt int64 `json:"bootDoneAt,omitempty"`
 }
 
 // journalLine is one line of the journal: a device's record as it is now
@@ -358,6 +361,7 @@ func (rec *device) file() deviceFile {
 		ReclaimFails: rec.reclaimFails,
 		DurableMark:  rec.durable,
 		ErasableMark: rec.erasable,
+		BootDoneAt:   rec.bootDoneAt,
 	}
 }
 
@@ -561,7 +565,7 @@ func (d *Driver) parseRuntimes(runtimes map[string]string, installs int) (int, e
 
 func parseDevice(id string, f deviceFile) (*device, error) {
 	state, ok := parseDevState(f.State)
-	if id == "" || !ok || f.BootFails < 0 || f.ReclaimFails < 0 {
+	if id == "" || !ok || f.BootFails < 0 || f.ReclaimFails < 0 || f.BootDoneAt < 0 {
 		return nil, fmt.Errorf("device %q: %+v", id, f)
 	}
 	return &device{
@@ -572,6 +576,7 @@ func parseDevice(id string, f deviceFile) (*device, error) {
 		reclaimFails: f.ReclaimFails,
 		durable:      f.DurableMark,
 		erasable:     f.ErasableMark,
+		bootDoneAt:   f.BootDoneAt,
 	}, nil
 }
 
@@ -594,8 +599,11 @@ func (d *Driver) commit(w world) {
 // settle turns the devices just loaded into what a real machine would show
 // after the daemon that drove them was killed. A simulator or emulator is a
 // process of its own, so a booted device is still running and a stopped one
-// still stopped. A boot, though, was driven by the dead daemon and never
-// finished: a booting device is shut down and its port is free. Other
+// still stopped, and a boot goes on without the daemon that asked for it: a
+// booting device is up once its boot time has passed (bootDoneAt), and
+// booting, its port kept, until then; MakeReady waits for it. (A boot that
+// was to fail, by an injected fault, has no such time: it is shut down and
+// its port is free.) Other
 // operations record their effects when they end, so a device that was being
 // reclaimed, shut down or destroyed is as it was before the operation. A
 // boot-fail or reclaim-fail fault that the interrupted boot or reclaim had
@@ -612,12 +620,13 @@ func (d *Driver) settle() {
 	var portless []string
 	for _, id := range ids {
 		rec := d.devices[id]
-		if rec.state == stateBooting {
-			rec.state = stateShutdown
+		if rec.state == stateBooting && rec.bootDoneAt == 0 {
+			rec.state = stateShutdown // a boot that was to fail, or one from before boots went on alone
 		}
+		d.upLocked(rec)
 		port := rec.port
 		rec.port = 0
-		if rec.state != stateBooted || d.platform != contract.PlatformAndroid {
+		if (rec.state != stateBooted && rec.state != stateBooting) || d.platform != contract.PlatformAndroid {
 			continue
 		}
 		if _, taken := d.ports[port]; taken || port < firstPort || port > lastPort || port%2 != 0 {

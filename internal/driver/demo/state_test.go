@@ -214,6 +214,48 @@ func TestStateFileBootingDeviceComesBackStopped(t *testing.T) {
 	}
 }
 
+// A boot outlives the daemon that asked for it, as a simulator's does: the
+// next driver sees the device booting, then running once its boot time has
+// passed, and a MakeReady meanwhile waits for it, keeping an emulator's
+// console port.
+func TestStateFileBootingDeviceGoesOnBootingAndComesUp(t *testing.T) {
+	for _, p := range contract.Platforms() {
+		t.Run(string(p), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opts := timed(demo.Options{Platform: p, StateFile: filepath.Join(t.TempDir(), "world")})
+				first := newDriver(t, opts)
+				booting := provision(t, first)
+				waited := provision(t, first)
+				ctx, cancel := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				for _, dev := range []driver.Device{booting, waited} {
+					wg.Go(func() { _, _ = first.MakeReady(ctx, dev) })
+				}
+				synctest.Wait() // the boots are under way
+				opts.StateFile = killed(t, opts.StateFile)
+				cancel()
+				wg.Wait()
+
+				second := newDriver(t, opts)
+				wantRunState(t, second, booting.ID, driver.Transitioning)
+				var again driver.Device
+				err := timedOp(t, "MakeReady of a device whose boot went on", bootTime, func() (err error) {
+					again, err = second.MakeReady(t.Context(), waited)
+					return err
+				})
+				if err != nil {
+					t.Fatalf("MakeReady of a device whose boot went on: %v", err)
+				}
+				if p == contract.PlatformAndroid && again.Address == "" {
+					t.Errorf("the device whose boot went on came up with no address")
+				}
+				wantRunState(t, second, waited.ID, driver.Running)
+				wantRunState(t, second, booting.ID, driver.Running) // up on its own, nobody waiting
+			})
+		})
+	}
+}
+
 func TestStateFileCorruptIsAnError(t *testing.T) {
 	// A real snapshot to spoil: the second Driver writes the device the
 	// first one journalled into it.
