@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Platform is a device platform.
@@ -208,7 +209,13 @@ type LeaseProgress struct {
 	// Wait, on the queued step of the first in line, says what it waits
 	// for; nil when the daemon does not know (and behind the first).
 	Wait *QueueWait
+	// Detail, on a booting step, says where the boot is, as the driver
+	// sees it ("waiting for sys.boot_completed"); "" when it says nothing.
+	Detail string
 }
+
+// MaxProgressDetailLen bounds a progress step's detail.
+const MaxProgressDetailLen = 200
 
 // QueueWait is what the first request in line waits for: a limit that is
 // full, and the lease under it due to end soonest.
@@ -357,9 +364,10 @@ func (p LeaseProgress) MarshalJSON() ([]byte, error) {
 		}{p.Stage, p.Component, p.Waiting, p.Percent, p.BytesDone, p.BytesTotal})
 	}
 	return json.Marshal(struct {
-		Stage Stage `json:"stage"`
-		EtaMs int64 `json:"etaMs"`
-	}{p.Stage, p.EtaMs})
+		Stage  Stage  `json:"stage"`
+		EtaMs  int64  `json:"etaMs"`
+		Detail string `json:"detail,omitempty"`
+	}{p.Stage, p.EtaMs, p.Detail})
 }
 
 // UnmarshalJSON reads any stage, refusing a downloading step whose
@@ -376,9 +384,13 @@ func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 		Wait          *QueueWait `json:"wait"`
 		BytesDone     int64      `json:"bytesDone"`
 		BytesTotal    int64      `json:"bytesTotal"`
+		Detail        string     `json:"detail"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
+	}
+	if len(w.Detail) > MaxProgressDetailLen || !printable(w.Detail) {
+		return BadRequest("detail", "must be at most %d printable characters", MaxProgressDetailLen)
 	}
 	if w.Wait != nil {
 		if w.Stage != StageQueued {
@@ -400,8 +412,21 @@ func (p *LeaseProgress) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*p = LeaseProgress{Stage: w.Stage, QueuePosition: w.QueuePosition, EtaMs: w.EtaMs, Component: w.Component, Waiting: w.Waiting, Percent: w.Percent,
-		BytesDone: w.BytesDone, BytesTotal: w.BytesTotal, Wait: w.Wait}
+		BytesDone: w.BytesDone, BytesTotal: w.BytesTotal, Wait: w.Wait, Detail: w.Detail}
 	return nil
+}
+
+// printable reports whether s is valid UTF-8 with no control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Same reports whether two steps say the same thing.
@@ -417,7 +442,7 @@ func (p LeaseProgress) Same(q LeaseProgress) bool {
 		return false
 	}
 	return p.Stage == q.Stage && p.QueuePosition == q.QueuePosition && p.EtaMs == q.EtaMs &&
-		p.Component == q.Component && p.Waiting == q.Waiting
+		p.Component == q.Component && p.Waiting == q.Waiting && p.Detail == q.Detail
 }
 
 // RequestState is where a lease request is. Granted, failed and cancelled are

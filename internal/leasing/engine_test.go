@@ -187,6 +187,8 @@ func TestGrantWalksProvisioningThenBootingAndTakesTheDriversTime(t *testing.T) {
 		want := []contract.LeaseProgress{
 			{Stage: contract.StageProvisioning, EtaMs: (provisionTime + bootTime).Milliseconds()},
 			{Stage: contract.StageBooting, EtaMs: bootTime.Milliseconds()},
+			// The driver's step, as the boot's detail.
+			{Stage: contract.StageBooting, EtaMs: bootTime.Milliseconds(), Detail: "waiting for the simulator to finish booting"},
 		}
 		if got := p.stages(); !slices.Equal(got, want) {
 			t.Errorf("progress = %+v, want %+v", got, want)

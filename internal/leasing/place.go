@@ -1,6 +1,7 @@
 package leasing
 
 import (
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -226,9 +227,16 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 			return // the engine stopped deciding: the next start converges
 		}
 	}
-	e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: e.estimate(spec.Platform, driver.OpBoot, spec)})
+	eta := e.estimate(spec.Platform, driver.OpBoot, spec)
+	e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: eta})
 	bootStart := time.Now()
-	ready, err := drv.MakeReady(ctx, dd)
+	// The driver's steps reach the requester as the boot's detail, the ETA
+	// counted down from when the boot began.
+	steps := driver.WithBootSteps(ctx, func(step string) {
+		left := max(eta-time.Since(bootStart).Milliseconds(), 0)
+		e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: left, Detail: clipDetail(step)})
+	})
+	ready, err := drv.MakeReady(steps, dd)
 	if err != nil {
 		e.startFailed(w, d, p.provision, "boot-failed", err)
 		return
@@ -253,6 +261,14 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 		e.grantLocked(tx, w, d, source)
 		return nil
 	})
+}
+
+// clipDetail bounds a driver's boot step to what a progress step carries.
+func clipDetail(s string) string {
+	if len(s) <= contract.MaxProgressDetailLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:contract.MaxProgressDetailLen], "")
 }
 
 // requeue puts w back in line when the room it was to get could not be

@@ -45,7 +45,9 @@ func TestSubmittedRequestWaitsWithNobodyWatchingAndIsGranted(t *testing.T) {
 		var phases []string
 		last := moved
 		for !last.Request.State.Terminal() {
-			phases = append(phases, last.Phase())
+			if len(phases) == 0 || phases[len(phases)-1] != last.Phase() { // a boot's detail moves it within booting
+				phases = append(phases, last.Phase())
+			}
 			if last.Phase() == "booting" && (last.Target == nil || last.Target.Model != a.Device.Spec.Model) {
 				t.Errorf("booting shows target %+v, want the device being booted (%s)", last.Target, a.Device.Spec.Model)
 			}

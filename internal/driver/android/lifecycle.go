@@ -385,10 +385,25 @@ func (d *Driver) boot(ctx context.Context, op, name string, launch []string) (*c
 type probeState int
 
 const (
-	probeNoAnswer probeState = iota // the serial does not answer yet
-	probeBooting                    // it answers but has not finished booting
+	probeNoAnswer  probeState = iota // the serial does not answer yet
+	probeBooting                     // it answers but sys.boot_completed is not 1
+	probeAnimating                   // boot completed; the boot animation still runs
+	probeConsole                     // the animation stopped; its console is checked
 	probeReady
 )
+
+// step is the boot step a probe state is, as the requester reads it.
+func (s probeState) step() string {
+	switch s {
+	case probeNoAnswer:
+		return "waiting for the emulator to answer adb"
+	case probeBooting:
+		return "waiting for sys.boot_completed"
+	case probeAnimating:
+		return "boot completed; waiting for the boot animation to stop"
+	}
+	return "boot animation stopped; checking the emulator's console"
+}
 
 // waitReady polls until the emulator on port is ready: sys.boot_completed is
 // 1, the boot animation has stopped, and its console names AVD name. The
@@ -400,6 +415,7 @@ func (d *Driver) waitReady(ctx context.Context, op, name string, port int, e *ch
 	start := time.Now()
 	deadline := start.Add(d.bootTimeout)
 	lastAnnounce := start
+	lastStep := ""
 	interval := 50 * time.Millisecond
 	var exited <-chan struct{}
 	if e != nil {
@@ -412,6 +428,10 @@ func (d *Driver) waitReady(ctx context.Context, op, name string, port int, e *ch
 		state, err := d.probe(ctx, op, name, serial, deadline)
 		if err != nil {
 			return err
+		}
+		if step := state.step(); state != probeReady && step != lastStep {
+			driver.BootStep(ctx, step)
+			lastStep = step
 		}
 		if state == probeReady {
 			return nil
@@ -467,21 +487,21 @@ func (d *Driver) probe(ctx context.Context, op, name, serial string, deadline ti
 	}
 	anim, answered, err := shell("shell", "getprop", "init.svc.bootanim")
 	if err != nil || !answered || (anim != "" && anim != "stopped") {
-		return probeBooting, err
+		return probeAnimating, err
 	}
 	res, err := d.serialAdb(ctx, op, timeout, serial, "emu", "avd", "path")
 	if ctx.Err() != nil {
-		return probeBooting, crash(op, ctx.Err())
+		return probeConsole, crash(op, ctx.Err())
 	}
 	if err != nil || res.ExitCode != 0 {
-		return probeBooting, nil
+		return probeConsole, nil
 	}
 	path := consoleAnswer(res)
 	if path == "" {
-		return probeBooting, nil
+		return probeConsole, nil
 	}
 	if d.avdNameAt(path) != name {
-		return probeBooting, crashf(op, "refusing to ready %s: %s answers for %s; another emulator holds its console port", name, serial, path)
+		return probeConsole, crashf(op, "refusing to ready %s: %s answers for %s; another emulator holds its console port", name, serial, path)
 	}
 	return probeReady, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,10 +65,26 @@ func TestFullCycle(t *testing.T) {
 		t.Errorf("avdmanager call = %v with ANDROID_AVD_HOME=%q, want %v with %q", create[0].Args, create[0].Env["ANDROID_AVD_HOME"], wantCreate, f.root)
 	}
 
-	ready, err := d.MakeReady(ctx, dev)
+	var steps []string
+	var stepsMu sync.Mutex
+	ready, err := d.MakeReady(driver.WithBootSteps(ctx, func(step string) {
+		stepsMu.Lock()
+		defer stepsMu.Unlock()
+		steps = append(steps, step)
+	}), dev)
 	if err != nil {
 		t.Fatalf("MakeReady: %v", err)
 	}
+	stepsMu.Lock()
+	if !slices.Contains(steps, "waiting for sys.boot_completed") {
+		t.Errorf("the boot's steps were %q, want the wait for sys.boot_completed among them", steps)
+	}
+	for i := 1; i < len(steps); i++ {
+		if steps[i] == steps[i-1] {
+			t.Errorf("the boot told step %q twice in a row: %q", steps[i], steps)
+		}
+	}
+	stepsMu.Unlock()
 	console := consolePort(t, ready.Address)
 	if ready.ID != dev.ID {
 		t.Errorf("MakeReady changed the id to %q", ready.ID)

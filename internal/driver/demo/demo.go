@@ -561,11 +561,21 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	// it could not.
 	_ = d.save(dev.ID)
 
+	driver.BootStep(ctx, bootStep(d.platform))
 	booted, err := d.endBoot(dev, rec, prev, run(ctx, opBoot, d.bootTime, fail))
 	if err := d.saved(opBoot, err, dev.ID); err != nil {
 		return driver.Device{}, err
 	}
 	return booted, nil
+}
+
+// bootStep is the step a simulated boot reports, as the real driver of the
+// platform would.
+func bootStep(p contract.Platform) string {
+	if p == contract.PlatformAndroid {
+		return "waiting for sys.boot_completed"
+	}
+	return "waiting for the simulator to finish booting"
 }
 
 // endBoot settles the boot of rec, which started in state prev, once its
