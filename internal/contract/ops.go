@@ -386,7 +386,15 @@ const (
 	ListDevices  ListKind = "devices"
 	ListLeases   ListKind = "leases"
 	ListRequests ListKind = "requests"
+	// ListFailedRequests are the requests that failed lately, newest
+	// first (the console's Attention, with Retry): at most Limit, or
+	// DefaultFailedRequests; not paged.
+	ListFailedRequests ListKind = "failed-requests"
 )
+
+// DefaultFailedRequests is how many failed requests list.get returns when
+// asked for no limit.
+const DefaultFailedRequests = 100
 
 // ListGetInput asks for one kind of record, optionally one page of it.
 type ListGetInput struct {
@@ -416,6 +424,11 @@ func (in *ListGetInput) Validate() error {
 	}
 	switch in.Kind {
 	case ListDevices, ListLeases, ListRequests:
+		return nil
+	case ListFailedRequests:
+		if in.After != "" {
+			return BadRequest("after", "the failed requests are not paged: ask without after")
+		}
 		return nil
 	case "":
 		in.Kind = ListDevices

@@ -158,6 +158,9 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
+		if in.Kind == contract.ListFailedRequests {
+			return s.d.failedRequests(s.ctx, in.Limit)
+		}
 		return s.d.list(in)
 	case contract.OpEventsReplay:
 		var in contract.EventsReplayInput
@@ -538,6 +541,29 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	snap := d.engine.Snapshot(true)
 	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
 	return statusAnswer{s: s}
+}
+
+// failedRequests are the requests that failed lately, newest first, at
+// most limit (DefaultFailedRequests for 0), read from the store: worker and
+// gateway alike keep their settled requests there.
+func (d *Daemon) failedRequests(ctx context.Context, limit int) (contract.ListGetResult, error) {
+	if limit <= 0 {
+		limit = contract.DefaultFailedRequests
+	}
+	// Read ten times as many of the newest, of every state: pruning keeps
+	// the table small (lease.maxRequestRecords), and a failure further
+	// back than that is history, not attention.
+	recs, err := d.db.Requests(ctx, min(10*limit, contract.MaxListPage))
+	if err != nil {
+		return contract.ListGetResult{}, contract.Errorf(contract.CodeInternal, "read requests: %v", err)
+	}
+	out := []contract.LeaseRequestRecord{}
+	for _, r := range recs {
+		if r.State == contract.RequestFailed && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return contract.ListGetResult{Requests: out}, nil
 }
 
 // list answers list.get: one kind of record, whole or one page.

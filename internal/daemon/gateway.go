@@ -271,6 +271,10 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
+		if in.Kind == contract.ListFailedRequests {
+			r, err := s.d.failedRequests(s.ctx, in.Limit)
+			return r, err, true
+		}
 		if in.Limit > 0 || in.After != "" {
 			return nil, contract.BadRequest("limit", "a gateway's lists are not paged in this version; ask without limit and after"), true
 		}

@@ -217,7 +217,15 @@ func (s *Server) cancelLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 }
 
 func (s *Server) listLeaseRequests(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
-	res, err := callAs[contract.ListGetResult](r.Context(), s, tok, contract.OpListGet, contract.ListGetInput{Kind: contract.ListRequests})
+	in := contract.ListGetInput{Kind: contract.ListRequests}
+	switch state := r.URL.Query().Get("state"); state {
+	case "", "open":
+	case "failed":
+		return s.listFailedRequests(w, r, tok)
+	default:
+		return contract.BadRequest("state", "must be open or failed, got %q", state)
+	}
+	res, err := callAs[contract.ListGetResult](r.Context(), s, tok, contract.OpListGet, in)
 	if err != nil {
 		return err
 	}
@@ -231,6 +239,22 @@ func (s *Server) listLeaseRequests(w http.ResponseWriter, r *http.Request, tok c
 			Stage:         rec.State,
 			QueuePosition: rec.QueuePosition,
 		})
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"requests": out})
+	return nil
+}
+
+// listFailedRequests serves GET /v1/lease-requests?state=failed: the
+// requests that failed lately, newest first, each with its error.
+func (s *Server) listFailedRequests(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
+	res, err := callAs[contract.ListGetResult](r.Context(), s, tok, contract.OpListGet, contract.ListGetInput{Kind: contract.ListFailedRequests})
+	if err != nil {
+		return err
+	}
+	out := make([]failedRequest, 0, len(res.Requests))
+	for _, rec := range res.Requests {
+		out = append(out, failedRequest{ID: rec.ID, RequesterID: rec.RequesterID, Spec: rec.Spec, CreatedAt: rec.CreatedAt,
+			SettledAt: rec.SettledAt, Error: rec.Error, WorkerID: rec.WorkerID})
 	}
 	s.writeJSON(w, http.StatusOK, map[string]any{"requests": out})
 	return nil

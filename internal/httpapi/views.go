@@ -175,6 +175,18 @@ func (s *Server) grantedLease(ctx context.Context, tok contract.TokenRecord, rec
 }
 
 // requestSummary is one open request in GET /v1/lease-requests.
+// failedRequest is one failed request as GET /v1/lease-requests?state=failed
+// lists it.
+type failedRequest struct {
+	ID          string               `json:"id"`
+	RequesterID string               `json:"requesterId"`
+	Spec        contract.RequestSpec `json:"spec"`
+	CreatedAt   int64                `json:"createdAt"`
+	SettledAt   int64                `json:"settledAt"`
+	Error       *contract.Error      `json:"error,omitempty"`
+	WorkerID    string               `json:"workerId,omitempty"`
+}
+
 type requestSummary struct {
 	ID            string                `json:"id"`
 	RequesterID   string                `json:"requesterId"`

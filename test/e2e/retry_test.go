@@ -41,6 +41,12 @@ func TestRetryCleansAQuarantinedDeviceNowAndMakesAFailedRequestAgain(t *testing.
 	if failed["state"] != "failed" {
 		t.Fatalf("the request on a full machine = %v, want failed (timed out)", failed)
 	}
+	list := a.do("GET", "/v1/lease-requests?state=failed", ops, "")
+	listed, _ := list.body["requests"].([]any)
+	if list.status != 200 || len(listed) != 1 || listed[0].(map[string]any)["id"] != failed["id"] ||
+		listed[0].(map[string]any)["error"].(map[string]any)["code"] != "QUEUE_TIMEOUT" {
+		t.Errorf("GET /v1/lease-requests?state=failed = %d %s, want the timed-out request with its QUEUE_TIMEOUT", list.status, list.raw)
+	}
 	if r := h.run("release", held.Lease.ID, "--agent-id", "holder"); r.code != 0 {
 		t.Fatalf("release\n%s", r)
 	}
