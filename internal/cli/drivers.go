@@ -135,6 +135,7 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 				// receipts of earlier installs bring them back.
 				DownloadableRuntimes: cfg.PlatformLists("drivers.demo.downloadableRuntimes")[string(p)],
 				DownloadTime:         time.Duration(cfg.Int("drivers.demo.downloadMs")) * time.Millisecond,
+				DownloadQuietTime:    time.Duration(cfg.Int("drivers.demo.downloadQuietMs")) * time.Millisecond,
 				Installed:            demoInstalled(installed[p], p),
 				// Simulated devices outlive the daemon, as real ones do.
 				StateFile: filepath.Join(home, "demo-devices"),

@@ -166,6 +166,8 @@ var keys = []keySpec{
 		doc: "demo: runtimes listed as downloadable but not installed, by platform; a download installs one for good"},
 	{key: "drivers.demo.downloadMs", kind: kindInt, def: int64(5000), min: 0,
 		doc: "demo: time a simulated runtime download takes"},
+	{key: "drivers.demo.downloadQuietMs", kind: kindInt, def: int64(0), min: 0,
+		doc: "demo: time at a simulated download's start with no percentage known yet"},
 	{key: "downloads.policy", kind: kindEnum, def: "on-request", allowed: []string{"never", "on-request", "always"},
 		doc: "when a lease may download a missing runtime: never, on-request (--allow-download), always"},
 	{key: "downloads.timeoutMs", kind: kindInt, def: int64(20 * 60 * 1000), min: 1,

@@ -231,7 +231,8 @@ func (d *Driver) FindComponent(_ context.Context, component string) (driver.Comp
 }
 
 // InstallComponent installs the downloadable runtime component names after
-// a simulated download of DownloadTime. It reports 0 at once, then a higher
+// a simulated download of DownloadTime. After DownloadQuietTime with no
+// percentage (none by default), it reports 0, then a higher
 // percentage at each tenth of DownloadTime, one of them fractional as real
 // installers print, up to 100. A done context ends the download with a
 // *driver.CrashError wrapping its error; an injected failure comes after
@@ -265,6 +266,10 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 		return driver.InstallResult{}, &driver.NotDownloadableError{Platform: d.platform, Component: component, Reason: reason}
 	}
 
+	// The installer's quiet start: no percentage until it knows the size.
+	if err := sleep(ctx, d.downloadQuiet); err != nil {
+		return driver.InstallResult{}, crash(opInstall, err)
+	}
 	steps := []float64{0, 10, 20, 30, 41.7, 50, 60, 70, 80, 90, 100}
 	var waited time.Duration
 	for i, pct := range steps {

@@ -206,6 +206,32 @@ func TestInstallReportsRisingProgressOverDownloadTime(t *testing.T) {
 	})
 }
 
+// A quiet start prints no percentage for DownloadQuietTime, then the
+// percentages run over DownloadTime as without one.
+func TestAQuietDownloadStartPrintsNoPercentageUntilItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := downloading(contract.PlatformIOS)
+		opts.DownloadQuietTime = 2 * time.Second
+		d := newDriver(t, opts)
+		start := time.Now()
+		var first time.Duration = -1
+		_, err := d.InstallComponent(t.Context(), "26.4", func(driver.InstallProgress) {
+			if first < 0 {
+				first = time.Since(start)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first != 2*time.Second {
+			t.Errorf("the first percentage came after %s, want after the quiet 2s", first)
+		}
+		if got := time.Since(start); got != 2*time.Second+downloadTime {
+			t.Errorf("install took %s, want the quiet 2s and then %s", got, downloadTime)
+		}
+	})
+}
+
 func TestZeroDownloadTimeDoesNotWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opts := downloading(contract.PlatformAndroid)

@@ -122,6 +122,10 @@ type Options struct {
 	DownloadableRuntimes []string
 	// DownloadTime is how long InstallComponent takes. Zero means no wait.
 	DownloadTime time.Duration
+	// DownloadQuietTime is how long, at a download's start, it prints no
+	// percentage (as an installer that has not learnt the size yet); the
+	// percentages then run over DownloadTime. Zero: one at once.
+	DownloadQuietTime time.Duration
 	// Installed are runtimes installed from the start besides the built-in
 	// ones: those simlock downloaded in earlier runs, since an install
 	// lives only as long as the Driver. An entry is a version, or the
@@ -217,9 +221,9 @@ type Driver struct {
 	platform contract.Platform
 	// alwaysFail, the times and runtimes are set by New and never changed,
 	// so they are read without the lock.
-	alwaysFail                                         map[string]bool
-	provisionTime, bootTime, reclaimTime, downloadTime time.Duration
-	runtimes                                           runtimeTable
+	alwaysFail                                                        map[string]bool
+	provisionTime, bootTime, reclaimTime, downloadTime, downloadQuiet time.Duration
+	runtimes                                                          runtimeTable
 	// file is where the world is kept, nil without Options.StateFile. It
 	// has a lock of its own.
 	file *stateFile
@@ -262,6 +266,7 @@ func New(opts Options) (*Driver, error) {
 		"BootTime":      opts.BootTime,
 		"ReclaimTime":   opts.ReclaimTime,
 		"DownloadTime":  opts.DownloadTime,
+		"DownloadQuiet": opts.DownloadQuietTime,
 	} {
 		if d < 0 {
 			return nil, fmt.Errorf("demo: %s is negative: %s", name, d)
@@ -286,6 +291,7 @@ func New(opts Options) (*Driver, error) {
 		bootTime:      opts.BootTime,
 		reclaimTime:   opts.ReclaimTime,
 		downloadTime:  opts.DownloadTime,
+		downloadQuiet: opts.DownloadQuietTime,
 		runtimes:      runtimes,
 		catalog:       catalog,
 		receipts:      make(map[string]string, len(catalog.Runtimes)),
