@@ -92,7 +92,11 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 		if left <= 0 {
 			eta = "taking longer than usual, " + roundDur(elapsed) + " so far"
 		}
-		return fmt.Sprintf("%s %s, %s", glyph, stageWords(p.Stage, device), eta)
+		words := stageWords(p.Stage, device)
+		if p.Detail != "" {
+			words += " (" + p.Detail + ")"
+		}
+		return fmt.Sprintf("%s %s, %s", glyph, words, eta)
 	case contract.StageDownloading:
 		if p.Waiting {
 			return fmt.Sprintf("%s Waiting for another download to finish before runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))

@@ -51,6 +51,8 @@ func TestProgressHumanGolden(t *testing.T) {
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1, Wait: &contract.QueueWait{Limit: contract.WaitDevices, InUse: 3, Max: 3}},
 			"Android device", time.Second, 0, "⠋ Queued 1st for an Android device, waiting 1s (3/3 devices kept)"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, "iPhone 17", 10 * time.Second, 2, "⠹ Booting the iPhone 17, about 30s left"},
+		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000, Detail: "waiting for sys.boot_completed"}, "Pixel 8", 10 * time.Second, 2,
+			"⠹ Booting the Pixel 8 (waiting for sys.boot_completed), about 30s left"},
 		// Under a second left still reads as a second, not "about 0s".
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 1000}, "iOS device", 600 * time.Millisecond, 0, "⠋ Booting the iOS device, about 1s left"},
 		{contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: 3000}, "iOS 26.1 device", 0, 0, "⠋ Cleaning a released iOS 26.1 device for you, about 3s left"},

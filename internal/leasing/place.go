@@ -230,11 +230,10 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 	eta := e.estimate(spec.Platform, driver.OpBoot, spec)
 	e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: eta})
 	bootStart := time.Now()
-	// The driver's steps reach the requester as the boot's detail, the ETA
-	// counted down from when the boot began.
+	// The driver's steps reach the requester as the boot's detail; the
+	// ETA stays the stage's, counted from the stage's start.
 	steps := driver.WithBootSteps(ctx, func(step string) {
-		left := max(eta-time.Since(bootStart).Milliseconds(), 0)
-		e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: left, Detail: clipDetail(step)})
+		e.q.Progress(w, contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: eta, Detail: clipDetail(step)})
 	})
 	ready, err := drv.MakeReady(steps, dd)
 	if err != nil {

@@ -109,6 +109,9 @@ func (r *reporter) step(st contract.LeaseRequestStatus, now time.Time, heartbeat
 			verb = strings.ToUpper(phase[:1]) + phase[1:]
 		}
 		msg = verb + " " + target
+		if st.Progress != nil && st.Progress.Detail != "" {
+			msg += ": " + st.Progress.Detail
+		}
 		if phase == "reclaiming" {
 			// What is cleaned is a device another holder released, which
 			// this request will get: name the device, not the request.
