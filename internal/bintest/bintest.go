@@ -59,3 +59,27 @@ func ConsultSources(root string) error {
 		return nil
 	})
 }
+
+// Main builds the binary into a temporary directory, runs run with its
+// path and the module's root, and removes it: the body of a TestMain of a
+// package of such tests (name prefixes its errors). It returns the exit
+// code for os.Exit.
+func Main(name string, run func(bin, root string) int) int {
+	root, err := ModuleRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "simlock-"+name+"-bin")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin, err := Build(root, dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return run(bin, root)
+}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -22,23 +21,10 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	root, err := bintest.ModuleRoot()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	moduleRoot = root
-	dir, err := os.MkdirTemp("", "simlock-e2e-bin")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if simlockBin, err = bintest.Build(root, dir); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	return bintest.Main("e2e", func(bin, root string) int {
+		simlockBin, moduleRoot = bin, root
+		return m.Run()
+	})
 }
 
 // consultSourcesOnce runs bintest.ConsultSources from inside a test,

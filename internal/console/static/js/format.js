@@ -1,0 +1,47 @@
+// How numbers, sizes, durations and times read on the page.
+
+// bytes says a size in decimal units, as installers print them: 2.1 GB.
+export function bytes(n) {
+  if (!Number.isFinite(n) || n < 0) return '';
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : 1)} ${units[i]}`;
+}
+
+// duration says a span of milliseconds to the second: 45s, 14m 58s, 2h 5m.
+export function duration(ms) {
+  if (!Number.isFinite(ms)) return '';
+  const neg = ms < 0;
+  let s = Math.floor(Math.abs(ms) / 1000);
+  const d = Math.floor(s / 86400); s -= d * 86400;
+  const hr = Math.floor(s / 3600); s -= hr * 3600;
+  const m = Math.floor(s / 60); s -= m * 60;
+  let out;
+  if (d > 0) out = `${d}d ${hr}h`;
+  else if (hr > 0) out = `${hr}h ${m}m`;
+  else if (m > 0) out = `${m}m ${s}s`;
+  else out = `${s}s`;
+  return neg ? `-${out}` : out;
+}
+
+// clock says an epoch-ms time as the browser's local time of day, with
+// the date when it is not today.
+export function clock(ms) {
+  if (!ms) return '';
+  const t = new Date(ms);
+  const now = new Date();
+  const hms = t.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+  if (t.toDateString() === now.toDateString()) return hms;
+  return `${t.toLocaleDateString([], { month: 'short', day: 'numeric' })} ${hms}`;
+}
+
+// spec says what a request asked for or what a device is.
+export function spec(s) {
+  if (!s) return '';
+  const parts = [s.platform];
+  if (s.model) parts.push(s.model);
+  if (s.class) parts.push(s.class);
+  if (s.osVersion) parts.push(s.osVersion);
+  return parts.filter(Boolean).join(' · ');
+}

@@ -1,0 +1,67 @@
+package browser
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+
+	"github.com/simlock/simlock/internal/bintest"
+)
+
+// simlockBin is the binary under test, built once by TestMain.
+var simlockBin string
+
+// moduleRoot is the simlock module's directory.
+var moduleRoot string
+
+var consultOnce sync.Once
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	return bintest.Main("browser", func(bin, root string) int {
+		simlockBin, moduleRoot = bin, root
+		code := m.Run()
+		if shots := screenshotDir(); shots != "" && screenshotsTaken() > 0 {
+			fmt.Printf("browser: %d screenshots in %s\n", screenshotsTaken(), shots)
+		}
+		return code
+	})
+}
+
+// consultSourcesOnce runs bintest.ConsultSources from inside a test, so
+// go test's cache sees the sources of the binary the test runs.
+func consultSourcesOnce(t *testing.T) {
+	t.Helper()
+	var err error
+	consultOnce.Do(func() { err = bintest.ConsultSources(moduleRoot) })
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chromiumPath finds the browser: SIMLOCK_CHROMIUM, else chromium (or
+// chromium-browser, google-chrome) on the PATH. Without one the test is
+// skipped, saying why, except under CI=true, where it fails: CI installs
+// chromium, so a missing one there is a broken machine, not a choice.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SIMLOCK_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no chromium to drive: install it (apt-get install -y chromium) or name one in SIMLOCK_CHROMIUM"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
