@@ -386,9 +386,10 @@ const (
 	ListDevices  ListKind = "devices"
 	ListLeases   ListKind = "leases"
 	ListRequests ListKind = "requests"
-	// ListFailedRequests are the requests that failed lately, newest
-	// first (the console's Attention, with Retry): at most Limit, or
-	// DefaultFailedRequests; not paged.
+	// ListFailedRequests are the requests that failed lately and that
+	// their requester has not asked again since (a retry or a new
+	// request), newest first (the console's Attention, with Retry): at
+	// most Limit, or DefaultFailedRequests; not paged.
 	ListFailedRequests ListKind = "failed-requests"
 )
 

@@ -557,11 +557,16 @@ func (d *Daemon) failedRequests(ctx context.Context, limit int) (contract.ListGe
 	if err != nil {
 		return contract.ListGetResult{}, contract.Errorf(contract.CodeInternal, "read requests: %v", err)
 	}
+	// A failure its requester has asked again since (a retry, or a new
+	// request) is no longer anyone's to act on: only each requester's
+	// newest request counts.
 	out := []contract.LeaseRequestRecord{}
-	for _, r := range recs {
-		if r.State == contract.RequestFailed && len(out) < limit {
+	newer := map[string]bool{}
+	for _, r := range recs { // newest first
+		if r.State == contract.RequestFailed && !newer[r.RequesterID] && len(out) < limit {
 			out = append(out, r)
 		}
+		newer[r.RequesterID] = true
 	}
 	return contract.ListGetResult{Requests: out}, nil
 }

@@ -60,6 +60,9 @@ func TestRetryCleansAQuarantinedDeviceNowAndMakesAFailedRequestAgain(t *testing.
 	if r := a.do("GET", "/v1/lease-requests/"+failed["id"].(string), ops, ""); requestOf(t, r)["state"] != "failed" {
 		t.Errorf("the retried request is now %s, want it left failed", r.raw)
 	}
+	if list := a.do("GET", "/v1/lease-requests?state=failed", ops, ""); list.status != 200 || strings.Contains(list.raw, failed["id"].(string)) {
+		t.Errorf("after its retry, GET /v1/lease-requests?state=failed = %d %s, want the retried request gone from it", list.status, list.raw)
+	}
 	if r := a.do("POST", "/v1/lease-requests/req_nobody/retry", ops, ""); r.status != 404 || r.errCode() != "UNKNOWN_LEASE_REQUEST" {
 		t.Errorf("retry of an unknown request = %d %s, want 404 UNKNOWN_LEASE_REQUEST", r.status, r.raw)
 	}
