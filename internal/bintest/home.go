@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -43,4 +44,20 @@ func FreePort() (int, error) {
 		}
 	}
 	return 0, errors.New("no free TCP port in 20000-29999")
+}
+
+// Env is the test process's environment without anything that would
+// change simlock's behaviour (its own SIMLOCK_* settings, an agent
+// session's id), plus the SIMLOCK_HOME dir and the demo driver: what a
+// test runs the binary with.
+func Env(dir string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_SESSION_ID" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "SIMLOCK_HOME="+dir, "SIMLOCK_DRIVERS=demo")
 }

@@ -39,7 +39,7 @@ func newHome(t *testing.T, settings ...string) *home {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &home{t: t, dir: dir, env: baseEnv(dir)}
+	h := &home{t: t, dir: dir, env: bintest.Env(dir)}
 	t.Cleanup(h.cleanup)
 	for i := 0; i+1 < len(settings); i += 2 {
 		if r := h.run("config", "set", settings[i], settings[i+1]); r.code != 0 {
@@ -47,20 +47,6 @@ func newHome(t *testing.T, settings ...string) *home {
 		}
 	}
 	return h
-}
-
-// baseEnv is the test's environment without what changes simlock's
-// behaviour, plus this home and the demo driver.
-func baseEnv(dir string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_SESSION_ID" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "SIMLOCK_HOME="+dir, "SIMLOCK_DRIVERS=demo")
 }
 
 func (h *home) path(name string) string { return filepath.Join(h.dir, name) }

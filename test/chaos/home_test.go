@@ -37,13 +37,7 @@ func newHome(t *testing.T, settings ...string) *home {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "SIMLOCK_") && k != "CLAUDE_CODE_SESSION_ID" && k != "CODEX_SESSION_ID" {
-			env = append(env, kv)
-		}
-	}
-	h := &home{t: t, dir: dir, env: append(env, "SIMLOCK_HOME="+dir, "SIMLOCK_DRIVERS=demo")}
+	h := &home{t: t, dir: dir, env: bintest.Env(dir)}
 	t.Cleanup(h.cleanup)
 	for i := 0; i+1 < len(settings); i += 2 {
 		h.cli("config", "set", settings[i], settings[i+1])

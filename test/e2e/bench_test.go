@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/simlock/simlock/internal/bintest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestBenchJSONHasEveryRowAndCleansUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, simlockBin, "bench", "--leases", "3,6", "--samples", "5", "--events", "2000", "--json")
-	cmd.Env = append(baseEnv(userHome), "TMPDIR="+benchTmp)
+	cmd.Env = append(bintest.Env(userHome), "TMPDIR="+benchTmp)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -143,7 +144,7 @@ func TestBenchSoakSamplesTheDaemonAndJudgesTheTrend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, simlockBin, "bench", "--soak", "3s", "--sample-every", "500ms", "--agents", "10", "--json")
-	cmd.Env = append(baseEnv(tmp), "TMPDIR="+tmp)
+	cmd.Env = append(bintest.Env(tmp), "TMPDIR="+tmp)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
