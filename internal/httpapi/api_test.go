@@ -596,6 +596,16 @@ func TestOperatorLists(t *testing.T) {
 	if e["field"] != "since" {
 		t.Fatalf("bad since: %v", e)
 	}
+	// afterSeq reads on from a seq a client saw (a console filling a gap).
+	readJSON(t, h.do("GET", "/v1/events?afterSeq=41&limit=100", operatorSecret, ""), http.StatusOK)
+	if calls := h.fake.callsOf(contract.OpEventsReplay); decodeInput[contract.EventsReplayInput](t, calls[len(calls)-1]) != (contract.EventsReplayInput{AfterSeq: 41, Limit: 100}) {
+		t.Errorf("replay input for afterSeq=41 = %+v", decodeInput[contract.EventsReplayInput](t, calls[len(calls)-1]))
+	}
+	for _, bad := range []string{"-1", "x"} {
+		if e := readError(t, h.do("GET", "/v1/events?afterSeq="+bad, operatorSecret, ""), contract.CodeBadRequest); e["field"] != "afterSeq" {
+			t.Errorf("afterSeq=%s: %v, want BAD_REQUEST on afterSeq", bad, e)
+		}
+	}
 
 	h.fake.answer(contract.OpTokenList, contract.TokenListResult{Tokens: []contract.TokenRecord{agentToken}}, nil)
 	ts := readJSON(t, h.do("GET", "/v1/tokens", operatorSecret, ""), http.StatusOK)["tokens"].([]any)

@@ -406,6 +406,13 @@ func (s *Server) replayEvents(w http.ResponseWriter, r *http.Request, tok contra
 		// At least 1: a zero sinceTs would mean "the newest events".
 		in.SinceTs = max(s.now().Add(-d).UnixMilli(), 1)
 	}
+	if raw := q.Get("afterSeq"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			return contract.BadRequest("afterSeq", "must be a whole number, 0 or more, got %q", raw)
+		}
+		in.AfterSeq = n
+	}
 	if raw := q.Get("limit"); raw != "" {
 		// 0 would mean "the default" to the operation; asked for here
 		// it is out of range, as the docs say.
