@@ -123,6 +123,27 @@ func TestDownloadingProgressIsBoundedBySchema(t *testing.T) {
 	}
 }
 
+// A booting step's detail round-trips, and one too long or with a control
+// character (a relayed push is a claim) is refused.
+func TestABootingStepsDetailIsBoundedWhenRead(t *testing.T) {
+	ok := `{"stage":"booting","etaMs":2000,"detail":"waiting for sys.boot_completed"}`
+	var p LeaseProgress
+	if err := json.Unmarshal([]byte(ok), &p); err != nil || p.Detail != "waiting for sys.boot_completed" {
+		t.Fatalf("valid step: %+v, %v", p, err)
+	}
+	if back, _ := json.Marshal(p); string(back) != ok {
+		t.Errorf("round trip = %s, want %s", back, ok)
+	}
+	for _, bad := range []string{
+		`{"stage":"booting","etaMs":1,"detail":"` + strings.Repeat("x", MaxProgressDetailLen+1) + `"}`,
+		`{"stage":"booting","etaMs":1,"detail":"a\u0007b"}`,
+	} {
+		if err := json.Unmarshal([]byte(bad), &p); err == nil {
+			t.Errorf("accepted %.80s…", bad)
+		}
+	}
+}
+
 func TestQueuedWaitIsCheckedWhenRead(t *testing.T) {
 	ok := `{"stage":"queued","queuePosition":1,"wait":{"limit":"platform-running","inUse":1,"max":1,"leaseId":"lse_1","holder":"h2","endsAt":1700000000000}}`
 	var p LeaseProgress

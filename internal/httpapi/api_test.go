@@ -133,6 +133,29 @@ func TestOperatorRoutesRefuseAgents(t *testing.T) {
 	}
 }
 
+// The retry routes are operators' only, and a bad id or list state is a
+// BAD_REQUEST naming the field; none of them reaches the daemon.
+func TestRetryAndFailedListRoutesRefuseBadInputBeforeTheDaemon(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	for _, path := range []string{"/v1/devices/dev_1/retry", "/v1/lease-requests/req_1/retry"} {
+		readError(t, h.do("POST", path, agentSecret, ""), contract.CodeForbidden)
+	}
+	for path, field := range map[string]string{
+		"/v1/devices/bad!id/retry":        "deviceId",
+		"/v1/lease-requests/bad!id/retry": "requestId",
+	} {
+		if e := readError(t, h.do("POST", path, operatorSecret, ""), contract.CodeBadRequest); e["field"] != field {
+			t.Errorf("POST %.40s…: %v, want BAD_REQUEST on %s", path, e, field)
+		}
+	}
+	if e := readError(t, h.do("GET", "/v1/lease-requests?state=closed", operatorSecret, ""), contract.CodeBadRequest); e["field"] != "state" {
+		t.Errorf("state=closed: %v, want BAD_REQUEST on state", e)
+	}
+	if n := h.fake.callCount(); n != 0 {
+		t.Errorf("refused requests reached the backend %d times", n)
+	}
+}
+
 func TestUnknownRouteAndWrongMethodAreJSON(t *testing.T) {
 	h := newHarness(t, httpapi.Options{})
 	readError(t, h.do("GET", "/nope", agentSecret, ""), contract.CodeUnknownRoute)
