@@ -44,11 +44,15 @@ import (
 // for seconds: it ends reads and writes at once, and Done is closed when the
 // handshake is over and every goroutine of the Conn has returned. A peer
 // that does not answer the close is given one heartbeat (two seconds at
-// most); the websocket's own bound, five seconds, is the last resort when
-// the Conn is not blocked reading the socket at the time (the peer broke
-// the framing, say).
+// most); past it the socket beneath the websocket is closed, whichever
+// goroutine is reading it then (the websocket's own handshake reader, with
+// a bound of five seconds, takes over the read whenever the Conn is between
+// two messages).
 type Conn struct {
-	ws            *websocket.Conn
+	ws *websocket.Conn
+	// sock is the socket beneath ws: closing it ends every read and write
+	// of ws at once, whoever is waiting.
+	sock          io.Closer
 	opts          Options
 	local, remote net.Addr
 
@@ -94,15 +98,16 @@ type addr string
 func (a addr) Network() string { return network }
 func (a addr) String() string  { return string(a) }
 
-// NewConn runs the uplink framing over ws, which the Conn owns from now on.
-func NewConn(ws *websocket.Conn, opts Options) *Conn {
+// newConn runs the uplink framing over ws, which the Conn owns from now on,
+// and sock, the socket beneath it.
+func newConn(ws *websocket.Conn, sock io.Closer, opts Options) *Conn {
 	opts = opts.withDefaults()
 	// The limit lets one byte past MaxFrame through, so the read loop
 	// refuses an oversized message itself, with a reason of its own.
 	ws.SetReadLimit(opts.MaxFrame)
 	life, kill := context.WithCancel(context.Background())
 	c := &Conn{
-		ws: ws, opts: opts, local: addr("unknown"), remote: addr("unknown"),
+		ws: ws, sock: sock, opts: opts, local: addr("unknown"), remote: addr("unknown"),
 		life: life, kill: kill,
 		msgs: make(chan []byte),
 		rdl:  newDeadline(context.Background()), wdl: newDeadline(life),
@@ -342,11 +347,20 @@ func (c *Conn) end(code websocket.StatusCode, reason string, err error, byUser b
 
 func (c *Conn) shutdown(code websocket.StatusCode, reason string) {
 	defer close(c.done)
-	force := time.AfterFunc(c.opts.closeGrace(), c.kill)
+	force := time.AfterFunc(c.opts.closeGrace(), c.drop)
 	_ = c.ws.Close(code, reason)
 	force.Stop()
-	c.kill()
+	c.drop()
 	c.wg.Wait()
+}
+
+// drop ends the websocket without waiting any longer for the peer.
+// Cancelling life is enough while the read loop is reading the socket; the
+// socket is closed too, for the websocket's handshake reader may hold the
+// read instead, under a context of its own.
+func (c *Conn) drop() {
+	c.kill()
+	_ = c.sock.Close()
 }
 
 // readLoop reads messages ahead of Read, one at a time, and so answers the

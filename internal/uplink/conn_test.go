@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +295,59 @@ func TestCloseGivesUpOnAPeerThatNeverAnswers(t *testing.T) {
 	case <-gw.Done():
 	case <-time.After(time.Second):
 		t.Fatalf("Close still waited for the peer's answer after %v; its grace is one heartbeat, %v", time.Since(start), hb)
+	}
+}
+
+// A Conn that refuses a peer has no read of its own under way, so the
+// websocket's handshake reader waits for the peer's close alone: the grace
+// must cut that wait short too, by closing the socket beneath it.
+func TestARefusedPeerThatNeverAnswersTheCloseIsDroppedAfterOneHeartbeat(t *testing.T) {
+	const hb = 50 * time.Millisecond
+	gw, raw := rawPair(t, Options{Heartbeat: hb})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	start := time.Now()
+	if err := raw.Write(ctx, websocket.MessageBinary, []byte("{}")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	select {
+	case <-gw.Done():
+	case <-time.After(time.Second):
+		t.Fatalf("the Conn still waited for the refused peer's close after %v; its grace is one heartbeat, %v", time.Since(start), hb)
+	}
+}
+
+func TestADialledConnRefusingAPeerThatNeverAnswersIsDroppedAfterOneHeartbeat(t *testing.T) {
+	const hb = 50 * time.Millisecond
+	raws := make(chan *websocket.Conn, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			t.Errorf("accept: %v", err)
+			return
+		}
+		raws <- raw
+		<-release
+		raw.CloseNow()
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	worker, err := Dial(ctx, srv.URL, "token", "worker-1", "Worker 1", Options{Heartbeat: hb})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	raw := <-raws
+	start := time.Now()
+	if err := raw.Write(ctx, websocket.MessageBinary, []byte("{}")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	select {
+	case <-worker.Done():
+	case <-time.After(time.Second):
+		t.Fatalf("the dialled Conn still waited for the refused peer's close after %v; its grace is one heartbeat, %v", time.Since(start), hb)
 	}
 }
 

@@ -1,6 +1,7 @@
 package uplink
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/coder/websocket"
 
@@ -18,16 +20,62 @@ import (
 // authenticated and whose headers it has checked. On failure the response
 // has been written.
 func Accept(w http.ResponseWriter, r *http.Request, opts Options) (*Conn, error) {
-	ws, err := websocket.Accept(w, r, nil)
+	hw := &hijacked{ResponseWriter: w}
+	ws, err := websocket.Accept(hw, r, nil)
 	if err != nil {
 		return nil, fmt.Errorf("uplink: accept: %w", err)
 	}
-	c := NewConn(ws, opts)
+	c := newConn(ws, hw.sock, opts)
 	c.remote = addr(r.RemoteAddr)
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		c.local = a
 	}
 	return c, nil
+}
+
+// hijacked keeps the socket the websocket takes over from the HTTP server.
+type hijacked struct {
+	http.ResponseWriter
+	sock net.Conn
+}
+
+func (h *hijacked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	sock, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.sock = sock
+	return sock, brw, err
+}
+
+func (h *hijacked) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// dialed keeps the socket of one Dial, for its Conn to close when a peer
+// does not answer its close.
+type dialed struct {
+	mu   sync.Mutex
+	sock net.Conn
+}
+
+// client is an HTTP client like the default one, with a transport of its
+// own that keeps the socket it dials (a fresh transport holds no idle
+// socket, so the handshake runs on the last one dialed).
+func (d *dialed) client() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+		sock, err := dial(ctx, network, address)
+		if err == nil {
+			d.mu.Lock()
+			d.sock = sock
+			d.mu.Unlock()
+		}
+		return sock, err
+	}
+	return &http.Client{Transport: t}
+}
+
+func (d *dialed) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sock.Close()
 }
 
 // RefusedError is a gateway's refusal of an uplink, by HTTP status.
@@ -69,14 +117,15 @@ func Dial(ctx context.Context, gatewayURL, token, workerID, label string, opts O
 	h.Set("Authorization", "Bearer "+token)
 	h.Set(HeaderWorkerID, workerID)
 	h.Set(HeaderWorkerLabel, label)
-	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPHeader: h})
+	sock := &dialed{}
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPHeader: h, HTTPClient: sock.client()})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, refused(resp)
 		}
 		return nil, fmt.Errorf("uplink: dial %s: %w", u.Redacted(), err)
 	}
-	c := NewConn(ws, opts)
+	c := newConn(ws, sock, opts)
 	c.remote = addr(u.Host)
 	return c, nil
 }
