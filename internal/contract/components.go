@@ -24,12 +24,20 @@ const PushComponentProgress = "component-progress"
 type ComponentInstallInput struct {
 	Platform Platform `json:"platform"`
 	Version  string   `json:"version"`
+	// Workers chooses the workers of a gateway's fleet install; a worker
+	// refuses it.
+	Workers *WorkerChoice `json:"workers,omitempty"`
 }
 
 // Validate checks the input's fields.
 func (in *ComponentInstallInput) Validate() error {
 	if !in.Platform.Valid() {
 		return BadRequest("platform", "must be ios or android, got %q", clip(string(in.Platform)))
+	}
+	if in.Workers != nil {
+		if err := in.Workers.Validate(); err != nil {
+			return err
+		}
 	}
 	return checkComponent("version", in.Version)
 }
@@ -74,6 +82,8 @@ type ComponentInstallResult struct {
 	// Version is the installed runtime version or API level.
 	Version string `json:"version"`
 	Name    string `json:"name,omitempty"`
+	// JobID names the install's job record.
+	JobID string `json:"jobId,omitempty"`
 }
 
 // ComponentListInput narrows component.list to one platform.

@@ -33,6 +33,7 @@ const (
 	CodeRuntimeMissing             Code = "RUNTIME_MISSING"
 	CodeUnknownModel               Code = "UNKNOWN_MODEL"
 	CodeUnknownLease               Code = "UNKNOWN_LEASE"
+	CodeUnknownJob                 Code = "UNKNOWN_JOB"
 	CodeCancelled                  Code = "CANCELLED"
 	CodeInternal                   Code = "INTERNAL"
 	CodeUsage                      Code = "USAGE"
@@ -88,6 +89,7 @@ var codes = map[Code]codeInfo{
 	CodeRuntimeMissing:             {12, http.StatusUnprocessableEntity},
 	CodeUnknownModel:               {12, http.StatusUnprocessableEntity},
 	CodeUnknownLease:               {1, http.StatusNotFound},
+	CodeUnknownJob:                 {1, http.StatusNotFound},
 	CodeCancelled:                  {1, 499},
 	CodeInternal:                   {1, http.StatusInternalServerError},
 	CodeUsage:                      {2, http.StatusBadRequest},

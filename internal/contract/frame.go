@@ -54,6 +54,7 @@ type Push struct {
 	Reason         string             `json:"reason,omitempty"`
 	Output         *ExecOutput        `json:"output,omitempty"`
 	Component      *ComponentProgress `json:"component,omitempty"`
+	Job            *JobEvent          `json:"job,omitempty"`
 	Attempts       int                `json:"attempts,omitempty"`
 }
 
@@ -69,5 +70,6 @@ type Inbound struct {
 	Reason         string             `json:"reason,omitempty"`
 	Output         *ExecOutput        `json:"output,omitempty"`
 	Component      *ComponentProgress `json:"component,omitempty"`
+	Job            *JobEvent          `json:"job,omitempty"`
 	Attempts       int                `json:"attempts,omitempty"`
 }

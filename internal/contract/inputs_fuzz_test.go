@@ -38,6 +38,9 @@ var inputs = []func() Validator{
 	func() Validator { return new(ComponentInstallInput) },
 	func() Validator { return new(ComponentListInput) },
 	func() Validator { return new(ComponentRemoveInput) },
+	func() Validator { return new(WorkerChoice) },
+	func() Validator { return new(JobListInput) },
+	func() Validator { return new(JobIDInput) },
 	func() Validator { return new(DemoInjectInput) },
 	func() Validator { return new(CleanupRunInput) },
 	func() Validator { return new(NukeInput) },
@@ -54,7 +57,7 @@ func FuzzOperationInputs(f *testing.F) {
 		`{"leaseId":"lse_1","ttlMs":1}`, `{"protocol":{"min":1,"max":1},"principal":"a/b","adminToken":"x"}`,
 		`{"kind":"leases","limit":2,"after":"x"}`, `{"afterSeq":-1,"limit":10001}`, `{"tool":"simctl","args":["list"],"stdin":"x"}`,
 		`{"platform":"android","component":"system-images;android-35;google_apis;arm64-v8a"}`, `{"TTLMS":5}`, `{"ttlMs":5,"ttlMs":6}`,
-		`{"platform":"ios"} {}`, `[1]`, `{"ttlMs":1e400}`, `{"requesterId":"\u0000"}`, "{\"model\":\"\xff\"}",
+		`{"platform":"ios"} {}`, `[1]`, `{"platform":"ios","version":"26.4","workers":"all"}`, `{"platform":"ios","version":"26","workers":["a","a"]}`, `"all"`, `{"jobId":"job_1","limit":3}`, `{"ttlMs":1e400}`, `{"requesterId":"\u0000"}`, "{\"model\":\"\xff\"}",
 	} {
 		f.Add(uint8(0), []byte(seed))
 	}
