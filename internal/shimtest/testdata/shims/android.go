@@ -71,6 +71,9 @@ const (
 	androidServersFile   = "android-adb-servers.json"
 	androidSDKFile       = "android-sdk.json"
 	androidUserdataFile  = "shim-userdata.json"
+	// androidProbedMarker, in an AVD's directory, says its boot was asked
+	// sys.boot_completed once.
+	androidProbedMarker = ".shim-boot-probed"
 )
 
 // androidEmulator is one running emulator.

@@ -267,7 +267,14 @@ func androidShellOne(e androidEmulator, cmd string) int {
 	}
 	switch cmd {
 	case "getprop sys.boot_completed":
-		if e.booted() {
+		// A real emulator answers adb well before its boot completes, so
+		// the first answer of each boot is "not yet", however fast the
+		// boot (or slow the machine) is.
+		marker := filepath.Join(e.AvdDir, androidProbedMarker)
+		if _, err := os.Stat(marker); err != nil {
+			_ = os.WriteFile(marker, nil, 0o644)
+			fmt.Println()
+		} else if e.booted() {
 			fmt.Println("1")
 		} else {
 			fmt.Println()

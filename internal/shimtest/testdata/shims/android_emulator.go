@@ -141,6 +141,8 @@ func androidEmulatorTool(args []string) int {
 	case fromSnapshot:
 		boot = androidSnapshotBoot
 	}
+	// The boot starts now: its first sys.boot_completed answer is "not yet".
+	_ = os.Remove(filepath.Join(dir, androidProbedMarker))
 	now := time.Now()
 	me := androidEmulator{Port: port, Avd: avd, AvdDir: dir, Pid: os.Getpid(), ServerPort: serverPort,
 		StartedAt: now.UnixMilli(), BootAt: now.Add(boot).UnixMilli()}
