@@ -2,11 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+
 	"fmt"
-	"io"
-	"sync"
-	"time"
+
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,17 +20,33 @@ func componentCmd(env Env) *cobra.Command {
 		Short: "Install, list or remove OS runtimes (iOS simulator runtimes, Android system images)",
 	}
 	admin := session{principal: "simlock-cli", admin: true, autostart: true}
-	var progressMode string
+	var progressMode, workers string
+	var allWorkers, verbose bool
 	install := &cobra.Command{
-		Use:   "install <ios|android> <version>",
+		Use:   "install <ios|android> <version> [--all-workers | --workers <id,…>]",
 		Short: "Download and install a runtime (admin); progress on stderr, the result on stdout",
 		Long: `Download and install a runtime: an iOS version (26.4), a major (26) or latest;
 an Android API level (36). It joins an install of the same component already
 running, and waits behind another install on the same platform. Refused when
-downloads.policy is never.`,
+downloads.policy is never.
+
+Against a gateway, --all-workers installs on every worker (drained ones too)
+and --workers on the ones named: a row per worker shows its phase (waiting,
+downloading, verifying, recording) and how far it is; a worker whose uplink
+fails is asked again (gateway.installRetries). Every failure ends with a
+block saying where and why, and the command exits 15 when a worker did not
+end installed. simlock job show <id> replays the install afterwards.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.ComponentInstallInput{Platform: contract.Platform(args[0]), Version: args[1]}
+			switch {
+			case allWorkers && workers != "":
+				return usage("--all-workers and --workers both choose the workers; give one")
+			case allWorkers:
+				in.Workers = &contract.WorkerChoice{All: true}
+			case workers != "":
+				in.Workers = &contract.WorkerChoice{IDs: strings.Split(workers, ",")}
+			}
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
@@ -40,17 +55,34 @@ downloads.policy is never.`,
 				return err
 			}
 			return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {
-				pr := newInstallPrinter(env.Stderr, mode, env.TermWidth)
-				res, err := c.InstallComponent(ctx, in, pr.show)
+				pr := newJobPrinter(env.Stderr, mode, env.TermWidth, verbose)
+				if in.Workers == nil {
+					res, err := c.InstallComponent(ctx, in, pr.show)
+					pr.stop()
+					if err != nil {
+						return err
+					}
+					return printJSON(env.Stdout, res)
+				}
+				done, err := c.InstallOnFleet(ctx, in, pr.show)
 				pr.stop()
 				if err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				if err := printJSON(env.Stdout, done); err != nil {
+					return err
+				}
+				if done.Result != contract.JobSucceeded {
+					return &exitError{code: contract.ExitInstallIncomplete, err: fmt.Errorf("job %s: not every worker ended installed", done.JobID), quiet: true}
+				}
+				return nil
 			})
 		},
 	}
 	install.Flags().StringVar(&progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	install.Flags().BoolVar(&allWorkers, "all-workers", false, "on a gateway: install on every worker")
+	install.Flags().StringVar(&workers, "workers", "", "on a gateway: install on these workers (ids, comma-separated)")
+	install.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every line the installer prints, not only the latest")
 	var platform string
 	list := &cobra.Command{
 		Use:   "list",
@@ -103,54 +135,4 @@ downloads.policy is never.`,
 	remove.Flags().BoolVar(&yes, "yes", false, "confirm the removal")
 	cmd.AddCommand(install, list, remove)
 	return cmd
-}
-
-// installPrinter shows an install's progress on stderr: JSON lines, or a
-// live line on a terminal.
-type installPrinter struct {
-	w     io.Writer
-	mode  string
-	width func() int // the terminal's columns; 0 when unknown
-	mu    sync.Mutex
-	since time.Time
-	rate  downloadRate
-	drawn bool
-}
-
-func newInstallPrinter(w io.Writer, mode string, width func() int) *installPrinter {
-	if width == nil {
-		width = func() int { return 0 }
-	}
-	return &installPrinter{w: w, mode: mode, width: width, since: time.Now()}
-}
-
-func (p *installPrinter) show(step contract.ComponentProgress) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch p.mode {
-	case "json":
-		body, _ := json.Marshal(step)
-		fmt.Fprintln(p.w, `{"push":"component-progress",`+string(body[1:]))
-	case "human":
-		now := time.Now()
-		line := fmt.Sprintf("Waiting for another %s install, %s so far", step.Platform, roundDur(now.Sub(p.since)))
-		if step.State == "downloading" {
-			line = fmt.Sprintf("Downloading %s %s", step.Platform, step.Component)
-			p.rate.see(step.Percent, step.BytesDone, now)
-			if step.Percent != nil {
-				line += fmt.Sprintf(" %s %3d%%", progressBar(*step.Percent, 24), *step.Percent)
-				line += p.rate.suffix(*step.Percent, step.BytesDone, step.BytesTotal, now)
-			}
-		}
-		fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
-		p.drawn = true
-	}
-}
-
-func (p *installPrinter) stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[2K")
-	}
 }

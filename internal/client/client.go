@@ -47,7 +47,7 @@ type call struct {
 	progress func(contract.LeaseProgress)
 	output   func(contract.ExecOutput)
 	started  func()
-	install  func(contract.ComponentProgress)
+	job      func(contract.JobEvent)
 	// onResult runs in the read loop before any later frame is routed, so
 	// state it sets up (a subscription) sees every push that follows.
 	onResult func(contract.Inbound)
@@ -220,12 +220,12 @@ func (c *Client) route(in contract.Inbound) {
 		if p != nil && p.started != nil {
 			p.started()
 		}
-	case contract.PushComponentProgress:
+	case contract.PushJob:
 		c.mu.Lock()
 		p := c.pending[string(in.ID)]
 		c.mu.Unlock()
-		if p != nil && p.install != nil && in.Component != nil {
-			p.install(*in.Component)
+		if p != nil && p.job != nil && in.Job != nil {
+			p.job(*in.Job)
 		}
 	case contract.PushEvent:
 		c.mu.Lock()

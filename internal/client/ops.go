@@ -151,10 +151,27 @@ func (c *Client) ExecStarted(ctx context.Context, in contract.ExecInput, started
 	return r, err
 }
 
-// InstallComponent installs a runtime (admin); progress is called with each
-// step, from the read loop.
-func (c *Client) InstallComponent(ctx context.Context, in contract.ComponentInstallInput, progress func(contract.ComponentProgress)) (contract.ComponentInstallResult, error) {
+// InstallComponent installs a runtime on this worker (admin); events is
+// called with each event of its job, from the read loop.
+func (c *Client) InstallComponent(ctx context.Context, in contract.ComponentInstallInput, events func(contract.JobEvent)) (contract.ComponentInstallResult, error) {
 	var r contract.ComponentInstallResult
-	err := c.call(ctx, contract.OpComponentInstall, in, &r, &call{install: progress})
+	err := c.call(ctx, contract.OpComponentInstall, in, &r, &call{job: events})
+	return r, err
+}
+
+// InstallOnFleet installs a runtime on the workers in.Workers chooses,
+// through a gateway (admin); events is called with each event of its job,
+// from the read loop.
+func (c *Client) InstallOnFleet(ctx context.Context, in contract.ComponentInstallInput, events func(contract.JobEvent)) (contract.JobDone, error) {
+	var r contract.JobDone
+	err := c.call(ctx, contract.OpComponentInstall, in, &r, &call{job: events})
+	return r, err
+}
+
+// FollowJob follows a job (admin): events gets its state first, then each
+// event until its done event; the answer is the job as it ended.
+func (c *Client) FollowJob(ctx context.Context, id string, events func(contract.JobEvent)) (contract.Job, error) {
+	var r contract.Job
+	err := c.call(ctx, contract.OpJobFollow, contract.JobIDInput{JobID: id}, &r, &call{job: events})
 	return r, err
 }

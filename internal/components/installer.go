@@ -7,8 +7,10 @@
 // when the oldest of its callers runs out of time is stopped, and all of
 // them fail with DOWNLOAD_TIMEOUT.
 //
-// Progress reaches each caller directly, as Reports: waiting behind another
-// install, then started, then percentages as the installer prints them. A
+// Progress reaches each caller directly, as Reports of the install's
+// phases: waiting behind another install (queue), the download with the
+// percentages and lines the installer prints, the fresh re-read that finds
+// the component installed (verify), and simlock's record of it (record). A
 // caller that joins a running install gets its latest report at once.
 package components
 
@@ -59,14 +61,19 @@ type Options struct {
 
 // Report is one step of an install as a caller sees it.
 type Report struct {
-	// Waiting: queued behind another install on the platform.
-	Waiting bool
-	// Started: this install runs (Percent may still be unknown).
-	Started bool
+	// Phase is contract.PhaseQueue (queued behind another install on the
+	// platform), PhaseDownload (the install runs; Percent may still be
+	// unknown), PhaseVerify or PhaseRecord.
+	Phase   string
 	Percent *float64
 	// Bytes and Total are the download's size so far and in all, when the
 	// installer prints them (0 otherwise).
 	Bytes, Total int64
+	// Line is the installer's line the report came with, and Stream where
+	// it printed it. A LogOnly report is a line with no figure on it: its
+	// figures repeat the last report's.
+	Line, Stream string
+	LogOnly      bool
 }
 
 // Outcomes of Install.
@@ -168,11 +175,11 @@ func (in *Installer) Install(ctx context.Context, p contract.Platform, component
 	j.callers = append(j.callers, c)
 	var first *Report
 	switch {
-	case j.started:
+	case j.last.Phase != "":
 		r := j.last
 		first = &r
 	case pos > 0:
-		first = &Report{Waiting: true}
+		first = &Report{Phase: contract.PhaseQueue}
 	}
 	in.mu.Unlock()
 	if first != nil {
@@ -274,6 +281,9 @@ func (in *Installer) execute(j *job) {
 		j.res = Result{Outcome: AlreadyInstalled, ComponentInfo: info}
 		return
 	}
+	// The disk check is the download's first step: a refusal for want of
+	// room is the download's failure.
+	in.report(j, Report{Phase: contract.PhaseDownload})
 	if err := in.checkDisk(j, drv); err != nil {
 		j.err = err
 		in.failed(j, err)
@@ -286,22 +296,21 @@ func (in *Installer) execute(j *job) {
 		return
 	}
 	j.started, j.startedAt, j.cancel = true, time.Now(), cancel
-	j.last = Report{Started: true}
-	callers := slices.Clone(j.callers)
 	in.mu.Unlock()
 	in.opts.Emit("component.install-started", map[string]any{"platform": j.platform, "component": j.component})
-	for _, c := range callers {
-		c.progress(Report{Started: true})
-	}
 	res, err := drv.InstallComponent(ctx, j.component, func(p driver.InstallProgress) {
-		v := p.Percent
-		r := Report{Started: true, Percent: &v, Bytes: p.Bytes, Total: p.Total}
-		in.mu.Lock()
-		j.last = r
-		callers := slices.Clone(j.callers)
-		in.mu.Unlock()
-		for _, c := range callers {
-			c.progress(r)
+		switch p.Step {
+		case driver.InstallVerify:
+			in.report(j, Report{Phase: contract.PhaseVerify})
+		case driver.InstallLine:
+			in.mu.Lock()
+			r := j.last
+			in.mu.Unlock()
+			r.Line, r.Stream, r.LogOnly = p.Line, p.Stream, true
+			in.report(j, r)
+		default:
+			v := p.Percent
+			in.report(j, Report{Phase: contract.PhaseDownload, Percent: &v, Bytes: p.Bytes, Total: p.Total, Line: p.Line, Stream: p.Stream})
 		}
 	})
 	if cause := context.Cause(ctx); err != nil && cause != nil {
@@ -323,6 +332,7 @@ func (in *Installer) execute(j *job) {
 		j.res = Result{Outcome: AlreadyInstalled, ComponentInfo: res.ComponentInfo}
 		return
 	}
+	in.report(j, Report{Phase: contract.PhaseRecord})
 	if in.opts.Records != nil {
 		rec := Record{Platform: j.platform, Version: res.Version, Name: res.Name, Receipt: res.Receipt, InstalledAt: time.Now().UnixMilli()}
 		if err := in.opts.Records.PutComponent(in.ctx, rec); err != nil {
@@ -334,6 +344,20 @@ func (in *Installer) execute(j *job) {
 		"duration": time.Since(j.startedAt).Milliseconds(),
 	})
 	j.res = Result{Outcome: Installed, ComponentInfo: res.ComponentInfo}
+}
+
+// report tells every caller of j the step r; a step that is more than a
+// line is the one a caller joining later gets first.
+func (in *Installer) report(j *job, r Report) {
+	in.mu.Lock()
+	if !r.LogOnly {
+		j.last = r
+	}
+	callers := slices.Clone(j.callers)
+	in.mu.Unlock()
+	for _, c := range callers {
+		c.progress(r)
+	}
 }
 
 func (in *Installer) failed(j *job, err error) {

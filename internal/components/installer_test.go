@@ -185,7 +185,7 @@ func TestJoinersShareOneInstallAndHearTheLatestAtOnce(t *testing.T) {
 		b := r.install(contract.PlatformIOS, "26.4")
 		synctest.Wait()
 		got := b.rep.list()
-		if len(got) != 1 || !got[0].Started || percentOf(got[0]) != 41.7 {
+		if len(got) != 1 || got[0].Phase != contract.PhaseDownload || percentOf(got[0]) != 41.7 {
 			t.Fatalf("joiner's first reports = %+v, want the latest (41.7) at once", got)
 		}
 		<-a.done
@@ -197,8 +197,8 @@ func TestJoinersShareOneInstallAndHearTheLatestAtOnce(t *testing.T) {
 			t.Errorf("driver installs = %v, want one", r.ios.calls)
 		}
 		first := a.rep.list()
-		if !first[0].Started || first[0].Percent != nil || len(first) != 5 {
-			t.Errorf("first caller's reports = %+v, want started then four percentages", first)
+		if len(first) != 6 || first[0].Phase != contract.PhaseDownload || first[0].Percent != nil || first[5].Phase != contract.PhaseRecord {
+			t.Errorf("first caller's reports = %+v, want the download's start, four percentages, then the record", first)
 		}
 		recs, _ := r.recs.Components(context.Background())
 		if len(recs) != 1 || recs[0].Receipt != "26.4@1" {
@@ -219,7 +219,7 @@ func TestOneQueuePerPlatformAndPlatformsInParallel(t *testing.T) {
 		second := r.install(contract.PlatformIOS, "26.2")
 		droid := r.install(contract.PlatformAndroid, "37")
 		synctest.Wait()
-		if got := second.rep.list(); len(got) != 1 || !got[0].Waiting {
+		if got := second.rep.list(); len(got) != 1 || got[0].Phase != contract.PhaseQueue {
 			t.Fatalf("second iOS install's first report = %+v, want waiting", got)
 		}
 		<-droid.done
@@ -232,7 +232,7 @@ func TestOneQueuePerPlatformAndPlatformsInParallel(t *testing.T) {
 			t.Errorf("two iOS installs took %s, want 8s, one after the other", took)
 		}
 		got := second.rep.list()
-		if len(got) < 2 || got[1].Waiting || !got[1].Started {
+		if len(got) < 2 || got[1].Phase != contract.PhaseDownload {
 			t.Errorf("second install's reports = %+v, want waiting then started", got)
 		}
 	})
@@ -385,7 +385,7 @@ func TestAWaiterWhoseComponentAppearedNeedsNoInstallAndHearsNothingMore(t *testi
 		if second.err != nil || second.res.Outcome != AlreadyInstalled {
 			t.Fatalf("second = %+v, %v; want already-installed", second.res, second.err)
 		}
-		if got := second.rep.list(); len(got) != 1 || !got[0].Waiting {
+		if got := second.rep.list(); len(got) != 1 || got[0].Phase != contract.PhaseQueue {
 			t.Errorf("reports = %+v, want only waiting (no started, no percent)", got)
 		}
 		if slices.Contains(r.ios.calls, "26.2") {

@@ -16,9 +16,6 @@ const (
 	OpComponentRemove  Op = "component.remove"
 )
 
-// PushComponentProgress carries a component.install's progress.
-const PushComponentProgress = "component-progress"
-
 // ComponentInstallInput installs a component: a version ("26.4"), a bare
 // major ("26"), "latest" (iOS) or an API level ("36", Android).
 type ComponentInstallInput struct {
@@ -58,20 +55,6 @@ func checkComponent(field, v string) error {
 }
 
 var componentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
-
-// ComponentProgress is one step of an install, pushed to its caller:
-// waiting behind another install on the platform, then downloading, with a
-// whole-number percent once the installer printed one.
-type ComponentProgress struct {
-	Platform  Platform `json:"platform"`
-	Component string   `json:"component"`
-	State     string   `json:"state"` // waiting or downloading
-	Percent   *int     `json:"percent,omitempty"`
-	// BytesDone and BytesTotal are the download's size so far and in all,
-	// when the installer prints them.
-	BytesDone  int64 `json:"bytesDone,omitempty"`
-	BytesTotal int64 `json:"bytesTotal,omitempty"`
-}
 
 // ComponentInstallResult answers component.install.
 type ComponentInstallResult struct {

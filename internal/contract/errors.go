@@ -63,6 +63,10 @@ const (
 // ExitLeaseLost is the exit code of a lease holder whose lease the daemon ended.
 const ExitLeaseLost = 14
 
+// ExitInstallIncomplete is the exit code of a fleet install in which a
+// worker did not end installed.
+const ExitInstallIncomplete = 15
+
 type codeInfo struct {
 	exit   int
 	status int

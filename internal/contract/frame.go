@@ -44,32 +44,30 @@ const (
 // Push is a frame the daemon sends unasked: progress for a request in flight,
 // an event for a subscription, or news about a lease the session holds.
 type Push struct {
-	Push           string             `json:"push"`
-	ID             json.RawMessage    `json:"id,omitempty"`
-	Progress       *LeaseProgress     `json:"progress,omitempty"`
-	SubscriptionID string             `json:"subscriptionId,omitempty"`
-	Event          *Event             `json:"event,omitempty"`
-	LeaseID        string             `json:"leaseId,omitempty"`
-	DeviceID       string             `json:"deviceId,omitempty"`
-	Reason         string             `json:"reason,omitempty"`
-	Output         *ExecOutput        `json:"output,omitempty"`
-	Component      *ComponentProgress `json:"component,omitempty"`
-	Job            *JobEvent          `json:"job,omitempty"`
-	Attempts       int                `json:"attempts,omitempty"`
+	Push           string          `json:"push"`
+	ID             json.RawMessage `json:"id,omitempty"`
+	Progress       *LeaseProgress  `json:"progress,omitempty"`
+	SubscriptionID string          `json:"subscriptionId,omitempty"`
+	Event          *Event          `json:"event,omitempty"`
+	LeaseID        string          `json:"leaseId,omitempty"`
+	DeviceID       string          `json:"deviceId,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	Output         *ExecOutput     `json:"output,omitempty"`
+	Job            *JobEvent       `json:"job,omitempty"`
+	Attempts       int             `json:"attempts,omitempty"`
 }
 
 // Inbound is any frame a client reads: a response or a push.
 type Inbound struct {
 	Push string `json:"push,omitempty"`
 	Response
-	Progress       *LeaseProgress     `json:"progress,omitempty"`
-	SubscriptionID string             `json:"subscriptionId,omitempty"`
-	Event          *Event             `json:"event,omitempty"`
-	LeaseID        string             `json:"leaseId,omitempty"`
-	DeviceID       string             `json:"deviceId,omitempty"`
-	Reason         string             `json:"reason,omitempty"`
-	Output         *ExecOutput        `json:"output,omitempty"`
-	Component      *ComponentProgress `json:"component,omitempty"`
-	Job            *JobEvent          `json:"job,omitempty"`
-	Attempts       int                `json:"attempts,omitempty"`
+	Progress       *LeaseProgress `json:"progress,omitempty"`
+	SubscriptionID string         `json:"subscriptionId,omitempty"`
+	Event          *Event         `json:"event,omitempty"`
+	LeaseID        string         `json:"leaseId,omitempty"`
+	DeviceID       string         `json:"deviceId,omitempty"`
+	Reason         string         `json:"reason,omitempty"`
+	Output         *ExecOutput    `json:"output,omitempty"`
+	Job            *JobEvent      `json:"job,omitempty"`
+	Attempts       int            `json:"attempts,omitempty"`
 }

@@ -246,6 +246,10 @@ type JobWorkerEvent struct {
 	Status   string `json:"status"`
 	Attempt  int    `json:"attempt"`
 	Outcome  string `json:"outcome,omitempty"`
+	// Version and AlreadyInstalled say what an install that ended
+	// installed found.
+	Version          string `json:"version,omitempty"`
+	AlreadyInstalled bool   `json:"alreadyInstalled,omitempty"`
 }
 
 // JobOutcome is one worker's end, in the done event.
@@ -321,14 +325,25 @@ func (e JobEvent) Body() any {
 
 // JobListInput lists jobs, newest first.
 type JobListInput struct {
-	// Limit is 1 to 500 (default 50).
+	// State keeps the jobs in that state: running, succeeded or failed
+	// ("" is any).
+	State string `json:"state,omitempty"`
+	// Limit is 1 to MaxJobList (default 50).
 	Limit int `json:"limit,omitempty"`
 }
 
+// MaxJobList bounds a job.list.
+const MaxJobList = 500
+
 // Validate checks the input's fields.
 func (in *JobListInput) Validate() error {
-	if in.Limit < 0 || in.Limit > 500 {
-		return BadRequest("limit", "must be 1 to 500, got %d", in.Limit)
+	switch in.State {
+	case "", JobRunning, JobSucceeded, JobFailed:
+	default:
+		return BadRequest("state", "must be running, succeeded or failed, got %q", clip(in.State))
+	}
+	if in.Limit < 0 || in.Limit > MaxJobList {
+		return BadRequest("limit", "must be 1 to %d, got %d", MaxJobList, in.Limit)
 	}
 	return nil
 }

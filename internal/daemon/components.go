@@ -1,13 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shirou/gopsutil/v4/disk"
 
 	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/ownership"
 	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
@@ -30,43 +33,123 @@ func (d *Daemon) newInstaller(db *sqlite.DB) *components.Installer {
 	})
 }
 
-// installComponent runs component.install: consent is the call itself, so
-// only downloads.policy never refuses it.
+// installComponent runs component.install as a job of one row, this
+// worker's: consent is the call itself, so only downloads.policy never
+// refuses it. The caller hears the job's events as they happen; the job
+// record keeps its phases and its end.
+//
+// An install asked over the uplink goes on when the uplink drops: the
+// gateway asks again once it is back and joins the install under way (or
+// finds it done), rather than starting a 9 GB download over.
 func (d *Daemon) installComponent(s *session, call []byte, in contract.ComponentInstallInput) (contract.ComponentInstallResult, error) {
+	if in.Workers != nil {
+		return contract.ComponentInstallResult{}, contract.BadRequest("workers", "chooses the workers of a gateway's fleet install; this daemon is a worker")
+	}
 	if d.opts.Config.String("downloads.policy") == "never" {
 		return contract.ComponentInstallResult{}, contract.Errorf(contract.CodeDownloadsDisabled, "downloads.policy is never: simlock installs no components").
 			With("platform", in.Platform)
 	}
-	last := contract.ComponentProgress{}
-	res, err := d.installer.Install(s.ctx, in.Platform, in.Version, func(r components.Report) {
-		step := contract.ComponentProgress{Platform: in.Platform, Component: in.Version, State: "downloading",
-			BytesDone: r.Bytes, BytesTotal: r.Total}
-		if r.Waiting {
-			step.State = "waiting"
-		}
-		if r.Percent != nil {
-			pct := min(max(int(*r.Percent), 0), contract.MaxPercent)
-			step.Percent = &pct
-		}
-		if sameStep(step, last) {
-			return
-		}
-		last = step
-		s.push(contract.Push{Push: contract.PushComponentProgress, ID: call, Component: &step})
-	})
+	if !d.installer.Supports(in.Platform) {
+		return contract.ComponentInstallResult{}, contract.Errorf(contract.CodeNoDriver, "no %s driver here can install components", in.Platform).With("platform", in.Platform)
+	}
+	ctx := s.ctx
+	if s.gateway {
+		ctx = context.WithoutCancel(d.life)
+	}
+	self, _ := ownership.LoadInstance(d.opts.Home)
+	row := contract.JobWorker{WorkerID: self.ID, Label: d.labelOf(d.opts.Config)}
+	run, err := d.jobs.Begin(ctx, contract.JobKindInstall, contract.JobSpec{Platform: in.Platform, Version: in.Version}, []contract.JobWorker{row})
 	if err != nil {
 		return contract.ComponentInstallResult{}, err
 	}
-	return contract.ComponentInstallResult{Platform: in.Platform, Component: in.Version, Outcome: res.Outcome, Version: res.Version, Name: res.Name}, nil
+	emit := func(ev contract.JobEvent) {
+		run.Emit(ev)
+		s.push(contract.Push{Push: contract.PushJob, ID: call, Job: &ev})
+	}
+	ph := phases{worker: row.WorkerID, platform: in.Platform, component: in.Version, emit: emit}
+	ph.enter(contract.PhaseQueue)
+	res, err := d.installer.Install(ctx, in.Platform, in.Version, ph.report)
+	if err != nil {
+		ce := contract.AsError(err)
+		ph.fail(ce)
+		emit(contract.JobEvent{Worker: &contract.JobWorkerEvent{WorkerID: row.WorkerID, Phase: ph.current, Status: contract.WorkerEnded, Outcome: contract.OutcomeFailed}})
+		_, done := run.End()
+		s.push(contract.Push{Push: contract.PushJob, ID: call, Job: &contract.JobEvent{Done: &done}})
+		return contract.ComponentInstallResult{}, ce.With("jobId", run.ID())
+	}
+	ph.enter("")
+	emit(contract.JobEvent{Worker: &contract.JobWorkerEvent{WorkerID: row.WorkerID, Phase: ph.last, Status: contract.WorkerEnded,
+		Outcome: contract.OutcomeInstalled, Version: res.Version, AlreadyInstalled: res.Outcome == components.AlreadyInstalled}})
+	_, done := run.End()
+	s.push(contract.Push{Push: contract.PushJob, ID: call, Job: &contract.JobEvent{Done: &done}})
+	return contract.ComponentInstallResult{Platform: in.Platform, Component: in.Version, Outcome: res.Outcome, Version: res.Version, Name: res.Name, JobID: run.ID()}, nil
 }
 
-// sameStep reports whether b says what a does; sizes alone do not make a
-// new step (one is sent per percent).
-func sameStep(a, b contract.ComponentProgress) bool {
-	if (a.Percent == nil) != (b.Percent == nil) || (a.Percent != nil && *a.Percent != *b.Percent) {
-		return false
+// phases turns an install's Reports into a job's events: a phase starts
+// when the first report of it comes and is done when the next one starts;
+// figures are progress events and installer lines log events.
+type phases struct {
+	worker    string
+	platform  contract.Platform
+	component string
+	emit      func(contract.JobEvent)
+	// current is the phase under way ("" once done); last the one before.
+	current, last string
+}
+
+// enter ends the phase under way and starts p ("" starts none).
+func (ph *phases) enter(p string) {
+	if p == ph.current {
+		return
 	}
-	return a.State == b.State && a.Component == b.Component
+	if ph.current != "" {
+		ph.emit(contract.JobEvent{Phase: &contract.JobPhase{Phase: ph.current, Status: contract.PhaseDone, WorkerID: ph.worker, Platform: ph.platform, Component: ph.component}})
+		ph.last = ph.current
+	}
+	ph.current = p
+	if p != "" {
+		ph.emit(contract.JobEvent{Phase: &contract.JobPhase{Phase: p, Status: contract.PhaseStart, WorkerID: ph.worker, Platform: ph.platform, Component: ph.component}})
+	}
+}
+
+func (ph *phases) report(r components.Report) {
+	if !r.LogOnly {
+		ph.enter(r.Phase)
+		if r.Percent != nil {
+			v := min(max(*r.Percent, 0), contract.MaxPercent)
+			ph.emit(contract.JobEvent{Progress: &contract.JobProgress{WorkerID: ph.worker, Percent: &v, Bytes: r.Bytes, Total: r.Total}})
+		}
+	}
+	if r.Line != "" {
+		ph.emit(contract.JobEvent{Log: &contract.JobLog{WorkerID: ph.worker, Stream: r.Stream, Line: clipLine(r.Line)}})
+	}
+}
+
+// fail ends the phase under way with ce, attributed to it.
+func (ph *phases) fail(ce *contract.Error) {
+	p := ph.current
+	if p == "" {
+		p = contract.PhaseQueue
+	}
+	ph.emit(contract.JobEvent{Phase: &contract.JobPhase{Phase: p, Status: contract.PhaseError, WorkerID: ph.worker, Platform: ph.platform, Component: ph.component}})
+	ph.emit(contract.JobEvent{Error: &contract.JobError{Phase: p, WorkerID: ph.worker, Code: ce.Code, Message: clipMessage(ce.Message)}})
+	ph.current = p
+}
+
+// clipLine cuts an installer line to what a job relays.
+func clipLine(s string) string { return clipUTF8(s, contract.MaxLogLine) }
+
+func clipMessage(s string) string { return clipUTF8(s, contract.MaxJobMessage) }
+
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 func (d *Daemon) listComponents(s *session, in contract.ComponentListInput) (contract.ComponentListResult, error) {

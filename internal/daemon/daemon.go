@@ -42,6 +42,7 @@ import (
 	"github.com/simlock/simlock/internal/events"
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/httpapi"
+	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
@@ -117,6 +118,7 @@ type Daemon struct {
 	db        *sqlite.DB
 	engine    *leasing.Engine
 	installer *components.Installer
+	jobs      *jobs.Tracker
 	ln        net.Listener
 	lock      *os.File
 	tokenHash [32]byte
@@ -329,6 +331,12 @@ func (d *Daemon) converge(ctx context.Context) {
 		fail(err)
 		return
 	}
+	// An install the last run left running ended with it, unseen.
+	d.jobs = jobs.New(jobs.Options{Store: db, Logger: d.log.With("module", "jobs")})
+	if err := d.jobs.Recover(ctx); err != nil {
+		fail(err)
+		return
+	}
 	if d.mode() == contract.ModeGateway {
 		if err := d.startGateway(ctx, db); err != nil {
 			fail(err)
@@ -504,7 +512,8 @@ func (d *Daemon) pruneHistory(ctx context.Context, now time.Time) error {
 	retention := time.Duration(cfg.Int("lease.requestRetentionMs")) * time.Millisecond
 	_, err2 := d.db.PruneRequests(ctx, now.Add(-retention).UnixMilli(), int(cfg.Int("lease.maxRequestRecords")))
 	_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
-	return errors.Join(err1, err2, err3)
+	_, err4 := d.jobs.Prune(ctx, now, time.Duration(cfg.Int("jobs.retentionDays"))*24*time.Hour)
+	return errors.Join(err1, err2, err3, err4)
 }
 
 // eventLogStatus is the event log's extent and pruning as status shows it.

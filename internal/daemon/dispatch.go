@@ -285,6 +285,34 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		return s.d.installComponent(s, call, in)
+	case contract.OpJobList:
+		var in contract.JobListInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		list, err := s.d.jobs.List(s.ctx, in.State, in.Limit)
+		if err != nil {
+			return nil, err
+		}
+		return contract.JobListResult{Jobs: list}, nil
+	case contract.OpJobGet:
+		var in contract.JobIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.jobs.Get(s.ctx, in.JobID)
+	case contract.OpJobFollow:
+		var in contract.JobIDInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		err := s.d.jobs.Follow(s.ctx, in.JobID, func(ev contract.JobEvent) {
+			s.push(contract.Push{Push: contract.PushJob, ID: call, Job: &ev})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s.d.jobs.Get(s.ctx, in.JobID)
 	case contract.OpComponentList:
 		var in contract.ComponentListInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

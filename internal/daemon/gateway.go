@@ -119,16 +119,15 @@ func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Even
 
 // gatewayRefuses names the operations a gateway does not have, with why.
 var gatewayRefuses = map[contract.Op]string{
-	contract.OpLeaseBind:        "a pid names a process of one machine; bind on the worker",
-	contract.OpPassthrough:      "a gateway has no devices of its own to run simctl or adb against",
-	contract.OpDoctorRun:        "doctor checks one machine's devices and tools; run it on each worker",
-	contract.OpNuke:             "nuke stops one machine's devices; run it on each worker",
-	contract.OpCleanupRun:       "cleanup runs one machine's idle rules; run it on each worker",
-	contract.OpCleanupRules:     "a gateway has no idle rules of its own",
-	contract.OpComponentInstall: "a gateway has no runtimes of its own; install on the workers",
-	contract.OpComponentList:    "a gateway has no runtimes of its own; list them on the workers",
-	contract.OpComponentRemove:  "a gateway has no runtimes of its own; remove them on the workers",
-	contract.OpDemoInject:       "a gateway has no simulated devices",
+	contract.OpLeaseBind:       "a pid names a process of one machine; bind on the worker",
+	contract.OpPassthrough:     "a gateway has no devices of its own to run simctl or adb against",
+	contract.OpDoctorRun:       "doctor checks one machine's devices and tools; run it on each worker",
+	contract.OpNuke:            "nuke stops one machine's devices; run it on each worker",
+	contract.OpCleanupRun:      "cleanup runs one machine's idle rules; run it on each worker",
+	contract.OpCleanupRules:    "a gateway has no idle rules of its own",
+	contract.OpComponentList:   "a gateway has no runtimes of its own; list them on the workers",
+	contract.OpComponentRemove: "a gateway has no runtimes of its own; remove them on the workers",
+	contract.OpDemoInject:      "a gateway has no simulated devices",
 }
 
 // gatewayOp answers an operation on a gateway that differs from a
@@ -141,6 +140,24 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 	}
 	l := s.d.leasing
 	switch req.Op {
+	case contract.OpComponentInstall:
+		var in contract.ComponentInstallInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err, true
+		}
+		id := req.ID
+		cfg := s.d.opts.Config
+		pol := gateway.InstallPolicy{
+			Retries: int(cfg.Int("gateway.installRetries")),
+			Silence: time.Duration(cfg.Int("downloads.timeoutMs"))*time.Millisecond + time.Minute,
+		}
+		done, err := f.Install(s.ctx, s.d.jobs, pol, in, func(ev contract.JobEvent) {
+			s.push(contract.Push{Push: contract.PushJob, ID: id, Job: &ev})
+		})
+		if err != nil {
+			return nil, err, true
+		}
+		return done, nil, true
 	case contract.OpLeaseRequest:
 		var in contract.LeaseRequestInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

@@ -94,7 +94,7 @@ func TestEachModeRefusesTheOtherModesOperationsWithItsCode(t *testing.T) {
 	_, gwHome := startDaemonOpts(t, Options{Config: gcfg})
 	gw := dial(t, gwHome, "ops", true)
 	for _, op := range []contract.Op{contract.OpNuke, contract.OpCleanupRun, contract.OpDoctorRun, contract.OpPassthrough,
-		contract.OpComponentInstall, contract.OpComponentRemove, contract.OpLeaseBind} {
+		contract.OpComponentRemove, contract.OpLeaseBind} {
 		err := gw.Call(context.Background(), op, map[string]any{}, nil)
 		var ce *contract.Error
 		if !errors.As(err, &ce) || ce.Code != contract.CodeUnsupportedInGatewayMode || ce.Details["operation"] != string(op) {

@@ -86,11 +86,29 @@ func (e *NotDownloadableError) Error() string {
 	return fmt.Sprintf("%s component %s cannot be downloaded: %s", e.Platform, e.Component, e.Reason)
 }
 
-// InstallProgress is one step of a download as the installer printed it.
+// InstallStep says what an InstallProgress reports.
+type InstallStep int
+
+const (
+	// InstallFigures: how far the download is (Percent, and the sizes
+	// when the installer printed them).
+	InstallFigures InstallStep = iota
+	// InstallLine: a line the installer printed with no figure on it.
+	InstallLine
+	// InstallVerify: the installer is done, and the driver reads the
+	// platform afresh to see the component installed.
+	InstallVerify
+)
+
+// InstallProgress is one step of an install as the installer printed it.
 type InstallProgress struct {
+	Step InstallStep
 	// Percent is from 0 to 100, possibly fractional.
 	Percent float64
 	// Bytes and Total are what is downloaded and the whole, when the
 	// installer prints them; 0 when it does not.
 	Bytes, Total int64
+	// Line is the installer's line the step was read from ("" for
+	// InstallVerify), and Stream where it printed it: stdout or stderr.
+	Line, Stream string
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -368,4 +369,62 @@ func checkEvent(ev contract.Event) error {
 		return bad("event.payload", "is not a JSON object")
 	}
 	return nil
+}
+
+// checkJobEvent checks one event a worker relays from its install: phase
+// names and statuses from the contract's lists, figures in range, text
+// within bounds. The worker's id in it is replaced, never trusted.
+func checkJobEvent(ev contract.JobEvent) error {
+	switch {
+	case ev.Phase != nil:
+		if !slices.Contains(contract.Phases(), ev.Phase.Phase) {
+			return bad("install phase", "is %q, not a phase", clip(ev.Phase.Phase))
+		}
+		switch ev.Phase.Status {
+		case contract.PhaseStart, contract.PhaseProgress, contract.PhaseDone, contract.PhaseError:
+		default:
+			return bad("install phase status", "is %q", clip(ev.Phase.Status))
+		}
+		return checkText("install component", ev.Phase.Component, false)
+	case ev.Progress != nil:
+		p := ev.Progress
+		if p.Percent != nil && !(*p.Percent >= 0 && *p.Percent <= contract.MaxPercent) {
+			return bad("install percent", "is %v, outside 0..100", *p.Percent)
+		}
+		if p.Bytes < 0 || p.Total < 0 || p.Total > contract.MaxJobBytes || p.Bytes > contract.MaxJobBytes || (p.Total > 0 && p.Bytes > p.Total) {
+			return bad("install bytes", "are %d of %d", p.Bytes, p.Total)
+		}
+		return nil
+	case ev.Log != nil:
+		if ev.Log.Stream != "stdout" && ev.Log.Stream != "stderr" {
+			return bad("install line stream", "is %q", clip(ev.Log.Stream))
+		}
+		if len(ev.Log.Line) > contract.MaxLogLine || !utf8.ValidString(ev.Log.Line) {
+			return bad("install line", "is %d bytes or not UTF-8 (at most %d)", len(ev.Log.Line), contract.MaxLogLine)
+		}
+		return nil
+	case ev.Error != nil:
+		e := ev.Error
+		if !slices.Contains(contract.Phases(), e.Phase) {
+			return bad("install error phase", "is %q", clip(e.Phase))
+		}
+		if !slices.Contains(contract.Codes(), e.Code) {
+			return bad("install error code", "is %q, not a code", clip(string(e.Code)))
+		}
+		if len(e.Message) > contract.MaxJobMessage || !utf8.ValidString(e.Message) {
+			return bad("install error message", "is %d bytes or not UTF-8", len(e.Message))
+		}
+		return nil
+	}
+	return nil
+}
+
+// checkInstallResult checks a worker's answer to component.install.
+func checkInstallResult(r contract.ComponentInstallResult) error {
+	switch r.Outcome {
+	case "installed", "already-installed":
+	default:
+		return bad("install outcome", "is %q", clip(r.Outcome))
+	}
+	return checkText("installed version", r.Version, true)
 }

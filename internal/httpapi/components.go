@@ -2,26 +2,31 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
+	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
 )
 
 // installBody is the body of POST /v1/components/install.
 type installBody struct {
-	Platform contract.Platform `json:"platform"`
-	Version  string            `json:"version"`
+	Platform contract.Platform      `json:"platform"`
+	Version  string                 `json:"version"`
+	Workers  *contract.WorkerChoice `json:"workers,omitempty"`
+}
+
+func (b *installBody) input() contract.ComponentInstallInput {
+	return contract.ComponentInstallInput{Platform: b.Platform, Version: b.Version, Workers: b.Workers}
 }
 
 func (b *installBody) Validate() error {
-	in := contract.ComponentInstallInput{Platform: b.Platform, Version: b.Version}
+	in := b.input()
 	return in.Validate()
 }
 
-// installComponent installs a runtime. Refusals found before the install
-// waits or runs (downloads disabled, no driver, no room on disk) are plain
-// JSON errors; after that the answer is an event stream of progress events
-// ending with result or error.
+// installComponent installs a runtime: on a worker, here; on a gateway, on
+// the workers the body chooses. A client that accepts text/event-stream
+// gets the job's events as they happen, ending with done; any other gets
+// one JSON answer once the install is over, as a plain call does.
 func (s *Server) installComponent(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
 	if s.stopping() {
 		return errStopping()
@@ -30,83 +35,31 @@ func (s *Server) installComponent(w http.ResponseWriter, r *http.Request, tok co
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	ctx, cancel := s.streamContext(r)
-	defer cancel()
-	pushes := make(chan contract.Push, 64)
-	push := func(p contract.Push) {
-		select {
-		case pushes <- p:
-		default: // a slow client skips a step; the next one says more
+	if !acceptsEventStream(r) {
+		ctx, cancel := s.streamContext(r)
+		defer cancel()
+		res, err := s.be.Call(ctx, tok, contract.OpComponentInstall, body.input(), nil)
+		if err != nil {
+			return s.beforeStream(err)
+		}
+		s.writeJSON(w, http.StatusOK, res)
+		return nil
+	}
+	return s.streamJob(w, r, tok, contract.OpComponentInstall, body.input())
+}
+
+// acceptsEventStream reports whether the request's Accept header names
+// text/event-stream.
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+				return true
+			}
 		}
 	}
-	done := make(chan execOutcome, 1)
-	go func() {
-		res, err := s.be.Call(ctx, tok, contract.OpComponentInstall, contract.ComponentInstallInput{Platform: body.Platform, Version: body.Version}, push)
-		done <- execOutcome{res, err}
-	}()
-	var sw *sseWriter
-	start := func() bool {
-		if sw != nil {
-			return true
-		}
-		var err error
-		sw, err = startSSE(w)
-		return err == nil
-	}
-	keepAlive := time.NewTicker(s.keepAlive)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case p := <-pushes:
-			if p.Push != contract.PushComponentProgress || p.Component == nil {
-				continue
-			}
-			if !start() || sw.event("progress", "", p.Component) != nil {
-				return nil
-			}
-		case out := <-done:
-			for drained := false; !drained; {
-				select {
-				case p := <-pushes:
-					if p.Component != nil && start() {
-						_ = sw.event("progress", "", p.Component)
-					}
-				default:
-					drained = true
-				}
-			}
-			if sw == nil && out.err != nil {
-				return s.beforeStream(out.err)
-			}
-			if !start() {
-				return nil
-			}
-			if out.err != nil {
-				_ = sw.event("error", "", errorBody{asError(out.err)})
-				return nil
-			}
-			res, err := convert[contract.ComponentInstallResult](out.res)
-			if err != nil {
-				_ = sw.event("error", "", errorBody{asError(err)})
-				return nil
-			}
-			_ = sw.event("result", "", res)
-			return nil
-		case <-keepAlive.C:
-			if sw != nil && sw.comment("keepalive") != nil {
-				return nil
-			}
-		case <-ctx.Done():
-			if !s.stopping() {
-				return nil
-			}
-			if sw == nil {
-				return errStopping()
-			}
-			_ = sw.event("error", "", errorBody{asError(errStopping())})
-			return nil
-		}
-	}
+	return false
 }
 
 func (s *Server) listComponents(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {

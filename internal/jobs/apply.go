@@ -49,11 +49,16 @@ func Apply(job *contract.Job, ev contract.JobEvent) {
 		switch w.Status {
 		case contract.WorkerStale:
 			r.Stale = true
+		case contract.WorkerRetrying:
+			r.Status = w.Status
 		case contract.WorkerAsked:
 			r.Stale = false
 		}
 		if w.Outcome != "" {
 			r.Outcome = w.Outcome
+		}
+		if w.Version != "" {
+			r.Version, r.AlreadyInstalled = w.Version, w.AlreadyInstalled
 		}
 	case ev.Error != nil:
 		e := *ev.Error

@@ -151,7 +151,13 @@ func (e *Engine) download(w *queue.Waiter, drv driver.Driver, component string) 
 	spec := w.Spec()
 	p := spec.Platform
 	_, err := e.opts.Installer.Install(e.ctx, p, component, func(rep components.Report) {
-		step := contract.LeaseProgress{Stage: contract.StageDownloading, Component: component, Waiting: rep.Waiting,
+		// The requester's downloading stage is the wait and the download;
+		// a bare installer line, the verification and the record add
+		// nothing it shows.
+		if rep.LogOnly || (rep.Phase != contract.PhaseQueue && rep.Phase != contract.PhaseDownload) {
+			return
+		}
+		step := contract.LeaseProgress{Stage: contract.StageDownloading, Component: component, Waiting: rep.Phase == contract.PhaseQueue,
 			BytesDone: rep.Bytes, BytesTotal: rep.Total}
 		if rep.Percent != nil {
 			pct := min(max(int(*rep.Percent), 0), contract.MaxPercent) // rounded down

@@ -159,8 +159,14 @@ func TestComponentCommands(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || res["outcome"] != "installed" || res["version"] != "37" {
 		t.Fatalf("component install\n%s", r)
 	}
-	if !strings.Contains(r.stderr, `"push":"component-progress"`) || !strings.Contains(r.stderr, `"percent":100`) {
-		t.Errorf("install progress on stderr\n%s", r.stderr)
+	for _, want := range []string{`{"event":"phase","phase":"queue","status":"start"`, `{"event":"phase","phase":"download","status":"start"`,
+		`"percent":100`, `{"event":"phase","phase":"verify","status":"start"`, `{"event":"phase","phase":"record","status":"done"`, `{"event":"done"`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the install's JSON lines on stderr lack %s\n%s", want, r.stderr)
+		}
+	}
+	if res["jobId"] == nil {
+		t.Errorf("the result names no job: %s", r.stdout)
 	}
 	r = h.run("component", "install", "android", "37")
 	if !strings.Contains(r.stdout, `"outcome":"already-installed"`) {

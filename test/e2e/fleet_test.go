@@ -58,11 +58,11 @@ func newFleet(t *testing.T, settings ...string) *fleet {
 }
 
 // worker makes a worker home joined to the gateway, with maxRunning
-// running slots, and starts its daemon.
-func (f *fleet) worker(label string, maxRunning int) *home {
+// running slots and any extra settings, and starts its daemon.
+func (f *fleet) worker(label string, maxRunning int, extra ...string) *home {
 	f.t.Helper()
-	settings := append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", fmt.Sprint(maxRunning),
-		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}, fastDemo...)
+	settings := append(append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", fmt.Sprint(maxRunning),
+		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}, fastDemo...), extra...)
 	w := newHome(f.t, settings...)
 	w.startDaemon()
 	f.t.Cleanup(func() {

@@ -129,10 +129,24 @@ type sse struct {
 // stream opens an event stream and checks it is one.
 func (a *api) stream(path, secret string, headers ...string) *sse {
 	a.t.Helper()
+	return a.streamBody(http.MethodGet, path, secret, "", headers...)
+}
+
+// streamBody opens an event stream by sending method with a JSON body
+// ("" sends none).
+func (a *api) streamBody(method, path, secret, body string, headers ...string) *sse {
+	a.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
 	if err != nil {
 		a.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Accept", "text/event-stream")

@@ -348,6 +348,9 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 	if res.ExitCode != 0 {
 		return driver.InstallResult{}, crashf(op, "sdkmanager --install %s exited with code %d: %s", pkg, res.ExitCode, lastLines(res.Output))
 	}
+	if progress != nil {
+		progress(driver.InstallProgress{Step: driver.InstallVerify})
+	}
 	d.forgetResolved()
 	imgs, err := d.scan(op)
 	if err != nil {

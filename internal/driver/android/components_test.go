@@ -42,7 +42,11 @@ func TestInstallComponent(t *testing.T) {
 	}
 
 	var got []float64
-	res, err := d.InstallComponent(ctx, "37", func(p driver.InstallProgress) { got = append(got, p.Percent) })
+	res, err := d.InstallComponent(ctx, "37", func(p driver.InstallProgress) {
+		if p.Step == driver.InstallFigures {
+			got = append(got, p.Percent)
+		}
+	})
 	if err != nil {
 		t.Fatalf("InstallComponent: %v", err)
 	}
@@ -132,7 +136,11 @@ func TestInstallComponentLicenses(t *testing.T) {
 		opts.AcceptLicenses = true
 		d := newDriver(t, opts)
 		var got []float64
-		res, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) { got = append(got, p.Percent) })
+		res, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) {
+			if p.Step == driver.InstallFigures {
+				got = append(got, p.Percent)
+			}
+		})
 		if err != nil || res.Name != image("37") {
 			t.Fatalf("InstallComponent = %+v, %v", res, err)
 		}

@@ -202,16 +202,28 @@ func (d *Driver) resolveComponentLocked(component string) (version string, insta
 	return "", false, false
 }
 
+// componentName is how the demo names runtime v.
+func (d *Driver) componentName(v string) string {
+	if d.platform == contract.PlatformAndroid {
+		return fmt.Sprintf("Android API %s (demo)", v)
+	}
+	return fmt.Sprintf("iOS %s (demo)", v)
+}
+
+// decimalSize prints a size as installers do, in decimal units.
+func decimalSize(b int64) string {
+	if b >= 1e9 {
+		return fmt.Sprintf("%.2f GB", float64(b)/1e9)
+	}
+	return fmt.Sprintf("%.1f MB", float64(b)/1e6)
+}
+
 // infoLocked describes installed runtime v; d.mu must be held.
 func (d *Driver) infoLocked(v string) driver.ComponentInfo {
-	name := fmt.Sprintf("iOS %s (demo)", v)
-	if d.platform == contract.PlatformAndroid {
-		name = fmt.Sprintf("Android API %s (demo)", v)
-	}
 	return driver.ComponentInfo{
 		Platform:  d.platform,
 		Version:   v,
-		Name:      name,
+		Name:      d.componentName(v),
 		Receipt:   d.receipts[v],
 		SizeBytes: d.ComponentFootprint(v),
 	}
@@ -271,6 +283,7 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 		return driver.InstallResult{}, crash(opInstall, err)
 	}
 	steps := []float64{0, 10, 20, 30, 41.7, 50, 60, 70, 80, 90, 100}
+	name := d.componentName(component)
 	var waited time.Duration
 	for i, pct := range steps {
 		// Each step ends at its share of the whole, so the steps add up to
@@ -283,11 +296,17 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 		// As xcodebuild and sdkmanager print it: the share of the
 		// download's size, which is the runtime's footprint.
 		total := d.ComponentFootprint(component)
-		progress(driver.InstallProgress{Percent: pct, Bytes: int64(float64(total) * pct / 100), Total: total})
+		done := int64(float64(total) * pct / 100)
+		progress(driver.InstallProgress{Percent: pct, Bytes: done, Total: total, Stream: "stdout",
+			Line: fmt.Sprintf("Downloading %s: %.1f%% (%s of %s)", name, pct, decimalSize(done), decimalSize(total))})
+		// An injected failure breaks the download part way, as a lost
+		// connection would.
+		if fail && pct >= 40 {
+			progress(driver.InstallProgress{Step: driver.InstallLine, Stream: "stderr", Line: "Download failed: the connection was lost (injected)"})
+			return driver.InstallResult{}, crash(opInstall, ErrInjected)
+		}
 	}
-	if fail {
-		return driver.InstallResult{}, crash(opInstall, ErrInjected)
-	}
+	progress(driver.InstallProgress{Step: driver.InstallVerify})
 
 	d.mu.Lock()
 	// The core never runs two installs at once, but a caller that does

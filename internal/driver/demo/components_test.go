@@ -3,9 +3,11 @@ package demo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -175,6 +177,9 @@ func TestInstallReportsRisingProgressOverDownloadTime(t *testing.T) {
 		var steps []step
 		start := time.Now()
 		_, err := d.InstallComponent(t.Context(), "26.4", func(pr driver.InstallProgress) {
+			if pr.Step != driver.InstallFigures {
+				return
+			}
 			pct := pr.Percent
 			steps = append(steps, step{time.Since(start), pct})
 			if _, ok := find(t, d, "26.4"); ok {
@@ -239,7 +244,11 @@ func TestZeroDownloadTimeDoesNotWait(t *testing.T) {
 		d := newDriver(t, opts)
 		var last float64
 		start := time.Now()
-		if _, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) { last = p.Percent }); err != nil {
+		if _, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) {
+			if p.Step == driver.InstallFigures {
+				last = p.Percent
+			}
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if got := time.Since(start); got != 0 || last != 100 {
@@ -377,10 +386,19 @@ func TestInjectedInstallFailure(t *testing.T) {
 		d := newDriver(t, downloading(contract.PlatformAndroid))
 		d.FailOn("install", 1)
 		start := time.Now()
-		_, err := d.InstallComponent(t.Context(), "37", nil)
+		var steps []driver.InstallProgress
+		_, err := d.InstallComponent(t.Context(), "37", func(p driver.InstallProgress) { steps = append(steps, p) })
 		wantInjected(t, err, "install")
-		if got := time.Since(start); got != downloadTime {
-			t.Errorf("injected failure came after %s, want after the %s download", got, downloadTime)
+		// It breaks the download part way, at its 41.7% step (the fifth
+		// of ten equal shares in), never reaching the verification.
+		if got := time.Since(start); got != downloadTime*4/10 {
+			t.Errorf("injected failure came after %s, want after %s, part way through the %s download", got, downloadTime*4/10, downloadTime)
+		}
+		if i := slices.IndexFunc(steps, func(p driver.InstallProgress) bool { return p.Step == driver.InstallVerify }); i >= 0 {
+			t.Errorf("a download that failed was verified: %+v", steps)
+		}
+		if last := steps[len(steps)-1]; last.Step != driver.InstallLine || !strings.Contains(last.Line, "Download failed") {
+			t.Errorf("the installer's last line is %+v, want the line saying the download failed", last)
 		}
 		if _, ok := find(t, d, "37"); ok {
 			t.Error("a failed install installed the runtime")
@@ -636,4 +654,23 @@ func TestCatalogChangesAreSafeForConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestADownloadPrintsItsLinesAndEndsInTheVerification(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDriver(t, downloading(contract.PlatformIOS))
+		var steps []driver.InstallProgress
+		if _, err := d.InstallComponent(t.Context(), "26.4", func(p driver.InstallProgress) { steps = append(steps, p) }); err != nil {
+			t.Fatal(err)
+		}
+		last := steps[len(steps)-1]
+		if last.Step != driver.InstallVerify {
+			t.Fatalf("the last step is %+v, want the verification", last)
+		}
+		for _, p := range steps[:len(steps)-1] {
+			if p.Step != driver.InstallFigures || p.Stream != "stdout" || !strings.Contains(p.Line, fmt.Sprintf("%.1f%%", p.Percent)) {
+				t.Fatalf("a download step %+v does not carry the installer line its figures came from", p)
+			}
+		}
+	})
 }

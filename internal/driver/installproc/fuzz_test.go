@@ -42,7 +42,11 @@ func FuzzInstallerOutput(f *testing.F) {
 func reports(t *testing.T, s Streamer) []driver.InstallProgress {
 	t.Helper()
 	var got []driver.InstallProgress
-	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p driver.InstallProgress) { got = append(got, p) })
+	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p driver.InstallProgress) {
+		if p.Step == driver.InstallFigures {
+			got = append(got, p)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

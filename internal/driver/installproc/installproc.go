@@ -78,7 +78,8 @@ func (e *StoppedError) Unwrap() []error {
 const StopGrace = 10 * time.Second
 
 // Run runs cmd with s and calls progress with every percentage the program
-// prints, from one goroutine at a time, in the order printed within each of
+// prints, and with every other line that is not blank (an InstallLine),
+// from one goroutine at a time, in the order printed within each of
 // stdout and stderr, and never after Run returns. progress may be nil; it
 // should return quickly, as the program's output waits for it.
 //
@@ -96,7 +97,7 @@ func Run(ctx context.Context, s Streamer, cmd runner.Cmd, progress func(driver.I
 		cmd.StopGrace = StopGrace
 	}
 	c := &collector{progress: progress}
-	stdout, stderr := &lineWriter{c: c}, &lineWriter{c: c}
+	stdout, stderr := &lineWriter{c: c, stream: "stdout"}, &lineWriter{c: c, stream: "stderr"}
 	code, err := s.Stream(ctx, cmd, stdout, stderr)
 	c.finish(stdout, stderr)
 	res := Result{Output: string(lastBytes(c.tail, MaxOutput)), ExitCode: code}
@@ -143,8 +144,8 @@ type collector struct {
 	done bool
 }
 
-// lineLocked takes one finished line. c.mu must be held.
-func (c *collector) lineLocked(line []byte) {
+// lineLocked takes one finished line of stream. c.mu must be held.
+func (c *collector) lineLocked(stream string, line []byte) {
 	c.tail = append(c.tail, line...)
 	c.tail = append(c.tail, '\n')
 	// Trimming only past twice the bound keeps a flood of redraws from
@@ -152,16 +153,19 @@ func (c *collector) lineLocked(line []byte) {
 	if len(c.tail) > 2*MaxOutput {
 		c.tail = append([]byte(nil), lastBytes(c.tail, MaxOutput)...)
 	}
-	v, hasPct := Percent(string(line))
-	done, total, hasSize := Size(string(line))
+	text := string(line)
+	v, hasPct := Percent(text)
+	done, total, hasSize := Size(text)
 	switch {
 	case hasPct && hasSize:
-		c.progress(driver.InstallProgress{Percent: v, Bytes: done, Total: total})
+		c.progress(driver.InstallProgress{Percent: v, Bytes: done, Total: total, Line: text, Stream: stream})
 	case hasPct:
-		c.progress(driver.InstallProgress{Percent: v})
+		c.progress(driver.InstallProgress{Percent: v, Line: text, Stream: stream})
 	case hasSize:
 		// Sizes alone still say how far along it is.
-		c.progress(driver.InstallProgress{Percent: float64(done) * 100 / float64(total), Bytes: done, Total: total})
+		c.progress(driver.InstallProgress{Percent: float64(done) * 100 / float64(total), Bytes: done, Total: total, Line: text, Stream: stream})
+	case len(bytes.TrimSpace(line)) > 0:
+		c.progress(driver.InstallProgress{Step: driver.InstallLine, Line: text, Stream: stream})
 	}
 }
 
@@ -230,7 +234,7 @@ func (c *collector) finish(ws ...*lineWriter) {
 	defer c.mu.Unlock()
 	for _, w := range ws {
 		if len(w.partial) > 0 {
-			c.lineLocked(w.partial)
+			c.lineLocked(w.stream, w.partial)
 			w.partial = nil
 		}
 	}
@@ -239,7 +243,8 @@ func (c *collector) finish(ws ...*lineWriter) {
 
 // lineWriter splits one stream into lines for its collector.
 type lineWriter struct {
-	c *collector
+	c      *collector
+	stream string
 	// The fields below are guarded by c.mu.
 	partial []byte
 	// afterCR: the last byte written was a "\r", which ended a line; a
@@ -258,14 +263,14 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 		case b == '\n' && w.afterCR:
 			w.afterCR = false
 		case b == '\n' || b == '\r':
-			w.c.lineLocked(w.partial)
+			w.c.lineLocked(w.stream, w.partial)
 			w.partial = w.partial[:0]
 			w.afterCR = b == '\r'
 		default:
 			w.afterCR = false
 			w.partial = append(w.partial, b)
 			if len(w.partial) >= maxLine {
-				w.c.lineLocked(w.partial)
+				w.c.lineLocked(w.stream, w.partial)
 				w.partial = w.partial[:0]
 			}
 		}

@@ -60,7 +60,11 @@ func (f fake) Stream(ctx context.Context, _ runner.Cmd, stdout, stderr io.Writer
 func run(t *testing.T, s Streamer) ([]float64, Result, error) {
 	t.Helper()
 	var got []float64
-	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p driver.InstallProgress) { got = append(got, p.Percent) })
+	res, err := Run(t.Context(), s, runner.Cmd{Path: "installer"}, func(p driver.InstallProgress) {
+		if p.Step == driver.InstallFigures {
+			got = append(got, p.Percent)
+		}
+	})
 	return got, res, err
 }
 
@@ -190,7 +194,11 @@ func TestProgressOneAtATimeInOrderPerStream(t *testing.T) {
 func TestRealProcess(t *testing.T) {
 	cmd := runner.Cmd{Path: "/bin/sh", Args: []string{"-c", `printf 'Downloading: 0,0%%\rDownloading: 12,5%%\r' >&2; printf '[==] 40%% x\r'; printf 'Downloading: 50,0%%\n' >&2; exit 3`}}
 	var got []float64
-	res, err := Run(t.Context(), runner.OS{}, cmd, func(p driver.InstallProgress) { got = append(got, p.Percent) })
+	res, err := Run(t.Context(), runner.OS{}, cmd, func(p driver.InstallProgress) {
+		if p.Step == driver.InstallFigures {
+			got = append(got, p.Percent)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -336,6 +336,9 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 		}
 		return driver.InstallResult{}, crash(op, "xcodebuild %s exited with code %d: %s%s", strings.Join(args, " "), res.ExitCode, lastLines(res.Output, 5), hint)
 	}
+	if progress != nil {
+		progress(driver.InstallProgress{Step: driver.InstallVerify})
+	}
 	after, err := d.installedRuntimes(ctx, op)
 	if err != nil {
 		return driver.InstallResult{}, err
