@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Jobs: a component install, on one worker or across a fleet, as a record
@@ -86,6 +87,15 @@ const (
 	// MaxJobMessage bounds an error message in a job.
 	MaxJobMessage = 2048
 )
+
+// ClipText cuts s to at most n bytes on a character boundary: how an
+// installer line or a message is bounded before a job carries it.
+func ClipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
+}
 
 // WorkerChoice names the workers a fleet install runs on: every worker
 // ("all" on the wire), or a list of worker ids.

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shirou/gopsutil/v4/disk"
 
@@ -121,7 +120,7 @@ func (ph *phases) report(r components.Report) {
 		}
 	}
 	if r.Line != "" {
-		ph.emit(contract.JobEvent{Log: &contract.JobLog{WorkerID: ph.worker, Stream: r.Stream, Line: clipLine(r.Line)}})
+		ph.emit(contract.JobEvent{Log: &contract.JobLog{WorkerID: ph.worker, Stream: r.Stream, Line: contract.ClipText(r.Line, contract.MaxLogLine)}})
 	}
 }
 
@@ -132,24 +131,8 @@ func (ph *phases) fail(ce *contract.Error) {
 		p = contract.PhaseQueue
 	}
 	ph.emit(contract.JobEvent{Phase: &contract.JobPhase{Phase: p, Status: contract.PhaseError, WorkerID: ph.worker, Platform: ph.platform, Component: ph.component}})
-	ph.emit(contract.JobEvent{Error: &contract.JobError{Phase: p, WorkerID: ph.worker, Code: ce.Code, Message: clipMessage(ce.Message)}})
+	ph.emit(contract.JobEvent{Error: &contract.JobError{Phase: p, WorkerID: ph.worker, Code: ce.Code, Message: contract.ClipText(ce.Message, contract.MaxJobMessage)}})
 	ph.current = p
-}
-
-// clipLine cuts an installer line to what a job relays.
-func clipLine(s string) string { return clipUTF8(s, contract.MaxLogLine) }
-
-func clipMessage(s string) string { return clipUTF8(s, contract.MaxJobMessage) }
-
-func clipUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 func (d *Daemon) listComponents(s *session, in contract.ComponentListInput) (contract.ComponentListResult, error) {

@@ -195,7 +195,7 @@ func (w *workerInstall) fail(ce *contract.Error, transient bool, attempts int) {
 	if p == "" {
 		p = contract.PhaseQueue
 	}
-	e := &contract.JobError{Phase: p, WorkerID: w.id, Code: ce.Code, Message: clipMessage(ce.Message), Transient: transient}
+	e := &contract.JobError{Phase: p, WorkerID: w.id, Code: ce.Code, Message: contract.ClipText(ce.Message, contract.MaxJobMessage), Transient: transient}
 	if transient {
 		e.Attempts = attempts
 	}
@@ -262,11 +262,4 @@ func (w *workerInstall) relay(ev contract.JobEvent) {
 		w.mu.Unlock()
 		w.emit(contract.JobEvent{Error: &e})
 	}
-}
-
-func clipMessage(s string) string {
-	if len(s) <= contract.MaxJobMessage {
-		return s
-	}
-	return strings.ToValidUTF8(s[:contract.MaxJobMessage], "")
 }
