@@ -151,7 +151,10 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			Retries: int(cfg.Int("gateway.installRetries")),
 			Silence: time.Duration(cfg.Int("downloads.timeoutMs"))*time.Millisecond + time.Minute,
 		}
-		done, err := f.Install(s.ctx, s.d.jobs, pol, in, func(ev contract.JobEvent) {
+		// The job is the fleet's, not the caller's: a caller that goes
+		// away leaves it running (job show and its event stream follow
+		// it); the gateway stopping ends it.
+		done, err := f.Install(s.d.life, s.d.jobs, pol, in, func(ev contract.JobEvent) {
 			s.push(contract.Push{Push: contract.PushJob, ID: id, Job: &ev})
 		})
 		if err != nil {

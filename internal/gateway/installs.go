@@ -254,6 +254,9 @@ func (w *workerInstall) relay(ev contract.JobEvent) {
 		l := *ev.Log
 		l.WorkerID = w.id
 		w.emit(contract.JobEvent{Log: &l})
+	case ev.Error != nil && ev.Error.Code == contract.CodeDaemonStopping:
+		// The worker stopping is the way to it failing, not its install:
+		// the attempt's end decides, and the worker is asked again.
 	case ev.Error != nil:
 		e := *ev.Error
 		e.WorkerID, e.Transient, e.Attempts = w.id, false, 0

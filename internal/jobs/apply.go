@@ -53,9 +53,17 @@ func Apply(job *contract.Job, ev contract.JobEvent) {
 			r.Status = w.Status
 		case contract.WorkerAsked:
 			r.Stale = false
+			if r.Status == contract.WorkerRetrying {
+				r.Status = ""
+			}
 		}
 		if w.Outcome != "" {
 			r.Outcome = w.Outcome
+		}
+		// A row that ended installed after a failed attempt has no
+		// error left to show.
+		if w.Outcome == contract.OutcomeInstalled {
+			r.Error = nil
 		}
 		if w.Version != "" {
 			r.Version, r.AlreadyInstalled = w.Version, w.AlreadyInstalled

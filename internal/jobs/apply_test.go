@@ -67,3 +67,17 @@ func TestASnapshotIsCopiedNotShared(t *testing.T) {
 		t.Fatalf("applying to the copy changed the snapshot: %v", *snap.Workers[0].Percent)
 	}
 }
+
+func TestARowInstalledAfterAFailedAttemptShowsNoErrorAndNoRetry(t *testing.T) {
+	var j contract.Job
+	Apply(&j, contract.JobEvent{Error: &contract.JobError{WorkerID: "a", Phase: contract.PhaseDownload, Code: contract.CodeWorkerUnreachable, Transient: true}})
+	Apply(&j, contract.JobEvent{Worker: &contract.JobWorkerEvent{WorkerID: "a", Status: contract.WorkerRetrying, Attempt: 1}})
+	Apply(&j, contract.JobEvent{Worker: &contract.JobWorkerEvent{WorkerID: "a", Status: contract.WorkerAsked, Attempt: 2}})
+	if r := j.Workers[0]; r.Status == contract.WorkerRetrying {
+		t.Fatalf("asked again, the row still says retrying: %+v", r)
+	}
+	Apply(&j, contract.JobEvent{Worker: &contract.JobWorkerEvent{WorkerID: "a", Status: contract.WorkerEnded, Attempt: 2, Outcome: contract.OutcomeInstalled}})
+	if r := j.Workers[0]; r.Error != nil || r.Outcome != contract.OutcomeInstalled || r.Attempt != 2 {
+		t.Fatalf("installed at the second attempt, the row reads %+v, want installed, attempt 2, no error", r)
+	}
+}
