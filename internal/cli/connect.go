@@ -74,13 +74,18 @@ func connect(ctx context.Context, cmd *cobra.Command, env Env, s session) (*clie
 		return client.Dial(ctx, sock, hello)
 	}
 	c, err := dial()
-	if err == nil || !notListening(err) {
-		return c, wrapDial(err)
-	}
-	if !s.autostart {
+	switch {
+	case err == nil:
+		return c, nil
+	case s.autostart && daemonGone(err):
+		// Nothing listens, or a daemon accepted and then went away
+		// before it answered (it was killed a moment ago): start one,
+		// which waits out a daemon still dying with the lock.
+		return startDaemon(ctx, env, home, dial)
+	case notListening(err):
 		return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "no simlock daemon is running for %s", home)
 	}
-	return startDaemon(ctx, env, home, dial)
+	return nil, wrapDial(err)
 }
 
 func wrapDial(err error) error {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -261,5 +262,37 @@ func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
 	}
 	if leases := h.leases(); len(leases) != 0 {
 		t.Errorf("leases after the holder's release: %v", leases)
+	}
+}
+
+// A daemon killed a moment ago may still accept a connection on its socket
+// and then drop it unanswered; `daemon start` takes that for no daemon and
+// starts one, rather than failing on the dropped session.
+func TestDaemonStartStartsADaemonWhenTheSocketDropsTheSessionUnanswered(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", h.path("daemon.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon takes the socket's path over: closing this listener
+	// must not remove the daemon's socket file.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	r := h.run("daemon", "start")
+	if r.code != 0 || !strings.Contains(r.stdout, `"status":"running"`) {
+		t.Fatalf("daemon start over a socket that drops its sessions\n%s", r)
 	}
 }
