@@ -82,7 +82,7 @@ end installed. simlock job show <id> replays the install afterwards.`,
 	install.Flags().StringVar(&progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	install.Flags().BoolVar(&allWorkers, "all-workers", false, "on a gateway: install on every worker")
 	install.Flags().StringVar(&workers, "workers", "", "on a gateway: install on these workers (ids, comma-separated)")
-	install.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every line the installer prints, not only the latest")
+	install.Flags().BoolVar(&verbose, "verbose", false, "print every line the installer prints, not only the latest")
 	var platform string
 	list := &cobra.Command{
 		Use:   "list",

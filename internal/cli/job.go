@@ -21,14 +21,15 @@ func jobCmd(env Env) *cobra.Command {
 	}
 	admin := session{principal: "simlock-cli", admin: true, autostart: true}
 	var limit int
+	var state string
 	list := &cobra.Command{
-		Use:   "list [--limit N]",
+		Use:   "list [--state running|succeeded|failed] [--limit N]",
 		Short: "List the jobs, newest first: what each installs, its state, how many workers installed it (admin)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := contract.JobListInput{Limit: limit}
+			in := contract.JobListInput{State: state, Limit: limit}
 			if err := in.Validate(); err != nil {
-				return inFlagTerms(fail(err), map[string][2]string{"limit": {"--limit", strconv.Itoa(limit)}})
+				return inFlagTerms(fail(err), map[string][2]string{"limit": {"--limit", strconv.Itoa(limit)}, "state": {"--state", state}})
 			}
 			return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {
 				var res contract.JobListResult
@@ -44,6 +45,7 @@ func jobCmd(env Env) *cobra.Command {
 		},
 	}
 	list.Flags().IntVar(&limit, "limit", 0, "at most this many jobs, 1 to 500 (default 50)")
+	list.Flags().StringVar(&state, "state", "", "only the jobs in this state: running, succeeded or failed")
 	show := &cobra.Command{
 		Use:   "show <job-id>",
 		Short: "Show a job worker by worker; for each worker that did not install, its error and what to run next (admin)",
