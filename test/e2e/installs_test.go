@@ -249,3 +249,47 @@ func TestAnInstallStreamsItsPhasesInOrderToAnSSEClientAndAnswersJSONWithoutTheHe
 		t.Errorf("workers on a worker answers %d %s, want 400 BAD_REQUEST", r.status, r.raw)
 	}
 }
+
+// The fleet form over HTTP: each worker's phases come tagged with its id,
+// in order, and done ends the stream with the job's result.
+func TestAFleetInstallStreamsEveryWorkersPhasesTaggedWithItsIDToAnSSEClient(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	runtimes := []string{"drivers.demo.downloadableRuntimes", `{"android":["37"]}`, "drivers.demo.downloadMs", "300"}
+	a, b := f.worker("worker-a", 1, runtimes...), f.worker("worker-b", 1, runtimes...)
+	idA, idB := instanceID(t, a), instanceID(t, b)
+	f.await("two workers connected", 10*time.Second, connected(idA, idB))
+	_, op := f.gw.token("operator", "installs")
+	s := f.api.streamBody("POST", "/v1/components/install", op, `{"platform":"android","version":"37","workers":["`+idA+`","`+idB+`"]}`)
+	phases := map[string][]string{}
+	var last string
+	var done map[string]any
+	for {
+		ev, ok := s.next(t)
+		if !ok {
+			break
+		}
+		last = ev.name
+		m := ev.json(t)
+		if ev.name == "phase" {
+			id, _ := m["workerId"].(string)
+			phases[id] = append(phases[id], m["phase"].(string)+":"+m["status"].(string))
+		}
+		if ev.name == "done" {
+			done = m
+			break
+		}
+	}
+	want := []string{"queue:start", "queue:done", "download:start", "download:done", "verify:start", "verify:done", "record:start", "record:done"}
+	for _, id := range []string{idA, idB} {
+		if !slices.Equal(phases[id], want) {
+			t.Errorf("worker %s's phases %v, want %v", id, phases[id], want)
+		}
+	}
+	if len(phases) != 2 {
+		t.Errorf("phases came tagged with %d worker ids, want the two chosen: %v", len(phases), phases)
+	}
+	if last != "done" || done["result"] != "succeeded" {
+		t.Errorf("the stream ended with %s %v, want done, succeeded", last, done)
+	}
+}
