@@ -34,8 +34,9 @@ Against a gateway, --all-workers installs on every worker (drained ones too)
 and --workers on the ones named: a row per worker shows its phase (waiting,
 downloading, verifying, recording) and how far it is; a worker whose uplink
 fails is asked again (gateway.installRetries). Every failure ends with a
-block saying where and why, and the command exits 15 when a worker did not
-end installed. simlock job show <id> replays the install afterwards.`,
+block saying where and why. A fleet install exits 15 when a worker did not
+end installed; an install on this machine that fails exits with its error's
+code. simlock job show <id> replays the install afterwards.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.ComponentInstallInput{Platform: contract.Platform(args[0]), Version: args[1]}

@@ -121,6 +121,8 @@ func (f *fakeDaemon) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"mode": "worker", "workers": []any{map[string]any{"id": "ins_fake", "label": "fake", "connection": "connected"}}})
 	case "/v1/lease-requests":
 		writeJSON(w, 200, map[string]any{"requests": []any{}})
+	case "/v1/jobs":
+		writeJSON(w, 200, map[string]any{"jobs": []any{}})
 	default:
 		apiError(w, 404, "UNKNOWN_ROUTE", "no such route")
 	}

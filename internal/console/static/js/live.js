@@ -1,8 +1,10 @@
 // The live layer: the event stream, read with fetch (an EventSource
 // cannot send the Authorization header), and the refetch of the read
-// routes each event touches, at most one request per route in flight.
+// routes each event touches, at most one request per route in flight;
+// and the job page's job, followed on its own stream while it runs.
 
 import { ApiError, Unreachable, readEvents } from './api.js';
+import { JobWatch } from './jobs.js';
 
 // backoffMs is the wait before reconnect attempt n (from 0): 1, 2, 4, 8 s,
 // then every 10 s.
@@ -28,6 +30,23 @@ export function routesFor(ev, gateway) {
   // A worker's relayed event changes the gateway's view of that worker.
   if (gateway && p.workerId) out.add(`worker:${p.workerId}`);
   return out;
+}
+
+// jobRoutesFor lists the job lists an event changes: an install that
+// starts or ends changes the running list, one that fails the failed list
+// too (on a gateway the events are its workers', relayed). The job's own
+// record may be written an instant after its event, so the running list
+// is read until the job has left it (see Live.read).
+export function jobRoutesFor(ev) {
+  switch (ev.event) {
+    case 'component.install-started':
+    case 'component.installed':
+      return ['jobs:running'];
+    case 'component.install-failed':
+      return ['jobs:running', 'jobs:failed'];
+    default:
+      return [];
+  }
 }
 
 // How often the status is read again while something moves that no event
@@ -62,6 +81,11 @@ export class Live {
     this.pollTimer = 0;
     this.safetyTimer = 0;
     this.loop = null;
+    this.jobPollTimer = 0;
+    this.runningIds = new Set(); // the jobs the running list last held
+    this.jobEnding = false; // an install ended since the running list was read
+    this.jobId = ''; // the job the job page follows
+    this.jobCtrl = null;
     this.onVisibility = () => this.visibilityChanged();
   }
 
@@ -82,11 +106,15 @@ export class Live {
     this.refetchAll();
     this.safetyTimer = setInterval(() => this.refetchAll(), SAFETY_POLL_MS);
     if (!this.loop) this.loop = this.streamLoop().finally(() => { this.loop = null; });
+    if (this.jobId) this.startJob(this.jobId);
   }
 
   pause() {
     if (this.streamCtrl) this.streamCtrl.abort();
+    if (this.jobCtrl) this.jobCtrl.abort();
     clearTimeout(this.pollTimer);
+    clearTimeout(this.jobPollTimer);
+    this.jobPollTimer = 0;
     clearInterval(this.safetyTimer);
     this.pollTimer = 0;
     this.safetyTimer = 0;
@@ -116,6 +144,8 @@ export class Live {
     this.touch('status');
     this.touch('failed');
     this.touch('workers');
+    this.touch('jobs:running');
+    this.touch('jobs:failed');
     for (const r of this.wanted()) this.touch(r);
   }
 
@@ -146,6 +176,14 @@ export class Live {
         for (const w of doc.workers || []) if (!store.workerViews.has(w.id) && store.gateway) this.touch(`worker:${w.id}`);
       } else if (route === 'failed') {
         store.setFailed(await api.get('/v1/lease-requests?state=failed'));
+      } else if (route === 'jobs:running' || route === 'jobs:failed') {
+        const state = route.slice('jobs:'.length);
+        const doc = await api.get(state === 'failed' ? '/v1/jobs?state=failed&limit=20' : '/v1/jobs?state=running');
+        // A failure a later install made good leaves Attention: the
+        // succeeded ones say which.
+        if (state === 'failed') store.setJobs('succeeded', await api.get('/v1/jobs?state=succeeded&limit=20'));
+        store.setJobs(state, doc);
+        if (state === 'running') this.afterRunningJobs(doc.jobs || []);
       } else if (route === 'catalog') {
         store.setCatalog(await api.get('/v1/catalog'));
       } else if (route.startsWith('worker:')) {
@@ -168,6 +206,21 @@ export class Live {
     const moving = health === 'starting' || (st.waiting && st.waiting.length > 0) || (st.installs && st.installs.length > 0);
     clearTimeout(this.pollTimer);
     if (moving && !this.paused) this.pollTimer = setTimeout(() => this.touch('status'), PROGRESS_POLL_MS);
+  }
+
+  // afterRunningJobs reads the failed list again once a job has left the
+  // running list (or an install ended, as an event said), and reads the
+  // running list again each second while it holds a job, for its rows'
+  // percentages, which no event of the log carries.
+  afterRunningJobs(jobs) {
+    const ids = new Set(jobs.map((j) => j.id));
+    const left = [...this.runningIds].some((id) => !ids.has(id));
+    this.runningIds = ids;
+    if (left || this.jobEnding) this.touch('jobs:failed');
+    this.jobEnding = false;
+    clearTimeout(this.jobPollTimer);
+    this.jobPollTimer = 0;
+    if (ids.size > 0 && !this.paused) this.jobPollTimer = setTimeout(() => this.touch('jobs:running'), PROGRESS_POLL_MS);
   }
 
   failed(route, e) {
@@ -235,6 +288,95 @@ export class Live {
     const fresh = this.store.ingest([ev], { now: Date.now(), live: true, clockOffset: this.api.clock.offset() });
     if (fresh.length === 0) return;
     for (const r of routesFor(ev, this.store.gateway)) this.touch(r);
+    if (ev.event === 'component.installed' || ev.event === 'component.install-failed') this.jobEnding = true;
+    for (const r of jobRoutesFor(ev)) this.touch(r);
     this.onChange();
+  }
+
+  // --- the job page's job ---
+
+  // followJob makes the job page show job id ('' for none): its record,
+  // read once (GET /v1/jobs/{id}); a running job is then followed on its
+  // own stream to its end, and read once more for the record's end. The
+  // stream is read with fetch, as the event stream is, for the token.
+  followJob(id) {
+    if (id === this.jobId) return;
+    if (this.jobCtrl) this.jobCtrl.abort();
+    this.jobCtrl = null;
+    this.jobId = id || '';
+    this.store.job = id ? new JobWatch(id) : null;
+    if (id && !this.paused) this.startJob(id);
+  }
+
+  startJob(id) {
+    const watch = this.store.job;
+    if (!watch || watch.id !== id || watch.ended || watch.missing || watch.following) return;
+    watch.following = true;
+    this.jobLoop(watch).finally(() => { watch.following = false; });
+  }
+
+  async jobLoop(watch) {
+    const { api } = this;
+    const path = `/v1/jobs/${encodeURIComponent(watch.id)}`;
+    const current = () => this.jobId === watch.id && this.store.job === watch && !this.paused;
+    let attempt = 0;
+    while (current()) {
+      const ctrl = new AbortController();
+      this.jobCtrl = ctrl;
+      let watchdog = 0;
+      const alive = () => {
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => ctrl.abort(), STREAM_SILENCE_MS);
+      };
+      try {
+        const job = await api.get(path, { signal: ctrl.signal });
+        watch.take('job', job);
+        watch.source = 'record';
+        watch.error = '';
+        this.onChange();
+        if (watch.ended) return;
+        const resp = await api.stream(`${path}/events`, { signal: ctrl.signal });
+        attempt = 0;
+        alive();
+        watch.source = 'live';
+        let done = false;
+        await readEvents(resp.body, (e) => {
+          alive();
+          let data;
+          try { data = JSON.parse(e.data); } catch { return; }
+          // An error event with an error object is the stream's own end
+          // (it fell behind), not a worker's failure.
+          if (e.event === 'error' && data && data.error && !data.workerId) throw new Error(data.error.message || 'the stream ended');
+          watch.take(e.event, data);
+          if (e.event === 'done') done = true;
+          this.onChange();
+        }, alive);
+        if (done) {
+          // The done event has no end time; the record does.
+          watch.take('job', await api.get(path, { signal: ctrl.signal }));
+          watch.source = 'live';
+          this.onChange();
+          return;
+        }
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404 && e.code === 'UNKNOWN_JOB') {
+          watch.missing = e.message;
+          this.onChange();
+          return;
+        }
+        if (e instanceof ApiError && e.status === 401) return;
+        if (!(e && e.name === 'AbortError')) {
+          watch.error = e instanceof Unreachable ? 'the daemon did not answer' : (e && e.message) || String(e);
+          this.onChange();
+        }
+      } finally {
+        clearTimeout(watchdog);
+        ctrl.abort(); // a stream left part read is closed
+      }
+      if (!current()) return;
+      if (watch.source === 'live') watch.source = 'reconnecting';
+      this.onChange();
+      await new Promise((resolve) => setTimeout(resolve, backoffMs(attempt++)));
+    }
   }
 }

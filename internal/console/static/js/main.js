@@ -8,6 +8,7 @@ import { KINDS, Store } from './store.js';
 import { renderAttention } from './views/attention.js';
 import { renderDevices } from './views/devices.js';
 import { renderEvents } from './views/events.js';
+import { renderJob, tick as tickJob } from './views/job.js';
 import { renderLeases, tick as tickLeases } from './views/leases.js';
 import { renderWaiting, tick as tickWaiting } from './views/waiting.js';
 import { renderWorker, renderWorkers } from './views/workers.js';
@@ -160,7 +161,7 @@ class App {
   open(api, st, events) {
     this.api = api;
     this.signInMsg = null;
-    const store = new Store();
+    const store = new Store({ daemonNow: () => api.clock.now() });
     this.store = store;
     store.setStatus(st, Date.now());
     store.ingest(events, { now: Date.now(), live: false, clockOffset: api.clock.offset() });
@@ -217,9 +218,10 @@ class App {
     return a;
   }
 
-  // route is what the URL names: a tab, or a worker's page.
+  // route is what the URL names: a tab, a worker's page, or a job's.
   route() {
     const parts = location.pathname.split('/').filter(Boolean);
+    if (parts[0] === 'jobs' && parts.length > 1) return { tab: 'jobs', job: decodeURIComponent(parts.slice(1).join('/')) };
     const tab = TABS.find((t) => t.id === parts[0]) ? parts[0] : 'workers';
     if (tab === 'workers' && parts.length > 1) return { tab, worker: decodeURIComponent(parts.slice(1).join('/')) };
     return { tab };
@@ -228,7 +230,8 @@ class App {
   wantedRoutes() {
     if (!this.store) return [];
     const r = this.route();
-    if (r.worker) return this.store.gateway ? [`worker:${r.worker}`] : ['catalog'];
+    if (r.worker) return this.store.gateway ? [`worker:${r.worker}`, 'jobs:running', 'jobs:failed'] : ['catalog', 'jobs:running', 'jobs:failed'];
+    if (r.tab === 'workers') return ['jobs:running'];
     return [];
   }
 
@@ -329,12 +332,13 @@ class App {
       this.routeChanged = false;
       if (this.live) for (const route of this.wantedRoutes()) this.live.touch(route);
     }
+    if (this.live) this.live.followJob(r.job || '');
     const now = Date.now();
     this.store.journeys.prune(now);
-    const key = r.worker ? `worker:${r.worker}` : r.tab;
+    const key = r.worker ? `worker:${r.worker}` : r.job ? `job:${r.job}` : r.tab;
     let root = this.roots.get(key);
     if (!root) {
-      root = h('div', { class: 'view', dataset: { view: r.worker ? 'worker' : r.tab } });
+      root = h('div', { class: 'view', dataset: { view: r.worker ? 'worker' : r.job ? 'job' : r.tab } });
       this.roots.set(key, root);
     }
     if (this.main.firstChild !== root) this.main.replaceChildren(root);
@@ -345,11 +349,12 @@ class App {
       case 'waiting': renderWaiting(root, this); break;
       case 'attention': renderAttention(root, this); break;
       case 'events': renderEvents(root, this); break;
+      case 'jobs': renderJob(root, this, r.job); break;
       default:
     }
     this.drawChrome(r);
     this.tickViews();
-    document.title = `${TABS.find((t) => t.id === r.tab).label} · simlock console`;
+    document.title = `${r.job ? `Job ${r.job}` : TABS.find((t) => t.id === r.tab).label} · simlock console`;
     // A stage younger than a second lights its step when it turns one.
     clearTimeout(this.stripTimer);
     const next = this.store.journeys.nextChange(now);
@@ -402,6 +407,7 @@ class App {
     const daemonNow = this.api.clock.now();
     tickLeases(this.main, daemonNow);
     tickWaiting(this.main);
+    tickJob(this.main, daemonNow);
   }
 
   tick() {
@@ -414,6 +420,7 @@ class App {
 
 function routePath(route) {
   if (route.startsWith('worker:')) return `/v1/workers/${route.slice(7)}`;
+  if (route.startsWith('jobs:')) return `/v1/jobs?state=${route.slice(5)}`;
   return route === 'failed' ? '/v1/lease-requests?state=failed' : `/v1/${route}`;
 }
 

@@ -1,8 +1,9 @@
 // What the page knows of the daemon: the answers of the read routes, the
-// events it has seen, the journeys of waiting requests, and what is
-// derived from them (what needs attention). Views read it; the live layer
+// events it has seen, the journeys of waiting requests, the job the job
+// page shows, and what is derived from them (what needs attention). Views read it; the live layer
 // writes it.
 
+import { failedRows } from './jobs.js';
 import { Journeys } from './progress.js';
 
 // MAX_EVENTS is how many events the page keeps, the newest.
@@ -12,6 +13,10 @@ export const MAX_EVENTS = 10000;
 // (lease.requestRetentionMs by default): a failed request older than that
 // can no longer be retried, so the page stops offering it.
 export const REQUEST_KEEP_MS = 10 * 60 * 1000;
+
+// FAILED_INSTALL_MS is how long a failed install stays under Attention,
+// counted from its end on the daemon's clock.
+export const FAILED_INSTALL_MS = 24 * 60 * 60 * 1000;
 
 // The lease.rejected reasons that are no failure to look into: the
 // requester gave up or was told no at once, or an operator ended it.
@@ -65,13 +70,17 @@ export function kindOf(name) {
 export const KINDS = ['leases', 'devices', 'workers', 'components', 'other'];
 
 export class Store {
-  constructor() {
+  // daemonNow is the daemon's time now (epoch ms), as the page can tell.
+  constructor({ daemonNow } = {}) {
+    this.daemonNow = daemonNow || (() => Date.now());
     this.status = null; // GET /v1/status
     this.statusAt = 0; // when it was read (browser ms)
     this.workers = null; // GET /v1/workers
     this.workerViews = new Map(); // id -> GET /v1/workers/{id}
     this.failedList = []; // GET /v1/lease-requests?state=failed
     this.catalog = null; // GET /v1/catalog
+    this.jobLists = { running: [], failed: [], succeeded: [] }; // GET /v1/jobs?state=running, ?state=failed, ?state=succeeded
+    this.job = null; // the job page's JobWatch
     this.events = new EventLog();
     this.journeys = new Journeys();
     this.deviceNotes = new Map(); // device key -> why it was quarantined, from events
@@ -95,6 +104,34 @@ export class Store {
   setWorkerView(id, view) { this.workerViews.set(id, view); this.version++; }
   setFailed(doc) { this.failedList = (doc && doc.requests) || []; this.failedAt = Date.now(); this.version++; }
   setCatalog(doc) { this.catalog = doc; this.version++; }
+  setJobs(state, doc) { this.jobLists[state] = (doc && doc.jobs) || []; this.version++; }
+
+  // jobsOf lists the running and failed jobs, newest first, each once;
+  // with a worker id, only those with a row for that worker.
+  jobsOf(workerId) {
+    const seen = new Set();
+    const out = [];
+    for (const j of [...this.jobLists.running, ...this.jobLists.failed]) {
+      if (seen.has(j.id)) continue;
+      seen.add(j.id);
+      if (workerId && !(j.workers || []).some((w) => w.workerId === workerId)) continue;
+      out.push(j);
+    }
+    return out.sort((a, b) => b.createdAt - a.createdAt);
+  }
+
+  // failedInstalls are the installs that failed in the last
+  // FAILED_INSTALL_MS and that no later install of the same runtime made
+  // good on every worker that failed, newest first.
+  failedInstalls() {
+    const now = this.daemonNow();
+    const madeGood = (j) => (j.workers || []).filter((w) => w.outcome !== 'installed').every((w) =>
+      this.jobLists.succeeded.concat(this.jobLists.failed).some((later) => later.createdAt > j.createdAt &&
+        later.spec.platform === j.spec.platform && later.spec.version === j.spec.version &&
+        (later.workers || []).some((r) => r.workerId === w.workerId && r.outcome === 'installed')));
+    return this.jobLists.failed.filter((j) => now - (j.endedAt || j.createdAt) < FAILED_INSTALL_MS && !madeGood(j))
+      .sort((a, b) => (b.endedAt || b.createdAt) - (a.endedAt || a.createdAt));
+  }
 
   // ingest takes events (replayed or live) and learns from the new ones
   // what the lists do not say: how a request ended, why a device was
@@ -238,6 +275,13 @@ export class Store {
         why: errorWords(f.error), requesterId: f.requesterId, spec: f.spec, retry: { kind: 'request', key: f.id, id: f.id },
       });
     }
+    for (const j of this.failedInstalls()) {
+      const bad = failedRows(j);
+      out.push({
+        key: `install:${j.id}`, kind: 'install', what: 'failed', id: j.id, href: `/jobs/${encodeURIComponent(j.id)}`,
+        title: `Install ${jobWhat(j)}`, why: installWhy(bad), workerId: bad.length > 0 ? bad[0].workerId : '',
+      });
+    }
     return out;
   }
 }
@@ -248,6 +292,23 @@ export function deviceKey(workerId, id) { return workerId ? `${workerId}/${id}` 
 export function deviceTitle(d) {
   const s = d.spec || {};
   return [s.model || d.id, s.osVersion].filter(Boolean).join(' · ');
+}
+
+// jobWhat says what a job installs: ios 26.4.
+export function jobWhat(j) {
+  const s = (j && j.spec) || {};
+  return [s.platform, s.version].filter(Boolean).join(' ');
+}
+
+// installWhy says why an install failed: the first worker's error, where
+// it broke, and how many others failed too.
+function installWhy(bad) {
+  if (bad.length === 0) return 'the install failed';
+  const w = bad[0];
+  const where = `${(w.error && w.error.phase) || w.phase || 'install'} on ${w.label || w.workerId}`;
+  const what = w.error ? errorWords(w.error) : `outcome ${w.outcome}`;
+  const more = bad.length > 1 ? ` (and ${bad.length - 1} more worker${bad.length > 2 ? 's' : ''})` : '';
+  return `${where}: ${what}${more}`;
 }
 
 export function errorWords(e) {

@@ -1,5 +1,6 @@
 // The Attention tab: workers that are gone, incompatible or drained,
-// devices quarantined or stalled, RAM over budget, requests that failed.
+// devices quarantined or stalled, RAM over budget, requests that failed,
+// installs that failed in the last day (each linking to its job's page).
 
 import { h } from '../dom.js';
 import { spec as specWords } from '../format.js';
@@ -20,7 +21,7 @@ export function renderAttention(root, app) {
     (a) => JSON.stringify([a.what, a.title, a.why, a.workerId, a.retry && store.actions.get(a.retry.key), store.gateway]),
     (a) => h('tr', { dataset: { kind: a.kind, what: a.what, id: a.id } },
       h('td', null, stateBadge(a.what === 'over RAM budget' ? 'stalled' : a.what), a.what === 'over RAM budget' ? ' over RAM budget' : ''),
-      h('td', null, a.kind === 'worker' ? app.link(`/workers/${encodeURIComponent(a.id)}`, a.title) : a.title,
+      h('td', null, a.kind === 'worker' ? app.link(`/workers/${encodeURIComponent(a.id)}`, a.title) : a.href ? app.link(a.href, a.title) : a.title,
         a.kind === 'worker' || a.kind === 'capacity' ? '' : h('div', { class: 'id', text: a.id }),
         a.spec ? h('div', { class: 'why', text: `${a.requesterId ? `${a.requesterId} asked for ` : ''}${specWords(a.spec)}` }) : null),
       h('td', { class: 'why-cell', text: a.why }),

@@ -6,13 +6,16 @@ export function badge(text, kind) {
   return h('span', { class: ['badge', kind && `badge-${kind}`], text });
 }
 
-// stateBadge colours a device or worker state.
+// stateBadge colours a device, worker or install state.
 export function stateBadge(state) {
   const kinds = {
     ready: 'ok', connected: 'ok', running: 'ok', leased: 'busy',
     provisioning: 'work', reclaiming: 'work', booting: 'work', starting: 'work', downloading: 'work', queued: 'work',
     shutdown: 'idle', deleted: 'idle', drained: 'warn', stopping: 'warn',
     quarantined: 'bad', disconnected: 'bad', incompatible: 'bad', failed: 'bad', stalled: 'warn',
+    // an install's job and its rows
+    succeeded: 'ok', installed: 'ok', waiting: 'work', verifying: 'work', recording: 'work',
+    retrying: 'warn', stale: 'warn', unknown: 'warn',
   };
   return badge(state, kinds[state] || 'idle');
 }

@@ -3,8 +3,9 @@
 
 import { h, reconcile } from '../dom.js';
 import { bytes, clock, duration, spec as specWords } from '../format.js';
-import { deviceKey, deviceTitle } from '../store.js';
+import { deviceKey, deviceTitle, jobWhat } from '../store.js';
 import { badge, keyedTable, section, stateBadge } from './common.js';
+import { jobBadge, rowSummary } from './job.js';
 
 export function renderWorkers(root, app) {
   const { store } = app;
@@ -20,15 +21,34 @@ export function renderWorkers(root, app) {
     const lines = store.workerLines().slice().sort((a, b) => (a.label || a.id).localeCompare(b.label || b.id) || a.id.localeCompare(b.id));
     const f = st.fleet || {};
     root.head.textContent = `Workers (${lines.length}): ${f.connected || 0} connected, ${f.disconnected || 0} disconnected, ${f.incompatible || 0} incompatible, ${f.drained || 0} drained`;
-    reconcile(root.list, lines, (w) => w.id, (w) => JSON.stringify([w, cardView(store.workerViews.get(w.id))]),
-      (w) => workerCard(app, w, store.workerViews.get(w.id)));
+    reconcile(root.list, lines, (w) => w.id, (w) => JSON.stringify([w, cardView(store.workerViews.get(w.id)), installing(store, w.id)]),
+      (w) => workerCard(app, w, store.workerViews.get(w.id), installing(store, w.id)));
     if (lines.length === 0) root.list.replaceChildren(h('p', { class: 'empty', text: 'No worker has joined this gateway yet.' }));
     return;
   }
   root.head.textContent = 'This daemon';
   const self = ((store.workers && store.workers.workers) || [])[0] || {};
   const item = { st, self };
-  reconcile(root.list, [item], () => 'self', () => JSON.stringify([selfView(st), self]), () => selfCard(app, st, self));
+  reconcile(root.list, [item], () => 'self', () => JSON.stringify([selfView(st), self, installing(store, '')]),
+    () => selfCard(app, st, self, installing(store, '')));
+}
+
+// installing lists the installs running on a worker (any worker's for
+// '', a single worker's own), each as a card says it: ios 26.4 · 41%.
+function installing(store, workerId) {
+  const out = [];
+  for (const j of store.jobLists.running) {
+    for (const r of j.workers || []) {
+      if (r.outcome || (workerId && r.workerId !== workerId)) continue;
+      out.push({ id: j.id, text: `installing ${jobWhat(j)} · ${rowSummary(r).replace(/^downloading /, '')}` });
+      break;
+    }
+  }
+  return out;
+}
+
+function installLines(app, list) {
+  return list.map((i) => h('p', { class: 'card-install', dataset: { jobId: i.id } }, app.link(`/jobs/${encodeURIComponent(i.id)}`, i.text)));
 }
 
 // cardView is what a card shows of a worker's view.
@@ -42,7 +62,7 @@ function selfView(st) {
   return { d: st.daemon, c: st.capacity, counts: st.counts, q: st.queueDepth, wp: st.warmPool && st.warmPool.enabled };
 }
 
-function workerCard(app, w, v) {
+function workerCard(app, w, v, installs) {
   const cv = cardView(v) || {};
   return h('article', { class: ['card', 'card-worker', `card-${w.connection}`], dataset: { workerId: w.id, connection: w.connection, drained: String(!!w.drained) } },
     h('header', { class: 'card-head' }, h('h3', null, app.link(`/workers/${encodeURIComponent(w.id)}`, w.label || w.id)),
@@ -56,10 +76,11 @@ function workerCard(app, w, v) {
       fact('Warm pool', cv.warm === undefined ? '—' : `${cv.warm} ready`),
       fact('Last seen', w.lastSeenAt ? clock(w.lastSeenAt) : '—'),
       fact('Id', w.id)),
+    installLines(app, installs),
     w.reason ? h('p', { class: 'warn-line', text: w.reason }) : null);
 }
 
-function selfCard(app, st, self) {
+function selfCard(app, st, self, installs) {
   const d = st.daemon || {};
   const c = st.capacity || {};
   const g = c.global || {};
@@ -77,11 +98,13 @@ function selfCard(app, st, self) {
       fact('Queue', String(st.queueDepth || 0)),
       fact('Warm pool', `${g.warm || 0} ready${st.warmPool && !st.warmPool.enabled ? ' (pool off)' : ''}`),
       fact('Host', [host.os, host.arch, host.cpus ? `${host.cpus} CPUs` : '', host.ramBytes ? bytes(host.ramBytes) : ''].filter(Boolean).join(' · ')),
-      fact('Started', d.startedAt ? clock(d.startedAt) : '')));
+      fact('Started', d.startedAt ? clock(d.startedAt) : '')),
+    installLines(app, installs));
 }
 
 // renderWorker is a worker's page: its devices, leases, waiting requests,
-// installs and catalog.
+// installs (the running and recently failed jobs with a row for it; on a
+// single worker, every job, the daemon's own), downloads and catalog.
 export function renderWorker(root, app, id) {
   const { store } = app;
   const st = store.status;
@@ -109,11 +132,12 @@ export function renderWorker(root, app, id) {
     root.devs = h('div');
     root.leaseSlot = h('div');
     root.waitSlot = h('div');
+    root.jobSlot = h('div');
     root.installSlot = h('div');
     root.catalogSlot = h('div');
     root.append(root.top,
       section('Devices', root.devs), section('Leases', root.leaseSlot), section('Waiting', root.waitSlot),
-      section('Installs', root.installSlot), section('Catalog', root.catalogSlot));
+      section('Installs', root.jobSlot), section('Downloads', root.installSlot), section('Catalog', root.catalogSlot));
     root.built = true;
   }
   const g = (v.capacity && v.capacity.global) || {};
@@ -154,17 +178,38 @@ export function renderWorker(root, app, id) {
       h('td', { text: w.requesterId }), h('td', { text: specWords(w.requestSpec) }),
       h('td', null, stateBadge((w.progress && w.progress.stage) || w.stage)), h('td', { class: 'id', text: w.requestId })),
     'Nobody is waiting.');
+  const jobs = store.jobsOf(store.gateway ? v.id : '').map((j) => ({ j, r: (j.workers || []).find((w) => w.workerId === v.id) || (j.workers || [])[0] || {} }));
+  keyedTable(root.jobSlot, 'jobs', ['Job', 'Runtime', 'State', 'Here', 'Started', 'Ended'], jobs, (x) => x.j.id,
+    (x) => JSON.stringify([x.j.state, x.j.spec, x.j.endedAt, x.r]),
+    (x) => h('tr', { dataset: { jobId: x.j.id, state: x.j.state, here: x.r.outcome || 'running' } },
+      h('td', null, app.link(`/jobs/${encodeURIComponent(x.j.id)}`, x.j.id)),
+      h('td', { text: jobWhat(x.j) }),
+      h('td', null, jobBadge(x.j.state)),
+      h('td', { text: jobHere(x.r) }),
+      h('td', { text: clock(x.j.createdAt) }),
+      h('td', { text: x.j.endedAt ? clock(x.j.endedAt) : '—' })),
+    'No install is running, and none failed lately.');
   keyedTable(root.installSlot, 'installs', ['Runtime', 'State', 'Done', 'Waiters', 'Since'], v.installs || [], (i) => `${i.platform}:${i.component}`,
     (i) => JSON.stringify(i),
     (i) => h('tr', null, h('td', { text: `${i.platform} ${i.component}` }), h('td', null, stateBadge(i.state)),
       h('td', { text: typeof i.percent === 'number' ? `${i.percent}%` : '—' }), h('td', { text: String(i.waiters) }), h('td', { text: clock(i.since) })),
-    'No install is running.');
+    'No download is running.');
   const cat = v.catalog || [];
   keyedTable(root.catalogSlot, 'catalog', ['Platform', 'Models', 'Runtimes', 'Downloadable'], cat, (c) => c.platform,
     (c) => JSON.stringify([c.models, c.runtimes, c.downloadable]),
     (c) => h('tr', null, h('td', { text: c.platform }), h('td', { text: (c.models || []).join(', ') }),
       h('td', { text: (c.runtimes || []).join(', ') }), h('td', { text: (c.downloadable || []).join(', ') || '—' })),
     store.gateway ? 'The worker has not sent its catalog.' : 'Reading the catalog…');
+}
+
+// jobHere says how a job is going on the worker: downloading 41%, or how
+// it failed there.
+function jobHere(r) {
+  if (r.outcome && r.outcome !== 'installed') {
+    const e = r.error;
+    return e ? `${r.outcome} in ${e.phase}: ${e.code}` : r.outcome;
+  }
+  return rowSummary(r);
 }
 
 function fact(label, value) {
