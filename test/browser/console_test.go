@@ -175,6 +175,9 @@ func TestTheConsoleFollowsALeaseFromDownloadToReleaseAndRetriesWhatFailed(t *tes
 	p.waitCard("the watched request booting, its step lit", "watched", 20*time.Second, `c.lit === 'booting'`)
 	p.screenshot("devices-booting")
 	p.waitCard("the watched request ready", "watched", 20*time.Second, `c.outcome === 'ready' && c.lit === 'ready'`)
+	// The sampler runs on the page's own timer: it is stopped only once
+	// it recorded the card ready too (the card stays ready for seconds).
+	p.waitFor("the sampler's record of the card ready", 5*time.Second, `(window.__samples.watched || []).some(s => s.lit === 'ready')`)
 	code, out := watched.wait(t, "the watched lease", 10*time.Second)
 	if code != 0 {
 		t.Fatalf("the watched lease exited %d:\n%s", code, out)
