@@ -20,7 +20,7 @@ import (
 // leaseFlags are the flags of simlock lease, as typed.
 type leaseFlags struct {
 	platform, device, class, osVersion, agent, progressMode string
-	ttl, timeout                                            string
+	ttl, timeout, idempotencyKey                            string
 	noWait, detach, exportEnv, allowDownload                bool
 	bindPID                                                 int
 }
@@ -46,6 +46,7 @@ its parent, and exits 0 when it goes).`,
 			given := map[string][2]string{
 				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
 				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
+				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey},
 			}
 			return inFlagTerms(lf.run(cmd, env), given)
 		},
@@ -64,18 +65,19 @@ its parent, and exits 0 when it goes).`,
 	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
 	f.IntVar(&lf.bindPID, "bind-pid", 0, "end the lease when this local process exits (the daemon watches it; with or without --detach)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	f.StringVar(&lf.idempotencyKey, "idempotency-key", "", "up to 256 letters, digits and ._:@/+=-: a repeat with the same key joins the open request, or gets its stored answer, instead of asking again (a different spec is IDEMPOTENCY_CONFLICT)")
 	_ = cmd.RegisterFlagCompletionFunc("platform", completePlatforms)
 	_ = cmd.RegisterFlagCompletionFunc("class", completeClasses)
 	_ = cmd.RegisterFlagCompletionFunc("device", completeCatalog(env, false))
 	_ = cmd.RegisterFlagCompletionFunc("os", completeCatalog(env, true))
-	cmd.AddCommand(renewCmd(env))
+	cmd.AddCommand(renewCmd(env), leaseCancelCmd(env), leaseListCmd(env))
 	return cmd
 }
 
 func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	in := contract.LeaseRequestInput{
 		Platform: contract.Platform(lf.platform), Model: lf.device, Class: contract.DeviceClass(lf.class),
-		OSVersion: lf.osVersion, NoWait: lf.noWait, AllowDownload: lf.allowDownload,
+		OSVersion: lf.osVersion, NoWait: lf.noWait, AllowDownload: lf.allowDownload, IdempotencyKey: lf.idempotencyKey,
 	}
 	if lf.ttl != "" {
 		d, err := parseDuration(lf.ttl)
