@@ -400,6 +400,10 @@ func (d *Daemon) converge(ctx context.Context) {
 		},
 		WarmPool: warmPoolPolicy(cfg),
 		EndWait:  time.Duration(cfg.Int("lease.endWaitMs")) * time.Millisecond,
+		FreshIdentity: map[contract.Platform]bool{
+			contract.PlatformIOS:     cfg.String("lease.identity.ios") == "fresh",
+			contract.PlatformAndroid: cfg.String("lease.identity.android") == "fresh",
+		},
 		Idle: leasing.IdlePolicy{
 			Enabled:           true,
 			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,

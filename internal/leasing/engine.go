@@ -119,6 +119,10 @@ type Options struct {
 	// EndWait is lease.endWaitMs: how long the clean of an ended lease's
 	// device waits for its participants at most; 10 minutes when 0.
 	EndWait time.Duration
+	// FreshIdentity names the platforms whose devices serve one lease
+	// each (lease.identity.<platform> fresh): a lease end deletes the
+	// device instead of wiping it, so no two leases see one identity.
+	FreshIdentity map[contract.Platform]bool
 	// Fatal is told, once, that a commit failed: the engine decides
 	// nothing more, and its owner should stop (the next start converges
 	// from the database). It is called in a goroutine of its own.

@@ -168,6 +168,10 @@ func (e *Engine) startReclaimLocked(tx *queue.Txn, d *dev) {
 func (e *Engine) runReclaim(d *dev) {
 	var rec store.Device
 	e.view(func() { rec = d.Device })
+	if e.opts.FreshIdentity[rec.Platform] {
+		e.retire(d, rec)
+		return
+	}
 	drv, ok := e.opts.Drivers[rec.Platform]
 	started := time.Now()
 	var res driver.ReclaimResult
@@ -212,6 +216,47 @@ func (e *Engine) runReclaim(d *dev) {
 		}
 		return nil
 	})
+}
+
+// initiatorFresh names the retirement of a device whose platform gives
+// each lease a fresh one.
+const initiatorFresh = "fresh-identity"
+
+// retire ends a leased device's life instead of cleaning it, for a
+// platform whose leases each get a fresh identity: shut down, then
+// deleted, the device claimed throughout so that nothing leases or warms
+// it between the two. A device that fails to stop or to delete is
+// quarantined.
+func (e *Engine) retire(d *dev, rec store.Device) {
+	drv, ok := e.opts.Drivers[rec.Platform]
+	var err error
+	if !ok {
+		err = driver.ContractError(contract.Errorf(contract.CodeNoDriver, "no driver for %s", rec.Platform))
+	} else {
+		err = drv.Shutdown(e.ctx, driver.Device{ID: rec.DriverDeviceID, Address: rec.Address, Data: rec.DriverData})
+	}
+	stopped := false
+	_ = e.do(func(tx *queue.Txn) error {
+		if d.at == nil || (err != nil && e.ctx.Err() != nil) {
+			// Stopping: it stays reclaiming, and the next start retires it.
+			e.setClaim(tx, d, claimNone)
+			return nil
+		}
+		if err != nil {
+			e.setClaim(tx, d, claimNone)
+			e.log.Warn("shutdown failed", "deviceId", d.ID, "err", err)
+			e.setState(tx, d, contract.DeviceShutdown)
+			e.quarantineLocked(tx, d, "shutdown-failed", map[string]any{"error": err.Error()})
+			return nil
+		}
+		e.changeDevice(tx, d, func(r *store.Device) { r.State, r.Address = contract.DeviceShutdown, "" })
+		tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": initiatorFresh})
+		stopped = true
+		return nil
+	})
+	if stopped {
+		_ = e.removeDevice(e.ctx, d, initiatorFresh)
+	}
 }
 
 // shutdownDevice stops an idle device (claimed by the caller) to free its

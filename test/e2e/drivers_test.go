@@ -334,3 +334,36 @@ func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 	}
 	f.find("device.reclaimed", isEvent("device.reclaimed", "deviceId", g.Device.ID))
 }
+
+// lease.identity.ios fresh: a lease end deletes the simulator (shut down,
+// then simctl delete) instead of erasing it, and the next lease gets a new
+// one, so no two leases see the same identity.
+func TestAFreshIdentityLeaseEndDeletesTheSimulatorAndTheNextLeaseGetsANewOne(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, "lease.identity.ios", "fresh")
+	h.withShims(e, "ios")
+	root := h.path("devices/ios")
+	f := h.follow()
+	first := h.leaseDetached("a", "ios", "--device", "iPhone 16")
+	if r := h.run("release", first.Lease.ID); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	f.find("device.deleted of the first device, as fresh identity", isEvent("device.deleted", "deviceId", first.Device.ID, "initiator", "fresh-identity"))
+	var subs []string
+	for _, c := range simctlCalls(t, e) {
+		if slices.Contains(c.Args, first.Device.DriverDeviceID) {
+			subs = append(subs, subcommand(c))
+		}
+	}
+	if !containsInOrder(subs, []string{"shutdown", "delete"}) || slices.Contains(subs, "erase") {
+		t.Errorf("calls naming the device after release = %q, want shutdown then delete, and no erase", subs)
+	}
+	if strings.Contains(shim(t, e, "xcrun", "simctl", "--set", root, "list", "devices"), first.Device.DriverDeviceID) {
+		t.Error("the released simulator is still in simlock's root")
+	}
+	second := h.leaseDetached("b", "ios", "--device", "iPhone 16")
+	if second.Device.ID == first.Device.ID || second.Device.DriverDeviceID == first.Device.DriverDeviceID {
+		t.Errorf("the second lease got device %s (%s) again, want a new one", second.Device.ID, second.Device.DriverDeviceID)
+	}
+}
