@@ -20,7 +20,7 @@ import (
 // leaseFlags are the flags of simlock lease, as typed.
 type leaseFlags struct {
 	platform, device, class, osVersion, agent, progressMode string
-	ttl, timeout, idempotencyKey                            string
+	ttl, timeout, idempotencyKey, leaseID                   string
 	noWait, detach, exportEnv, allowDownload                bool
 	bindPID                                                 int
 }
@@ -46,7 +46,7 @@ its parent, and exits 0 when it goes).`,
 			given := map[string][2]string{
 				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
 				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
-				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey},
+				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey}, "leaseId": {"--lease-id", lf.leaseID},
 			}
 			return inFlagTerms(lf.run(cmd, env), given)
 		},
@@ -65,6 +65,7 @@ its parent, and exits 0 when it goes).`,
 	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
 	f.IntVar(&lf.bindPID, "bind-pid", 0, "end the lease when this local process exits (the daemon watches it; with or without --detach)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
+	f.StringVar(&lf.leaseID, "lease-id", "", "the id the lease is to have (1-64 ASCII letters, digits, _ and -); LEASE_ID_TAKEN (exit 13) while another active lease or waiting request has it")
 	f.StringVar(&lf.idempotencyKey, "idempotency-key", "", "up to 256 letters, digits and ._:@/+=-: a repeat with the same key joins the open request, or gets its stored answer, instead of asking again (a different spec is IDEMPOTENCY_CONFLICT)")
 	_ = cmd.RegisterFlagCompletionFunc("platform", completePlatforms)
 	_ = cmd.RegisterFlagCompletionFunc("class", completeClasses)
@@ -78,6 +79,7 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	in := contract.LeaseRequestInput{
 		Platform: contract.Platform(lf.platform), Model: lf.device, Class: contract.DeviceClass(lf.class),
 		OSVersion: lf.osVersion, NoWait: lf.noWait, AllowDownload: lf.allowDownload, IdempotencyKey: lf.idempotencyKey,
+		LeaseID: lf.leaseID,
 	}
 	if lf.ttl != "" {
 		d, err := parseDuration(lf.ttl)

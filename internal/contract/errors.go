@@ -28,6 +28,7 @@ const (
 	CodeNoCapacity                 Code = "NO_CAPACITY"
 	CodeQueueTimeout               Code = "QUEUE_TIMEOUT"
 	CodeRequesterAlreadyLeased     Code = "REQUESTER_ALREADY_LEASED"
+	CodeLeaseIDTaken               Code = "LEASE_ID_TAKEN"
 	CodeIdempotencyConflict        Code = "IDEMPOTENCY_CONFLICT"
 	CodeNoDriver                   Code = "NO_DRIVER"
 	CodeRuntimeMissing             Code = "RUNTIME_MISSING"
@@ -88,6 +89,7 @@ var codes = map[Code]codeInfo{
 	CodeNoCapacity:                 {11, http.StatusServiceUnavailable},
 	CodeQueueTimeout:               {10, http.StatusInternalServerError},
 	CodeRequesterAlreadyLeased:     {13, http.StatusConflict},
+	CodeLeaseIDTaken:               {13, http.StatusConflict},
 	CodeIdempotencyConflict:        {2, http.StatusConflict},
 	CodeNoDriver:                   {12, http.StatusUnprocessableEntity},
 	CodeRuntimeMissing:             {12, http.StatusUnprocessableEntity},

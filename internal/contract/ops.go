@@ -205,6 +205,12 @@ type LeaseRequestInput struct {
 	// RequesterID attributes the request; it defaults to the session principal.
 	RequesterID    string `json:"requesterId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// LeaseID is the id the lease is to have, chosen by the requester:
+	// ASCII, 1 to MaxChosenLeaseIDLen of [A-Za-z0-9_-], starting with a
+	// letter or digit, so it never looks like a gateway's
+	// <worker>.<lease> id. LEASE_ID_TAKEN while an active lease or a
+	// waiting request holds it.
+	LeaseID string `json:"leaseId,omitempty"`
 	// Owner is whom a gateway asks on behalf of: the principal its own
 	// caller was authorized as, who will own the lease. A worker honours it
 	// only on the uplink session of the gateway its config names; from
@@ -248,7 +254,29 @@ func (in *LeaseRequestInput) Validate() error {
 	if err := checkID("owner", in.Owner, false); err != nil {
 		return err
 	}
+	if err := CheckChosenLeaseID(in.LeaseID); err != nil {
+		return err
+	}
 	return checkID("idempotencyKey", in.IdempotencyKey, false)
+}
+
+// MaxChosenLeaseIDLen bounds a lease id a requester chooses.
+const MaxChosenLeaseIDLen = 64
+
+var chosenLeaseID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+
+// CheckChosenLeaseID checks a lease id a requester chose ("" is none).
+func CheckChosenLeaseID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) > MaxChosenLeaseIDLen {
+		return BadRequest("leaseId", "must be at most %d characters, got %d", MaxChosenLeaseIDLen, len(id))
+	}
+	if !chosenLeaseID.MatchString(id) {
+		return BadRequest("leaseId", "must start with a letter or digit and use only ASCII letters, digits, _ and -, got %q", clip(id))
+	}
+	return nil
 }
 
 // LeaseRenewInput extends a lease.

@@ -116,6 +116,9 @@ type LeaseRecord struct {
 	// BoundPID is the local process whose exit ends the lease (lease.bind,
 	// simlock lease --bind-pid), if any.
 	BoundPID int `json:"boundPid,omitempty"`
+	// IDChosenByRequester: the id is the one the request chose
+	// (lease.request's leaseId), not one the daemon made.
+	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
 	// WorkerID names the worker the lease is on, in a gateway's lists.
 	WorkerID string `json:"workerId,omitempty"`
 }
@@ -476,9 +479,11 @@ type LeaseRequestRecord struct {
 	CreatedAt      int64        `json:"createdAt"`
 	SettledAt      int64        `json:"settledAt,omitempty"`
 	LeaseID        string       `json:"leaseId,omitempty"`
-	Error          *Error       `json:"error,omitempty"`
-	Grant          *LeaseGrant  `json:"grant,omitempty"`
-	Policy         WaitPolicy   `json:"waitPolicy"`
+	// ChosenLeaseID is the id the requester chose for its lease.
+	ChosenLeaseID string      `json:"chosenLeaseId,omitempty"`
+	Error         *Error      `json:"error,omitempty"`
+	Grant         *LeaseGrant `json:"grant,omitempty"`
+	Policy        WaitPolicy  `json:"waitPolicy"`
 	// Refused marks a request settled in the decision that stored it (no
 	// capacity with noWait, an unresolvable spec): the call that made it
 	// was answered with its error, and so is a repeat of that call.

@@ -56,6 +56,9 @@ type leaseIndex struct {
 	prefix      string
 	byID        map[string]*indexed
 	byRequester map[string]*indexed
+	// byWorkerLease finds an entry by its worker and the worker's id for
+	// it, whatever its gateway id (a chosen id is its own gateway id).
+	byWorkerLease map[workerLeaseKey]*indexed
 	// withdrawn are the requests the gateway gave up waiting for on a
 	// worker (its lease.request timed out or the uplink failed under it),
 	// by worker and requester, with when: a lease the worker grants for
@@ -65,13 +68,15 @@ type leaseIndex struct {
 
 type withdrawal struct{ workerID, requester string }
 
+type workerLeaseKey struct{ workerID, leaseID string }
+
 // withdrawnFor bounds how long a withdrawal is remembered: longer than any
 // start (a download included) takes on a worker.
 const withdrawnFor = 24 * time.Hour
 
 func newLeaseIndex(instanceID string) *leaseIndex {
 	return &leaseIndex{prefix: requesterPrefix(instanceID), byID: map[string]*indexed{}, byRequester: map[string]*indexed{},
-		withdrawn: map[withdrawal]time.Time{}}
+		byWorkerLease: map[workerLeaseKey]*indexed{}, withdrawn: map[withdrawal]time.Time{}}
 }
 
 // withdraw notes that the gateway gave up waiting for requester's request
@@ -82,15 +87,22 @@ func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
 
 // add records a lease the gateway was just granted for requester, owned by
 // owner (as the gateway authorized them: never from the worker's echo), by
-// its request requestID, and returns its gateway id.
-func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner, requestID string) string {
-	e := &indexed{id: gatewayLeaseID(workerID, workerLeaseID), workerID: workerID, workerLeaseID: workerLeaseID,
+// its request requestID, and returns its gateway id: the id the requester
+// chose, when chosen is set (the worker's lease has it too), else the
+// worker's id and the worker's lease id.
+func (x *leaseIndex) add(workerID, workerLeaseID string, chosen bool, requester, owner, requestID string) string {
+	id := gatewayLeaseID(workerID, workerLeaseID)
+	if chosen {
+		id = workerLeaseID
+	}
+	e := &indexed{id: id, workerID: workerID, workerLeaseID: workerLeaseID,
 		requester: requester, owner: owner, requestID: requestID}
 	if old, ok := x.byRequester[requester]; ok && old.id != e.id {
-		delete(x.byID, old.id)
+		x.remove(old.id)
 	}
 	x.byID[e.id] = e
 	x.byRequester[requester] = e
+	x.byWorkerLease[workerLeaseKey{workerID, workerLeaseID}] = e
 	// Granted to the gateway's own call: whatever it withdrew from this
 	// worker for requester is settled (the worker holds one open request
 	// or lease per requester).
@@ -101,6 +113,12 @@ func (x *leaseIndex) add(workerID, workerLeaseID, requester, owner, requestID st
 // get finds a lease by its gateway id.
 func (x *leaseIndex) get(id string) (*indexed, bool) {
 	e, ok := x.byID[id]
+	return e, ok
+}
+
+// ofWorker finds a lease by its worker and the worker's id for it.
+func (x *leaseIndex) ofWorker(workerID, workerLeaseID string) (*indexed, bool) {
+	e, ok := x.byWorkerLease[workerLeaseKey{workerID, workerLeaseID}]
 	return e, ok
 }
 
@@ -120,6 +138,9 @@ func (x *leaseIndex) remove(id string) {
 	delete(x.byID, id)
 	if x.byRequester[e.requester] == e {
 		delete(x.byRequester, e.requester)
+	}
+	if k := (workerLeaseKey{e.workerID, e.workerLeaseID}); x.byWorkerLease[k] == e {
+		delete(x.byWorkerLease, k)
 	}
 }
 
@@ -143,9 +164,8 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 		if !ok || requester == "" {
 			continue
 		}
-		id := gatewayLeaseID(workerID, l.ID)
-		if e, ok := x.byID[id]; ok {
-			seen[id] = true
+		if e, ok := x.ofWorker(workerID, l.ID); ok {
+			seen[e.id] = true
 			e.missed = 0
 			continue
 		}
@@ -154,8 +174,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			giveBack = append(giveBack, l.ID)
 			continue
 		}
-		seen[id] = true
-		x.add(workerID, l.ID, requester, l.OwnerID, "")
+		seen[x.add(workerID, l.ID, l.IDChosenByRequester, requester, l.OwnerID, "")] = true
 	}
 	for id, e := range x.byID {
 		if e.workerID != workerID || seen[id] {

@@ -49,8 +49,8 @@ func TestTheLeaseIndexRebuildsTheGatewaysOwnLeasesFromAWorkersList(t *testing.T)
 
 func TestAnEntryIsForgottenOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
-	x.add("w1", "lse_a", "agent-1", "tok_alice", "req_a")
-	x.add("w2", "lse_b", "agent-2", "tok_bob", "req_b")
+	x.add("w1", "lse_a", false, "agent-1", "tok_alice", "req_a")
+	x.add("w2", "lse_b", false, "agent-2", "tok_bob", "req_b")
 	// Churn on w2's view never counts against w1's lease.
 	for range 3 {
 		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, time.Unix(0, 0))
@@ -78,8 +78,8 @@ func TestAnEntryIsForgottenOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 
 func TestRemovingALeaseFreesItsRequesterButNotAnewerLease(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
-	x.add("w1", "lse_a", "agent-1", "o", "")
-	x.add("w2", "lse_b", "agent-1", "o", "") // the requester's next lease, elsewhere
+	x.add("w1", "lse_a", false, "agent-1", "o", "")
+	x.add("w2", "lse_b", false, "agent-1", "o", "") // the requester's next lease, elsewhere
 	x.remove("w1.lse_a")
 	if e, ok := x.ofRequester("agent-1"); !ok || e.id != "w2.lse_b" {
 		t.Errorf("after removing the old lease, agent-1's is %+v %v, want w2.lse_b", e, ok)

@@ -105,6 +105,10 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 			}
 			return e.id, e.owner, true
 		},
+		LeaseHeld: func(id string) bool {
+			_, ok := l.idx.get(id)
+			return ok
+		},
 	})
 	if opts.LeaseEnded == nil {
 		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
@@ -170,7 +174,7 @@ func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string,
 	var ok bool
 	l.q.View(func() {
 		var e *indexed
-		if e, ok = l.idx.get(gatewayLeaseID(workerID, workerLeaseID)); ok {
+		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
 			rec = contract.LeaseRecord{ID: e.id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
 		}
 	})
@@ -325,7 +329,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	}
 	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion,
 		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
-		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
+		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner(), LeaseID: w.ChosenLeaseID()}
 	return queue.Start{
 		// Queued still, to a reader of the request, until the worker says
 		// more; the requester hears nothing from the gateway meanwhile, so
@@ -454,7 +458,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
 			return nil
 		}
-		id := l.idx.add(r.WorkerID, g.Lease.ID, w.Requester(), w.Owner(), w.ID())
+		id := l.idx.add(r.WorkerID, g.Lease.ID, w.ChosenLeaseID() != "", w.Requester(), w.Owner(), w.ID())
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
 		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
@@ -783,7 +787,7 @@ func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contrac
 	out := []contract.LeaseRecord{}
 	l.q.View(func() {
 		for _, r := range fleet {
-			e, ok := l.idx.get(gatewayLeaseID(r.WorkerID, r.ID))
+			e, ok := l.idx.ofWorker(r.WorkerID, r.ID)
 			switch {
 			case ok && (c.Admin || e.owner == c.Principal):
 				out = append(out, project(e, r))
@@ -808,7 +812,7 @@ func (l *Leasing) ProjectDevices(ds []contract.Device) []contract.Device {
 	l.q.View(func() {
 		for i, d := range ds {
 			if d.LeaseID != "" {
-				if e, ok := l.idx.get(gatewayLeaseID(d.WorkerID, d.LeaseID)); ok {
+				if e, ok := l.idx.ofWorker(d.WorkerID, d.LeaseID); ok {
 					d.LeaseID = e.id
 				}
 			}
@@ -832,7 +836,7 @@ func (l *Leasing) ended(workerID, workerLeaseID string) (*indexed, bool) {
 	var e *indexed
 	var ok bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
-		if e, ok = l.idx.get(gatewayLeaseID(workerID, workerLeaseID)); ok {
+		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
 			l.idx.remove(e.id)
 			tx.Kick()
 		}

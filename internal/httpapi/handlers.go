@@ -66,6 +66,8 @@ type leaseRequestBody struct {
 	// AllowDownload lets a missing runtime be downloaded (within
 	// downloads.policy); the request then shows the downloading state.
 	AllowDownload bool `json:"allowDownload,omitempty"`
+	// LeaseID is the id the lease is to have, chosen by the client.
+	LeaseID string `json:"leaseId,omitempty"`
 }
 
 // leaseRequestField maps a contract field name to the HTTP one, so that
@@ -93,6 +95,7 @@ func (b *leaseRequestBody) input(idempotencyKey string) contract.LeaseRequestInp
 		NoWait:         b.NoWait,
 		AllowDownload:  b.AllowDownload,
 		IdempotencyKey: idempotencyKey,
+		LeaseID:        b.LeaseID,
 	}
 }
 

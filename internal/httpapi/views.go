@@ -32,6 +32,8 @@ type leaseView struct {
 	// DataPlane is reserved for remote device access; always null here.
 	DataPlane   *struct{}         `json:"dataPlane"`
 	Environment map[string]string `json:"environment,omitempty"`
+	// IDChosenByRequester: the request chose the lease's id (leaseId).
+	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
 	// Active is false when the view comes from a grant whose lease has
 	// ended; it is left out while the lease is held.
 	Active *bool `json:"active,omitempty"`
@@ -52,19 +54,20 @@ func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
 
 func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.DeviceSpec, udid, address string) leaseView {
 	return leaseView{
-		ID:          l.ID,
-		RequestID:   requestID,
-		RequesterID: l.RequesterID,
-		Platform:    spec.Platform,
-		Device:      spec.Model,
-		OS:          spec.OSVersion,
-		UDID:        udid,
-		DeviceID:    l.DeviceID,
-		Address:     address,
-		CreatedAt:   isoTime(l.GrantedAt),
-		ExpiresAt:   isoTime(l.TTLDeadline),
-		TTLMs:       l.TTLMs,
-		Mode:        leaseModeFull,
+		ID:                  l.ID,
+		RequestID:           requestID,
+		RequesterID:         l.RequesterID,
+		Platform:            spec.Platform,
+		Device:              spec.Model,
+		OS:                  spec.OSVersion,
+		UDID:                udid,
+		DeviceID:            l.DeviceID,
+		Address:             address,
+		CreatedAt:           isoTime(l.GrantedAt),
+		ExpiresAt:           isoTime(l.TTLDeadline),
+		TTLMs:               l.TTLMs,
+		IDChosenByRequester: l.IDChosenByRequester,
+		Mode:                leaseModeFull,
 	}
 }
 

@@ -243,6 +243,10 @@ func New(opts Options) *Engine {
 		Store:   engineStore{e},
 		Placer:  e,
 		LeaseOf: e.leaseOfLocked,
+		LeaseHeld: func(id string) bool {
+			_, ok := e.leases[id]
+			return ok
+		},
 		Gate:    e.gateLocked,
 		Seal:    e.sealLocked,
 		Publish: opts.Publish,

@@ -319,10 +319,14 @@ func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason strin
 func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source contract.GrantSource) {
 	t := now()
 	ttl := w.TTLMs()
+	id, chosen := w.ChosenLeaseID(), true
+	if id == "" {
+		id, chosen = newID("lse_"), false
+	}
 	rec := store.Lease{
 		LeaseRecord: contract.LeaseRecord{
-			ID: newID("lse_"), DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
-			GrantedAt: t, TTLMs: ttl, LastRenewedAt: t, TTLDeadline: t + ttl,
+			ID: id, DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
+			GrantedAt: t, TTLMs: ttl, LastRenewedAt: t, TTLDeadline: t + ttl, IDChosenByRequester: chosen,
 		},
 		RequestID: w.ID(),
 	}

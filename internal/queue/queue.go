@@ -107,6 +107,9 @@ type Options struct {
 	// LeaseOf names the active lease a requester holds, if any, and its
 	// owner; one lease or one open request per requester.
 	LeaseOf func(requester string) (leaseID, ownerID string, ok bool)
+	// LeaseHeld reports whether an active lease has the id; a request
+	// that chooses it is LEASE_ID_TAKEN. Nil means none ever is.
+	LeaseHeld func(leaseID string) bool
 	// Gate, when set, refuses new requests before anything is stored (a
 	// nuke in progress).
 	Gate func() *contract.Error
@@ -138,6 +141,7 @@ type Queue struct {
 	open        map[string]*Waiter // open requests by id
 	byRequester map[string]*Waiter // open request of each requester
 	byKey       map[reqKey]*Waiter // open requests with an idempotency key
+	byChosen    map[string]*Waiter // open requests that chose their lease's id
 	all         list               // open requests in arrival order
 	line        list               // waiters in line, all platforms, in arrival order
 	lines       []*platformLine    // one line per platform, in first-seen order
@@ -176,7 +180,7 @@ func New(opts Options) *Queue {
 	}
 	return &Queue{
 		opts: opts, log: opts.Logger,
-		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{},
+		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[string]*Waiter{},
 		all: list{at: allLinks}, line: list{at: lineLinks},
 	}
 }
@@ -279,7 +283,7 @@ func (q *Queue) failLocked(tx *Txn, err error) {
 	for _, w := range q.open {
 		w.answer(cerr)
 	}
-	q.open, q.byRequester, q.byKey = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}
+	q.open, q.byRequester, q.byKey, q.byChosen = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}, map[string]*Waiter{}
 	go q.opts.Fatal(err)
 }
 
@@ -430,6 +434,9 @@ func (q *Queue) forgetLocked(w *Waiter) {
 	}
 	if k := w.rec.IdempotencyKey; k != "" && q.byKey[reqKey{w.rec.RequesterID, k}] == w {
 		delete(q.byKey, reqKey{w.rec.RequesterID, k})
+	}
+	if id := w.rec.ChosenLeaseID; id != "" && q.byChosen[id] == w {
+		delete(q.byChosen, id)
 	}
 }
 

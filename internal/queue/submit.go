@@ -128,11 +128,14 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 		if key != "" {
 			// A repeat of a settled request answers what it answered,
 			// whatever the requester holds now.
-			if t, err := q.replay(ctx, requester, key, spec); t != nil || err != nil {
+			if t, err := q.replay(ctx, requester, key, spec, a.Input.LeaseID); t != nil || err != nil {
 				return t, err
 			}
 		}
-		return nil, q.busyLocked(a.Caller, requester)
+		if err := q.busyLocked(a.Caller, requester); err != nil {
+			return nil, err
+		}
+		return nil, q.chosenTakenLocked(a.Input.LeaseID)
 	}
 	q.mu.Lock()
 	t, err := check(nil)
@@ -172,7 +175,7 @@ func (q *Queue) checkLocked(requester string, spec contract.RequestSpec, a Ask, 
 	}
 	if key := a.Input.IdempotencyKey; key != "" {
 		if w := q.byKey[reqKey{requester, key}]; w != nil {
-			if w.rec.Spec != spec {
+			if w.rec.Spec != spec || w.rec.ChosenLeaseID != a.Input.LeaseID {
 				return nil, idempotencyConflict(key)
 			}
 			t := &Ticket{w: w, progress: a.Progress}
@@ -215,8 +218,20 @@ func (q *Queue) busyLocked(c Caller, requester string) error {
 	return nil
 }
 
+// chosenTakenLocked refuses a lease id an active lease or an open request
+// holds already.
+func (q *Queue) chosenTakenLocked(id string) error {
+	if id == "" {
+		return nil
+	}
+	if q.byChosen[id] != nil || (q.opts.LeaseHeld != nil && q.opts.LeaseHeld(id)) {
+		return contract.Errorf(contract.CodeLeaseIDTaken, "lease id %s is taken: an active lease or a waiting request holds it", id).With("leaseId", id)
+	}
+	return nil
+}
+
 // replay answers a repeat of a settled request with what it answered then.
-func (q *Queue) replay(ctx context.Context, requester, key string, spec contract.RequestSpec) (*Ticket, error) {
+func (q *Queue) replay(ctx context.Context, requester, key string, spec contract.RequestSpec, chosen string) (*Ticket, error) {
 	rec, found, err := q.opts.Store.RequestByKey(ctx, requester, key)
 	if err != nil {
 		return nil, contract.Errorf(contract.CodeInternal, "read request: %v", err)
@@ -224,7 +239,7 @@ func (q *Queue) replay(ctx context.Context, requester, key string, spec contract
 	if !found {
 		return nil, nil
 	}
-	if rec.Spec != spec {
+	if rec.Spec != spec || rec.ChosenLeaseID != chosen {
 		return nil, idempotencyConflict(key)
 	}
 	if !rec.State.Terminal() {
@@ -254,7 +269,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	}
 	w := &Waiter{
 		rec: contract.LeaseRequestRecord{
-			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey,
+			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey, ChosenLeaseID: a.Input.LeaseID,
 			Spec: spec, State: contract.RequestQueued, CreatedAt: time.Now().UnixMilli(),
 			Policy: contract.WaitPolicy{NoWait: a.Input.NoWait, TimeoutMs: a.Input.TimeoutMs, TTLMs: a.TTLMs, AllowDownload: a.Input.AllowDownload},
 		},
@@ -270,6 +285,9 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	q.byRequester[requester] = w
 	if k := a.Input.IdempotencyKey; k != "" {
 		q.byKey[reqKey{requester, k}] = w
+	}
+	if id := a.Input.LeaseID; id != "" {
+		q.byChosen[id] = w
 	}
 	q.insertOpenLocked(w)
 	tx.write(w)

@@ -65,6 +65,10 @@ func (w *Waiter) Requester() string { return w.rec.RequesterID }
 // Owner is the principal the lease will belong to.
 func (w *Waiter) Owner() string { return w.rec.OwnerID }
 
+// ChosenLeaseID is the id the requester chose for its lease ("" for one
+// the daemon makes).
+func (w *Waiter) ChosenLeaseID() string { return w.rec.ChosenLeaseID }
+
 // CreatedAt is when the request was made (epoch ms).
 func (w *Waiter) CreatedAt() int64 { return w.rec.CreatedAt }
 

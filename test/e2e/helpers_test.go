@@ -395,8 +395,10 @@ type leaseRec struct {
 	TTLMs         int64  `json:"ttlMs"`
 	LastRenewedAt int64  `json:"lastRenewedAt"`
 	TTLDeadline   int64  `json:"ttlDeadline"`
-	BoundPID      int    `json:"boundPid"`
-	WorkerID      string `json:"workerId"`
+	// IDChosenByRequester: the request chose the id.
+	IDChosenByRequester bool   `json:"idChosenByRequester"`
+	BoundPID            int    `json:"boundPid"`
+	WorkerID            string `json:"workerId"`
 }
 
 type grant struct {
@@ -466,9 +468,11 @@ func parseGrant(t *testing.T, s string) grant {
 	if err := json.Unmarshal([]byte(s), &g); err != nil {
 		t.Fatalf("grant is not JSON: %v\n%s", err, s)
 	}
-	// A worker's lease is lse_…; a gateway's <workerId>.lse_….
+	// A worker's lease is lse_…; a gateway's <workerId>.lse_…; one whose
+	// requester chose its id, that id.
 	_, workerLease, _ := strings.Cut(g.Lease.ID, ".")
-	if (!strings.HasPrefix(g.Lease.ID, "lse_") && !strings.HasPrefix(workerLease, "lse_")) || g.Device.ID == "" {
+	made := strings.HasPrefix(g.Lease.ID, "lse_") || strings.HasPrefix(workerLease, "lse_")
+	if (!made && !g.Lease.IDChosenByRequester) || g.Device.ID == "" {
 		t.Fatalf("not a lease grant (lease.id %q, device.id %q): %s", g.Lease.ID, g.Device.ID, s)
 	}
 	return g

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // lease cancel, lease list and lease --idempotency-key: what the protocol,
@@ -53,5 +54,55 @@ func TestTheLeaseSubcommandsCancelAWaitingRequestListOnesOwnLeasesAndKeyARequest
 	r = h.run("lease", "list", "--agent-id", "someone-else")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != `{"leases":[]}` {
 		t.Errorf("lease list of an agent with no lease\n%s", r)
+	}
+}
+
+// A chosen lease id: the lease has it, a second request for it is
+// LEASE_ID_TAKEN while the lease lives, it is free once released, and a
+// gateway issues it as is and finds it by its table alone.
+func TestAChosenLeaseIDIsTheLeasesIDTakenWhileItLivesAndRoutedByTheGateway(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}, fastDemo...)...)
+	r := h.run("lease", "--platform", "ios", "--agent-id", "a", "--lease-id", "ui-tests-42", "--detach")
+	if r.code != 0 || !strings.Contains(r.stdout, `"idChosenByRequester":true`) {
+		t.Fatalf("a lease with a chosen id\n%s", r)
+	}
+	if g := parseGrant(t, r.stdout); g.Lease.ID != "ui-tests-42" {
+		t.Fatalf("the lease's id is %s, want the chosen ui-tests-42", g.Lease.ID)
+	}
+	expectFailure(t, h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "ui-tests-42", "--detach"), 13, "LEASE_ID_TAKEN")
+	expectFailure(t, h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "has.a.dot", "--detach"), 2, "BAD_REQUEST")
+	if r := h.run("lease", "renew", "ui-tests-42"); r.code != 0 {
+		t.Errorf("renew by the chosen id\n%s", r)
+	}
+	if r := h.run("release", "ui-tests-42"); r.code != 0 {
+		t.Fatalf("release by the chosen id\n%s", r)
+	}
+	if r := h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "ui-tests-42", "--detach"); r.code != 0 {
+		t.Errorf("the chosen id once its lease ended\n%s", r)
+	}
+
+	f := newFleet(t)
+	w := f.worker("worker-a", 2)
+	f.await("worker A connected", 10*time.Second, connected(instanceID(t, w)))
+	r = f.gw.run("lease", "--platform", "ios", "--agent-id", "c", "--lease-id", "fleet-7", "--detach")
+	if r.code != 0 {
+		t.Fatalf("a chosen id through the gateway\n%s", r)
+	}
+	if g := parseGrant(t, r.stdout); g.Lease.ID != "fleet-7" {
+		t.Errorf("the gateway's lease id is %s, want the chosen fleet-7", g.Lease.ID)
+	}
+	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "d", "--lease-id", "fleet-7", "--detach"), 13, "LEASE_ID_TAKEN")
+	if r := f.gw.run("lease", "renew", "fleet-7"); r.code != 0 {
+		t.Errorf("renew by the chosen id through the gateway\n%s", r)
+	}
+	expectFailure(t, f.gw.run("lease", "renew", "fleet-8"), 1, "UNKNOWN_LEASE")
+	if ls := w.leases(); len(ls) != 1 {
+		t.Errorf("the worker holds %d leases, want the one", len(ls))
+	} else if _, ok := ls["fleet-7"]; !ok {
+		t.Errorf("the worker's lease is not under the chosen id: %v", ls)
+	}
+	if r := f.gw.run("release", "fleet-7"); r.code != 0 {
+		t.Errorf("release by the chosen id through the gateway\n%s", r)
 	}
 }

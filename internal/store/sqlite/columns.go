@@ -30,11 +30,11 @@ func deviceValues(d store.Device) []any {
 
 // leaseColumns are the leases table's columns after id.
 var leaseColumns = []string{"device_id", "request_id", "requester_id", "owner_id", "granted_at",
-	"ttl_ms", "last_renewed_at", "ttl_deadline", "ended_at", "end_reason", "bound_pid", "bound_pid_started_at"}
+	"ttl_ms", "last_renewed_at", "ttl_deadline", "ended_at", "end_reason", "bound_pid", "bound_pid_started_at", "id_chosen"}
 
 func leaseValues(l store.Lease) []any {
 	return []any{l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
-		l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason, l.BoundPID, l.BoundPIDStartedAt}
+		l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason, l.BoundPID, l.BoundPIDStartedAt, l.IDChosenByRequester}
 }
 
 // changedMask has bit i set when column i differs between was and now.

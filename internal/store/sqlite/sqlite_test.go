@@ -1228,3 +1228,17 @@ func TestALeasesBindingIsStoredAndLoadedAndAnUnbindingToo(t *testing.T) {
 		t.Errorf("after unbinding, loaded %+v, want no binding", got)
 	}
 }
+
+func TestALeaseWhoseIDItsRequesterChoseIsLoadedSayingSo(t *testing.T) {
+	db, _ := openTemp(t)
+	chosen, made := lease("ui-tests-42", "d1", 1), lease("l2", "d2", 2)
+	chosen.IDChosenByRequester = true
+	commit(t, db, store.Change{Devices: []store.Device{device("d1", 1), device("d2", 2)}, Leases: []store.Lease{chosen, made}})
+	got := map[string]bool{}
+	for _, l := range load(t, db).Leases {
+		got[l.ID] = l.IDChosenByRequester
+	}
+	if len(got) != 2 || !got["ui-tests-42"] || got["l2"] {
+		t.Fatalf("loaded chosen-id flags %v, want ui-tests-42 chosen and l2 not", got)
+	}
+}

@@ -33,15 +33,16 @@ ON CONFLICT (id) DO UPDATE SET
 	quarantine_attempts = excluded.quarantine_attempts, quarantine_next_retry = excluded.quarantine_next_retry`
 
 	upsertLease = `INSERT INTO leases (id, device_id, request_id, requester_id, owner_id, granted_at,
-	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
 	device_id = excluded.device_id, request_id = excluded.request_id,
 	requester_id = excluded.requester_id, owner_id = excluded.owner_id,
 	granted_at = excluded.granted_at, ttl_ms = excluded.ttl_ms,
 	last_renewed_at = excluded.last_renewed_at, ttl_deadline = excluded.ttl_deadline,
 	ended_at = excluded.ended_at, end_reason = excluded.end_reason,
-	bound_pid = excluded.bound_pid, bound_pid_started_at = excluded.bound_pid_started_at`
+	bound_pid = excluded.bound_pid, bound_pid_started_at = excluded.bound_pid_started_at,
+	id_chosen = excluded.id_chosen`
 
 	upsertRequest = `INSERT INTO lease_requests (id, requester_id, idempotency_key, state,
 	created_at, settled_at, record)
