@@ -25,6 +25,10 @@ func (d Device) AppendJSON(b []byte) []byte {
 	b = appendJSONString(b, d.Spec.Model)
 	b = append(b, `,"osVersion":`...)
 	b = appendJSONString(b, d.Spec.OSVersion)
+	if d.Spec.ImageTag != "" {
+		b = append(b, `,"imageTag":`...)
+		b = appendJSONString(b, d.Spec.ImageTag)
+	}
 	b = append(b, `},"state":`...)
 	b = appendJSONString(b, string(d.State))
 	if d.Address != "" {

@@ -22,7 +22,8 @@ func TestTheHandEncodersWriteWhatEncodingJSONWrites(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		d := Device{ID: randomString(rng), DriverDeviceID: randomString(rng), Driver: randomString(rng),
-			Spec:  DeviceSpec{Platform: Platform(randomString(rng)), Model: randomString(rng), OSVersion: randomString(rng)},
+			Spec: DeviceSpec{Platform: Platform(randomString(rng)), Model: randomString(rng), OSVersion: randomString(rng),
+				ImageTag: randomString(rng)},
 			State: DeviceState(randomString(rng)), Address: randomString(rng), LeaseID: randomString(rng),
 			CreatedAt: rng.Int64N(1 << 45), StateSince: rng.Int64N(1<<45) - 1<<40, LastUsedAt: rng.Int64N(3),
 			TransitionAgeMs: rng.Int64N(3), Stalled: rng.IntN(2) == 0, WorkerID: randomString(rng)}

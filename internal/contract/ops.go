@@ -193,6 +193,10 @@ type LeaseRequestInput struct {
 	Model     string      `json:"model,omitempty"`
 	Class     DeviceClass `json:"class,omitempty"`
 	OSVersion string      `json:"osVersion,omitempty"`
+	// ImageTag picks the Android system image by its tag (google_apis,
+	// google_apis_playstore, …): 1 to MaxImageTagLen of [A-Za-z0-9_-].
+	// "" takes any installed image. Android only.
+	ImageTag string `json:"imageTag,omitempty"`
 	// TTLMs is the lease's lifetime between renewals; 0 means the default.
 	TTLMs int64 `json:"ttlMs,omitempty"`
 	// TimeoutMs bounds the wait in the queue; 0 means wait until cancelled.
@@ -242,6 +246,9 @@ func (in *LeaseRequestInput) Validate() error {
 	if _, err := ParseOSVersion(in.OSVersion); err != nil {
 		return err
 	}
+	if err := CheckImageTag(in.Platform, in.ImageTag); err != nil {
+		return err
+	}
 	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
 		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
 	}
@@ -258,6 +265,30 @@ func (in *LeaseRequestInput) Validate() error {
 		return err
 	}
 	return checkID("idempotencyKey", in.IdempotencyKey, false)
+}
+
+// MaxImageTagLen bounds an Android system image tag.
+const MaxImageTagLen = 64
+
+var imageTag = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// CheckImageTag checks a request's imageTag ("" is any): Android only,
+// 1 to MaxImageTagLen of ASCII letters, digits, _ and -, since it names a
+// directory of the SDK and a part of an sdkmanager package.
+func CheckImageTag(p Platform, tag string) error {
+	if tag == "" {
+		return nil
+	}
+	if p != PlatformAndroid {
+		return BadRequest("imageTag", "is for android only; %s has no system image tags", p)
+	}
+	if len(tag) > MaxImageTagLen {
+		return BadRequest("imageTag", "must be at most %d characters, got %d", MaxImageTagLen, len(tag))
+	}
+	if !imageTag.MatchString(tag) {
+		return BadRequest("imageTag", "must use only ASCII letters, digits, _ and -, got %q", clip(tag))
+	}
+	return nil
 }
 
 // MaxChosenLeaseIDLen bounds a lease id a requester chooses.

@@ -75,11 +75,13 @@ const (
 	DeviceDeleted      DeviceState = "deleted"
 )
 
-// DeviceSpec is what a device is: platform, model and OS version.
+// DeviceSpec is what a device is: platform, model and OS version, and on
+// Android the system image's tag (google_apis, google_apis_playstore, …).
 type DeviceSpec struct {
 	Platform  Platform `json:"platform"`
 	Model     string   `json:"model"`
 	OSVersion string   `json:"osVersion"`
+	ImageTag  string   `json:"imageTag,omitempty"`
 }
 
 // Device is a device record as callers see it.
@@ -499,6 +501,8 @@ type RequestSpec struct {
 	Model     string      `json:"model,omitempty"`
 	Class     DeviceClass `json:"class,omitempty"`
 	OSVersion string      `json:"osVersion,omitempty"`
+	// ImageTag is the Android system image tag asked for; "" takes any.
+	ImageTag string `json:"imageTag,omitempty"`
 }
 
 // WaitPolicy is how long a request may wait and how long its lease lives.
@@ -703,10 +707,31 @@ type Catalog struct {
 	// installed (a lease with allowDownload may fetch one), when the
 	// driver knows them.
 	Downloadable []string `json:"downloadable,omitempty"`
+	// Images lists the installed system images (Android), each a runtime
+	// with its tag and ABI, newest runtime first.
+	Images []CatalogImage `json:"images,omitempty"`
 	// ModelWorkers and RuntimeWorkers say, on a gateway, which workers
 	// have each model and runtime.
 	ModelWorkers   map[string][]string `json:"modelWorkers,omitempty"`
 	RuntimeWorkers map[string][]string `json:"runtimeWorkers,omitempty"`
+}
+
+// CatalogImage is one installed system image: the runtime (API level) it
+// serves, its tag (google_apis, google_apis_playstore, …) and its ABI.
+type CatalogImage struct {
+	Runtime string `json:"runtime"`
+	Tag     string `json:"tag"`
+	ABI     string `json:"abi"`
+}
+
+// HasImage reports whether an image of tag is installed for runtime.
+func (c Catalog) HasImage(runtime, tag string) bool {
+	for _, im := range c.Images {
+		if im.Runtime == runtime && im.Tag == tag {
+			return true
+		}
+	}
+	return false
 }
 
 // CatalogResult answers catalog.get.

@@ -163,3 +163,26 @@ func TestModelsForRangesAndConfiguredPreferences(t *testing.T) {
 		t.Errorf("configured preference first, unknown skipped, built-in after: %v", pref)
 	}
 }
+
+func TestFitsTakesOnlyTheImageTagAsked(t *testing.T) {
+	cat := driver.Catalog{
+		Models:        []string{"Pixel 9"},
+		ModelRuntimes: map[string][]string{"Pixel 9": {"36"}},
+		ModelClasses:  map[string]contract.DeviceClass{"Pixel 9": "phone"},
+	}
+	plain := contract.DeviceSpec{Platform: "android", Model: "Pixel 9", OSVersion: "36", ImageTag: "google_apis"}
+	store := contract.DeviceSpec{Platform: "android", Model: "Pixel 9", OSVersion: "36", ImageTag: "google_apis_playstore"}
+	want := WantOf(contract.RequestSpec{Platform: "android", OSVersion: "36", ImageTag: "google_apis_playstore"}, cat)
+	if want.ImageTag != "google_apis_playstore" {
+		t.Fatalf("WantOf dropped the tag: %+v", want)
+	}
+	if Fits(plain, want, cat) {
+		t.Error("a google_apis device fits a request for google_apis_playstore")
+	}
+	if !Fits(store, want, cat) {
+		t.Error("a google_apis_playstore device does not fit a request for its tag")
+	}
+	if any := WantOf(contract.RequestSpec{Platform: "android"}, cat); !Fits(plain, any, cat) || !Fits(store, any, cat) {
+		t.Error("a request without a tag should take a device of any tag")
+	}
+}

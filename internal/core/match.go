@@ -15,11 +15,13 @@ type Want struct {
 	Model     string
 	Class     contract.DeviceClass
 	OSVersion string
+	// ImageTag is the Android system image tag asked for; "" takes any.
+	ImageTag string
 }
 
 // WantOf settles a request spec: no model and no class means a phone.
 func WantOf(s contract.RequestSpec, cat driver.Catalog) Want {
-	w := Want{Platform: s.Platform, Class: s.Class, OSVersion: s.OSVersion}
+	w := Want{Platform: s.Platform, Class: s.Class, OSVersion: s.OSVersion, ImageTag: s.ImageTag}
 	if s.Model != "" {
 		w.Model = canonicalModel(s.Model, cat)
 		w.Class = ""
@@ -59,6 +61,9 @@ func Fits(d contract.DeviceSpec, w Want, cat driver.Catalog) bool {
 		return false
 	}
 	if w.Class != "" && cat.ModelClasses[d.Model] != w.Class {
+		return false
+	}
+	if w.ImageTag != "" && d.ImageTag != w.ImageTag {
 		return false
 	}
 	return VersionFits(d.OSVersion, w.OSVersion)

@@ -110,6 +110,9 @@ type Request struct {
 	Platform  contract.Platform
 	Model     string
 	OSVersion string
+	// ImageTag is the system image tag asked for (Android); "" takes the
+	// driver's choice.
+	ImageTag string
 }
 
 // Device is a device as the driver knows it. Data is the driver's own and is

@@ -21,12 +21,17 @@ func (e *UnknownModelError) Error() string {
 type RuntimeMissingError struct {
 	Platform  contract.Platform
 	OSVersion string
+	// ImageTag is the system image tag asked for, if any.
+	ImageTag string
 	// Downloadable says a download of Component would help.
 	Downloadable bool
 	Component    string
 }
 
 func (e *RuntimeMissingError) Error() string {
+	if e.ImageTag != "" {
+		return fmt.Sprintf("no %s runtime %s with image tag %s is installed", e.Platform, e.OSVersion, e.ImageTag)
+	}
 	return fmt.Sprintf("no %s runtime %s is installed", e.Platform, e.OSVersion)
 }
 
@@ -80,6 +85,9 @@ func ContractError(err error) *contract.Error {
 		e := contract.Errorf(contract.CodeRuntimeMissing, "%s", err.Error()).
 			With("platform", missing.Platform).With("osVersion", missing.OSVersion).
 			With("downloadable", missing.Downloadable)
+		if missing.ImageTag != "" {
+			e = e.With("imageTag", missing.ImageTag)
+		}
 		if missing.Component != "" {
 			e = e.With("component", missing.Component)
 		}

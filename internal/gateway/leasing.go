@@ -234,7 +234,8 @@ func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseR
 	if err != nil {
 		return nil, err
 	}
-	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, TTLMs: ttl.Milliseconds(), AllowDownload: in.AllowDownload}
+	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, ImageTag: in.ImageTag, TTLMs: ttl.Milliseconds(),
+		AllowDownload: in.AllowDownload}
 	qa := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
 	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution { return queue.Resolution{Need: &fleetNeed{ask: a}} })
 }
@@ -327,7 +328,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	if n.ask.Model == "" && r.Reason != ReasonWarmHit {
 		model, class = "", n.ask.Class
 	}
-	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion,
+	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion, ImageTag: w.Spec().ImageTag,
 		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
 		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner(), LeaseID: w.ChosenLeaseID()}
 	return queue.Start{

@@ -336,6 +336,11 @@ func merge(u *contract.Catalog, c contract.Catalog, id string) {
 	for _, v := range c.Downloadable {
 		u.Downloadable = appendNew(u.Downloadable, v)
 	}
+	for _, im := range c.Images {
+		if !slices.Contains(u.Images, im) {
+			u.Images = append(u.Images, im)
+		}
+	}
 	if u.DefaultRuntime == "" {
 		u.DefaultRuntime = c.DefaultRuntime
 	}

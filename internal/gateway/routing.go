@@ -18,7 +18,9 @@ type Ask struct {
 	Model string
 	Class contract.DeviceClass
 	// OS is the request's osVersion, parsed.
-	OS            contract.OSVersionSpec
+	OS contract.OSVersionSpec
+	// ImageTag is the Android system image tag asked for; "" takes any.
+	ImageTag      string
 	TTLMs         int64
 	AllowDownload bool
 }
@@ -140,13 +142,16 @@ func canServe(a Ask, cs []candidate) []candidate {
 }
 
 // servingModels are cat's models that serve a, by cat's names: those with
-// an installed runtime that fits first; else, when the worker would
-// download one for a (an exact version, never a range), those the catalog
-// lists a downloadable runtime for.
+// an installed runtime that fits first (with an image of the tag asked,
+// when one is); else, when the worker would download one for a (an exact
+// version, never a range), those the catalog lists a downloadable runtime
+// for, or, for a tag, those with a fitting runtime whose image of that tag
+// the worker can download.
 func servingModels(a Ask, cat contract.Catalog, policy string) (models []string, download bool) {
 	named := modelsAsked(a, cat)
+	fits := func(rt string) bool { return a.OS.Matches(rt) && (a.ImageTag == "" || cat.HasImage(rt, a.ImageTag)) }
 	for _, m := range named {
-		if slices.ContainsFunc(cat.ModelRuntimes[m], a.OS.Matches) {
+		if slices.ContainsFunc(cat.ModelRuntimes[m], fits) {
 			models = append(models, m)
 		}
 	}
@@ -155,6 +160,14 @@ func servingModels(a Ask, cat contract.Catalog, policy string) (models []string,
 	}
 	if slices.ContainsFunc(cat.Downloadable, a.OS.Matches) {
 		return named, len(named) > 0
+	}
+	if a.ImageTag != "" && a.Platform == contract.PlatformAndroid {
+		for _, m := range named {
+			if slices.ContainsFunc(cat.ModelRuntimes[m], a.OS.Matches) {
+				models = append(models, m)
+			}
+		}
+		return models, len(models) > 0
 	}
 	return nil, false
 }
@@ -231,7 +244,8 @@ func warmHit(a Ask, cs []candidate) []candidate {
 func warmFit(a Ask, c candidate) (model, id string) {
 	for _, d := range c.v.Devices {
 		if d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
-			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) {
+			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) &&
+			(a.ImageTag == "" || d.Spec.ImageTag == a.ImageTag) {
 			return d.Spec.Model, d.ID
 		}
 	}

@@ -273,3 +273,50 @@ func TestAHeldViewOffersNeitherTheHeldDeviceNorTheHeldSlots(t *testing.T) {
 		t.Errorf("heldView changed the view it was given: %+v", v)
 	}
 }
+
+// A request for an Android image tag goes only to a worker whose catalog
+// has an image of that tag at a fitting level, and to a warm device of
+// that tag; a worker that lacks it gets the request only to download it.
+func TestARequestForAnImageTagGoesOnlyWhereTheTagIs(t *testing.T) {
+	android := func(id string, tags ...string) *contract.WorkerView {
+		v := view(id, 0, 4)
+		v.Capacity.Platforms = map[contract.Platform]contract.PlatformCapacity{contract.PlatformAndroid: {MaxRunning: 4}}
+		v.DownloadPolicy = "on-request"
+		cat := contract.Catalog{Platform: contract.PlatformAndroid, Models: []string{"Pixel 9"}, Runtimes: []string{"36"},
+			ModelClasses: map[string]contract.DeviceClass{"Pixel 9": "phone"}, ModelRuntimes: map[string][]string{"Pixel 9": {"36"}}}
+		for _, tag := range tags {
+			cat.Images = append(cat.Images, contract.CatalogImage{Runtime: "36", Tag: tag, ABI: "x86_64"})
+		}
+		v.Catalog = []contract.Catalog{cat}
+		return v
+	}
+	os36, _ := contract.ParseOSVersion("36")
+	q := Ask{Platform: contract.PlatformAndroid, OS: os36, ImageTag: "google_apis_playstore"}
+	plain, store := android("a", "google_apis"), android("b", "google_apis", "google_apis_playstore")
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{plain, store}); !ok || r.WorkerID != "b" || r.Reason != ReasonFreeCapacity {
+		t.Errorf("route = %+v %v, want b, the worker with the tag", r, ok)
+	}
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{plain}); ok {
+		t.Errorf("a request for a tag the worker lacks was routed to %+v without a download allowed", r)
+	}
+	if cerr := assess(q, []*contract.WorkerView{plain}); cerr == nil || cerr.Code != contract.CodeRuntimeMissing {
+		t.Errorf("assess over workers without the tag = %v, want RUNTIME_MISSING", cerr)
+	}
+	q.AllowDownload = true
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{plain}); !ok || r.WorkerID != "a" || r.Reason != ReasonDownload {
+		t.Errorf("route with a download allowed = %+v %v, want a, to download the tag's image", r, ok)
+	}
+	q.AllowDownload = false
+
+	// A warm device of another tag is no warm hit.
+	warm := android("c", "google_apis", "google_apis_playstore")
+	warm.Devices = []contract.Device{{ID: "dev_w", State: contract.DeviceReady,
+		Spec: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36", ImageTag: "google_apis"}}}
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{warm}); !ok || r.Reason == ReasonWarmHit {
+		t.Errorf("route = %+v %v; a google_apis device is no warm hit for google_apis_playstore", r, ok)
+	}
+	warm.Devices[0].Spec.ImageTag = "google_apis_playstore"
+	if r, ok := route(warmThenFree, q, []*contract.WorkerView{warm}); !ok || r.Reason != ReasonWarmHit || r.DeviceID != "dev_w" {
+		t.Errorf("route = %+v %v, want a warm hit on dev_w", r, ok)
+	}
+}

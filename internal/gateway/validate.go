@@ -203,7 +203,7 @@ func checkDevice(what string, d contract.Device) error {
 		s    string
 		req  bool
 	}{{".id", d.ID, true}, {".driver", d.Driver, false}, {".driverDeviceId", d.DriverDeviceID, false},
-		{".spec.model", d.Spec.Model, false}, {".spec.osVersion", d.Spec.OSVersion, false},
+		{".spec.model", d.Spec.Model, false}, {".spec.osVersion", d.Spec.OSVersion, false}, {".spec.imageTag", d.Spec.ImageTag, false},
 		{".address", d.Address, false}, {".leaseId", d.LeaseID, false}} {
 		if err := checkText(what+t.what, t.s, t.req); err != nil {
 			return err
@@ -244,7 +244,8 @@ func checkRequest(what string, r contract.LeaseRequestRecord) error {
 		req  bool
 	}{{".id", r.ID, true}, {".requesterId", r.RequesterID, true}, {".ownerId", r.OwnerID, false},
 		{".idempotencyKey", r.IdempotencyKey, false}, {".leaseId", r.LeaseID, false}, {".stage", string(r.Stage), false},
-		{".requestSpec.model", r.Spec.Model, false}, {".requestSpec.osVersion", r.Spec.OSVersion, false}} {
+		{".requestSpec.model", r.Spec.Model, false}, {".requestSpec.osVersion", r.Spec.OSVersion, false},
+		{".requestSpec.imageTag", r.Spec.ImageTag, false}} {
 		if err := checkText(what+t.what, t.s, t.req); err != nil {
 			return err
 		}
@@ -286,6 +287,16 @@ func checkCatalog(r contract.CatalogResult) error {
 				return err
 			}
 		}
+		if len(c.Images) > maxModels {
+			return bad(what, "lists more than %d images", maxModels)
+		}
+		for _, im := range c.Images {
+			for _, s := range []string{im.Runtime, im.Tag, im.ABI} {
+				if err := checkText(what+".images[]", s, true); err != nil {
+					return err
+				}
+			}
+		}
 		for m, vs := range c.ModelRuntimes {
 			if err := checkText(what+".modelRuntimes key", m, true); err != nil {
 				return err
@@ -309,7 +320,7 @@ func checkGrant(g contract.LeaseGrant) error {
 	}
 	d := g.Device
 	for _, t := range []struct{ what, s string }{{".id", d.ID}, {".driverDeviceId", d.DriverDeviceID},
-		{".spec.model", d.Spec.Model}, {".spec.osVersion", d.Spec.OSVersion}, {".address", d.Address}, {".mode", d.Mode}} {
+		{".spec.model", d.Spec.Model}, {".spec.osVersion", d.Spec.OSVersion}, {".spec.imageTag", d.Spec.ImageTag}, {".address", d.Address}, {".mode", d.Mode}} {
 		if err := checkText("grant.device"+t.what, t.s, t.what == ".id"); err != nil {
 			return err
 		}

@@ -60,6 +60,7 @@ type leaseRequestBody struct {
 	Device    string               `json:"device,omitempty"`
 	Class     contract.DeviceClass `json:"class,omitempty"`
 	OS        string               `json:"os,omitempty"`
+	ImageTag  string               `json:"imageTag,omitempty"`
 	TTLMs     int64                `json:"ttlMs,omitempty"`
 	TimeoutMs int64                `json:"timeoutMs,omitempty"`
 	NoWait    bool                 `json:"noWait,omitempty"`
@@ -90,6 +91,7 @@ func (b *leaseRequestBody) input(idempotencyKey string) contract.LeaseRequestInp
 		Model:          b.Device,
 		Class:          b.Class,
 		OSVersion:      b.OS,
+		ImageTag:       b.ImageTag,
 		TTLMs:          b.TTLMs,
 		TimeoutMs:      b.TimeoutMs,
 		NoWait:         b.NoWait,

@@ -88,7 +88,7 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 // resolveRequest turns a request into a need, a download to make first, or
 // the error that settles it.
 func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInput) queue.Resolution {
-	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion}
+	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag}
 	drv, cerr := e.driverFor(in.Platform)
 	if cerr != nil {
 		return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
@@ -207,12 +207,12 @@ func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, ca
 	if all := core.ClassModels(w, cat, preferred); len(models) == 0 && len(all) > 0 {
 		if osSpec.IsRange() {
 			// A range never downloads, and nothing installed fits it.
-			return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion})
+			return contract.DeviceSpec{}, e.errorf(&driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion, ImageTag: w.ImageTag})
 		}
 		// The class has models but none pairs with a fitting installed
 		// runtime: let the driver say exactly what is missing for the
 		// first choice (and whether a download would help).
-		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: all[0], OSVersion: w.OSVersion})
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: all[0], OSVersion: w.OSVersion, ImageTag: w.ImageTag})
 		if err != nil {
 			return contract.DeviceSpec{}, e.errorf(err)
 		}
@@ -230,12 +230,12 @@ func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, ca
 			// never asks for a download.
 			if version = core.NewestFitting(cat.ModelRuntimes[m], w.OSVersion); version == "" {
 				if first == nil {
-					first = &driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion}
+					first = &driver.RuntimeMissingError{Platform: w.Platform, OSVersion: w.OSVersion, ImageTag: w.ImageTag}
 				}
 				continue
 			}
 		}
-		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: version})
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: version, ImageTag: w.ImageTag})
 		if err == nil {
 			return spec, nil
 		}

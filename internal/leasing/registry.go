@@ -67,7 +67,7 @@ func (d *dev) viewJSON() []byte {
 }
 
 func (d *dev) spec() contract.DeviceSpec {
-	return contract.DeviceSpec{Platform: d.Platform, Model: d.Model, OSVersion: d.OSVersion}
+	return contract.DeviceSpec{Platform: d.Platform, Model: d.Model, OSVersion: d.OSVersion, ImageTag: d.ImageTag}
 }
 
 func (d *dev) driverDevice() driver.Device {
@@ -110,7 +110,7 @@ type registry struct {
 	victims map[victimKey]*useOrder
 }
 
-type fitKey struct{ model, osVersion string }
+type fitKey struct{ model, osVersion, imageTag string }
 
 type fitBucket struct {
 	spec       contract.DeviceSpec
@@ -212,7 +212,7 @@ func (r *registry) index(d *dev, n int) {
 		} else {
 			set.remove(d, key)
 			if b := r.bucket(d, false); b != nil && b.empty() {
-				delete(r.fits[d.Platform.Index()], fitKey{d.Model, d.OSVersion})
+				delete(r.fits[d.Platform.Index()], fitKey{d.Model, d.OSVersion, d.ImageTag})
 			}
 		}
 	}
@@ -240,7 +240,7 @@ func (r *registry) bucket(d *dev, create bool) *fitBucket {
 	if i < 0 {
 		return &fitBucket{} // an unknown platform is indexed nowhere
 	}
-	k := fitKey{d.Model, d.OSVersion}
+	k := fitKey{d.Model, d.OSVersion, d.ImageTag}
 	b := r.fits[i][k]
 	if b == nil && create {
 		b = &fitBucket{spec: d.spec()}

@@ -34,6 +34,7 @@ type leaseInput struct {
 	Model          string               `json:"model,omitempty" jsonschema:"a device model from list_devices, such as iPhone 16 or Pixel 9; give a model or a class, not both"`
 	Class          contract.DeviceClass `json:"class,omitempty" jsonschema:"a kind of device when any model of it will do: phone, tablet, watch, tv, vision, auto or desktop"`
 	OSVersion      string               `json:"osVersion,omitempty" jsonschema:"OS version: exact (18.6), a prefix (18) or a range (>=18 <26); omit for the newest installed"`
+	ImageTag       string               `json:"imageTag,omitempty" jsonschema:"Android only: the system image tag, such as google_apis or google_apis_playstore (list_devices shows the installed images); omit for any installed image"`
 	TTLMs          int64                `json:"ttlMs,omitempty" jsonschema:"lease lifetime between renewals in milliseconds; this server renews it for you while it runs; omit for the daemon's default"`
 	TimeoutMs      int64                `json:"timeoutMs,omitempty" jsonschema:"give up (QUEUE_TIMEOUT) if no device is free within this many milliseconds; omit to wait until cancelled"`
 	NoWait         bool                 `json:"noWait,omitempty" jsonschema:"fail at once with NO_CAPACITY instead of queueing"`
@@ -45,7 +46,7 @@ type leaseInput struct {
 
 func (in *leaseInput) request() contract.LeaseRequestInput {
 	return contract.LeaseRequestInput{
-		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion,
+		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag,
 		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, AllowDownload: in.AllowDownload, IdempotencyKey: in.IdempotencyKey,
 		LeaseID: in.LeaseID,
 	}

@@ -158,6 +158,19 @@ func DefaultAndroidImages() []string {
 	}
 }
 
+// AddAndroidImage installs system image pkg
+// (system-images;android-<api>;<tag>;<abi>) in the SDK, as sdkmanager
+// would have.
+func (e Env) AddAndroidImage(tb testing.TB, pkg string) {
+	tb.Helper()
+	if len(strings.Split(pkg, ";")) != 4 {
+		tb.Fatalf("AddAndroidImage(%q): not a system image package", pkg)
+	}
+	if err := e.layOutImage(pkg); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // layOutImage installs system image pkg in the SDK as sdkmanager would: its
 // directory, a source.properties and a small system.img.
 func (e Env) layOutImage(pkg string) error {

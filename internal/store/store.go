@@ -40,10 +40,13 @@ import (
 
 // Device is a stored device record.
 type Device struct {
-	ID             string
-	Platform       contract.Platform
-	Model          string
-	OSVersion      string
+	ID        string
+	Platform  contract.Platform
+	Model     string
+	OSVersion string
+	// ImageTag is the Android system image's tag the device was made
+	// from; "" where the platform has none.
+	ImageTag       string
 	Driver         string
 	DriverDeviceID string
 	Address        string

@@ -384,6 +384,7 @@ type spec struct {
 	Platform  string `json:"platform"`
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion"`
+	ImageTag  string `json:"imageTag"`
 }
 
 type leaseRec struct {

@@ -2,6 +2,7 @@ package android
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"runtime"
@@ -261,6 +262,9 @@ func (d *Driver) ListCatalog(ctx context.Context) (driver.Catalog, error) {
 	if len(levels) > 0 {
 		c.DefaultRuntime = levels[0]
 	}
+	for _, im := range imgs {
+		c.Images = append(c.Images, contract.CatalogImage{Runtime: im.level, Tag: im.tag, ABI: im.abi})
+	}
 	for _, p := range profiles {
 		if _, dup := c.ModelClasses[p.name]; dup {
 			continue
@@ -277,9 +281,11 @@ func (d *Driver) ListCatalog(ctx context.Context) (driver.Catalog, error) {
 
 // ResolveSpec matches the model by profile name or id, ignoring case. An
 // empty OS version takes the newest installed API level; a level or range
-// takes the newest installed level that fits. A plain level that is not
-// installed is *driver.RuntimeMissingError naming it as the component to
-// download. ResolveSpec never downloads.
+// takes the newest installed level that fits. An image tag, when asked,
+// counts only the levels with an image of that tag. A plain level that is
+// not installed (with that tag) is *driver.RuntimeMissingError naming it
+// as the component to download: "36", or "36;<tag>" for a tag. The spec
+// names the tag of the image chosen. ResolveSpec never downloads.
 func (d *Driver) ResolveSpec(ctx context.Context, req driver.Request) (contract.DeviceSpec, error) {
 	if req.Platform != "" && req.Platform != contract.PlatformAndroid {
 		return contract.DeviceSpec{}, fmt.Errorf("android: the android driver cannot serve %s", req.Platform)
@@ -298,12 +304,35 @@ func (d *Driver) ResolveSpec(ctx context.Context, req driver.Request) (contract.
 	if prof == nil {
 		return contract.DeviceSpec{}, &driver.UnknownModelError{Platform: contract.PlatformAndroid, Model: req.Model}
 	}
-	level, err := pickLevel(levelsOf(imgs), strings.TrimSpace(req.OSVersion))
+	want := strings.TrimSpace(req.OSVersion)
+	if req.ImageTag != "" {
+		all := levelsOf(imgs)
+		imgs = slices.DeleteFunc(imgs, func(im image) bool { return im.tag != req.ImageTag })
+		level, err := pickLevel(levelsOf(imgs), want)
+		var missing *driver.RuntimeMissingError
+		if errors.As(err, &missing) {
+			missing.ImageTag = req.ImageTag
+			if want == "" && len(all) > 0 {
+				// No level has the tag: the newest installed level's
+				// image of it is the one to download.
+				missing.Downloadable, missing.Component = true, all[0]
+			}
+			if missing.Downloadable {
+				missing.Component = tagComponent(missing.Component, req.ImageTag)
+			}
+			return contract.DeviceSpec{}, missing
+		}
+		if err != nil {
+			return contract.DeviceSpec{}, err
+		}
+		want = level
+	}
+	level, err := pickLevel(levelsOf(imgs), want)
 	if err != nil {
 		return contract.DeviceSpec{}, err
 	}
 	im, _ := pickImage(imgs, level, classOf(*prof))
-	spec := contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: prof.name, OSVersion: level}
+	spec := contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: prof.name, OSVersion: level, ImageTag: im.tag}
 	d.mu.Lock()
 	d.resolved[spec] = resolvedSpec{profileID: prof.id, pkg: im.pkg}
 	d.mu.Unlock()

@@ -64,9 +64,9 @@ func TestResolveSpec(t *testing.T) {
 		missing   *driver.RuntimeMissingError
 		unknown   bool
 	}{
-		{model: "Pixel 9", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36"}},
-		{model: "PIXEL_9", os: "35", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "35"}},
-		{model: "pixel 9", os: ">=34 <36", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "35"}},
+		{model: "Pixel 9", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36", ImageTag: "google_apis"}},
+		{model: "PIXEL_9", os: "35", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "35", ImageTag: "google_apis"}},
+		{model: "pixel 9", os: ">=34 <36", want: contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "35", ImageTag: "google_apis"}},
 		{model: "Pixel 9", os: "33", missing: &driver.RuntimeMissingError{Platform: contract.PlatformAndroid, OSVersion: "33", Downloadable: true, Component: "33"}},
 		{model: "Pixel 9", os: ">=40", missing: &driver.RuntimeMissingError{Platform: contract.PlatformAndroid, OSVersion: ">=40"}},
 		{model: "Nokia 3310", unknown: true},

@@ -21,7 +21,9 @@ import (
 
 // The Android driver's components are system images. A component is an API
 // level ("36"), as ResolveSpec names it in a *driver.RuntimeMissingError;
-// installing one installs the Google APIs image for the host's ABI.
+// installing one installs the Google APIs image for the host's ABI. A
+// request for an image tag names it after the level ("36;google_apis_playstore"),
+// as sdkmanager's package names do; that installs the tag's image.
 
 var _ driver.Installer = (*Driver)(nil)
 
@@ -259,12 +261,21 @@ func (im installedImage) info(use map[string]int) driver.ComponentInfo {
 	}
 }
 
-func checkComponent(component string) error {
-	if !plainLevel.MatchString(component) {
-		return contract.BadRequest("component", "%q is not an Android component: name an API level such as 36", component)
+// componentPattern is an API level, maybe followed by ;<image tag>.
+var componentPattern = regexp.MustCompile(`^(\d+(?:\.\d+)?)(?:;([A-Za-z0-9_-]{1,64}))?$`)
+
+// parseComponent splits a component into its level and image tag ("" for
+// the default image).
+func parseComponent(component string) (level, tag string, err error) {
+	m := componentPattern.FindStringSubmatch(component)
+	if m == nil {
+		return "", "", contract.BadRequest("component", "%q is not an Android component: name an API level such as 36", component)
 	}
-	return nil
+	return m[1], m[2], nil
 }
+
+// tagComponent is the component of level's image of tag.
+func tagComponent(level, tag string) string { return level + ";" + tag }
 
 // scan is scanImages as a driver call.
 func (d *Driver) scan(op string) ([]installedImage, error) {
@@ -279,23 +290,36 @@ func (d *Driver) scan(op string) ([]installedImage, error) {
 // the one a phone would get; any image of the level makes it installed, as
 // ResolveSpec sees it.
 func (d *Driver) FindComponent(_ context.Context, component string) (driver.ComponentInfo, bool, error) {
-	if err := checkComponent(component); err != nil {
+	level, tag, err := parseComponent(component)
+	if err != nil {
 		return driver.ComponentInfo{}, false, err
 	}
 	imgs, err := d.scan("find-component")
 	if err != nil {
 		return driver.ComponentInfo{}, false, err
 	}
-	im, ok := bestAt(imgs, component)
+	if tag != "" {
+		// An image of the tag, the host's ABI first.
+		i := slices.IndexFunc(imgs, func(im installedImage) bool { return im.level == level && im.tag == tag && im.abi == hostABI() })
+		if i < 0 {
+			i = slices.IndexFunc(imgs, func(im installedImage) bool { return im.level == level && im.tag == tag })
+		}
+		if i < 0 {
+			return driver.ComponentInfo{}, false, nil
+		}
+		return imgs[i].info(d.foreignUse(imgs)), true, nil
+	}
+	im, ok := bestAt(imgs, level)
 	if !ok {
 		return driver.ComponentInfo{}, false, nil
 	}
 	return im.info(d.foreignUse(imgs)), true, nil
 }
 
-// InstallComponent installs the Google APIs image of an API level for the
-// host's ABI with `sdkmanager --install`, reporting the percentages of its
-// progress bars, unless an image of that level is installed already. An
+// InstallComponent installs the Google APIs image of an API level (or the
+// image of the tag the component names) for the host's ABI with
+// `sdkmanager --install`, reporting the percentages of its progress bars,
+// unless such an image is installed already. An
 // install refused for a license is a *driver.LicenseNotAcceptedError,
 // unless Options.AcceptLicenses lets the driver accept them with
 // `sdkmanager --licenses` and try once more. Any other failure, the run
@@ -315,7 +339,11 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 	if !ok {
 		return driver.InstallResult{}, crashf(op, "the runner cannot stream sdkmanager's progress")
 	}
-	pkg := fmt.Sprintf("system-images;android-%s;google_apis;%s", component, hostABI())
+	level, tag, _ := parseComponent(component) // FindComponent checked it
+	if tag == "" {
+		tag = "google_apis"
+	}
+	pkg := fmt.Sprintf("system-images;android-%s;%s;%s", level, tag, hostABI())
 	// No timeout of its own: ctx says how long a download may take.
 	cmd := runner.Cmd{Path: d.sdk.sdkmanager, Args: []string{"--install", pkg}, Env: d.env}
 	install := func() (installproc.Result, error) {

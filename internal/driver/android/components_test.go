@@ -99,7 +99,7 @@ func TestInstallComponentAlreadyInstalled(t *testing.T) {
 	if c := findCalls(t, f.shims, "sdkmanager", "--install"); len(c) != 0 {
 		t.Errorf("sdkmanager ran: %v", c)
 	}
-	for _, bad := range []string{"", "android-35", "35;google_apis", "latest"} {
+	for _, bad := range []string{"", "android-35", "35;", "35;google apis", "google_apis;35", "latest"} {
 		if _, err := d.InstallComponent(t.Context(), bad, nil); driver.ContractError(err).Code != contract.CodeBadRequest {
 			t.Errorf("InstallComponent(%q) = %v, want BAD_REQUEST", bad, err)
 		}

@@ -143,15 +143,17 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 	r, known := d.resolved[spec]
 	d.mu.Unlock()
 	if !known {
-		got, err := d.ResolveSpec(ctx, driver.Request{Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion})
+		got, err := d.ResolveSpec(ctx, driver.Request{Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag})
 		if err != nil {
 			return driver.Device{}, err
 		}
-		if got != spec {
+		// A spec without a tag (a device recorded before tags) takes the
+		// image ResolveSpec chooses.
+		if got.Model != spec.Model || got.OSVersion != spec.OSVersion || (spec.ImageTag != "" && got.ImageTag != spec.ImageTag) {
 			return driver.Device{}, crashf(op, "%s on API %s resolves to %s on API %s", spec.Model, spec.OSVersion, got.Model, got.OSVersion)
 		}
 		d.mu.Lock()
-		r = d.resolved[spec]
+		r = d.resolved[got]
 		d.mu.Unlock()
 	}
 	if err := d.RevalidateRoot(); err != nil {

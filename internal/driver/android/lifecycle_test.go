@@ -40,7 +40,7 @@ func TestFullCycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ResolveSpec: %v", err)
 	}
-	if want := (contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 8", OSVersion: "36"}); spec != want {
+	if want := (contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 8", OSVersion: "36", ImageTag: "google_apis"}); spec != want {
 		t.Fatalf("ResolveSpec = %+v, want %+v", spec, want)
 	}
 

@@ -225,6 +225,7 @@ func TestCommitRoundTrip(t *testing.T) {
 
 	d1, d2 := device("d1", 200), device("d2", 100)
 	d2.Platform = contract.PlatformAndroid
+	d2.ImageTag = "google_apis_playstore"
 	d2.DriverData = nil
 	d2.State = contract.DeviceLeased
 
