@@ -53,7 +53,11 @@ func (d *Daemon) installComponent(s *session, call []byte, in contract.Component
 	}
 	ctx := s.ctx
 	if s.gateway {
-		ctx = context.WithoutCancel(d.life)
+		// Not even the daemon's life ends this wait: its own bound
+		// (downloads.timeoutMs) does, and so does the installer's Close
+		// at a stop, which fails the install with DAEMON_STOPPING, the
+		// reason its job should show.
+		ctx = context.WithoutCancel(s.ctx)
 	}
 	self, _ := ownership.LoadInstance(d.opts.Home)
 	row := contract.JobWorker{WorkerID: self.ID, Label: d.labelOf(d.opts.Config)}
