@@ -95,6 +95,11 @@ func TestCatalogGolden(t *testing.T) {
 		Platform: "ios", Models: []string{"iPhone 17", "iPad Air 11-inch (M3)", "iPhone 16"},
 		Runtimes: []string{"26.1", "18.6"}, DefaultRuntime: "26.1", Downloadable: []string{"26.4"},
 		ModelClasses: map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPad Air 11-inch (M3)": "tablet"},
+	}, {
+		Platform: "android", Models: []string{"Pixel 9"}, Runtimes: []string{"36", "35"}, DefaultRuntime: "36",
+		ModelClasses: map[string]contract.DeviceClass{"Pixel 9": "phone"},
+		Images: []contract.CatalogImage{{Runtime: "36", Tag: "google_apis", ABI: "arm64-v8a"}, {Runtime: "36", Tag: "google_apis_playstore", ABI: "arm64-v8a"},
+			{Runtime: "35", Tag: "google_apis", ABI: "arm64-v8a"}},
 	}}}
 	var b bytes.Buffer
 	renderCatalog(&b, res)

@@ -417,11 +417,35 @@ func renderCatalog(w io.Writer, res contract.CatalogResult) {
 			slices.Sort(models)
 			fmt.Fprintf(w, "  %s: %s\n", c, strings.Join(models, ", "))
 		}
+		if line := imagesLine(cat.Images); line != "" {
+			fmt.Fprintf(w, "  images: %s (lease --image-tag)\n", line)
+		}
 		if len(cat.Downloadable) > 0 {
 			fmt.Fprintf(w, "  downloadable: %s (lease --allow-download, or simlock component install %s %s)\n",
 				strings.Join(cat.Downloadable, ", "), cat.Platform, cat.Downloadable[0])
 		}
 	}
+}
+
+// imagesLine lists the installed system images by runtime, in the
+// catalog's order, each runtime once with its tags: "36 google_apis,
+// google_apis_playstore; 35 google_apis".
+func imagesLine(images []contract.CatalogImage) string {
+	var runtimes []string
+	tags := map[string][]string{}
+	for _, im := range images {
+		if _, seen := tags[im.Runtime]; !seen {
+			runtimes = append(runtimes, im.Runtime)
+		}
+		if !slices.Contains(tags[im.Runtime], im.Tag) {
+			tags[im.Runtime] = append(tags[im.Runtime], im.Tag)
+		}
+	}
+	parts := make([]string, 0, len(runtimes))
+	for _, r := range runtimes {
+		parts = append(parts, r+" "+strings.Join(tags[r], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func eventsCmd(env Env) *cobra.Command {
