@@ -59,6 +59,9 @@ const (
 	CodeComponentNotOwned          Code = "COMPONENT_NOT_OWNED"
 	CodeComponentInUse             Code = "COMPONENT_IN_USE"
 	CodeComponentBusy              Code = "COMPONENT_BUSY"
+	// CodeHistoryNotKept refuses a usage.get window that ends before the
+	// oldest event the log keeps; detail oldestTs says where history begins.
+	CodeHistoryNotKept Code = "HISTORY_NOT_KEPT"
 )
 
 // ExitLeaseLost is the exit code of a lease holder whose lease the daemon ended.
@@ -120,6 +123,7 @@ var codes = map[Code]codeInfo{
 	CodeComponentNotOwned:          {12, http.StatusConflict},
 	CodeComponentInUse:             {12, http.StatusConflict},
 	CodeComponentBusy:              {11, http.StatusConflict},
+	CodeHistoryNotKept:             {1, http.StatusGone},
 
 	CodeUnsupportedInGatewayMode: {2, http.StatusNotImplemented},
 	CodeUnsupportedInWorkerMode:  {2, http.StatusNotImplemented},

@@ -29,6 +29,7 @@ var inputs = []func() Validator{
 	func() Validator { return new(LeaseRequestGetInput) },
 	func() Validator { return new(ListGetInput) },
 	func() Validator { return new(EventsReplayInput) },
+	func() Validator { return new(UsageGetInput) },
 	func() Validator { return new(ConfigGetInput) },
 	func() Validator { return new(PassthroughInput) },
 	func() Validator { return new(DoctorInput) },

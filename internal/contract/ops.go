@@ -106,6 +106,7 @@ var ops = map[Op]OpInfo{
 	OpComponentList:    {},
 	OpComponentRemove:  {AdminOnly: true},
 	OpJobList:          {AdminOnly: true},
+	OpUsageGet:         {AdminOnly: true},
 	OpJobGet:           {AdminOnly: true},
 	OpJobFollow:        {AdminOnly: true},
 	OpDemoInject:       {AdminOnly: true},

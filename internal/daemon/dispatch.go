@@ -175,6 +175,12 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			evs = []contract.Event{}
 		}
 		return contract.EventsReplayResult{Events: evs}, nil
+	case contract.OpUsageGet:
+		var in contract.UsageGetInput
+		if err := contract.DecodeInput(req.Input, &in); err != nil {
+			return nil, err
+		}
+		return s.d.usage(s.ctx, in)
 	case contract.OpEventsSubscribe:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

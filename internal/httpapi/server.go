@@ -170,6 +170,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/components/install", accessOperator, s.installComponent)
 	s.handle("GET /v1/components", accessAgent, s.listComponents)
 	s.handle("DELETE /v1/components/{platform}/{version}", accessOperator, s.removeComponent)
+	s.handle("GET /v1/usage", accessOperator, s.getUsage)
 	s.handle("GET /v1/jobs", accessOperator, s.listJobs)
 	s.handle("GET /v1/jobs/{id}", accessOperator, s.getJob)
 	s.handle("GET /v1/jobs/{id}/events", accessOperator, s.streamJobEvents)
