@@ -373,11 +373,8 @@ const MaxJobIDLen = 64
 
 // Validate checks the input's fields.
 func (in *JobIDInput) Validate() error {
-	if in.JobID == "" {
-		return BadRequest("jobId", "is required")
-	}
 	if len(in.JobID) > MaxJobIDLen {
 		return BadRequest("jobId", "must be at most %d characters, got %d", MaxJobIDLen, len(in.JobID))
 	}
-	return nil
+	return checkID("jobId", in.JobID, true)
 }

@@ -3,7 +3,6 @@ package browser
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -111,21 +110,8 @@ func (r result) String() string {
 }
 
 func (h *home) exec(ctx context.Context, args ...string) (result, error) {
-	cmd := exec.CommandContext(ctx, simlockBin, args...)
-	cmd.Env = h.env
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{args: args, code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
-	if ctx.Err() != nil {
-		return r, fmt.Errorf("simlock %s did not finish: %w", strings.Join(args, " "), ctx.Err())
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return r, err
-	}
-	return r, nil
+	r, err := bintest.Exec(ctx, simlockBin, h.env, args...)
+	return result{args: r.Args, stdout: r.Stdout, stderr: r.Stderr, code: r.Code}, err
 }
 
 // run runs simlock to completion.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -146,23 +145,8 @@ func (r result) String() string {
 // exec runs simlock to completion; an error means it could not run or did
 // not finish in time.
 func (h *home) exec(ctx context.Context, args ...string) (result, error) {
-	cmd := exec.CommandContext(ctx, simlockBin, args...)
-	cmd.Env = h.env
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := result{args: args, elapsed: time.Since(start), ended: time.Now(), code: cmd.ProcessState.ExitCode()}
-	r.stdout, r.stderr = stdout.String(), stderr.String()
-	if ctx.Err() != nil {
-		return r, fmt.Errorf("simlock %s did not finish: %w", strings.Join(args, " "), ctx.Err())
-	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return r, err
-	}
-	return r, nil
+	r, err := bintest.Exec(ctx, simlockBin, h.env, args...)
+	return result{args: r.Args, stdout: r.Stdout, stderr: r.Stderr, code: r.Code, elapsed: r.Elapsed, ended: r.Ended}, err
 }
 
 // run runs simlock to completion from the test goroutine.
