@@ -87,7 +87,8 @@ func buildDrivers(ctx context.Context, cfg *config.Config, home string, getenv f
 		}
 		return filepath.Join(home, "devices", string(p))
 	}
-	iosOpts := ios.Options{Root: root(contract.PlatformIOS), Instance: instance, LookPath: lookPath, Logger: log.With("driver", "ios")}
+	iosOpts := ios.Options{Root: root(contract.PlatformIOS), Instance: instance, LookPath: lookPath, Logger: log.With("driver", "ios"),
+		Slim: ios.SlimOptions{Categories: cfg.List("ios.slim.categories"), BootTimeout: time.Duration(cfg.Int("ios.slim.bootTimeoutMs")) * time.Millisecond}}
 	androidOpts := android.Options{
 		Root: root(contract.PlatformAndroid), Instance: instance, SDKRoot: android.SDKRootFrom(getenv),
 		AdbPort: int(cfg.Int("drivers.android.adbServerPort")), Home: home, Logger: log.With("driver", "android"),

@@ -93,6 +93,8 @@ var keys = []keySpec{
 		doc: "resource: RAM one iOS device is assumed to use"},
 	{key: "capacity.config.ramBudget.androidBytesPerDevice", kind: kindInt, def: int64(4 << 30), min: 1,
 		doc: "resource: RAM one Android device is assumed to use"},
+	{key: "capacity.config.ramBudget.iosSlimBytesPerDevice", kind: kindInt, min: 1,
+		doc: "resource: RAM one slim iOS device is assumed to use (default: capacity.config.ramBudget.iosBytesPerDevice)"},
 	{key: "lease.defaultTtlMs", kind: kindInt, def: int64(15 * 60 * 1000), min: 1,
 		doc: "lease lifetime between renewals when a request names none"},
 	{key: "lease.maxTtlMs", kind: kindInt, def: int64(4 * 60 * 60 * 1000), min: 1,
@@ -126,7 +128,7 @@ var keys = []keySpec{
 	{key: "warmPool.rewarmReleased", kind: kindBool, def: true,
 		doc: "boot a device its clean left shut down again while it was used less than idle.shutdownAfterMs ago, in a free running slot no request waits for; a request that needs the slot takes it at once"},
 	{key: "warmPool.targets", kind: kindTargets, def: []WarmTarget{},
-		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"count"}`},
+		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"mode"?,"count"}`},
 	{key: "warmPool.quarantine.maxRetries", kind: kindInt, def: int64(3), min: 1,
 		doc: "cleans retried on a quarantined device before it is deleted"},
 	{key: "warmPool.quarantine.retryBackoffMs", kind: kindInt, def: int64(30000), min: 1,
@@ -188,6 +190,12 @@ var keys = []keySpec{
 		doc: "absolute directory of the emulators (AVDs) simlock owns (default: $SIMLOCK_HOME/devices/android)"},
 	{key: "drivers.android.adbServerPort", kind: kindInt, def: int64(5038), min: 1024,
 		doc: "port of simlock's own adb server (never 5037, the default server's)"},
+	{key: "ios.defaultMode", kind: kindEnum, def: "full", allowed: []string{"full", "slim"},
+		doc: "the mode of an iOS lease that names none: full, or slim (background services of ios.slim.categories disabled; iOS 18.5 and later, else served full)"},
+	{key: "ios.slim.categories", kind: kindList, def: contract.SlimCategories(), allowed: contract.SlimCategories(),
+		doc: "the groups of background services a slim iOS device runs without (default: all of them)"},
+	{key: "ios.slim.bootTimeoutMs", kind: kindInt, def: int64(10 * 60 * 1000), min: 1000, max: math.MaxInt32,
+		doc: "longest the boot after a slim pass may take before the device is given up as a boot timeout"},
 	{key: "android.emulator.headless", kind: kindBool, def: true,
 		doc: "run emulators without a window (-no-window); a change makes each device capture a new clean snapshot"},
 	{key: "android.emulator.gpu", kind: kindEnum, def: "auto", allowed: contract.EmulatorGPUModes(),
@@ -437,6 +445,12 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			var t WarmTarget
 			for k, val := range m {
 				switch k {
+				case "mode":
+					sv, _ := val.(string)
+					if sv != "full" && sv != "slim" {
+						return nil, bad("target %d: mode must be slim or full, got %s", i, describe(val))
+					}
+					t.Mode = sv
 				case "platform", "model", "osVersion":
 					sv, ok := val.(string)
 					if !ok || sv == "" || len(sv) > 256 {
@@ -458,7 +472,7 @@ func (k keySpec) fromJSON(v any) (any, error) {
 					}
 					t.Count = int(c)
 				default:
-					return nil, bad("target %d: unknown field %q (fields: platform, model, osVersion, count)", i, k)
+					return nil, bad("target %d: unknown field %q (fields: platform, model, osVersion, mode, count)", i, k)
 				}
 			}
 			if t.Platform != "ios" && t.Platform != "android" {
@@ -466,6 +480,9 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			}
 			if t.Model == "" || t.Count == 0 {
 				return nil, bad("target %d: model and count are required", i)
+			}
+			if t.Mode == "slim" && t.Platform != "ios" {
+				return nil, bad("target %d: mode slim is for ios only", i)
 			}
 			out = append(out, t)
 		}
@@ -565,7 +582,9 @@ type WarmTarget struct {
 	Platform  string `json:"platform"`
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion,omitempty"`
-	Count     int    `json:"count"`
+	// Mode is slim or full; "" is ios.defaultMode.
+	Mode  string `json:"mode,omitempty"`
+	Count int    `json:"count"`
 }
 
 // Targets is the warm pool's target list.

@@ -29,6 +29,10 @@ func (d Device) AppendJSON(b []byte) []byte {
 		b = append(b, `,"imageTag":`...)
 		b = appendJSONString(b, d.Spec.ImageTag)
 	}
+	if d.Spec.Mode != "" {
+		b = append(b, `,"mode":`...)
+		b = appendJSONString(b, string(d.Spec.Mode))
+	}
 	b = append(b, `},"state":`...)
 	b = appendJSONString(b, string(d.State))
 	if d.Address != "" {
@@ -46,6 +50,9 @@ func (d Device) AppendJSON(b []byte) []byte {
 	if d.LastUsedAt != 0 {
 		b = append(b, `,"lastUsedAt":`...)
 		b = strconv.AppendInt(b, d.LastUsedAt, 10)
+	}
+	if d.Slimmed {
+		b = append(b, `,"slimmed":true`...)
 	}
 	if d.TransitionAgeMs != 0 {
 		b = append(b, `,"transitionAgeMs":`...)

@@ -198,6 +198,10 @@ type LeaseRequestInput struct {
 	// google_apis_playstore, …): 1 to MaxImageTagLen of [A-Za-z0-9_-].
 	// "" takes any installed image. Android only.
 	ImageTag string `json:"imageTag,omitempty"`
+	// Mode is slim or full; "" takes the daemon's ios.defaultMode. Full is
+	// a guarantee; slim is best effort (iOS 18.5 and later), and the
+	// grant's device.mode says which was served. Android is always full.
+	Mode DeviceMode `json:"mode,omitempty"`
 	// TTLMs is the lease's lifetime between renewals; 0 means the default.
 	TTLMs int64 `json:"ttlMs,omitempty"`
 	// TimeoutMs bounds the wait in the queue; 0 means wait until cancelled.
@@ -248,6 +252,9 @@ func (in *LeaseRequestInput) Validate() error {
 		return err
 	}
 	if err := CheckImageTag(in.Platform, in.ImageTag); err != nil {
+		return err
+	}
+	if err := CheckDeviceMode(in.Mode); err != nil {
 		return err
 	}
 	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {

@@ -75,13 +75,48 @@ const (
 	DeviceDeleted      DeviceState = "deleted"
 )
 
-// DeviceSpec is what a device is: platform, model and OS version, and on
-// Android the system image's tag (google_apis, google_apis_playstore, …).
+// DeviceSpec is what a device is: platform, model and OS version, on
+// Android the system image's tag (google_apis, google_apis_playstore, …),
+// and on iOS whether it is made to run slim.
 type DeviceSpec struct {
 	Platform  Platform `json:"platform"`
 	Model     string   `json:"model"`
 	OSVersion string   `json:"osVersion"`
 	ImageTag  string   `json:"imageTag,omitempty"`
+	// Mode is DeviceModeSlim for a device made to run with background
+	// services disabled; "" is a full device. Only a slim request is
+	// served by a slim device, and a full one (or one with no mode, when
+	// the default is full) only by a full device.
+	Mode DeviceMode `json:"mode,omitempty"`
+}
+
+// DeviceMode is how much of the platform a device runs: full, or slim (iOS
+// only: the background services of ios.slim.categories disabled, so it
+// boots faster and takes less memory).
+type DeviceMode string
+
+// The device modes. Full is a guarantee; slim is best effort: a device
+// whose runtime cannot be slimmed, or whose slim pass failed, is served
+// full, and the grant says so.
+const (
+	DeviceModeFull DeviceMode = "full"
+	DeviceModeSlim DeviceMode = "slim"
+)
+
+// SlimCategories names the groups of iOS background services a slim device
+// can run without (ios.slim.categories), in the order they are listed.
+func SlimCategories() []string {
+	return []string{"widgets", "siri", "search", "icloud", "store", "pim", "web", "family", "health", "photos",
+		"apps", "messaging", "connectivity", "telemetry", "other"}
+}
+
+// CheckDeviceMode checks a request's mode ("" is the daemon's default).
+func CheckDeviceMode(m DeviceMode) error {
+	switch m {
+	case "", DeviceModeFull, DeviceModeSlim:
+		return nil
+	}
+	return BadRequest("mode", "must be slim or full, got %q", clip(string(m)))
 }
 
 // Device is a device record as callers see it.
@@ -96,6 +131,9 @@ type Device struct {
 	CreatedAt      int64       `json:"createdAt"`
 	StateSince     int64       `json:"stateSince"`
 	LastUsedAt     int64       `json:"lastUsedAt,omitempty"`
+	// Slimmed is set while a slim device's slim pass is in effect: from
+	// the boot that applied it until a clean erases it.
+	Slimmed bool `json:"slimmed,omitempty"`
 	// TransitionAgeMs is how long a provisioning or reclaiming device has
 	// been so, and Stalled whether that is past the stall threshold
 	// (stalledTransition.*). Status sets them; other views leave them out.
@@ -131,7 +169,10 @@ type GrantDevice struct {
 	DriverDeviceID string     `json:"driverDeviceId"`
 	Spec           DeviceSpec `json:"spec"`
 	Address        string     `json:"address,omitempty"`
-	Mode           string     `json:"mode"`
+	// Mode is how the device runs now: slim only when its slim pass is in
+	// effect, full otherwise (a slim request on a runtime that cannot be
+	// slimmed, or whose pass failed, is served full).
+	Mode DeviceMode `json:"mode"`
 	// WorkerID names the worker the device is on, in a gateway's grant.
 	WorkerID string `json:"workerId,omitempty"`
 }
@@ -503,6 +544,8 @@ type RequestSpec struct {
 	OSVersion string      `json:"osVersion,omitempty"`
 	// ImageTag is the Android system image tag asked for; "" takes any.
 	ImageTag string `json:"imageTag,omitempty"`
+	// Mode is the mode asked for; "" takes the daemon's ios.defaultMode.
+	Mode DeviceMode `json:"mode,omitempty"`
 }
 
 // WaitPolicy is how long a request may wait and how long its lease lives.
@@ -710,6 +753,13 @@ type Catalog struct {
 	// Images lists the installed system images (Android), each a runtime
 	// with its tag and ABI, newest runtime first.
 	Images []CatalogImage `json:"images,omitempty"`
+	// SlimRuntimes lists the installed runtimes a device can be slimmed on
+	// (iOS 18.5 and later); a slim request for any other runtime is served
+	// full.
+	SlimRuntimes []string `json:"slimRuntimes,omitempty"`
+	// DefaultMode is the mode a request that names none gets (iOS:
+	// ios.defaultMode; full elsewhere).
+	DefaultMode DeviceMode `json:"defaultMode,omitempty"`
 	// ModelWorkers and RuntimeWorkers say, on a gateway, which workers
 	// have each model and runtime.
 	ModelWorkers   map[string][]string `json:"modelWorkers,omitempty"`
@@ -722,6 +772,19 @@ type CatalogImage struct {
 	Runtime string `json:"runtime"`
 	Tag     string `json:"tag"`
 	ABI     string `json:"abi"`
+}
+
+// ModeOn is the mode a device for a request asking want (after the
+// default) has on runtime: slim only when slim is asked and the runtime can
+// be slimmed. It is "" (full) or DeviceModeSlim, as DeviceSpec.Mode is.
+func (c Catalog) ModeOn(want DeviceMode, runtime string) DeviceMode {
+	if want == "" {
+		want = c.DefaultMode
+	}
+	if want == DeviceModeSlim && slices.Contains(c.SlimRuntimes, runtime) {
+		return DeviceModeSlim
+	}
+	return ""
 }
 
 // HasImage reports whether an image of tag is installed for runtime.

@@ -17,11 +17,24 @@ type Want struct {
 	OSVersion string
 	// ImageTag is the Android system image tag asked for; "" takes any.
 	ImageTag string
+	// Mode is the mode asked for; "" takes the catalog's default.
+	Mode contract.DeviceMode
+}
+
+// ModeIn is the mode w asks of cat's platform, its default applied.
+func (w Want) ModeIn(cat driver.Catalog) contract.DeviceMode {
+	if w.Mode != "" {
+		return w.Mode
+	}
+	if cat.DefaultMode != "" {
+		return cat.DefaultMode
+	}
+	return contract.DeviceModeFull
 }
 
 // WantOf settles a request spec: no model and no class means a phone.
 func WantOf(s contract.RequestSpec, cat driver.Catalog) Want {
-	w := Want{Platform: s.Platform, Class: s.Class, OSVersion: s.OSVersion, ImageTag: s.ImageTag}
+	w := Want{Platform: s.Platform, Class: s.Class, OSVersion: s.OSVersion, ImageTag: s.ImageTag, Mode: s.Mode}
 	if s.Model != "" {
 		w.Model = canonicalModel(s.Model, cat)
 		w.Class = ""
@@ -64,6 +77,12 @@ func Fits(d contract.DeviceSpec, w Want, cat driver.Catalog) bool {
 		return false
 	}
 	if w.ImageTag != "" && d.ImageTag != w.ImageTag {
+		return false
+	}
+	// Full is a guarantee and slim best effort: a device serves the mode
+	// a new device for w on its runtime would have, so a slim request on
+	// a runtime that cannot slim takes a full device there.
+	if d.Mode != cat.ModeOn(w.Mode, d.OSVersion) {
 		return false
 	}
 	return VersionFits(d.OSVersion, w.OSVersion)

@@ -113,6 +113,10 @@ type Request struct {
 	// ImageTag is the system image tag asked for (Android); "" takes the
 	// driver's choice.
 	ImageTag string
+	// Mode is the mode asked for, the daemon's default applied: a driver
+	// that can slim the resolved runtime returns a spec of mode slim,
+	// every other answer a full one ("").
+	Mode contract.DeviceMode
 }
 
 // Device is a device as the driver knows it. Data is the driver's own and is
@@ -121,6 +125,34 @@ type Device struct {
 	ID      string          `json:"id"`
 	Address string          `json:"address,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
+	// Slim is set by MakeReady and Recover on a device made slim (a spec
+	// of mode slim): what the boot did about its slim pass. Nil on a full
+	// device, and on every other call.
+	Slim *SlimOutcome `json:"-"`
+}
+
+// SlimOutcome is what a boot of a slim device did about its slim pass.
+// A failed pass never fails the boot: the device runs full, and Err says
+// why.
+type SlimOutcome struct {
+	// Slimmed is whether the device runs slim now.
+	Slimmed bool
+	// Applied is set when this boot ran the pass (it disabled the
+	// services and booted again); a device already slimmed to the current
+	// signature only boots.
+	Applied bool
+	// Categories and Labels are what the pass disables; Signature names
+	// that set, so a device slimmed to it is not slimmed again.
+	Categories []string
+	Labels     int
+	Signature  string
+	// UnknownLabels are services the runtime refused to disable (it does
+	// not have them).
+	UnknownLabels []string
+	// Duration is how long the pass and its second boot took.
+	Duration time.Duration
+	// Err is why the pass failed, when it did.
+	Err error
 }
 
 // ReclaimResult says where a reclaim left the device.

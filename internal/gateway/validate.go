@@ -320,10 +320,16 @@ func checkGrant(g contract.LeaseGrant) error {
 	}
 	d := g.Device
 	for _, t := range []struct{ what, s string }{{".id", d.ID}, {".driverDeviceId", d.DriverDeviceID},
-		{".spec.model", d.Spec.Model}, {".spec.osVersion", d.Spec.OSVersion}, {".spec.imageTag", d.Spec.ImageTag}, {".address", d.Address}, {".mode", d.Mode}} {
+		{".spec.model", d.Spec.Model}, {".spec.osVersion", d.Spec.OSVersion}, {".spec.imageTag", d.Spec.ImageTag}, {".address", d.Address}} {
 		if err := checkText("grant.device"+t.what, t.s, t.what == ".id"); err != nil {
 			return err
 		}
+	}
+	if err := contract.CheckDeviceMode(d.Mode); err != nil {
+		return bad("grant.device.mode", "%v", err)
+	}
+	if d.Spec.Mode != "" && d.Spec.Mode != contract.DeviceModeSlim {
+		return bad("grant.device.spec.mode", "is %q: a device spec's mode is slim or none", clip(string(d.Spec.Mode)))
 	}
 	if len(g.Environment) > maxEnvironment {
 		return bad("grant.environment", "has %d variables", len(g.Environment))

@@ -88,7 +88,7 @@ func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestI
 // resolveRequest turns a request into a need, a download to make first, or
 // the error that settles it.
 func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInput) queue.Resolution {
-	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag}
+	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag, Mode: in.Mode}
 	drv, cerr := e.driverFor(in.Platform)
 	if cerr != nil {
 		return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
@@ -173,7 +173,7 @@ func (e *Engine) download(w *queue.Waiter, drv driver.Driver, component string) 
 		cerr = contract.AsError(err)
 	} else {
 		// The new runtime shows in a fresh catalog.
-		cat, lerr := drv.ListCatalog(e.ctx)
+		cat, lerr := e.listCatalog(e.ctx, drv)
 		e.view(func() {
 			if lerr == nil {
 				e.catalogs[p] = cat
@@ -212,7 +212,7 @@ func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, ca
 		// The class has models but none pairs with a fitting installed
 		// runtime: let the driver say exactly what is missing for the
 		// first choice (and whether a download would help).
-		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: all[0], OSVersion: w.OSVersion, ImageTag: w.ImageTag})
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: all[0], OSVersion: w.OSVersion, ImageTag: w.ImageTag, Mode: w.ModeIn(cat)})
 		if err != nil {
 			return contract.DeviceSpec{}, e.errorf(err)
 		}
@@ -235,7 +235,7 @@ func (e *Engine) resolve(ctx context.Context, drv driver.Driver, w core.Want, ca
 				continue
 			}
 		}
-		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: version, ImageTag: w.ImageTag})
+		spec, err := drv.ResolveSpec(ctx, driver.Request{Platform: w.Platform, Model: m, OSVersion: version, ImageTag: w.ImageTag, Mode: w.ModeIn(cat)})
 		if err == nil {
 			return spec, nil
 		}

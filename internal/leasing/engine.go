@@ -123,6 +123,9 @@ type Options struct {
 	// each (lease.identity.<platform> fresh): a lease end deletes the
 	// device instead of wiping it, so no two leases see one identity.
 	FreshIdentity map[contract.Platform]bool
+	// DefaultMode is the mode a request naming none gets, per platform
+	// (ios.defaultMode); full where unset.
+	DefaultMode map[contract.Platform]contract.DeviceMode
 	// Fatal is told, once, that a commit failed: the engine decides
 	// nothing more, and its owner should stop (the next start converges
 	// from the database). It is called in a goroutine of its own.
@@ -306,7 +309,7 @@ func (e *Engine) sealLocked(tx *queue.Txn) {
 // mid-creation are removed and devices left mid-clean are cleaned again.
 func (e *Engine) Start(ctx context.Context) error {
 	for p, d := range e.opts.Drivers {
-		cat, err := d.ListCatalog(ctx)
+		cat, err := e.listCatalog(ctx, d)
 		if err != nil {
 			e.log.Warn("catalog unreadable", "platform", p, "err", err)
 			continue
@@ -478,3 +481,18 @@ func marshal(v any) json.RawMessage {
 func (e *Engine) errorf(err error) *contract.Error { return driver.ContractError(err) }
 
 var errStopping = errors.New("engine stopping")
+
+// listCatalog reads drv's catalog with the engine's default mode in it, so
+// that whoever matches a request against it (the engine, a gateway
+// routing to this worker) applies the same default.
+func (e *Engine) listCatalog(ctx context.Context, drv driver.Driver) (driver.Catalog, error) {
+	cat, err := drv.ListCatalog(ctx)
+	if err != nil {
+		return cat, err
+	}
+	cat.DefaultMode = e.opts.DefaultMode[drv.Platform()]
+	if cat.DefaultMode == "" {
+		cat.DefaultMode = contract.DeviceModeFull
+	}
+	return cat, nil
+}

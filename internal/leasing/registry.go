@@ -67,7 +67,7 @@ func (d *dev) viewJSON() []byte {
 }
 
 func (d *dev) spec() contract.DeviceSpec {
-	return contract.DeviceSpec{Platform: d.Platform, Model: d.Model, OSVersion: d.OSVersion, ImageTag: d.ImageTag}
+	return contract.DeviceSpec{Platform: d.Platform, Model: d.Model, OSVersion: d.OSVersion, ImageTag: d.ImageTag, Mode: d.Mode}
 }
 
 func (d *dev) driverDevice() driver.Device {
@@ -110,7 +110,10 @@ type registry struct {
 	victims map[victimKey]*useOrder
 }
 
-type fitKey struct{ model, osVersion, imageTag string }
+type fitKey struct {
+	model, osVersion, imageTag string
+	mode                       contract.DeviceMode
+}
 
 type fitBucket struct {
 	spec       contract.DeviceSpec
@@ -212,7 +215,7 @@ func (r *registry) index(d *dev, n int) {
 		} else {
 			set.remove(d, key)
 			if b := r.bucket(d, false); b != nil && b.empty() {
-				delete(r.fits[d.Platform.Index()], fitKey{d.Model, d.OSVersion, d.ImageTag})
+				delete(r.fits[d.Platform.Index()], fitKey{d.Model, d.OSVersion, d.ImageTag, d.Mode})
 			}
 		}
 	}
@@ -240,7 +243,7 @@ func (r *registry) bucket(d *dev, create bool) *fitBucket {
 	if i < 0 {
 		return &fitBucket{} // an unknown platform is indexed nowhere
 	}
-	k := fitKey{d.Model, d.OSVersion, d.ImageTag}
+	k := fitKey{d.Model, d.OSVersion, d.ImageTag, d.Mode}
 	b := r.fits[i][k]
 	if b == nil && create {
 		b = &fitBucket{spec: d.spec()}

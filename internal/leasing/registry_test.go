@@ -120,7 +120,7 @@ func checkRegistry(r *registry) error {
 	want := map[*useOrder]map[*dev]bool{}
 	for _, d := range r.byID {
 		var in []*useOrder
-		b := r.fits[d.Platform.Index()][fitKey{d.Model, d.OSVersion, d.ImageTag}]
+		b := r.fits[d.Platform.Index()][fitKey{d.Model, d.OSVersion, d.ImageTag, d.Mode}]
 		switch {
 		case d.State == contract.DeviceReady && d.idle():
 			in = append(in, &b.ready)

@@ -245,7 +245,7 @@ func (e *Engine) Catalog(ctx context.Context, only contract.Platform) ([]driver.
 		if !ok {
 			continue
 		}
-		cat, err := d.ListCatalog(ctx)
+		cat, err := e.listCatalog(ctx, d)
 		if err != nil {
 			return nil, driver.ContractError(err)
 		}

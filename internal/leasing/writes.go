@@ -127,7 +127,7 @@ func (e *Engine) setState(tx *queue.Txn, d *dev, to contract.DeviceState) {
 func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *dev {
 	t := now()
 	d := e.reg.add(store.Device{
-		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag,
+		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag, Mode: spec.Mode,
 		Driver: e.opts.Drivers[spec.Platform].Name(), State: contract.DeviceProvisioning,
 		CreatedAt: t, StateSince: t, LastUsedAt: t,
 	})

@@ -117,7 +117,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 		return nil, err
 	}
 	spec := contract.RequestSpec{Platform: a.Input.Platform, Model: a.Input.Model, Class: a.Input.Class, OSVersion: a.Input.OSVersion,
-		ImageTag: a.Input.ImageTag}
+		ImageTag: a.Input.ImageTag, Mode: a.Input.Mode}
 	key := a.Input.IdempotencyKey
 
 	// What needs no resolving is answered before resolving, and checked
@@ -518,7 +518,7 @@ func (q *Queue) RetryInput(ctx context.Context, c Caller, id string) (Caller, co
 			"lease request %s is %s; only a failed request can be retried", id, rec.State).With("requestId", id).With("state", rec.State)
 	}
 	in := contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
-		ImageTag: rec.Spec.ImageTag, LeaseID: rec.ChosenLeaseID,
+		ImageTag: rec.Spec.ImageTag, Mode: rec.Spec.Mode, LeaseID: rec.ChosenLeaseID,
 		TTLMs: rec.Policy.TTLMs, TimeoutMs: rec.Policy.TimeoutMs, NoWait: rec.Policy.NoWait, AllowDownload: rec.Policy.AllowDownload,
 		RequesterID: rec.RequesterID}
 	return Caller{Principal: rec.OwnerID, Admin: true}, in, nil

@@ -46,7 +46,11 @@ type Device struct {
 	OSVersion string
 	// ImageTag is the Android system image's tag the device was made
 	// from; "" where the platform has none.
-	ImageTag       string
+	ImageTag string
+	// Mode is slim for a device made slim (DeviceSpec.Mode), "" for a
+	// full one; Slimmed whether its slim pass is in effect now.
+	Mode           contract.DeviceMode
+	Slimmed        bool
 	Driver         string
 	DriverDeviceID string
 	Address        string

@@ -410,6 +410,9 @@ func (c catalog) contractCatalog() driver.Catalog {
 	for _, rt := range c.runtimes {
 		if !slices.Contains(out.Runtimes, rt.version) {
 			out.Runtimes = append(out.Runtimes, rt.version)
+			if slimmable(rt.v) {
+				out.SlimRuntimes = append(out.SlimRuntimes, rt.version)
+			}
 		}
 	}
 	if len(out.Runtimes) > 0 {
@@ -491,5 +494,9 @@ func (d *Driver) ResolveSpec(ctx context.Context, req driver.Request) (contract.
 	if err != nil {
 		return contract.DeviceSpec{}, err
 	}
-	return contract.DeviceSpec{Platform: contract.PlatformIOS, Model: t.name, OSVersion: rt.version}, nil
+	spec := contract.DeviceSpec{Platform: contract.PlatformIOS, Model: t.name, OSVersion: rt.version}
+	if req.Mode == contract.DeviceModeSlim && slimmable(rt.v) {
+		spec.Mode = contract.DeviceModeSlim
+	}
+	return spec, nil
 }

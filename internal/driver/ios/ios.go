@@ -94,6 +94,8 @@ type Options struct {
 	// /Library/Developer/CoreSimulator, where CoreSimulator keeps runtime
 	// images, when it exists, else the user's home directory.
 	ComponentDir string
+	// Slim configures the slim pass of devices made slim.
+	Slim SlimOptions
 }
 
 // withDefaults fills in the nil fields, so New and Prerequisites agree.
@@ -125,6 +127,7 @@ type Driver struct {
 	log        *slog.Logger
 	// componentDir is Options.ComponentDir with its default applied.
 	componentDir string
+	slimOpts     SlimOptions
 }
 
 // New finds xcrun and xcodebuild, claims the root, checks that Xcode (not
@@ -166,6 +169,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		xcodebuild:   xcodebuild,
 		log:          opts.Logger,
 		componentDir: componentDirOr(opts.ComponentDir),
+		slimOpts:     opts.Slim.withDefaults(),
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
@@ -49,6 +50,12 @@ type deviceData struct {
 	DeviceTypeID string `json:"deviceTypeId"`
 	RuntimeID    string `json:"runtimeId"`
 	MarkToken    string `json:"markToken,omitempty"`
+	// Mode is slim for a device made slim (its spec's mode); its boots
+	// for a lease run the slim pass. SlimSignature is the signature its
+	// last boot found it slimmed to, for a person reading the registry;
+	// the device's own slim mark is what counts.
+	Mode          contract.DeviceMode `json:"mode,omitempty"`
+	SlimSignature string              `json:"slimSignature,omitempty"`
 }
 
 // newName names a simulator simlock-<uuid>. The name is cosmetic: it tells
@@ -99,7 +106,11 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 		}
 		return driver.Device{}, err
 	}
-	data, err := json.Marshal(deviceData{UDID: udid, Name: name, DeviceTypeID: t.id, RuntimeID: rt.id, MarkToken: token})
+	dd := deviceData{UDID: udid, Name: name, DeviceTypeID: t.id, RuntimeID: rt.id, MarkToken: token}
+	if spec.Mode == contract.DeviceModeSlim && slimmable(rt.v) {
+		dd.Mode = contract.DeviceModeSlim
+	}
+	data, err := json.Marshal(dd)
 	if err != nil {
 		return driver.Device{}, crash(op, "%w", err)
 	}
@@ -113,17 +124,68 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 // A boot writes no mark, so an erase done outside simlock stays visible
 // after it; only a device made before marks is brought under them here
 // (adoptToken), its token returned in the driver data.
+//
+// A device made slim then gets its slim pass (slim.go), unless its slim
+// mark says it is slimmed to the current signature already; the outcome is
+// in the returned Device's Slim. A failed pass leaves the device running
+// full and fails nothing; only the second boot's own failure is returned.
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	return d.bootDevice(ctx, dev, true)
+}
+
+// Recover boots a simulator that stopped under a lease. A simulator's boot
+// never erases it (only Reclaim does), so what its holder did is still
+// there, its slim pass included; Recover never runs the pass, it only says
+// whether the device is still slimmed.
+func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	return d.bootDevice(ctx, dev, false)
+}
+
+// bootDevice is MakeReady (prepare set: a slim device gets its pass) and
+// Recover.
+func (d *Driver) bootDevice(ctx context.Context, dev driver.Device, prepare bool) (driver.Device, error) {
 	const op = string(driver.OpBoot)
 	udid, err := udidOf(op, dev)
 	if err != nil {
 		return driver.Device{}, err
 	}
 	dev = d.adoptToken(ctx, op, udid, dev)
-	if _, err := d.simctl(ctx, op, commandTimeout, alreadyBooted, "boot", udid); err != nil {
+	if err := d.boot(ctx, op, udid, bootstatusTimeout); err != nil {
 		return driver.Device{}, err
 	}
-	_, err = d.simctl(ctx, op, bootstatusTimeout, nil, "bootstatus", udid, "-b")
+	dev.Address = udid
+	var data deviceData
+	if json.Unmarshal(dev.Data, &data) != nil || data.Mode != contract.DeviceModeSlim {
+		return dev, nil
+	}
+	var out *driver.SlimOutcome
+	if prepare {
+		if out, err = d.slim(ctx, op, udid, data); err != nil {
+			return driver.Device{}, err
+		}
+	} else {
+		sig := d.slimOpts.signature(data.RuntimeID)
+		out = &driver.SlimOutcome{Slimmed: d.slimmedTo(udid) == sig, Categories: d.slimOpts.Categories, Signature: sig}
+	}
+	data.SlimSignature = ""
+	if out.Slimmed {
+		data.SlimSignature = out.Signature
+	}
+	if b, err := json.Marshal(data); err == nil {
+		dev.Data = b
+	}
+	dev.Slim = out
+	return dev, nil
+}
+
+// boot boots the simulator and waits up to timeout for it to finish. A
+// boot not done in time is shut down, best effort, so it holds no memory,
+// and is a *driver.BootTimeoutError.
+func (d *Driver) boot(ctx context.Context, op, udid string, timeout time.Duration) error {
+	if _, err := d.simctl(ctx, op, commandTimeout, alreadyBooted, "boot", udid); err != nil {
+		return err
+	}
+	_, err := d.simctl(ctx, op, timeout, nil, "bootstatus", udid, "-b")
 	// Only bootstatus's own timeout is a slow boot; the caller's context
 	// ending is the caller's doing and stays a crash.
 	if callErr := (*CallError)(nil); errors.As(err, &callErr) && callErr.TimedOut() && ctx.Err() == nil {
@@ -133,19 +195,9 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		if serr := d.shutdown(sctx, op, udid); serr != nil {
 			d.log.WarnContext(ctx, "shut down after a boot timeout", "udid", udid, "err", serr)
 		}
-		return driver.Device{}, &driver.BootTimeoutError{DeviceID: udid, After: bootstatusTimeout.String()}
+		return &driver.BootTimeoutError{DeviceID: udid, After: timeout.String()}
 	}
-	if err != nil {
-		return driver.Device{}, err
-	}
-	dev.Address = udid
-	return dev, nil
-}
-
-// Recover boots a simulator that stopped under a lease. A simulator's boot
-// never erases it (only Reclaim does), so this is MakeReady.
-func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
-	return d.MakeReady(ctx, dev)
+	return err
 }
 
 // guard refuses to act on udid unless the root is still ours and lists it.

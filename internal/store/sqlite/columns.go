@@ -20,12 +20,12 @@ import (
 // deviceValues gives them.
 var deviceColumns = []string{"platform", "model", "os_version", "driver", "driver_device_id", "address",
 	"driver_data", "state", "created_at", "state_since", "last_used_at", "deferred_reclaim",
-	"quarantine_attempts", "quarantine_next_retry", "image_tag"}
+	"quarantine_attempts", "quarantine_next_retry", "image_tag", "mode", "slimmed"}
 
 func deviceValues(d store.Device) []any {
 	return []any{string(d.Platform), d.Model, d.OSVersion, d.Driver, d.DriverDeviceID, d.Address,
 		nullJSON(d.DriverData), string(d.State), d.CreatedAt, d.StateSince, d.LastUsedAt, d.DeferredReclaim,
-		d.QuarantineAttempts, d.QuarantineNextRetry, d.ImageTag}
+		d.QuarantineAttempts, d.QuarantineNextRetry, d.ImageTag, string(d.Mode), d.Slimmed}
 }
 
 // leaseColumns are the leases table's columns after id.

@@ -19,7 +19,7 @@ const defaultLimit = 1000
 const (
 	loadDevices = `SELECT id, platform, model, os_version, driver,
 	driver_device_id, address, driver_data, state, created_at, state_since, last_used_at,
-	deferred_reclaim, quarantine_attempts, quarantine_next_retry, image_tag
+	deferred_reclaim, quarantine_attempts, quarantine_next_retry, image_tag, mode, slimmed
 FROM devices WHERE state <> ? ORDER BY created_at, id`
 	loadLeases = `SELECT id, device_id, request_id, requester_id, owner_id,
 	granted_at, ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason,
@@ -87,7 +87,7 @@ func (db *DB) loadDevices(ctx context.Context, tx *sql.Tx) ([]store.Device, erro
 		var data sql.NullString
 		if err := rows.Scan(&d.ID, &d.Platform, &d.Model, &d.OSVersion, &d.Driver,
 			&d.DriverDeviceID, &d.Address, &data, &d.State, &d.CreatedAt, &d.StateSince,
-			&d.LastUsedAt, &d.DeferredReclaim, &d.QuarantineAttempts, &d.QuarantineNextRetry, &d.ImageTag); err != nil {
+			&d.LastUsedAt, &d.DeferredReclaim, &d.QuarantineAttempts, &d.QuarantineNextRetry, &d.ImageTag, &d.Mode, &d.Slimmed); err != nil {
 			return nil, err
 		}
 		if data.Valid {

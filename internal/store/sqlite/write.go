@@ -22,8 +22,8 @@ const terminalStates = "('granted', 'failed', 'cancelled')"
 const (
 	upsertDevice = `INSERT INTO devices (id, platform, model, os_version, driver, driver_device_id,
 	address, driver_data, state, created_at, state_since, last_used_at,
-	deferred_reclaim, quarantine_attempts, quarantine_next_retry, image_tag)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	deferred_reclaim, quarantine_attempts, quarantine_next_retry, image_tag, mode, slimmed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
 	platform = excluded.platform, model = excluded.model, os_version = excluded.os_version,
 	driver = excluded.driver, driver_device_id = excluded.driver_device_id,
@@ -31,7 +31,7 @@ ON CONFLICT (id) DO UPDATE SET
 	created_at = excluded.created_at, state_since = excluded.state_since,
 	last_used_at = excluded.last_used_at, deferred_reclaim = excluded.deferred_reclaim,
 	quarantine_attempts = excluded.quarantine_attempts, quarantine_next_retry = excluded.quarantine_next_retry,
-	image_tag = excluded.image_tag`
+	image_tag = excluded.image_tag, mode = excluded.mode, slimmed = excluded.slimmed`
 
 	upsertLease = `INSERT INTO leases (id, device_id, request_id, requester_id, owner_id, granted_at,
 	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen)

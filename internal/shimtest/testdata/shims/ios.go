@@ -18,6 +18,7 @@ package main
 //	simctl [--set DIR] shutdown UDID|all            149 when already shut down
 //	simctl [--set DIR] erase UDID|all               the device must be shut down
 //	simctl [--set DIR] delete UDID|all|unavailable  the device must be shut down
+//	simctl [--set DIR] spawn UDID /bin/sh -c SCRIPT  a booted device; see iosSpawn
 //	simctl [--set DIR] runtime list [-j]            the installed runtime disk images
 //	simctl [--set DIR] runtime delete IMAGE         the set makes no difference
 //	simctl …anything else…                          prints its arguments, exits 0
@@ -328,6 +329,8 @@ func iosXcrun(args []string) int {
 		return iosDelete(set, rest)
 	case "runtime":
 		return iosRuntimeCmd(rest)
+	case "spawn":
+		return iosSpawn(set, rest)
 	}
 	// Everything else stands for the many read-only or app-level
 	// subcommands a passthrough may run: echo, so tests see what arrived.
@@ -853,4 +856,60 @@ func iosNewer(a, b string) bool {
 		}
 	}
 	return false
+}
+
+// iosMissingLabels are services no shim runtime has: launchctl refuses to
+// disable them, as a real runtime refuses a label it lacks.
+var iosMissingLabels = []string{"com.apple.siriinferenced"}
+
+// iosSpawn stands for `simctl spawn UDID /bin/sh -c SCRIPT` running the
+// slim pass's script inside the simulator: the device must be booted, and
+// the labels of the script's `for l in A B C; do launchctl disable …` loop
+// are added to DIR/UDID/data/launchd-disabled.txt, which an erase empties
+// as it does the real overrides. A missing label prints the script's
+// failure line. Any other spawned program is echoed.
+func iosSpawn(set string, args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "Usage: simctl spawn <device> <path to executable> [<argv 1> <argv 2> ... <argv n>]")
+		return 64
+	}
+	udid := args[0]
+	devs := iosDevices(set)
+	i := iosFind(devs, udid)
+	if i < 0 {
+		return iosInvalidDevice(udid)
+	}
+	if devs[i].State != "Booted" {
+		return iosFail(iosExitState, 405, "Unable to lookup in current state: "+devs[i].State)
+	}
+	prog := args[1:]
+	if len(prog) != 3 || prog[0] != "/bin/sh" || prog[1] != "-c" {
+		fmt.Println(strings.Join(prog, " "))
+		return 0
+	}
+	script := prog[2]
+	from, to := strings.Index(script, "for l in "), strings.Index(script, "; do launchctl disable")
+	if from < 0 || to < from || set == "" {
+		fmt.Println(script)
+		return 0
+	}
+	var disabled []string
+	for _, l := range strings.Fields(script[from+len("for l in ") : to]) {
+		l = strings.Trim(l, "'")
+		if slices.Contains(iosMissingLabels, l) {
+			fmt.Println("simlock-slim-failed " + l)
+			continue
+		}
+		disabled = append(disabled, l)
+	}
+	f, err := os.OpenFile(filepath.Join(set, devs[i].UDID, "data", "launchd-disabled.txt"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer f.Close()
+	for _, l := range disabled {
+		fmt.Fprintln(f, l)
+	}
+	return 0
 }
