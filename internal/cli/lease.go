@@ -19,10 +19,10 @@ import (
 
 // leaseFlags are the flags of simlock lease, as typed.
 type leaseFlags struct {
-	platform, device, class, osVersion, imageTag, agent, progressMode string
-	ttl, timeout, idempotencyKey, leaseID                             string
-	noWait, detach, exportEnv, allowDownload                          bool
-	bindPID                                                           int
+	platform, device, class, osVersion, imageTag, mode, agent, progressMode string
+	ttl, timeout, idempotencyKey, leaseID                                   string
+	noWait, detach, exportEnv, allowDownload                                bool
+	bindPID                                                                 int
 }
 
 func leaseCmd(env Env) *cobra.Command {
@@ -46,7 +46,7 @@ its parent, and exits 0 when it goes).`,
 			given := map[string][2]string{
 				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
 				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
-				"imageTag":       {"--image-tag", lf.imageTag},
+				"imageTag": {"--image-tag", lf.imageTag}, "mode": {"--mode", lf.mode},
 				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey}, "leaseId": {"--lease-id", lf.leaseID},
 			}
 			return inFlagTerms(lf.run(cmd, env), given)
@@ -58,6 +58,7 @@ its parent, and exits 0 when it goes).`,
 	f.StringVar(&lf.class, "class", "", "phone, tablet, watch, tv, vision, auto or desktop")
 	f.StringVar(&lf.osVersion, "os", "", "OS version, e.g. 26.1, or a major such as 18")
 	f.StringVar(&lf.imageTag, "image-tag", "", "Android system image tag, e.g. google_apis_playstore (1-64 ASCII letters, digits, _ and -; default: any installed image)")
+	f.StringVar(&lf.mode, "mode", "", "slim or full: slim (iOS 18.5+) runs without background services, best effort; full is guaranteed (default: ios.defaultMode)")
 	f.StringVar(&lf.ttl, "ttl", "", "lease lifetime between renewals (default lease.defaultTtlMs)")
 	f.StringVar(&lf.timeout, "timeout", "", "give up waiting in the queue after this long (exit 10); 0 or unset waits until interrupted")
 	f.BoolVar(&lf.noWait, "no-wait", false, "fail at once with NO_CAPACITY (exit 11) instead of queueing")
@@ -80,7 +81,7 @@ its parent, and exits 0 when it goes).`,
 func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	in := contract.LeaseRequestInput{
 		Platform: contract.Platform(lf.platform), Model: lf.device, Class: contract.DeviceClass(lf.class),
-		OSVersion: lf.osVersion, ImageTag: lf.imageTag, NoWait: lf.noWait, AllowDownload: lf.allowDownload, IdempotencyKey: lf.idempotencyKey,
+		OSVersion: lf.osVersion, ImageTag: lf.imageTag, Mode: contract.DeviceMode(lf.mode), NoWait: lf.noWait, AllowDownload: lf.allowDownload, IdempotencyKey: lf.idempotencyKey,
 		LeaseID: lf.leaseID,
 	}
 	if lf.ttl != "" {

@@ -180,7 +180,7 @@ var keys = []keySpec{
 		doc: "longest a caller waits for a runtime download, counted from its arrival (DOWNLOAD_TIMEOUT)"},
 	{key: "downloads.acceptAndroidLicenses", kind: kindBool, def: false,
 		doc: "let sdkmanager accept Android SDK licenses when an install needs it"},
-	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy", "install"},
+	{key: "drivers.demo.fail", kind: kindList, def: []string{}, allowed: []string{"provision", "boot", "reclaim", "shutdown", "destroy", "install", "slim"},
 		doc: "demo: operations that always fail, to try failure paths"},
 	{key: "drivers.enabled", kind: kindList, allowed: []string{"ios", "android", "demo"},
 		doc: "drivers to start (default: ios and android where their tools are found; demo only when named); SIMLOCK_DRIVERS overrides"},

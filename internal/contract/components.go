@@ -229,7 +229,9 @@ type WarmTarget struct {
 	Platform  Platform `json:"platform"`
 	Model     string   `json:"model"`
 	OSVersion string   `json:"osVersion,omitempty"`
-	Count     int      `json:"count"`
+	// Mode is slim or full; "" is the platform's default mode.
+	Mode  DeviceMode `json:"mode,omitempty"`
+	Count int        `json:"count"`
 }
 
 // WarmTargetStatus is how a target fares now.

@@ -32,6 +32,17 @@ type Limits struct {
 type RAMBudget struct {
 	LimitBytes int64                       `json:"limitBytes"`
 	PerDevice  map[contract.Platform]int64 `json:"perDeviceBytes"`
+	// PerSlimDevice is what a slim device of the platform is assumed to
+	// use, where it differs from PerDevice.
+	PerSlimDevice map[contract.Platform]int64 `json:"perSlimDeviceBytes,omitempty"`
+}
+
+// Bytes is what one device of p, slim or not, takes of the budget.
+func (b *RAMBudget) Bytes(p contract.Platform, slim bool) int64 {
+	if n, ok := b.PerSlimDevice[p]; ok && slim {
+		return n
+	}
+	return b.PerDevice[p]
 }
 
 // LimitsFrom derives limits from config and, for the resource strategy, the
@@ -70,6 +81,9 @@ func LimitsFrom(cfg *config.Config, host Host) Limits {
 			contract.PlatformAndroid: cfg.Int("capacity.config.ramBudget.androidBytesPerDevice"),
 		},
 	}
+	if n, ok := cfg.IntSet("capacity.config.ramBudget.iosSlimBytesPerDevice"); ok {
+		l.RAM.PerSlimDevice = map[contract.Platform]int64{contract.PlatformIOS: n}
+	}
 	return l
 }
 
@@ -90,6 +104,9 @@ type Slot struct {
 	// Releasing marks a device being shut down to free its slot for a
 	// request; the slot is already promised, so it no longer counts.
 	Releasing bool
+	// Slim marks a device made slim, which the RAM budget may size
+	// apart.
+	Slim bool
 }
 
 // PerPlatform is a count for each platform. It is comparable by value.
@@ -128,7 +145,7 @@ func (u *Usage) Add(l Limits, s Slot, n int) {
 	}
 	u.Devices.Add(s.Platform, n)
 	if l.RAM != nil {
-		u.RAMBytes += int64(n) * l.RAM.PerDevice[s.Platform]
+		u.RAMBytes += int64(n) * l.RAM.Bytes(s.Platform, s.Slim)
 	}
 	switch {
 	case s.Releasing:
@@ -183,13 +200,13 @@ func CanStart(l Limits, u Usage, p contract.Platform) Block {
 	return BlockNone
 }
 
-// CanCreate says whether one more device of p may be created (it will also
-// need CanStart).
-func CanCreate(l Limits, u Usage, p contract.Platform) Block {
+// CanCreate says whether one more device of p, slim or not, may be created
+// (it will also need CanStart).
+func CanCreate(l Limits, u Usage, p contract.Platform, slim bool) Block {
 	if u.Devices.Of(p) >= l.Platforms[p].MaxDevices {
 		return BlockDeviceLimit
 	}
-	if l.RAM != nil && u.RAMBytes+l.RAM.PerDevice[p] > l.RAM.LimitBytes {
+	if l.RAM != nil && u.RAMBytes+l.RAM.Bytes(p, slim) > l.RAM.LimitBytes {
 		return BlockRAM
 	}
 	return BlockNone

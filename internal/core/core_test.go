@@ -96,7 +96,7 @@ func TestCanStartAndCreate(t *testing.T) {
 	if b := CanStart(l, u, contract.PlatformIOS); b != BlockGlobalRunning {
 		t.Errorf("ios start: %q, want global limit (1 running + 1 reserved of 2)", b)
 	}
-	if b := CanCreate(l, u, contract.PlatformAndroid); b != BlockDeviceLimit {
+	if b := CanCreate(l, u, contract.PlatformAndroid, false); b != BlockDeviceLimit {
 		t.Errorf("android create: %q, want device limit", b)
 	}
 	u2 := Measure(l, []Slot{{Platform: contract.PlatformIOS, State: contract.DeviceReady}})
@@ -184,5 +184,67 @@ func TestFitsTakesOnlyTheImageTagAsked(t *testing.T) {
 	}
 	if any := WantOf(contract.RequestSpec{Platform: "android"}, cat); !Fits(plain, any, cat) || !Fits(store, any, cat) {
 		t.Error("a request without a tag should take a device of any tag")
+	}
+}
+
+func TestFitsServesFullAsAGuaranteeAndSlimWhereTheRuntimeCanSlim(t *testing.T) {
+	cat := driver.Catalog{
+		Models:        []string{"iPhone 16"},
+		ModelRuntimes: map[string][]string{"iPhone 16": {"17.5", "18.6"}},
+		ModelClasses:  map[string]contract.DeviceClass{"iPhone 16": "phone"},
+		SlimRuntimes:  []string{"18.6"},
+		DefaultMode:   contract.DeviceModeFull,
+	}
+	full186 := contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6"}
+	slim186 := contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "18.6", Mode: contract.DeviceModeSlim}
+	full175 := contract.DeviceSpec{Platform: "ios", Model: "iPhone 16", OSVersion: "17.5"}
+	want := func(mode contract.DeviceMode, os string) Want {
+		return WantOf(contract.RequestSpec{Platform: "ios", OSVersion: os, Mode: mode}, cat)
+	}
+	cases := []struct {
+		name string
+		spec contract.DeviceSpec
+		w    Want
+		fits bool
+	}{
+		{"full on a full device", full186, want(contract.DeviceModeFull, "18.6"), true},
+		{"full never on a slim device", slim186, want(contract.DeviceModeFull, "18.6"), false},
+		{"slim on a slim device", slim186, want(contract.DeviceModeSlim, "18.6"), true},
+		{"slim not on a full device of a runtime that can slim", full186, want(contract.DeviceModeSlim, "18.6"), false},
+		{"slim on a full device of a runtime that cannot slim", full175, want(contract.DeviceModeSlim, "17.5"), true},
+		{"no mode takes the default (full)", full186, want("", "18.6"), true},
+		{"no mode never a slim device when the default is full", slim186, want("", "18.6"), false},
+	}
+	for _, c := range cases {
+		if got := Fits(c.spec, c.w, cat); got != c.fits {
+			t.Errorf("%s: Fits = %v, want %v", c.name, got, c.fits)
+		}
+	}
+	cat.DefaultMode = contract.DeviceModeSlim
+	if !Fits(slim186, want("", "18.6"), cat) || Fits(full186, want("", "18.6"), cat) {
+		t.Error("with ios.defaultMode slim, a request naming no mode should take the slim device, not the full one")
+	}
+}
+
+func TestASlimDeviceTakesItsOwnSizeOfTheRAMBudget(t *testing.T) {
+	const gib = 1 << 30
+	cfg, err := config.Parse([]byte(`{"capacity":{"config":{"ramBudget":{"iosSlimBytesPerDevice":536870912}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitsFrom(cfg, Host{CPUs: 16, RAMBytes: 6 * gib}) // a 2 GiB budget
+	slim := Slot{Platform: contract.PlatformIOS, State: contract.DeviceShutdown, Slim: true}
+	u := Measure(l, []Slot{slim, slim, slim})
+	if u.RAMBytes != 3*gib/2 {
+		t.Errorf("three slim devices take %d bytes, want 1.5 GiB", u.RAMBytes)
+	}
+	if b := CanCreate(l, u, contract.PlatformIOS, true); b != BlockNone {
+		t.Errorf("a fourth slim device (2 GiB in all): %q, want allowed", b)
+	}
+	if b := CanCreate(l, u, contract.PlatformIOS, false); b != BlockRAM {
+		t.Errorf("a full device (3 GiB in all): %q, want ram-budget", b)
+	}
+	if d := LimitsFrom(config.Default(), Host{CPUs: 16, RAMBytes: 6 * gib}); d.RAM.Bytes(contract.PlatformIOS, true) != d.RAM.Bytes(contract.PlatformIOS, false) {
+		t.Error("unset, a slim device's size should be the full one's")
 	}
 }

@@ -404,6 +404,9 @@ func (d *Daemon) converge(ctx context.Context) {
 			contract.PlatformIOS:     cfg.String("lease.identity.ios") == "fresh",
 			contract.PlatformAndroid: cfg.String("lease.identity.android") == "fresh",
 		},
+		DefaultMode: map[contract.Platform]contract.DeviceMode{
+			contract.PlatformIOS: contract.DeviceMode(cfg.String("ios.defaultMode")),
+		},
 		Idle: leasing.IdlePolicy{
 			Enabled:           true,
 			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,
@@ -765,7 +768,8 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 		RewarmReleased:     cfg.Bool("warmPool.rewarmReleased"),
 	}
 	for _, t := range cfg.Targets("warmPool.targets") {
-		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion, Count: t.Count})
+		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion,
+			Mode: contract.DeviceMode(t.Mode), Count: t.Count})
 	}
 	return wp
 }

@@ -145,6 +145,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		}
 		res.Findings = append(res.Findings, f)
 	}
+	res.Findings = append(res.Findings, d.engine.SlimAdvisories()...)
 	for _, t := range d.engine.WarmPoolStatus().Targets {
 		switch t.Reason {
 		case "no-driver", "unknown-model", "runtime-missing", "unresolvable":

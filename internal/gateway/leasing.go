@@ -234,7 +234,7 @@ func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseR
 	if err != nil {
 		return nil, err
 	}
-	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, ImageTag: in.ImageTag, TTLMs: ttl.Milliseconds(),
+	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, ImageTag: in.ImageTag, Mode: in.Mode, TTLMs: ttl.Milliseconds(),
 		AllowDownload: in.AllowDownload}
 	qa := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
 	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution { return queue.Resolution{Need: &fleetNeed{ask: a}} })
@@ -329,7 +329,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		model, class = "", n.ask.Class
 	}
 	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion, ImageTag: w.Spec().ImageTag,
-		TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
+		Mode: w.Spec().Mode, TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
 		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner(), LeaseID: w.ChosenLeaseID()}
 	return queue.Start{
 		// Queued still, to a reader of the request, until the worker says

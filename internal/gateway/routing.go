@@ -20,7 +20,9 @@ type Ask struct {
 	// OS is the request's osVersion, parsed.
 	OS contract.OSVersionSpec
 	// ImageTag is the Android system image tag asked for; "" takes any.
-	ImageTag      string
+	ImageTag string
+	// Mode is slim or full; "" takes each worker's own default.
+	Mode          contract.DeviceMode
 	TTLMs         int64
 	AllowDownload bool
 }
@@ -240,12 +242,15 @@ func warmHit(a Ask, cs []candidate) []candidate {
 }
 
 // warmFit is the model and id of c's first unleased ready device that
-// fits, or "", "".
+// fits, or "", "". A device fits the mode as on the worker: the mode a new
+// device for the ask would have on its runtime, by the worker's catalog
+// (its default mode and the runtimes it can slim).
 func warmFit(a Ask, c candidate) (model, id string) {
+	cat, _ := catalogOf(c.v, a.Platform)
 	for _, d := range c.v.Devices {
 		if d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
 			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) &&
-			(a.ImageTag == "" || d.Spec.ImageTag == a.ImageTag) {
+			(a.ImageTag == "" || d.Spec.ImageTag == a.ImageTag) && d.Spec.Mode == cat.ModeOn(a.Mode, d.Spec.OSVersion) {
 			return d.Spec.Model, d.ID
 		}
 	}

@@ -320,3 +320,40 @@ func TestARequestForAnImageTagGoesOnlyWhereTheTagIs(t *testing.T) {
 		t.Errorf("route = %+v %v, want a warm hit on dev_w", r, ok)
 	}
 }
+
+// A warm device is a warm hit only for the mode it serves on its worker:
+// full never gets a slim device, slim gets a slim one (or a full one where
+// the worker cannot slim the runtime), and a request naming no mode takes
+// the worker's own default.
+func TestAWarmHitMatchesTheModeAsTheWorkerWould(t *testing.T) {
+	ios := func(id string, mode contract.DeviceMode, defaultMode contract.DeviceMode) *contract.WorkerView {
+		v := view(id, 0, 4)
+		v.Catalog = []contract.Catalog{{Platform: contract.PlatformIOS, Models: []string{"iPhone 16"}, Runtimes: []string{"18.6"},
+			ModelClasses: map[string]contract.DeviceClass{"iPhone 16": "phone"}, ModelRuntimes: map[string][]string{"iPhone 16": {"18.6"}},
+			SlimRuntimes: []string{"18.6"}, DefaultMode: defaultMode}}
+		v.Devices = []contract.Device{{ID: "dev_" + id, State: contract.DeviceReady,
+			Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 16", OSVersion: "18.6", Mode: mode}}}
+		return v
+	}
+	os186, _ := contract.ParseOSVersion("18.6")
+	ask := func(m contract.DeviceMode) Ask { return Ask{Platform: contract.PlatformIOS, OS: os186, Mode: m} }
+	cases := []struct {
+		name string
+		ask  Ask
+		v    *contract.WorkerView
+		hit  bool
+	}{
+		{"full on a full device", ask(contract.DeviceModeFull), ios("a", "", contract.DeviceModeFull), true},
+		{"full never on a slim device", ask(contract.DeviceModeFull), ios("b", contract.DeviceModeSlim, contract.DeviceModeFull), false},
+		{"slim on a slim device", ask(contract.DeviceModeSlim), ios("c", contract.DeviceModeSlim, contract.DeviceModeFull), true},
+		{"slim not on a full device the worker could slim", ask(contract.DeviceModeSlim), ios("d", "", contract.DeviceModeFull), false},
+		{"no mode on a worker defaulting to slim takes its slim device", ask(""), ios("e", contract.DeviceModeSlim, contract.DeviceModeSlim), true},
+		{"no mode on a worker defaulting to full skips its slim device", ask(""), ios("f", contract.DeviceModeSlim, contract.DeviceModeFull), false},
+	}
+	for _, c := range cases {
+		r, ok := route(warmThenFree, c.ask, []*contract.WorkerView{c.v})
+		if hit := ok && r.Reason == ReasonWarmHit; hit != c.hit {
+			t.Errorf("%s: route = %+v %v, want warm hit %v", c.name, r, ok, c.hit)
+		}
+	}
+}

@@ -212,7 +212,19 @@ func checkDevice(what string, d contract.Device) error {
 	if err := checkPlatform(what+".spec.platform", d.Spec.Platform); err != nil {
 		return err
 	}
+	if err := checkSpecMode(what+".spec.mode", d.Spec.Mode); err != nil {
+		return err
+	}
 	return checkState(what+".state", d.State)
+}
+
+// checkSpecMode checks a device spec's mode: slim, or none for a full
+// device.
+func checkSpecMode(what string, m contract.DeviceMode) error {
+	if m != "" && m != contract.DeviceModeSlim {
+		return bad(what, "is %q: a device spec's mode is slim or none", clip(string(m)))
+	}
+	return nil
 }
 
 func checkLease(what string, l contract.LeaseRecord) error {
@@ -253,6 +265,9 @@ func checkRequest(what string, r contract.LeaseRequestRecord) error {
 	if err := checkPlatform(what+".requestSpec.platform", r.Spec.Platform); err != nil {
 		return err
 	}
+	if err := contract.CheckDeviceMode(r.Spec.Mode); err != nil {
+		return bad(what+".requestSpec.mode", "%v", err)
+	}
 	switch r.State {
 	case contract.RequestQueued, contract.RequestGranted, contract.RequestFailed, contract.RequestCancelled, contract.RequestStarting:
 	default:
@@ -286,6 +301,17 @@ func checkCatalog(r contract.CatalogResult) error {
 			if err := checkText(what+".runtimes[]", v, true); err != nil {
 				return err
 			}
+		}
+		if len(c.SlimRuntimes) > maxModels {
+			return bad(what, "lists more than %d slim runtimes", maxModels)
+		}
+		for _, v := range c.SlimRuntimes {
+			if err := checkText(what+".slimRuntimes[]", v, true); err != nil {
+				return err
+			}
+		}
+		if err := contract.CheckDeviceMode(c.DefaultMode); err != nil {
+			return bad(what+".defaultMode", "%v", err)
 		}
 		if len(c.Images) > maxModels {
 			return bad(what, "lists more than %d images", maxModels)
@@ -328,8 +354,8 @@ func checkGrant(g contract.LeaseGrant) error {
 	if err := contract.CheckDeviceMode(d.Mode); err != nil {
 		return bad("grant.device.mode", "%v", err)
 	}
-	if d.Spec.Mode != "" && d.Spec.Mode != contract.DeviceModeSlim {
-		return bad("grant.device.spec.mode", "is %q: a device spec's mode is slim or none", clip(string(d.Spec.Mode)))
+	if err := checkSpecMode("grant.device.spec.mode", d.Spec.Mode); err != nil {
+		return err
 	}
 	if len(g.Environment) > maxEnvironment {
 		return bad("grant.environment", "has %d variables", len(g.Environment))

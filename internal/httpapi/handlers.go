@@ -56,14 +56,16 @@ func (s *Server) getCatalog(w http.ResponseWriter, r *http.Request, tok contract
 
 // leaseRequestBody is the body of POST /v1/lease-requests.
 type leaseRequestBody struct {
-	Platform  contract.Platform    `json:"platform"`
-	Device    string               `json:"device,omitempty"`
-	Class     contract.DeviceClass `json:"class,omitempty"`
-	OS        string               `json:"os,omitempty"`
-	ImageTag  string               `json:"imageTag,omitempty"`
-	TTLMs     int64                `json:"ttlMs,omitempty"`
-	TimeoutMs int64                `json:"timeoutMs,omitempty"`
-	NoWait    bool                 `json:"noWait,omitempty"`
+	Platform contract.Platform    `json:"platform"`
+	Device   string               `json:"device,omitempty"`
+	Class    contract.DeviceClass `json:"class,omitempty"`
+	OS       string               `json:"os,omitempty"`
+	ImageTag string               `json:"imageTag,omitempty"`
+	// Mode is slim or full; omitted, the daemon's ios.defaultMode.
+	Mode      contract.DeviceMode `json:"mode,omitempty"`
+	TTLMs     int64               `json:"ttlMs,omitempty"`
+	TimeoutMs int64               `json:"timeoutMs,omitempty"`
+	NoWait    bool                `json:"noWait,omitempty"`
 	// AllowDownload lets a missing runtime be downloaded (within
 	// downloads.policy); the request then shows the downloading state.
 	AllowDownload bool `json:"allowDownload,omitempty"`
@@ -92,6 +94,7 @@ func (b *leaseRequestBody) input(idempotencyKey string) contract.LeaseRequestInp
 		Class:          b.Class,
 		OSVersion:      b.OS,
 		ImageTag:       b.ImageTag,
+		Mode:           b.Mode,
 		TTLMs:          b.TTLMs,
 		TimeoutMs:      b.TimeoutMs,
 		NoWait:         b.NoWait,

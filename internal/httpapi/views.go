@@ -28,7 +28,9 @@ type leaseView struct {
 	CreatedAt   string            `json:"createdAt"`
 	ExpiresAt   string            `json:"expiresAt"`
 	TTLMs       int64             `json:"ttlMs"`
-	Mode        string            `json:"mode"`
+	// Mode is how the device runs: slim while its slim pass is in
+	// effect, full otherwise.
+	Mode contract.DeviceMode `json:"mode"`
 	// DataPlane is reserved for remote device access; always null here.
 	DataPlane   *struct{}         `json:"dataPlane"`
 	Environment map[string]string `json:"environment,omitempty"`
@@ -39,20 +41,21 @@ type leaseView struct {
 	Active *bool `json:"active,omitempty"`
 }
 
-// leaseModeFull is the only mode: the agent drives the device directly.
-const leaseModeFull = "full"
-
 func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
-	return newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address)
+	mode := contract.DeviceModeFull
+	if g.Device.Slimmed {
+		mode = contract.DeviceModeSlim
+	}
+	return newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address, mode)
 }
 
 func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
-	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address)
+	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address, g.Device.Mode)
 	v.Environment = g.Environment
 	return v
 }
 
-func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.DeviceSpec, udid, address string) leaseView {
+func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.DeviceSpec, udid, address string, mode contract.DeviceMode) leaseView {
 	return leaseView{
 		ID:                  l.ID,
 		RequestID:           requestID,
@@ -67,7 +70,7 @@ func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.Device
 		ExpiresAt:           isoTime(l.TTLDeadline),
 		TTLMs:               l.TTLMs,
 		IDChosenByRequester: l.IDChosenByRequester,
-		Mode:                leaseModeFull,
+		Mode:                mode,
 	}
 }
 

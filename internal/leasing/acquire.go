@@ -98,6 +98,7 @@ func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInp
 	n := &need{want: core.WantOf(spec, cat)}
 	n.spec, cerr = e.resolve(ctx, drv, n.want, cat)
 	if cerr == nil {
+		e.noteSlimRefused(n, cat)
 		return queue.Resolution{Need: n}
 	}
 	if cerr.Code == contract.CodeRuntimeMissing && cerr.Details["downloadable"] == true && !in.AllowDownload &&

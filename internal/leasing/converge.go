@@ -218,11 +218,8 @@ func (e *Engine) reprobe(d *dev) {
 			e.quarantineLocked(tx, d, "boot-failed", map[string]any{"error": err.Error()})
 			return nil
 		}
-		e.changeDevice(tx, d, func(r *store.Device) {
-			r.Address, r.State = ready.Address, contract.DeviceReady
-			if ready.Data != nil {
-				r.DriverData = ready.Data
-			}
+		e.booted(tx, d, ready, func(r *store.Device) {
+			r.State = contract.DeviceReady
 		})
 		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "startup"})
 		tx.Kick()

@@ -163,6 +163,10 @@ type Engine struct {
 	noReclaim  map[string]bool // devices whose lease ends at startup without a clean
 	timers     map[string]*time.Timer
 	catalogs   map[contract.Platform]driver.Catalog
+	// slimRefused are the runtimes ("ios/17.5") a slim request was served
+	// full on since the start, because they cannot be slimmed: doctor's
+	// slim-runtime-unsupported advisory.
+	slimRefused map[string]bool
 	// sealed is the capacity last reported by capacity.changed.
 	sealed   capacityKey
 	hasCap   bool
@@ -239,7 +243,7 @@ func New(opts Options) *Engine {
 		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{}, bound: map[string]*lease{},
 		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
 		warm:   newWarmState(),
-		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{},
+		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{}, slimRefused: map[string]bool{},
 	}
 	e.leaseOrder.Init()
 	e.q = queue.New(queue.Options{

@@ -280,12 +280,7 @@ func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan
 				if !still {
 					return nil
 				}
-				e.changeDevice(tx, d, func(r *store.Device) {
-					r.Address = ready.Address
-					if ready.Data != nil {
-						r.DriverData = ready.Data
-					}
-				})
+				e.booted(tx, d, ready, nil)
 				tx.Event("device.recovered", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": attempt})
 				rec := l.LeaseRecord
 				tx.After(func() { e.opts.DeviceHealth(rec, NoticeRecovered, attempt) })

@@ -196,18 +196,7 @@ func (e *Engine) runReclaim(d *dev) {
 			e.quarantineLocked(tx, d, "purge-failed", nil)
 			return nil
 		}
-		state := res.State
-		if state != contract.DeviceReady {
-			state = contract.DeviceShutdown
-		}
-		e.changeDevice(tx, d, func(r *store.Device) {
-			r.State = state
-			r.LastUsedAt = now()
-			r.DeferredReclaim = false // wiped: whatever was put off is done
-			if state == contract.DeviceShutdown {
-				r.Address = ""
-			}
-		})
+		state := e.reclaimed(tx, d, res, nil)
 		tx.Event("device.reclaimed", map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
 		if state == contract.DeviceShutdown {
 			// The warm pass may boot it again; it runs after this commit,

@@ -94,7 +94,7 @@ func (e *Engine) planLocked(n *need) plan {
 		return plan{block: block}
 	}
 	pl := plan{provision: true}
-	if block := core.CanCreate(lim, u, p); block != core.BlockNone {
+	if block := core.CanCreate(lim, u, p, n.spec.Mode == contract.DeviceModeSlim); block != core.BlockNone {
 		// Make room for one more device by deleting an idle one: of this
 		// platform for its device limit, of any for the RAM budget.
 		anyPlatform := block == core.BlockRAM
@@ -242,13 +242,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 	}
 	_ = e.do(func(tx *queue.Txn) error {
 		e.setClaim(tx, d, claimNone)
-		e.changeDevice(tx, d, func(r *store.Device) {
-			r.Address, r.DriverData = ready.Address, ready.Data
-			if r.DriverData == nil {
-				r.DriverData = dd.Data
-			}
-			r.State = contract.DeviceReady
-		})
+		e.booted(tx, d, ready, func(r *store.Device) { r.State = contract.DeviceReady })
 		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds()})
 		if tx.Abandoned(w) {
 			// The requester left while its device started: keep the device,
@@ -334,7 +328,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	drv := e.opts.Drivers[d.Platform]
 	prov, boot, recl := e.estimate(d.Platform, driver.OpProvision, spec), e.estimate(d.Platform, driver.OpBoot, spec), e.estimate(d.Platform, driver.OpReclaim, spec)
 	grant := contract.LeaseGrant{
-		Device: contract.GrantDevice{ID: d.ID, DriverDeviceID: d.DriverDeviceID, Spec: spec, Address: d.Address, Mode: "full"},
+		Device: contract.GrantDevice{ID: d.ID, DriverDeviceID: d.DriverDeviceID, Spec: spec, Address: d.Address, Mode: grantMode(d)},
 		Lease:  rec.LeaseRecord,
 		Timing: contract.Timing{EstimatedProvisionMs: prov, EstimatedBootMs: boot, EstimatedReclaimMs: recl,
 			EstimatedReadyMs: prov + boot},
@@ -356,6 +350,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	tx.Grant(w, grant)
 	tx.Event("lease.granted", map[string]any{
 		"leaseId": rec.ID, "deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
+		"mode": grantMode(d),
 	})
 	e.armLocked(tx, e.leases[rec.ID])
 }

@@ -185,19 +185,8 @@ func (e *Engine) runQuarantineRetry(d *dev, rec store.Device) {
 			tx.Event("device.quarantine-retry-failed", map[string]any{"deviceId": d.ID, "attempt": attempt, "error": err.Error(), "nextRetryAt": d.QuarantineNextRetry})
 			e.armQuarantineLocked(tx, d)
 		default:
-			state := res.State
-			if state != contract.DeviceReady {
-				state = contract.DeviceShutdown
-			}
 			e.setStuck(d, false)
-			e.changeDevice(tx, d, func(r *store.Device) {
-				r.State = state
-				r.QuarantineAttempts, r.QuarantineNextRetry, r.DeferredReclaim = 0, 0, false
-				r.LastUsedAt = now()
-				if state == contract.DeviceShutdown {
-					r.Address = ""
-				}
-			})
+			state := e.reclaimed(tx, d, res, func(r *store.Device) { r.QuarantineAttempts, r.QuarantineNextRetry = 0, 0 })
 			tx.Event("device.quarantine-recovered", map[string]any{"deviceId": d.ID, "attempts": attempt, "state": state})
 		}
 		return nil

@@ -80,6 +80,7 @@ func (d *dev) slot() core.Slot {
 		State:     d.State,
 		Reserved:  d.claim == claimBoot || d.State == contract.DeviceProvisioning,
 		Releasing: d.claim.releasing(),
+		Slim:      d.Mode == contract.DeviceModeSlim,
 	}
 }
 

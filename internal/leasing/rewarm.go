@@ -175,13 +175,7 @@ func (e *Engine) runRewarm(ctx context.Context, d *dev, r *rewarm) {
 			}
 			return nil
 		}
-		e.changeDevice(tx, d, func(r *store.Device) {
-			r.Address, r.DriverData = ready.Address, ready.Data
-			if r.DriverData == nil {
-				r.DriverData = dd.Data
-			}
-			r.State = contract.DeviceReady
-		})
+		e.booted(tx, d, ready, func(r *store.Device) { r.State = contract.DeviceReady })
 		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "rewarm"})
 		if w == nil || tx.Abandoned(w) {
 			// Its last use stays as it was, and the idle rule counts from

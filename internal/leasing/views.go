@@ -207,7 +207,7 @@ func deviceView(d *dev) contract.Device {
 	return contract.Device{
 		ID: d.ID, DriverDeviceID: d.DriverDeviceID, Driver: d.Driver, Spec: d.spec(), State: d.State,
 		Address: d.Address, LeaseID: d.lease, CreatedAt: d.CreatedAt, StateSince: d.StateSince,
-		LastUsedAt: d.LastUsedAt,
+		LastUsedAt: d.LastUsedAt, Slimmed: d.Slimmed,
 	}
 }
 

@@ -77,8 +77,10 @@ func (e *Engine) targetBuckets(t contract.WarmTarget, f func(b *fitBucket)) {
 	if i < 0 {
 		return
 	}
+	cat := e.catalogs[t.Platform]
 	for k, b := range e.reg.fits[i] {
-		if strings.EqualFold(k.model, t.Model) && (t.OSVersion == "" || core.VersionFits(k.osVersion, t.OSVersion)) {
+		if strings.EqualFold(k.model, t.Model) && (t.OSVersion == "" || core.VersionFits(k.osVersion, t.OSVersion)) &&
+			k.mode == cat.ModeOn(t.Mode, k.osVersion) {
 			f(b)
 		}
 	}
@@ -220,7 +222,10 @@ func (e *Engine) fillLocked(tx *queue.Txn) []warmPlan {
 				}
 			})
 			if plan.boot == nil {
-				if b := core.CanCreate(e.opts.Limits, u, t.Platform); b != core.BlockNone {
+				// The spec is not resolved yet: a target asking slim is
+				// sized slim, which its device is unless the runtime
+				// cannot be slimmed.
+				if b := core.CanCreate(e.opts.Limits, u, t.Platform, core.Want{Mode: t.Mode}.ModeIn(e.catalogs[t.Platform]) == contract.DeviceModeSlim); b != core.BlockNone {
 					reason = warmReason(b)
 					break
 				}
@@ -292,14 +297,17 @@ func (e *Engine) startWarm(p warmPlan) {
 	if d == nil {
 		// Model names match in any case, as in requests.
 		model := t.Model
+		mode := t.Mode
 		e.view(func() {
-			for _, m := range e.catalogs[t.Platform].Models {
+			cat := e.catalogs[t.Platform]
+			for _, m := range cat.Models {
 				if strings.EqualFold(m, model) {
 					model = m
 				}
 			}
+			mode = core.Want{Mode: mode}.ModeIn(cat)
 		})
-		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion})
+		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion, Mode: mode})
 		_ = e.do(func(tx *queue.Txn) error {
 			if err != nil {
 				reason := "unresolvable"
@@ -312,7 +320,7 @@ func (e *Engine) startWarm(p warmPlan) {
 				e.noteWarmFailureLocked(tx, p.target, reason, false)
 				return nil
 			}
-			if b := core.CanCreate(e.opts.Limits, e.reg.use, t.Platform); b != core.BlockNone || e.stopping {
+			if b := core.CanCreate(e.opts.Limits, e.reg.use, t.Platform, spec.Mode == contract.DeviceModeSlim); b != core.BlockNone || e.stopping {
 				return nil
 			}
 			d = e.newDevice(tx, spec, claimBoot)
@@ -385,11 +393,7 @@ func (e *Engine) runWarm(d *dev, target int, create bool) {
 		if d.at == nil {
 			return nil
 		}
-		e.changeDevice(tx, d, func(r *store.Device) {
-			r.Address, r.DriverData = ready.Address, ready.Data
-			if r.DriverData == nil {
-				r.DriverData = dd.Data
-			}
+		e.booted(tx, d, ready, func(r *store.Device) {
 			r.State = contract.DeviceReady
 			r.LastUsedAt = now()
 		})

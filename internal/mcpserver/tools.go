@@ -35,6 +35,7 @@ type leaseInput struct {
 	Class          contract.DeviceClass `json:"class,omitempty" jsonschema:"a kind of device when any model of it will do: phone, tablet, watch, tv, vision, auto or desktop"`
 	OSVersion      string               `json:"osVersion,omitempty" jsonschema:"OS version: exact (18.6), a prefix (18) or a range (>=18 <26); omit for the newest installed"`
 	ImageTag       string               `json:"imageTag,omitempty" jsonschema:"Android only: the system image tag, such as google_apis or google_apis_playstore (list_devices shows the installed images); omit for any installed image"`
+	Mode           contract.DeviceMode  `json:"mode,omitempty" jsonschema:"slim or full: slim (iOS 18.5 and later) disables background services so the simulator boots faster and uses less memory, best effort; full is every service, guaranteed; omit for the daemon's default (full unless ios.defaultMode says slim); the grant's device.mode says which you got"`
 	TTLMs          int64                `json:"ttlMs,omitempty" jsonschema:"lease lifetime between renewals in milliseconds; this server renews it for you while it runs; omit for the daemon's default"`
 	TimeoutMs      int64                `json:"timeoutMs,omitempty" jsonschema:"give up (QUEUE_TIMEOUT) if no device is free within this many milliseconds; omit to wait until cancelled"`
 	NoWait         bool                 `json:"noWait,omitempty" jsonschema:"fail at once with NO_CAPACITY instead of queueing"`
@@ -46,7 +47,7 @@ type leaseInput struct {
 
 func (in *leaseInput) request() contract.LeaseRequestInput {
 	return contract.LeaseRequestInput{
-		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag,
+		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag, Mode: in.Mode,
 		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, AllowDownload: in.AllowDownload, IdempotencyKey: in.IdempotencyKey,
 		LeaseID: in.LeaseID,
 	}

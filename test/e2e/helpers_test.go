@@ -369,6 +369,7 @@ type spec struct {
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion"`
 	ImageTag  string `json:"imageTag"`
+	Mode      string `json:"mode"`
 }
 
 type leaseRec struct {
@@ -392,6 +393,7 @@ type grant struct {
 		DriverDeviceID string `json:"driverDeviceId"`
 		Spec           spec   `json:"spec"`
 		Address        string `json:"address"`
+		Mode           string `json:"mode"`
 	} `json:"device"`
 	Environment map[string]string `json:"environment"`
 	Lease       leaseRec          `json:"lease"`

@@ -84,11 +84,14 @@ const (
 	opShutdown  = "shutdown"
 	opDestroy   = "destroy"
 	opInstall   = "install"
+	// opSlim is a slim device's slim pass: failing it leaves the device
+	// running full, as a failed pass of the iOS driver does.
+	opSlim = "slim"
 )
 
 func knownOp(op string) bool {
 	switch op {
-	case opProvision, opBoot, opReclaim, opShutdown, opDestroy, opInstall:
+	case opProvision, opBoot, opReclaim, opShutdown, opDestroy, opInstall, opSlim:
 		return true
 	}
 	return false
@@ -196,6 +199,9 @@ type device struct {
 	// MakeReady of this process waits for it (the one that ends it).
 	bootDoneAt  int64
 	bootingHere bool
+	// slimmed is whether a slim device's pass is in effect: from the boot
+	// that ran it until a clean erases it.
+	slimmed bool
 }
 
 // upLocked ends, for rec, a boot that came up on its own: one no MakeReady
@@ -382,7 +388,11 @@ func (d *Driver) ResolveSpec(_ context.Context, req driver.Request) (contract.De
 		}
 		return contract.DeviceSpec{}, missing
 	}
-	return contract.DeviceSpec{Platform: d.platform, Model: model, OSVersion: version}, nil
+	spec := contract.DeviceSpec{Platform: d.platform, Model: model, OSVersion: version}
+	if req.Mode == contract.DeviceModeSlim && slimmable(d.platform, version) {
+		spec.Mode = contract.DeviceModeSlim
+	}
+	return spec, nil
 }
 
 // canonicalModelLocked needs d.mu held, as the catalog is read.
@@ -415,9 +425,10 @@ func pickRuntime(paired []string, want string) (string, bool) {
 // which the driver checks the marks against (none for a device from before
 // marks).
 type deviceData struct {
-	Model     string `json:"model"`
-	OSVersion string `json:"osVersion"`
-	MarkToken string `json:"markToken,omitempty"`
+	Model     string              `json:"model"`
+	OSVersion string              `json:"osVersion"`
+	Mode      contract.DeviceMode `json:"mode,omitempty"`
+	MarkToken string              `json:"markToken,omitempty"`
 }
 
 // tokenOf is the mark token dev's driver data records.
@@ -452,13 +463,17 @@ func (d *Driver) Provision(ctx context.Context, spec contract.DeviceSpec) (drive
 		return driver.Device{}, err
 	}
 	token := driver.NewMarkToken()
-	data, err := json.Marshal(deviceData{Model: spec.Model, OSVersion: spec.OSVersion, MarkToken: token})
+	mode := spec.Mode
+	if mode != contract.DeviceModeSlim || !slimmable(d.platform, spec.OSVersion) {
+		mode = ""
+	}
+	data, err := json.Marshal(deviceData{Model: spec.Model, OSVersion: spec.OSVersion, Mode: mode, MarkToken: token})
 	if err != nil {
 		return driver.Device{}, crash(opProvision, err)
 	}
 	d.mu.Lock()
 	id := d.newIDLocked()
-	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion}, state: stateCreated, durable: token, erasable: token}
+	d.devices[id] = &device{spec: deviceData{Model: spec.Model, OSVersion: spec.OSVersion, Mode: mode}, state: stateCreated, durable: token, erasable: token}
 	d.mu.Unlock()
 	if err := d.saved(opProvision, nil, id); err != nil {
 		return driver.Device{}, err
@@ -494,9 +509,14 @@ func (d *Driver) randomID() string {
 }
 
 // Recover boots a device that stopped under a lease; a demo boot keeps the
-// device as it was, so this is MakeReady.
+// device as it was, its slim pass included, so this is MakeReady without
+// the pass.
 func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device, error) {
-	return d.MakeReady(ctx, dev)
+	dev, err := d.boot(ctx, dev)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	return d.slim(ctx, dev, false)
 }
 
 // MakeReady boots the device after BootTime; a booted device is returned at
@@ -504,8 +524,71 @@ func (d *Driver) Recover(ctx context.Context, dev driver.Device) (driver.Device,
 // starts and keeps it until it stops. A boot writes no mark, so an erase
 // stays visible until simlock's next clean; a device made before marks is
 // brought under them (adoptMarksLocked), its token returned in the driver
-// data.
+// data. A slim device not slimmed since its last clean then gets its slim
+// pass, which takes a second BootTime, as the iOS driver's second boot.
 func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Device, error) {
+	dev, err := d.boot(ctx, dev)
+	if err != nil {
+		return driver.Device{}, err
+	}
+	return d.slim(ctx, dev, true)
+}
+
+// slimmable reports whether a device of platform p and this version can be
+// slimmed, as the iOS driver decides: iOS 18.5 and later.
+func slimmable(p contract.Platform, version string) bool {
+	return p == contract.PlatformIOS && contract.CompareVersions(version, "18.5") >= 0
+}
+
+// The slim pass the demo driver simulates: every category, and as many
+// services as the iOS driver's table disables.
+const (
+	demoSlimLabels    = 44
+	demoSlimSignature = "demo-slim-1"
+)
+
+// slim runs the slim pass of a booted slim device that its last clean left
+// full, when prepare is set; otherwise, or on a full device, it only says
+// where the device is. A failed pass (Fail or FailOn "slim") leaves the
+// device running full and fails nothing.
+func (d *Driver) slim(ctx context.Context, dev driver.Device, prepare bool) (driver.Device, error) {
+	d.mu.Lock()
+	rec := d.devices[dev.ID]
+	if rec == nil || rec.spec.Mode != contract.DeviceModeSlim {
+		d.mu.Unlock()
+		return dev, nil
+	}
+	out := &driver.SlimOutcome{Slimmed: rec.slimmed, Categories: contract.SlimCategories(), Labels: demoSlimLabels, Signature: demoSlimSignature}
+	dev.Slim = out
+	if rec.slimmed || !prepare {
+		d.mu.Unlock()
+		return dev, nil
+	}
+	d.mu.Unlock()
+	if d.begin(opSlim) {
+		out.Err = ErrInjected
+		return dev, nil
+	}
+	start := time.Now()
+	if err := sleep(ctx, d.bootTime); err != nil {
+		return driver.Device{}, crash(opBoot, err)
+	}
+	d.mu.Lock()
+	if d.devices[dev.ID] != rec || rec.state != stateBooted {
+		d.mu.Unlock()
+		return driver.Device{}, crash(opBoot, fmt.Errorf("demo: device %s stopped during its slim pass", dev.ID))
+	}
+	rec.slimmed = true
+	d.mu.Unlock()
+	if err := d.saved(opBoot, nil, dev.ID); err != nil {
+		return driver.Device{}, err
+	}
+	out.Slimmed, out.Applied, out.Duration = true, true, time.Since(start)
+	return dev, nil
+}
+
+// boot is MakeReady and Recover up to the slim pass.
+func (d *Driver) boot(ctx context.Context, dev driver.Device) (driver.Device, error) {
 	fail := d.begin(opBoot)
 
 	if dev.ID == "" {
@@ -695,6 +778,7 @@ func (d *Driver) endReclaim(dev driver.Device) (driver.ReclaimResult, error) {
 	if d.platform == contract.PlatformIOS {
 		d.freePort(id, rec)
 		rec.state = stateShutdown
+		rec.slimmed = false // the erase undoes the slim pass
 		return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "erase"}, nil
 	}
 	if rec.state == stateBooted {
@@ -794,7 +878,10 @@ func (d *Driver) adoptLocked(dev driver.Device, s devState) *device {
 		return nil
 	}
 	token := tokenOf(dev)
-	rec := &device{state: s, durable: token, erasable: token}
+	var data deviceData
+	_ = json.Unmarshal(dev.Data, &data) // no data: a full device of no spec
+	rec := &device{spec: data, state: s, durable: token, erasable: token}
+	rec.spec.MarkToken = ""
 	d.devices[id] = rec
 	if s == stateBooted && d.platform == contract.PlatformAndroid {
 		if port, ok := d.takePort(id); ok {
@@ -880,7 +967,14 @@ func (d *Driver) Estimate(op driver.Operation, _ contract.DeviceSpec) time.Durat
 func (d *Driver) ListCatalog(context.Context) (driver.Catalog, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return cloneCatalog(d.catalog), nil
+	cat := cloneCatalog(d.catalog)
+	cat.SlimRuntimes = nil
+	for _, v := range cat.Runtimes {
+		if slimmable(d.platform, v) {
+			cat.SlimRuntimes = append(cat.SlimRuntimes, v)
+		}
+	}
+	return cat, nil
 }
 
 // LeaseEnvironment marks the lease as served by the demo driver. A real
@@ -957,6 +1051,8 @@ func cloneCatalog(c driver.Catalog) driver.Catalog {
 		ModelClasses:   maps.Clone(c.ModelClasses),
 		ClassDefaults:  defaults,
 		Downloadable:   slices.Clone(c.Downloadable),
+		Images:         slices.Clone(c.Images),
+		SlimRuntimes:   slices.Clone(c.SlimRuntimes),
 	}
 }
 

@@ -86,6 +86,10 @@ type deviceFile struct {
 	// BootDoneAt is when a booting device comes up (epoch ms): its boot
 	// goes on whether or not a daemon waits for it.
 	BootDoneAt int64 `json:"bootDoneAt,omitempty"`
+	// Mode is slim for a device made slim; Slimmed whether its pass is in
+	// effect.
+	Mode    contract.DeviceMode `json:"mode,omitempty"`
+	Slimmed bool                `json:"slimmed,omitempty"`
 }
 
 // journalLine is one line of the journal: a device's record as it is now
@@ -362,6 +366,8 @@ func (rec *device) file() deviceFile {
 		DurableMark:  rec.durable,
 		ErasableMark: rec.erasable,
 		BootDoneAt:   rec.bootDoneAt,
+		Mode:         rec.spec.Mode,
+		Slimmed:      rec.slimmed,
 	}
 }
 
@@ -569,7 +575,7 @@ func parseDevice(id string, f deviceFile) (*device, error) {
 		return nil, fmt.Errorf("device %q: %+v", id, f)
 	}
 	return &device{
-		spec:         deviceData{Model: f.Model, OSVersion: f.OSVersion},
+		spec:         deviceData{Model: f.Model, OSVersion: f.OSVersion, Mode: f.Mode},
 		state:        state,
 		port:         f.Port,
 		bootFails:    f.BootFails,
@@ -577,6 +583,7 @@ func parseDevice(id string, f deviceFile) (*device, error) {
 		durable:      f.DurableMark,
 		erasable:     f.ErasableMark,
 		bootDoneAt:   f.BootDoneAt,
+		slimmed:      f.Slimmed,
 	}, nil
 }
 
