@@ -113,3 +113,36 @@ func TestASlimLeaseOnARuntimeBefore18_5IsServedFullWithADoctorAdvisory(t *testin
 		t.Errorf("doctor findings %+v lack a slim-runtime-unsupported advisory naming 17.5", res.Findings)
 	}
 }
+
+// Over HTTP a slim request is served slim on a runtime that can be
+// slimmed, and its lease says so; a request whose slim pass fails is served
+// full, says so, and its device records device.slim-failed; a mode that is
+// neither is refused.
+func TestASlimLeaseOverHTTPSaysItsModeAndAFailedPassIsServedFull(t *testing.T) {
+	t.Parallel()
+	h, a := httpHome(t)
+	_, agent := h.token("agent", "slim")
+	r := a.do("POST", "/v1/lease-requests", agent, `{"platform":"ios","os":"26.1","mode":"slim"}`)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	req := a.awaitState(agent, requestOf(t, r)["id"].(string), "granted", "failed")
+	lease, _ := req["lease"].(map[string]any)
+	if req["state"] != "granted" || lease["mode"] != "slim" {
+		t.Errorf("slim request = %v, want granted with lease mode slim", req)
+	}
+	if spec, _ := req["spec"].(map[string]any); spec["mode"] != "slim" {
+		t.Errorf("request spec = %v, want the mode asked", req["spec"])
+	}
+	if r := a.do("POST", "/v1/lease-requests", agent, `{"platform":"ios","mode":"thin"}`); r.status != 400 || r.errCode() != "BAD_REQUEST" {
+		t.Errorf("mode thin: %d %s, want 400 BAD_REQUEST", r.status, r.raw)
+	}
+
+	failing := newHome(t, append(slices.Clone(fastDemo), "drivers.demo.fail", `["slim"]`)...)
+	f := failing.follow()
+	g := failing.leaseDetached("b", "ios", "--os", "26.1", "--mode", "slim")
+	if g.Device.Mode != "full" || g.Device.Spec.Mode != "slim" {
+		t.Errorf("with the pass failing: grant mode %q, spec mode %q; want full on a slim device", g.Device.Mode, g.Device.Spec.Mode)
+	}
+	f.find("device.slim-failed", isEvent("device.slim-failed", "deviceId", g.Device.ID))
+}

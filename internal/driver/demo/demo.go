@@ -570,6 +570,8 @@ func (d *Driver) slim(ctx context.Context, dev driver.Device, prepare bool) (dri
 		return dev, nil
 	}
 	start := time.Now()
+	driver.BootStep(ctx, fmt.Sprintf("slim: disabling %d background services", demoSlimLabels))
+	driver.BootStep(ctx, "slim: booting again without them")
 	if err := sleep(ctx, d.bootTime); err != nil {
 		return driver.Device{}, crash(opBoot, err)
 	}

@@ -176,6 +176,7 @@ func (d *Driver) slim(ctx context.Context, op, udid string, data deviceData) (*d
 		return out, nil
 	}
 	start := time.Now()
+	driver.BootStep(ctx, fmt.Sprintf("slim: disabling %d background services", len(labels)))
 	for c := range slices.Chunk(labels, slimChunk) {
 		res, err := d.simctl(ctx, op, slimChunkTimeout, nil, "spawn", udid, "/bin/sh", "-c", slimScript(c))
 		if err != nil {
@@ -192,6 +193,7 @@ func (d *Driver) slim(ctx context.Context, op, udid string, data deviceData) (*d
 		out.Err = fmt.Errorf("slim pass: shut down for the second boot: %w", err)
 		return out, nil
 	}
+	driver.BootStep(ctx, "slim: booting again without them")
 	if err := d.boot(ctx, op, udid, o.BootTimeout); err != nil {
 		return out, err
 	}
