@@ -341,6 +341,11 @@ func merge(u *contract.Catalog, c contract.Catalog, id string) {
 			u.Images = append(u.Images, im)
 		}
 	}
+	for _, v := range c.SlimRuntimes {
+		u.SlimRuntimes = appendNew(u.SlimRuntimes, v)
+	}
+	// Each worker applies its own default mode; the fleet's catalog names
+	// none.
 	if u.DefaultRuntime == "" {
 		u.DefaultRuntime = c.DefaultRuntime
 	}
