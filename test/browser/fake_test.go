@@ -39,12 +39,24 @@ type fakeDaemon struct {
 	lastEventIDs []string
 	streams      int
 	hits         map[string]int
+	// usage is the answer to GET /v1/usage: a status and body (by default
+	// an hour with nothing in it), or, with drop, a connection closed
+	// unanswered.
+	usage fakeAnswer
+}
+
+// fakeAnswer is what the fake daemon answers a route with.
+type fakeAnswer struct {
+	status int
+	body   any
+	drop   bool
 }
 
 func newFakeDaemon(t *testing.T) *fakeDaemon {
 	t.Helper()
 	f := &fakeDaemon{push: make(chan map[string]any, 20000), hits: map[string]int{}}
 	f.status = fakeStatus(0, 0)
+	f.usage = fakeAnswer{status: 200, body: fakeUsage(nil)}
 	page := console.Handler()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/", f.serveAPI)
@@ -123,6 +135,17 @@ func (f *fakeDaemon) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"requests": []any{}})
 	case "/v1/jobs":
 		writeJSON(w, 200, map[string]any{"jobs": []any{}})
+	case "/v1/usage":
+		f.mu.Lock()
+		a := f.usage
+		f.mu.Unlock()
+		if a.drop {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		writeJSON(w, a.status, a.body)
 	default:
 		apiError(w, 404, "UNKNOWN_ROUTE", "no such route")
 	}
@@ -259,5 +282,34 @@ func fakeStatus(devices, waiting int) map[string]any {
 		"leases":   leases,
 		"waiting":  wait,
 		"counts":   map[string]any{"devices": len(devs), "leases": len(leases), "waiting": len(wait)},
+	}
+}
+
+// fakeUsage is a worker's usage figures of the last hour at one-minute
+// buckets, ending now: granted[i] leases granted (and as many asked for)
+// in the minute i from the end.
+func fakeUsage(granted []int) map[string]any {
+	now := time.Now().UnixMilli()
+	from := (now/60000 - 59) * 60000
+	series := make([]any, 60)
+	total := 0
+	for i := range series {
+		n := 0
+		if j := 59 - i; j < len(granted) {
+			n = granted[j]
+		}
+		total += n
+		series[i] = map[string]any{"at": from + int64(i)*60000, "requests": n, "granted": n, "rejected": 0}
+	}
+	wait := map[string]any{"p50": 0, "p90": 0, "p99": 0, "count": 0}
+	if total > 0 {
+		wait = map[string]any{"p50": 150, "p90": 900, "p99": 2400, "count": total}
+	}
+	return map[string]any{
+		"from": from, "to": now, "bucket": "1m", "partial": false,
+		"totals":      map[string]any{"requests": total, "granted": map[string]any{"warm": total}, "rejected": map[string]any{}, "cancelled": 0, "timedOut": 0},
+		"percentiles": map[string]any{"wait": wait},
+		"byPlatform":  map[string]any{},
+		"series":      series,
 	}
 }

@@ -10,16 +10,29 @@ import (
 	"github.com/simlock/simlock/internal/bintest"
 )
 
-// A gateway and two workers joined to it, their demo steps quick.
+// A gateway and the workers joined to it, their demo steps quick: a, b
+// and their ids are newFleet's two.
 type fleet struct {
 	gw      *home
 	a, b    *home
 	idA     string
 	idB     string
 	console string
+	join    string // the worker token the workers join with
 }
 
+// newFleet starts a gateway with worker-a (two running slots) and
+// worker-b (three) joined to it.
 func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	f := newGateway(t)
+	f.a, f.b = f.worker(t, "worker-a", 2), f.worker(t, "worker-b", 3)
+	f.idA, f.idB = instanceID(t, f.a), instanceID(t, f.b)
+	return f
+}
+
+// newGateway starts a gateway with its HTTP API on and no worker yet.
+func newGateway(t *testing.T) *fleet {
 	t.Helper()
 	port, err := bintest.FreePort()
 	if err != nil {
@@ -29,16 +42,19 @@ func newFleet(t *testing.T) *fleet {
 	gw := newHome(t, "mode", "gateway", "http.enabled", "true", "http.port", strconv.Itoa(port), "gateway.heartbeatMs", "500")
 	gw.startDaemon()
 	_, join := gw.token("worker", "fleet")
-	worker := func(label string, maxRunning int) *home {
-		w := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", strconv.Itoa(maxRunning),
-			"gateway.url", url, "gateway.token", join, "gateway.label", label, "gateway.heartbeatMs", "500",
-			"drivers.demo.provisionMs", "100", "drivers.demo.bootMs", "100", "drivers.demo.reclaimMs", "100")
-		w.startDaemon()
-		return w
-	}
-	f := &fleet{gw: gw, a: worker("worker-a", 2), b: worker("worker-b", 3), console: url}
-	f.idA, f.idB = instanceID(t, f.a), instanceID(t, f.b)
-	return f
+	return &fleet{gw: gw, console: url, join: join}
+}
+
+// worker starts a worker joined to the gateway as label, running at most
+// maxRunning devices, its demo steps quick, with settings (key, value
+// pairs) of its own on top.
+func (f *fleet) worker(t *testing.T, label string, maxRunning int, settings ...string) *home {
+	t.Helper()
+	w := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", strconv.Itoa(maxRunning),
+		"gateway.url", f.console, "gateway.token", f.join, "gateway.label", label, "gateway.heartbeatMs", "500",
+		"drivers.demo.provisionMs", "100", "drivers.demo.bootMs", "100", "drivers.demo.reclaimMs", "100"}, settings...)...)
+	w.startDaemon()
+	return w
 }
 
 // connected reports whether the gateway lists every id connected.

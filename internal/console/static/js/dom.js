@@ -1,19 +1,31 @@
 // Building and updating the page's elements. Nothing here writes markup
-// as text: elements are made with createElement and filled with text
-// nodes, so nothing a daemon sends can become HTML, and no inline style
-// attribute is ever written (the page's Content-Security-Policy forbids
-// them; a value that must vary goes through el.style.setProperty).
+// as text: elements are made with createElement (createElementNS for a
+// chart's SVG) and filled with text nodes, so nothing a daemon sends can
+// become HTML, and no inline style attribute is ever written (the page's
+// Content-Security-Policy forbids them; a value that must vary goes
+// through el.style.setProperty).
 
 // h makes an element. attrs: "class", "text", "dataset" (an object),
 // "on" (event name to handler), any other key is set as an attribute
 // (false, null and undefined are skipped). Children may be elements,
 // strings, numbers, arrays of them, or null.
 export function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
+  return fill(document.createElement(tag), attrs, children);
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+// svg makes an SVG element, with attrs and children as h takes them (a
+// chart's shapes, drawn as elements like the rest of the page).
+export function svg(tag, attrs, ...children) {
+  return fill(document.createElementNS(SVG_NS, tag), attrs, children);
+}
+
+function fill(el, attrs, children) {
   if (attrs) {
     for (const [k, v] of Object.entries(attrs)) {
       if (v === undefined || v === null || v === false) continue;
-      if (k === 'class') el.className = Array.isArray(v) ? v.filter(Boolean).join(' ') : v;
+      if (k === 'class') el.setAttribute('class', Array.isArray(v) ? v.filter(Boolean).join(' ') : v);
       else if (k === 'text') el.textContent = String(v);
       else if (k === 'dataset') for (const [dk, dv] of Object.entries(v)) { if (dv !== undefined && dv !== null) el.dataset[dk] = String(dv); }
       else if (k === 'on') for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);

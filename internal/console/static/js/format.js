@@ -25,6 +25,21 @@ export function duration(ms) {
   return neg ? `-${out}` : out;
 }
 
+// shortDuration says a span that may last less than a second, as waits
+// do: 203 ms, 4.2 s, then as duration says it (1m 5s).
+export function shortDuration(ms) {
+  if (!Number.isFinite(ms)) return '';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  return duration(ms);
+}
+
+// minute says an epoch-ms time as the browser's local hour and minute:
+// 14:05.
+export function minute(ms) {
+  return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', hour12: false });
+}
+
 // clock says an epoch-ms time as the browser's local time of day, with
 // the date when it is not today.
 export function clock(ms) {

@@ -49,6 +49,21 @@ export function jobRoutesFor(ev) {
   }
 }
 
+// usagePath reads the usage figures of the last hour at one-minute
+// buckets, up to now on the daemon's clock (daemonNow, epoch ms): from the
+// start of the minute USAGE_MINUTES - 1 before the current one, so each
+// bucket is a minute of the clock and the last is the one running.
+const USAGE_MINUTES = 60;
+function usagePath(daemonNow) {
+  const from = (Math.floor(daemonNow / 60000) - (USAGE_MINUTES - 1)) * 60000;
+  return `/v1/usage?from=${from}&bucket=1m`;
+}
+
+// USAGE_GAP_MS is the least time between two reads of the usage figures
+// that lease events ask for: each read counts the hour's events again, so
+// a burst of leases costs one read every few seconds, not one each.
+const USAGE_GAP_MS = 5000;
+
 // How often the status is read again while something moves that no event
 // tells of (a download's percentage, a place in the queue, a daemon
 // starting), and how often in any case.
@@ -72,7 +87,7 @@ export class Live {
     this.wanted = wanted || (() => []);
     this.state = 'connecting';
     this.lastDataAt = Date.now();
-    this.fetchers = new Map(); // route -> {inflight, again}
+    this.fetchers = new Map(); // route -> {inflight, again, startedAt, later}
     this.errors = new Map(); // route -> the last error reading it
     this.running = false;
     this.streamCtrl = null;
@@ -115,6 +130,7 @@ export class Live {
     clearTimeout(this.pollTimer);
     clearTimeout(this.jobPollTimer);
     this.jobPollTimer = 0;
+    for (const f of this.fetchers.values()) { clearTimeout(f.later); f.later = 0; }
     clearInterval(this.safetyTimer);
     this.pollTimer = 0;
     this.safetyTimer = 0;
@@ -154,12 +170,26 @@ export class Live {
   touch(route) {
     if (this.paused) return;
     let f = this.fetchers.get(route);
-    if (!f) { f = { inflight: null, again: false }; this.fetchers.set(route, f); }
+    if (!f) { f = { inflight: null, again: false, startedAt: 0, later: 0 }; this.fetchers.set(route, f); }
     if (f.inflight) { f.again = true; return; }
+    clearTimeout(f.later);
+    f.later = 0;
+    f.startedAt = Date.now();
     f.inflight = this.read(route).finally(() => {
       f.inflight = null;
       if (f.again) { f.again = false; this.touch(route); }
     });
+  }
+
+  // touchSpaced reads a route again as touch does, but no sooner than gap
+  // after its last read began: what asks for it in between makes one read
+  // at the end of the gap.
+  touchSpaced(route, gap) {
+    if (this.paused) return;
+    const f = this.fetchers.get(route);
+    const wait = f ? f.startedAt + gap - Date.now() : 0;
+    if (wait <= 0) { this.touch(route); return; }
+    if (!f.later) f.later = setTimeout(() => { f.later = 0; this.touch(route); }, wait);
   }
 
   async read(route) {
@@ -184,6 +214,8 @@ export class Live {
         if (state === 'failed') store.setJobs('succeeded', await api.get('/v1/jobs?state=succeeded&limit=20'));
         store.setJobs(state, doc);
         if (state === 'running') this.afterRunningJobs(doc.jobs || []);
+      } else if (route === 'usage') {
+        store.setUsage(await api.get(usagePath(api.clock.now())));
       } else if (route === 'catalog') {
         store.setCatalog(await api.get('/v1/catalog'));
       } else if (route.startsWith('worker:')) {
@@ -224,8 +256,14 @@ export class Live {
   }
 
   failed(route, e) {
+    if (e instanceof ApiError && e.status === 401) return; // the page signs out (Api.onUnauthorized)
+    // The usage figures say what went wrong in place of their chart: a
+    // token that may not read them (403) can still use the rest.
+    if (route === 'usage') {
+      this.store.setUsageError(e);
+      return;
+    }
     if (e instanceof ApiError) {
-      if (e.status === 401) return; // the page signs out (Api.onUnauthorized)
       if (e.status === 403 && e.code === 'FORBIDDEN') {
         this.onSignOut('This token may no longer use the console: it is not an operator token.');
         return;
@@ -288,6 +326,7 @@ export class Live {
     const fresh = this.store.ingest([ev], { now: Date.now(), live: true, clockOffset: this.api.clock.offset() });
     if (fresh.length === 0) return;
     for (const r of routesFor(ev, this.store.gateway)) this.touch(r);
+    if ((ev.event || '').startsWith('lease.') && this.wanted().includes('usage')) this.touchSpaced('usage', USAGE_GAP_MS);
     if (ev.event === 'component.installed' || ev.event === 'component.install-failed') this.jobEnding = true;
     for (const r of jobRoutesFor(ev)) this.touch(r);
     this.onChange();

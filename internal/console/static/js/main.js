@@ -231,7 +231,7 @@ class App {
     if (!this.store) return [];
     const r = this.route();
     if (r.worker) return this.store.gateway ? [`worker:${r.worker}`, 'jobs:running', 'jobs:failed'] : ['catalog', 'jobs:running', 'jobs:failed'];
-    if (r.tab === 'workers') return ['jobs:running'];
+    if (r.tab === 'workers') return ['jobs:running', 'usage'];
     return [];
   }
 

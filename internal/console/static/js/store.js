@@ -1,7 +1,7 @@
 // What the page knows of the daemon: the answers of the read routes, the
 // events it has seen, the journeys of waiting requests, the job the job
-// page shows, and what is derived from them (what needs attention). Views read it; the live layer
-// writes it.
+// page shows, and what is derived from them (what needs attention). Views
+// read it; the live layer writes it.
 
 import { failedRows } from './jobs.js';
 import { Journeys } from './progress.js';
@@ -81,6 +81,8 @@ export class Store {
     this.catalog = null; // GET /v1/catalog
     this.jobLists = { running: [], failed: [], succeeded: [] }; // GET /v1/jobs?state=running, ?state=failed, ?state=succeeded
     this.job = null; // the job page's JobWatch
+    this.usage = null; // GET /v1/usage of the last hour, while the Workers tab shows
+    this.usageError = null; // why the last read of it failed (an ApiError or Unreachable)
     this.events = new EventLog();
     this.journeys = new Journeys();
     this.deviceNotes = new Map(); // device key -> why it was quarantined, from events
@@ -105,6 +107,8 @@ export class Store {
   setFailed(doc) { this.failedList = (doc && doc.requests) || []; this.failedAt = Date.now(); this.version++; }
   setCatalog(doc) { this.catalog = doc; this.version++; }
   setJobs(state, doc) { this.jobLists[state] = (doc && doc.jobs) || []; this.version++; }
+  setUsage(doc) { this.usage = doc; this.usageError = null; this.version++; }
+  setUsageError(e) { this.usageError = e; this.version++; }
 
   // jobsOf lists the running and failed jobs, newest first, each once;
   // with a worker id, only those with a row for that worker.

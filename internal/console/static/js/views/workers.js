@@ -1,22 +1,26 @@
-// The Workers tab: a card per worker of a gateway's fleet, or on a worker
-// one card for the daemon itself; and a worker's own page.
+// The Workers tab: the leases of the last hour (and on a gateway the
+// busiest workers), then a card per worker of a gateway's fleet, or on a
+// worker one card for the daemon itself; and a worker's own page.
 
 import { h, reconcile } from '../dom.js';
 import { bytes, clock, duration, spec as specWords } from '../format.js';
 import { deviceKey, deviceTitle, jobWhat } from '../store.js';
 import { badge, keyedTable, section, stateBadge } from './common.js';
 import { jobBadge, rowSummary } from './job.js';
+import { renderUsage } from './usage.js';
 
 export function renderWorkers(root, app) {
   const { store } = app;
   if (!root.built) {
+    root.usage = h('div', { class: 'usage-slot' });
     root.head = h('h2', { class: 'sub' });
     root.list = h('div', { class: 'cards', dataset: { list: 'workers' } });
-    root.append(root.head, root.list);
+    root.append(root.usage, root.head, root.list);
     root.built = true;
   }
   const st = store.status;
   if (!st) return;
+  renderUsage(root.usage, app);
   if (store.gateway) {
     const lines = store.workerLines().slice().sort((a, b) => (a.label || a.id).localeCompare(b.label || b.id) || a.id.localeCompare(b.id));
     const f = st.fleet || {};
