@@ -31,14 +31,15 @@ func statsCmd(env Env) *cobra.Command {
 			if err != nil {
 				return inFlagTerms(fail(err), map[string][2]string{"since": {"--since", since}})
 			}
-			// To is set here, so --since 1h is exactly the last hour.
+			// To is set here, so --since 1h is the last hour (to whole
+			// minutes, as every window is).
 			in := contract.UsageGetInput{From: from, To: now, Bucket: bucket}
 			if until != "" {
 				if in.To, err = contract.ParseUsageTime("until", until, now); err != nil {
 					return inFlagTerms(fail(err), map[string][2]string{"until": {"--until", until}})
 				}
 			}
-			if _, _, err := in.Window(now); err != nil {
+			if _, _, _, err := in.Window(now); err != nil {
 				return inFlagTerms(fail(err), map[string][2]string{"from": {"--since", since}, "to": {"--until", until}, "bucket": {"--bucket", bucket}})
 			}
 			return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,8 @@ func UsageBucketDuration(b string) (time.Duration, bool) {
 	return 0, false
 }
 
-// UsageGetInput asks for the usage figures of [From, To), epoch ms.
+// UsageGetInput asks for the usage figures of [From, To), epoch ms, which
+// Window takes to whole minutes.
 type UsageGetInput struct {
 	From int64 `json:"from"`
 	// To is the end of the window, exclusive; 0 is now.
@@ -69,38 +71,54 @@ func (in *UsageGetInput) Validate() error {
 	return nil
 }
 
-// Window resolves the input at now (epoch ms): the window's end and its
-// bucket. A window longer than MaxUsageWindow, or a bucket that would give
-// more than MaxUsagePoints points, is BAD_REQUEST.
-func (in UsageGetInput) Window(now int64) (to int64, bucket string, err error) {
+// Window resolves the input at now (epoch ms) to the window a query
+// covers: whole minutes, from From rounded down to to (To, or now)
+// rounded up, so every minute the asked window touches is in it, and the
+// series bucket for that window. An asked window longer than
+// MaxUsageWindow, or a bucket that would give more than MaxUsagePoints
+// points, is BAD_REQUEST.
+func (in UsageGetInput) Window(now int64) (from, to int64, bucket string, err error) {
 	if err := in.Validate(); err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
 	to = in.To
 	if to == 0 {
 		to = now
 	}
 	if to <= in.From {
-		return 0, "", BadRequest("from", "must be before to (%d), got %d", to, in.From)
+		return 0, 0, "", BadRequest("from", "must be before to (%d), got %d", to, in.From)
 	}
 	span := time.Duration(to-in.From) * time.Millisecond
 	if span > MaxUsageWindow {
-		return 0, "", BadRequest("from", "the window is at most 90 days, got %s", span.Round(time.Minute))
+		return 0, 0, "", BadRequest("from", "the window is at most 90 days, got %s", span.Round(time.Minute))
 	}
+	from, to = UsageMinute(in.From), UsageMinute(to+UsageMinuteMs-1)
 	if in.Bucket != "" {
 		d, _ := UsageBucketDuration(in.Bucket)
-		if n := UsagePoints(in.From, to, d); n > MaxUsagePoints {
-			return 0, "", BadRequest("bucket", "%s gives %d points over this window, at most %d", in.Bucket, n, MaxUsagePoints)
+		if n := UsagePoints(from, to, d); n > MaxUsagePoints {
+			return 0, 0, "", BadRequest("bucket", "%s gives %d points over this window, at most %d", in.Bucket, n, MaxUsagePoints)
 		}
-		return to, in.Bucket, nil
+		return from, to, in.Bucket, nil
 	}
 	for _, b := range UsageBuckets {
 		d, _ := UsageBucketDuration(b)
-		if UsagePoints(in.From, to, d) <= MaxUsagePoints {
-			return to, b, nil
+		if UsagePoints(from, to, d) <= MaxUsagePoints {
+			return from, to, b, nil
 		}
 	}
-	return 0, "", fmt.Errorf("usage: no bucket fits a window of %s", span) // unreachable: 90 d / 1 d
+	return 0, 0, "", fmt.Errorf("usage: no bucket fits a window of %s", span) // unreachable: 90 d / 1 d
+}
+
+// UsageMinuteMs is the grain of usage figures: a minute, in ms.
+const UsageMinuteMs = 60_000
+
+// UsageMinute is the start of the minute ms (epoch ms) falls in.
+func UsageMinute(ms int64) int64 {
+	m := ms % UsageMinuteMs
+	if m < 0 {
+		m += UsageMinuteMs
+	}
+	return ms - m
 }
 
 // UsagePoints is how many buckets of d cover [from, to).
@@ -110,10 +128,13 @@ func UsagePoints(from, to int64, d time.Duration) int {
 }
 
 // UsageResult answers usage.get. Figures come from the event log's
-// lease.* events whose timestamp is in [From, To).
+// lease.* events, counted by the minute they fall in: an event counts when
+// its minute is in [From, To), which are whole minutes (see
+// UsageGetInput.Window).
 //
 // Each duration is measured between two events of one request, and counted
-// when both are in the window:
+// in the minute of the event that ends it, whenever the event that starts
+// it is still in the log's history (it may be before From):
 //   - wait: lease.requested → lease.granted, every grant;
 //   - timeToDevice: lease.requested → lease.granted, for grants whose source
 //     is not warm (a device had to be booted or created);
@@ -123,15 +144,18 @@ type UsageResult struct {
 	From   int64  `json:"from"`
 	To     int64  `json:"to"`
 	Bucket string `json:"bucket"`
-	// Partial is true when the window reaches before the oldest event the
-	// log keeps; CoversFrom is then that event's time.
+	// Partial is true when the window starts before the minute of the
+	// oldest event the log keeps; CoversFrom is then the start of that
+	// minute, and nothing before it is counted.
 	Partial    bool  `json:"partial"`
 	CoversFrom int64 `json:"coversFrom,omitempty"`
 	UsageFigures
 	// ByPlatform splits the figures by the platform asked for.
 	ByPlatform map[string]UsageFigures `json:"byPlatform"`
 	// ByWorker (gateway only) splits them by the worker whose relayed
-	// events they come from.
+	// events they come from. A gateway's totals and ByPlatform also count
+	// the requests its fleet queue ended before any worker took them
+	// (refused, timed out, cancelled), which are in no worker's figures.
 	ByWorker map[string]UsageFigures `json:"byWorker,omitempty"`
 	// Series counts requests, grants and rejections per bucket, the first
 	// point at From.
@@ -183,20 +207,75 @@ type UsagePoint struct {
 	Rejected int   `json:"rejected"`
 }
 
-// NearestRank computes the percentiles of vs (sorted in place).
+// NearestRank computes the percentiles of vs, which it reorders. It
+// selects the three ranks rather than sorting: linear in len(vs) on
+// average.
 func NearestRank(vs []int64) Percentiles {
 	if len(vs) == 0 {
 		return Percentiles{}
 	}
-	slices.Sort(vs)
-	at := func(p int) int64 {
-		r := (p*len(vs) + 99) / 100
-		if r < 1 {
-			r = 1
-		}
-		return vs[r-1]
+	rank := func(p int) int { return max((p*len(vs)+99)/100, 1) - 1 }
+	r50, r90, r99 := rank(50), rank(90), rank(99)
+	// Each selection leaves the larger values to the right of its rank,
+	// so the next looks only there.
+	selectRank(vs, r50)
+	selectRank(vs[r50+1:], r90-r50-1)
+	selectRank(vs[r90+1:], r99-r90-1)
+	return Percentiles{P50: vs[r50], P90: vs[r90], P99: vs[r99], Count: len(vs)}
+}
+
+// selectRank reorders vs so that vs[k] is the value a sort would put there,
+// with none greater before it and none smaller after it; k out of range
+// does nothing. A quickselect with a median-of-three pivot that sorts what
+// is left once its range is small or it has split badly too often, so no
+// input makes it quadratic.
+func selectRank(vs []int64, k int) {
+	if k < 0 || k >= len(vs) {
+		return
 	}
-	return Percentiles{P50: at(50), P90: at(90), P99: at(99), Count: len(vs)}
+	lo, hi := 0, len(vs)-1
+	budget := 2 * bits.Len(uint(len(vs)))
+	for lo < hi {
+		if hi-lo < 16 || budget == 0 {
+			slices.Sort(vs[lo : hi+1])
+			return
+		}
+		budget--
+		mid := lo + (hi-lo)/2
+		if vs[mid] < vs[lo] {
+			vs[mid], vs[lo] = vs[lo], vs[mid]
+		}
+		if vs[hi] < vs[lo] {
+			vs[hi], vs[lo] = vs[lo], vs[hi]
+		}
+		if vs[hi] < vs[mid] {
+			vs[hi], vs[mid] = vs[mid], vs[hi]
+		}
+		p := vs[mid]
+		i, j := lo, hi
+		for i <= j {
+			for vs[i] < p {
+				i++
+			}
+			for vs[j] > p {
+				j--
+			}
+			if i <= j {
+				vs[i], vs[j] = vs[j], vs[i]
+				i++
+				j--
+			}
+		}
+		// Now vs[lo..j] <= p <= vs[i..hi], and what lies between equals p.
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // ParseUsageTime reads a usage window bound as given on the HTTP query or

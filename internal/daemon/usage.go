@@ -5,18 +5,15 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/usage"
 )
 
-// usagePage is how many events usage reads from the store at a time.
-const usagePage = 5000
-
-// usage answers usage.get: it reads the window's events from the log, page
-// by page in seq order, and hands them to usage.Compute. A window that ends
-// before the oldest event kept is HISTORY_NOT_KEPT.
+// usage answers usage.get from the rollups the store keeps as events
+// commit: it reads the rows of the window's whole minutes into a
+// usage.Query. The history starts at the minute of the oldest event kept;
+// a window that ends by then is HISTORY_NOT_KEPT.
 func (d *Daemon) usage(ctx context.Context, in contract.UsageGetInput) (contract.UsageResult, error) {
-	to, bucket, err := in.Window(time.Now().UnixMilli())
+	from, to, bucket, err := in.Window(time.Now().UnixMilli())
 	if err != nil {
 		return contract.UsageResult{}, err
 	}
@@ -25,32 +22,18 @@ func (d *Daemon) usage(ctx context.Context, in contract.UsageGetInput) (contract
 	if err != nil {
 		return contract.UsageResult{}, contract.Errorf(contract.CodeInternal, "read event log span: %v", err)
 	}
-	if span.OldestTs != 0 && to <= span.OldestTs {
+	var covers int64
+	if span.OldestTs != 0 {
+		covers = contract.UsageMinute(span.OldestTs)
+	}
+	if covers != 0 && to <= covers {
 		return contract.UsageResult{}, contract.Errorf(contract.CodeHistoryNotKept,
-			"the event log keeps events from %s on; the window ends before", time.UnixMilli(span.OldestTs).UTC().Format(time.RFC3339)).With("oldestTs", span.OldestTs)
+			"the event log keeps events from %s on; the window ends before", time.UnixMilli(covers).UTC().Format(time.RFC3339)).
+			With("oldestTs", span.OldestTs).With("coversFrom", covers)
 	}
-	var evs []contract.Event
-	q := store.EventQuery{SinceTs: in.From, Limit: usagePage}
-	for {
-		page, err := d.db.Events(ctx, q)
-		if err != nil {
-			return contract.UsageResult{}, contract.Errorf(contract.CodeInternal, "read events: %v", err)
-		}
-		done := len(page) < usagePage
-		for _, e := range page {
-			if e.Timestamp >= to {
-				done = true
-				break
-			}
-			evs = append(evs, e)
-		}
-		if done {
-			break
-		}
-		q.AfterSeq = page[len(page)-1].Seq
+	q := usage.NewQuery(usage.Window{From: from, To: to, Bucket: bucket, Step: step, CoversFrom: covers, Gateway: d.fleet != nil})
+	if err := d.db.UsageRows(ctx, max(from, covers), to, q); err != nil {
+		return contract.UsageResult{}, contract.Errorf(contract.CodeInternal, "read usage rollups: %v", err)
 	}
-	return usage.Compute(evs, usage.Window{
-		From: in.From, To: to, Bucket: bucket, Step: step,
-		OldestTs: span.OldestTs, Gateway: d.fleet != nil,
-	}), nil
+	return q.Result(), nil
 }

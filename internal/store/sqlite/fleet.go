@@ -77,7 +77,9 @@ func (db *DB) DeleteWorker(ctx context.Context, id string) error {
 // the cursor was relayed already (a batch sent again after a reconnect) and
 // is skipped, so each of the worker's seqs is appended once. The cursor is
 // set, not only advanced: a worker whose log starts over (its database was
-// replaced) is followed from where it now is.
+// replaced) is followed from where it now is. The appended events are
+// folded into the usage rollups as a commit's are, as the worker's (the
+// gateway put its workerId in each payload).
 func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error) {
 	var out []contract.Event
 	err := db.write(ctx, func(tx *sql.Tx) error {
@@ -101,6 +103,9 @@ func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.E
 			}
 			ev.Seq = seq
 			out = append(out, ev)
+		}
+		if err := db.rollUp(ctx, tx, out); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)
 		return err

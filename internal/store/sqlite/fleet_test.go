@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -71,19 +70,7 @@ func TestARelayedBatchSentAgainIsAppendedOnceAndACursorSetLowerFollowsANewLog(t 
 func TestMigrationNineKeepsEverySeqAndTheHighWaterMark(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "simlock.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:8] {
-		if _, err := raw.Exec(m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-	}
+	raw := rawAtSchema(t, path, 8)
 	for i := 1; i <= 5; i++ {
 		if _, err := raw.Exec(`INSERT INTO events (id, timestamp, event, payload) VALUES (?, ?, 'lease.renewed', '{}')`, fmt.Sprintf("evt_%d", i), i); err != nil {
 			t.Fatal(err)

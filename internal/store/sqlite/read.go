@@ -219,23 +219,30 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) ([]contract.Event,
 	if err != nil {
 		return nil, fmt.Errorf("store: events: %w", err)
 	}
+	es, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	return es, nil
+}
+
+// scanEvents decodes a result set of (seq, id, timestamp, event, payload)
+// and closes it.
+func scanEvents(rows *sql.Rows) ([]contract.Event, error) {
 	defer rows.Close()
 	var es []contract.Event
 	for rows.Next() {
 		var e contract.Event
 		var payload sql.NullString
 		if err := rows.Scan(&e.Seq, &e.ID, &e.Timestamp, &e.Event, &payload); err != nil {
-			return nil, fmt.Errorf("store: events: %w", err)
+			return nil, err
 		}
 		if payload.Valid {
 			e.Payload = json.RawMessage(payload.String)
 		}
 		es = append(es, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: events: %w", err)
-	}
-	return es, nil
+	return es, rows.Err()
 }
 
 // LastSeq returns the highest seq ever assigned, or 0 if no event was ever

@@ -1,7 +1,8 @@
 // Package sqlite is the SQLite backend of the store: it keeps the records of
 // package store (devices, leases, lease requests, the event log, tokens and
 // component records) in one database file, through modernc.org/sqlite, which
-// needs no cgo.
+// needs no cgo, and the usage rollups package usage derives from the event
+// log, folded in by every transaction that appends events (usage.go).
 //
 // A DB holds the daemon's durable state. It does not decide anything. The
 // caller (the lease engine) owns every state transition and hands the DB the
@@ -64,6 +65,8 @@ type DB struct {
 	// set, event inserts per row count.
 	narrowDevice, narrowLease narrowStmts
 	events                    eventStmts
+	// us are the usage rollup's statements (usage.go).
+	us usageStmts
 
 	// floorMu guards floorSeeded, which records that CommitFloor's scratch
 	// rows exist, and floorLast, the scratch lease as last written.
@@ -155,11 +158,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	// Folds the events a database migrated to the usage rollups held.
+	if err := db.backfillUsage(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
 	return db, nil
 }
 
-// prepare prepares every statement in db.st. Preparing on the read pool
-// also checks that a reader can open the file.
+// prepare prepares every statement in db.st and db.us. Preparing on the
+// read pool also checks that a reader can open the file.
 func (db *DB) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		name  string
@@ -188,6 +196,12 @@ func (db *DB) prepare(ctx context.Context) error {
 		{"newest events", db.r, eventsNewest, &db.st.eventsNewest},
 		{"last seq", db.r, lastSeq, &db.st.lastSeq},
 		{"oldest event", db.r, oldestEvent, &db.st.oldestEvent},
+		{"usage append", db.w, usageAppendMinute, &db.us.appendMinute},
+		{"usage open get", db.w, usageOpenGet, &db.us.openGet},
+		{"usage open put", db.w, usageOpenPut, &db.us.openPut},
+		{"usage open delete", db.w, usageOpenDelete, &db.us.openDelete},
+		{"usage minutes", db.r, usageMinutesIn, &db.us.minutes},
+		{"usage hours", db.r, usageHoursIn, &db.us.hours},
 	} {
 		s, err := p.on.PrepareContext(ctx, p.query)
 		if err != nil {

@@ -77,6 +77,27 @@ func userVersion(t testing.TB, path string) int {
 	return v
 }
 
+// rawAtSchema makes a database at path that has run the first n
+// migrations, and returns it open outside the store, to fill as a build of
+// that schema would have.
+func rawAtSchema(t testing.TB, path string, n int) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:n] {
+		if _, err := raw.Exec(m.sql); err != nil {
+			t.Fatalf("%s: %v", m.name, err)
+		}
+	}
+	return raw
+}
+
 func device(id string, createdAt int64) store.Device {
 	return store.Device{
 		ID:             id,

@@ -103,8 +103,10 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 		if err := db.putRequests(ctx, tx, c.Requests, records); err != nil {
 			return err
 		}
-		out, err = appendEvents(ctx, tx, c.Events, events)
-		return err
+		if out, err = appendEvents(ctx, tx, c.Events, events); err != nil {
+			return err
+		}
+		return db.rollUp(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
@@ -365,7 +367,9 @@ func (db *DB) PruneRequests(ctx context.Context, settledBefore int64, keepMax in
 // older than olderThan (when > 0), then all but the newest keepMax (when >
 // 0). It returns how many it deleted. What is kept is always a run of
 // consecutive seqs, so the log's size is its seq span (EventLogSpan). Seqs
-// of deleted events are not reused.
+// of deleted events are not reused. In the same transaction it keeps the
+// usage rollups to the minutes of the events kept, and gathers the closed
+// hours' minutes (see pruneUsage).
 func (db *DB) PruneEvents(ctx context.Context, olderThan int64, keepMax int) (int64, error) {
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
@@ -390,7 +394,7 @@ func (db *DB) PruneEvents(ctx context.Context, olderThan int64, keepMax int) (in
 			}
 			n += k
 		}
-		return nil
+		return db.pruneUsage(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: prune events: %w", err)

@@ -1,0 +1,343 @@
+package usage
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// Cell names one cell of the rollup: a minute (epoch ms, whole) of one
+// source's events for one platform. Worker is "" for the daemon's own
+// events and the worker's id for those a gateway relayed; Platform is ""
+// when the fold could not tell it (a grant whose request it never saw).
+type Cell struct {
+	Minute           int64
+	Worker, Platform string
+}
+
+// Kinds of open entries.
+const (
+	KindRequest = "request"
+	KindLease   = "lease"
+)
+
+// OpenKey names a request or a lease the fold waits on: ids are unique
+// only within one daemon's events, so the worker is part of the key.
+type OpenKey struct {
+	Worker, Kind, ID string
+}
+
+// Open is a request (from lease.requested) or a lease (from
+// lease.granted) whose end is still to come.
+type Open struct {
+	// At is when it opened: the request's or the grant's time.
+	At int64
+	// Requested is a lease's request time; 0 when its request was not
+	// open when it was granted.
+	Requested int64
+	Platform  string
+	// Dispatched marks a gateway's request handed to a worker: the
+	// worker's events count it from then on.
+	Dispatched bool
+}
+
+// Append is records to append to a cell.
+type Append struct {
+	Cell    Cell
+	Records []byte
+}
+
+// OpenWrite is an open entry's state after a batch: Open to store, or,
+// with Closed, gone.
+type OpenWrite struct {
+	Key    OpenKey
+	Open   Open
+	Closed bool
+}
+
+// Changes is what a batch does to the rollup, for the store to write: the
+// records to append, each cell once, in the order of the cells' first
+// events; and the open entries to store or delete, in the order of their
+// last change.
+type Changes struct {
+	Appends []Append
+	Opens   []OpenWrite
+}
+
+// kind is the fold's name for a lease event.
+type kind uint8
+
+const (
+	requested kind = iota + 1
+	dispatched
+	granted
+	rejected
+	ended
+)
+
+// kinds are the events the fold reads, by name.
+var kinds = map[string]kind{
+	"lease.requested":    requested,
+	"request.dispatched": dispatched,
+	"lease.granted":      granted,
+	"lease.rejected":     rejected,
+	"lease.released":     ended,
+	"lease.expired":      ended,
+}
+
+// EventNames are the names of the events the fold reads, sorted: a store
+// folding its log may skip every other event.
+func EventNames() []string { return slices.Sorted(maps.Keys(kinds)) }
+
+// leaseEvent is an event the fold reads, with the payload fields it uses.
+type leaseEvent struct {
+	kind                         kind
+	at                           int64
+	worker                       string
+	requestID, leaseID, platform string
+	source, reason               string
+}
+
+// payload holds the fields the fold reads of a lease.* or
+// request.dispatched payload.
+type payload struct {
+	RequestID   string `json:"requestId"`
+	LeaseID     string `json:"leaseId"`
+	Source      string `json:"source"`
+	Reason      string `json:"reason"`
+	WorkerID    string `json:"workerId"`
+	RequestSpec struct {
+		Platform string `json:"platform"`
+	} `json:"requestSpec"`
+}
+
+// parse reads e as the fold does; ok is false for an event the rollup does
+// not count. The source of a lease.* event is the workerId its payload
+// carries: a gateway adds it to every event it relays, and a daemon's own
+// lease events never have one. request.dispatched is a gateway's own event
+// (its workerId names where the request went).
+func parse(e contract.Event) (leaseEvent, bool) {
+	k, ok := kinds[e.Event]
+	if !ok {
+		return leaseEvent{}, false
+	}
+	var p payload
+	if json.Unmarshal(e.Payload, &p) != nil {
+		return leaseEvent{}, false
+	}
+	le := leaseEvent{kind: k, at: e.Timestamp, worker: p.WorkerID, requestID: p.RequestID, leaseID: p.LeaseID,
+		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason}
+	if k == dispatched {
+		le.worker = ""
+	}
+	return le, true
+}
+
+// opens is the open entry an event of its kind ends or updates.
+func (e leaseEvent) opens() OpenKey {
+	if e.kind == ended {
+		return OpenKey{e.worker, KindLease, e.leaseID}
+	}
+	return OpenKey{e.worker, KindRequest, e.requestID}
+}
+
+// A Batch is the events of one commit, in seq order, as the fold reads
+// them.
+type Batch struct {
+	evs []leaseEvent
+}
+
+// NewBatch reads evs, the events of one commit in seq order; the events
+// the rollup does not count are dropped.
+func NewBatch(evs []contract.Event) Batch {
+	var b Batch
+	for _, e := range evs {
+		if le, ok := parse(e); ok {
+			b.evs = append(b.evs, le)
+		}
+	}
+	return b
+}
+
+// Empty reports whether the batch changes nothing.
+func (b *Batch) Empty() bool { return len(b.evs) == 0 }
+
+// Needs lists the open entries the batch's events end or update that the
+// batch did not open itself: those the store must look up for Fold.
+func (b *Batch) Needs() []OpenKey {
+	opened := map[OpenKey]bool{}
+	seen := map[OpenKey]bool{}
+	var out []OpenKey
+	for _, e := range b.evs {
+		if e.kind != requested {
+			if k := e.opens(); !opened[k] && !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+		switch e.kind {
+		case requested:
+			opened[e.opens()] = true
+		case granted:
+			opened[OpenKey{e.worker, KindLease, e.leaseID}] = true
+		}
+	}
+	return out
+}
+
+// Fold is the rule from events to the rollup. known holds the open entries
+// Needs listed that the store has (a key it does not have is absent). It
+// returns what to write:
+//
+//   - lease.requested: a request in the cell of its minute, worker and
+//     platform; the request is open.
+//   - request.dispatched (a gateway's): the open request is handed to a
+//     worker, so -1 request in the cell it was counted in; it stays open,
+//     marked, so its end is not counted here either.
+//   - lease.granted: a grant by source, in the cell of its minute and of
+//     its request's platform; with the open request, its wait (and time to
+//     device unless warm). The request closes and the lease is open.
+//   - lease.rejected: unless its request was dispatched, a refusal in the
+//     cell of its minute and platform, by reason: cancelled and killed
+//     count as cancelled, timeout as timed out. The request closes.
+//   - lease.released, lease.expired: with the open lease, its hold and
+//     (when its request was known) turnaround, in the cell of the end's
+//     minute and the lease's platform. The lease closes. Without it,
+//     nothing: its grant is not in the history.
+func (b *Batch) Fold(known map[OpenKey]Open) Changes {
+	f := folder{open: map[OpenKey]*entry{}, cells: map[Cell]int{}}
+	for k, o := range known {
+		f.open[k] = &entry{Open: o, stored: true, live: true}
+	}
+	for _, e := range b.evs {
+		f.fold(e)
+	}
+	return f.changes()
+}
+
+// entry is an open entry as the batch leaves it.
+type entry struct {
+	Open
+	stored  bool // the store has it
+	live    bool // open now
+	changed bool
+}
+
+type folder struct {
+	open  map[OpenKey]*entry
+	order []OpenKey // of the entries' first change
+	cells map[Cell]int
+	out   Changes
+}
+
+func (f *folder) add(c Cell, d Delta) {
+	i, ok := f.cells[c]
+	if !ok {
+		i = len(f.out.Appends)
+		f.cells[c] = i
+		f.out.Appends = append(f.out.Appends, Append{Cell: c})
+	}
+	f.out.Appends[i].Records = AppendDelta(f.out.Appends[i].Records, d)
+}
+
+func (f *folder) get(k OpenKey) (Open, bool) {
+	e, ok := f.open[k]
+	if !ok || !e.live {
+		return Open{}, false
+	}
+	return e.Open, true
+}
+
+func (f *folder) set(k OpenKey, o Open, live bool) {
+	e, ok := f.open[k]
+	if !ok {
+		e = &entry{}
+		f.open[k] = e
+	}
+	if !e.changed {
+		e.changed = true
+		f.order = append(f.order, k)
+	}
+	e.Open, e.live = o, live
+}
+
+func (f *folder) fold(e leaseEvent) {
+	minute := contract.UsageMinute(e.at)
+	switch e.kind {
+	case requested:
+		f.add(Cell{minute, e.worker, e.platform}, Delta{Requests: 1})
+		f.set(e.opens(), Open{At: e.at, Platform: e.platform}, true)
+	case dispatched:
+		k := e.opens()
+		r, ok := f.get(k)
+		if !ok || r.Dispatched {
+			return
+		}
+		f.add(Cell{contract.UsageMinute(r.At), k.Worker, r.Platform}, Delta{Requests: -1})
+		r.Dispatched = true
+		f.set(k, r, true)
+	case granted:
+		k := e.opens()
+		r, asked := f.get(k)
+		if asked {
+			f.set(k, Open{}, false)
+		}
+		d := Delta{Granted: e.source}
+		l := Open{At: e.at, Platform: r.Platform}
+		if asked {
+			d.Wait, d.Has = e.at-r.At, HasWait
+			if e.source != string(contract.SourceWarm) {
+				d.Has |= HasToDevice
+			}
+			l.Requested = r.At
+		}
+		f.add(Cell{minute, e.worker, r.Platform}, d)
+		f.set(OpenKey{e.worker, KindLease, e.leaseID}, l, true)
+	case rejected:
+		k := e.opens()
+		r, ok := f.get(k)
+		if ok {
+			f.set(k, Open{}, false)
+			if r.Dispatched {
+				return
+			}
+		}
+		var d Delta
+		switch e.reason {
+		case "cancelled", "killed":
+			d.Cancelled = true
+		case "timeout":
+			d.TimedOut = true
+		default:
+			d.Rejected = e.reason
+		}
+		f.add(Cell{minute, e.worker, e.platform}, d)
+	case ended:
+		k := e.opens()
+		l, ok := f.get(k)
+		if !ok {
+			return
+		}
+		f.set(k, Open{}, false)
+		d := Delta{Hold: e.at - l.At, Has: HasHold}
+		if l.Requested != 0 {
+			d.Turnaround, d.Has = e.at-l.Requested, d.Has|HasTurnaround
+		}
+		f.add(Cell{minute, e.worker, l.Platform}, d)
+	}
+}
+
+func (f *folder) changes() Changes {
+	for _, k := range f.order {
+		e := f.open[k]
+		switch {
+		case e.live:
+			f.out.Opens = append(f.out.Opens, OpenWrite{Key: k, Open: e.Open})
+		case e.stored:
+			f.out.Opens = append(f.out.Opens, OpenWrite{Key: k, Closed: true})
+		}
+	}
+	return f.out
+}
