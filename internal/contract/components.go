@@ -17,7 +17,10 @@ const (
 )
 
 // ComponentInstallInput installs a component: a version ("26.4"), a bare
-// major ("26"), "latest" (iOS) or an API level ("36", Android).
+// major ("26"), "latest" (iOS), or an API level ("36", Android), which
+// takes the level's google_apis image, or "<level>;<tag>" for the image of
+// another tag ("36;google_apis_playstore"), the component a RUNTIME_MISSING
+// for a lease's imageTag names.
 type ComponentInstallInput struct {
 	Platform Platform `json:"platform"`
 	Version  string   `json:"version"`
@@ -36,7 +39,16 @@ func (in *ComponentInstallInput) Validate() error {
 			return err
 		}
 	}
-	return checkComponent("version", in.Version)
+	level, tag, tagged := strings.Cut(in.Version, ";")
+	if tagged {
+		if in.Platform != PlatformAndroid {
+			return BadRequest("version", "a system image tag (<level>;<tag>) is for android only; %s has none", in.Platform)
+		}
+		if err := CheckImageTag(in.Platform, tag); err != nil || tag == "" {
+			return BadRequest("version", "must be an API level, or <level>;<tag> with a tag of 1 to %d ASCII letters, digits, _ and -; got %q", MaxImageTagLen, clip(in.Version))
+		}
+	}
+	return checkComponent("version", level)
 }
 
 func checkComponent(field, v string) error {

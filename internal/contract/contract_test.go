@@ -314,3 +314,30 @@ func BenchmarkCheckKeysOfARenewFrame(b *testing.B) {
 		}
 	}
 }
+
+func TestAnInstallNamesAnAndroidImageTagOnlyAsLevelSemicolonTag(t *testing.T) {
+	for _, ok := range []string{"36;google_apis_playstore", "35;google_apis", "Baklava;google_apis"} {
+		in := ComponentInstallInput{Platform: PlatformAndroid, Version: ok}
+		if err := in.Validate(); err != nil {
+			t.Errorf("android %q refused: %v", ok, err)
+		}
+	}
+	for _, c := range []struct {
+		p Platform
+		v string
+	}{
+		{PlatformIOS, "26.4;google_apis"}, {PlatformAndroid, "36;"}, {PlatformAndroid, ";google_apis"},
+		{PlatformAndroid, "36;rm -rf"}, {PlatformAndroid, "36;a;b"}, {PlatformAndroid, "../36;google_apis"},
+		{PlatformAndroid, "36;" + strings.Repeat("t", MaxImageTagLen+1)},
+	} {
+		in := ComponentInstallInput{Platform: c.p, Version: c.v}
+		err := in.Validate()
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Code != CodeBadRequest || ce.Details["field"] != "version" {
+			t.Errorf("%s %q: %v, want BAD_REQUEST on version", c.p, c.v, err)
+		}
+	}
+	if err := (&ComponentRemoveInput{Platform: PlatformAndroid, Version: "36;google_apis"}).Validate(); err == nil {
+		t.Error("a remove took a tagged component; it removes whole levels")
+	}
+}

@@ -87,3 +87,34 @@ func TestLeaseByImageTag(t *testing.T) {
 		t.Errorf("iOS --image-tag refusal = %v, want it to name --image-tag", er)
 	}
 }
+
+// A tag's image installs with component install as the component a lease's
+// RUNTIME_MISSING names, and a lease of that tag then needs no download.
+func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
+	t.Parallel()
+	abi := "x86_64"
+	if runtime.GOARCH == "arm64" {
+		abi = "arm64-v8a"
+	}
+	e := shimtest.Build(t)
+	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h.withShims(e, "android")
+	if r := h.run("component", "install", "android", "35;google_apis_playstore"); r.code != 0 {
+		t.Fatalf("component install android 35;google_apis_playstore\n%s", r)
+	}
+	pkg := "system-images;android-35;google_apis_playstore;" + abi
+	installed := false
+	for _, c := range e.Calls(t) {
+		if c.Tool == "sdkmanager" && slices.Contains(c.Args, "--install") && slices.Contains(c.Args, pkg) {
+			installed = true
+		}
+	}
+	if !installed {
+		t.Fatalf("sdkmanager --install %s never ran", pkg)
+	}
+	g := h.leaseDetached("a", "android", "--os", "35", "--image-tag", "google_apis_playstore")
+	if got := avdImage(t, e, g.Device.DriverDeviceID); got != pkg {
+		t.Errorf("the lease's AVD was made from %q, want %s", got, pkg)
+	}
+	expectFailure(t, h.run("component", "install", "ios", "26.4;google_apis"), 2, "BAD_REQUEST")
+}
