@@ -65,11 +65,6 @@ func newWarmState() warmState {
 		rewarming: map[string]*rewarm{}, kick: make(chan struct{}, 1)}
 }
 
-func targetMatches(t contract.WarmTarget, d *dev) bool {
-	return d.Platform == t.Platform && strings.EqualFold(d.Model, t.Model) &&
-		(t.OSVersion == "" || core.VersionFits(d.OSVersion, t.OSVersion))
-}
-
 // targetBuckets calls f for each spec bucket a device of target t could
 // be in.
 func (e *Engine) targetBuckets(t contract.WarmTarget, f func(b *fitBucket)) {

@@ -106,3 +106,32 @@ func TestDisabledWarmPoolShutsIdleDevicesDown(t *testing.T) {
 		}
 	})
 }
+
+func TestASlimWarmPoolTargetKeepsSlimDevicesThatOnlySlimRequestsTake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		target := contract.WarmTarget{Platform: contract.PlatformIOS, Model: "iPhone 17", Mode: contract.DeviceModeSlim, Count: 1}
+		h := startWarm(t, 4, WarmPoolPolicy{Enabled: true, MaxConcurrentBoots: 1, Targets: []contract.WarmTarget{target}, Interval: time.Second})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var warm []contract.Device
+		for _, d := range h.e.Devices() {
+			if d.State == contract.DeviceReady && d.LeaseID == "" {
+				warm = append(warm, d)
+			}
+		}
+		if len(warm) != 1 || warm[0].Spec.Mode != contract.DeviceModeSlim || !warm[0].Slimmed {
+			t.Fatalf("warm devices = %+v, want one slim device, slimmed", warm)
+		}
+		if st := h.e.WarmPoolStatus(); st.Targets[0].Ready != 1 {
+			t.Errorf("target status = %+v, want its slim device counted ready", st.Targets[0])
+		}
+		full := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 17", Mode: contract.DeviceModeFull}))
+		if full.Device.ID == warm[0].ID || full.Source == contract.SourceWarm || full.Device.Mode != contract.DeviceModeFull {
+			t.Errorf("a full request got %s from %s in mode %s, want a new full device, not the slim one", full.Device.ID, full.Source, full.Device.Mode)
+		}
+		slim := h.mustGrant(h.acquire("b", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 17", Mode: contract.DeviceModeSlim}))
+		if slim.Device.ID != warm[0].ID || slim.Source != contract.SourceWarm || slim.Device.Mode != contract.DeviceModeSlim {
+			t.Errorf("a slim request got %s from %s in mode %s, want the warm slim device", slim.Device.ID, slim.Source, slim.Device.Mode)
+		}
+	})
+}
