@@ -128,7 +128,7 @@ var keys = []keySpec{
 	{key: "warmPool.rewarmReleased", kind: kindBool, def: true,
 		doc: "boot a device its clean left shut down again while it was used less than idle.shutdownAfterMs ago, in a free running slot no request waits for; a request that needs the slot takes it at once"},
 	{key: "warmPool.targets", kind: kindTargets, def: []WarmTarget{},
-		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"mode"?,"count"}`},
+		doc: `devices to keep booted: a JSON list of {"platform","model","osVersion"?,"imageTag"?,"mode"?,"count"}`},
 	{key: "warmPool.quarantine.maxRetries", kind: kindInt, def: int64(3), min: 1,
 		doc: "cleans retried on a quarantined device before it is deleted"},
 	{key: "warmPool.quarantine.retryBackoffMs", kind: kindInt, def: int64(30000), min: 1,
@@ -451,6 +451,12 @@ func (k keySpec) fromJSON(v any) (any, error) {
 						return nil, bad("target %d: mode must be slim or full, got %s", i, describe(val))
 					}
 					t.Mode = sv
+				case "imageTag":
+					sv, _ := val.(string)
+					if err := contract.CheckImageTag(contract.PlatformAndroid, sv); err != nil || sv == "" {
+						return nil, bad("target %d: imageTag must be 1 to %d ASCII letters, digits, _ and -, got %s", i, contract.MaxImageTagLen, describe(val))
+					}
+					t.ImageTag = sv
 				case "platform", "model", "osVersion":
 					sv, ok := val.(string)
 					if !ok || sv == "" || len(sv) > 256 {
@@ -472,7 +478,7 @@ func (k keySpec) fromJSON(v any) (any, error) {
 					}
 					t.Count = int(c)
 				default:
-					return nil, bad("target %d: unknown field %q (fields: platform, model, osVersion, mode, count)", i, k)
+					return nil, bad("target %d: unknown field %q (fields: platform, model, osVersion, imageTag, mode, count)", i, k)
 				}
 			}
 			if t.Platform != "ios" && t.Platform != "android" {
@@ -483,6 +489,9 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			}
 			if t.Mode == "slim" && t.Platform != "ios" {
 				return nil, bad("target %d: mode slim is for ios only", i)
+			}
+			if t.ImageTag != "" && t.Platform != "android" {
+				return nil, bad("target %d: imageTag is for android only", i)
 			}
 			out = append(out, t)
 		}
@@ -582,6 +591,8 @@ type WarmTarget struct {
 	Platform  string `json:"platform"`
 	Model     string `json:"model"`
 	OSVersion string `json:"osVersion,omitempty"`
+	// ImageTag is the Android system image tag; "" is the default image.
+	ImageTag string `json:"imageTag,omitempty"`
 	// Mode is slim or full; "" is ios.defaultMode.
 	Mode  string `json:"mode,omitempty"`
 	Count int    `json:"count"`

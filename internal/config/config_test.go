@@ -185,10 +185,23 @@ func TestWarmPoolTargetsAreStrict(t *testing.T) {
 		`[{"platform":"windows","model":"x","count":1}]`,
 		`[{"platform":"ios","count":1}]`,
 		`{"platform":"ios"}`,
+		`[{"platform":"android","model":"Pixel 9","mode":"slim","count":1}]`,
+		`[{"platform":"ios","model":"iPhone 17","mode":"thin","count":1}]`,
+		`[{"platform":"ios","model":"iPhone 17","imageTag":"google_apis","count":1}]`,
+		`[{"platform":"android","model":"Pixel 9","imageTag":"bad tag","count":1}]`,
+		`[{"platform":"android","model":"Pixel 9","imageTag":"","count":1}]`,
 	} {
 		if _, err := Parse([]byte(`{"warmPool":{"targets":` + bad + `}}`)); err == nil || !strings.Contains(err.Error(), "warmPool.targets") {
 			t.Errorf("accepted %s (%v)", bad, err)
 		}
+	}
+	c, err = Parse([]byte(`{"warmPool":{"targets":[{"platform":"android","model":"Pixel 9","imageTag":"google_apis_playstore","count":1},` +
+		`{"platform":"ios","model":"iPhone 17","mode":"slim","count":1}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Targets("warmPool.targets"); len(got) != 2 || got[0].ImageTag != "google_apis_playstore" || got[1].Mode != "slim" {
+		t.Errorf("targets with a tag and a mode = %+v", got)
 	}
 }
 

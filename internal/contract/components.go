@@ -241,6 +241,9 @@ type WarmTarget struct {
 	Platform  Platform `json:"platform"`
 	Model     string   `json:"model"`
 	OSVersion string   `json:"osVersion,omitempty"`
+	// ImageTag is the Android system image tag; "" takes the default
+	// image.
+	ImageTag string `json:"imageTag,omitempty"`
 	// Mode is slim or full; "" is the platform's default mode.
 	Mode  DeviceMode `json:"mode,omitempty"`
 	Count int        `json:"count"`

@@ -769,7 +769,7 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 	}
 	for _, t := range cfg.Targets("warmPool.targets") {
 		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion,
-			Mode: contract.DeviceMode(t.Mode), Count: t.Count})
+			ImageTag: t.ImageTag, Mode: contract.DeviceMode(t.Mode), Count: t.Count})
 	}
 	return wp
 }

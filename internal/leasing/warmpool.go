@@ -75,7 +75,7 @@ func (e *Engine) targetBuckets(t contract.WarmTarget, f func(b *fitBucket)) {
 	cat := e.catalogs[t.Platform]
 	for k, b := range e.reg.fits[i] {
 		if strings.EqualFold(k.model, t.Model) && (t.OSVersion == "" || core.VersionFits(k.osVersion, t.OSVersion)) &&
-			k.mode == cat.ModeOn(t.Mode, k.osVersion) {
+			(t.ImageTag == "" || k.imageTag == t.ImageTag) && k.mode == cat.ModeOn(t.Mode, k.osVersion) {
 			f(b)
 		}
 	}
@@ -302,7 +302,7 @@ func (e *Engine) startWarm(p warmPlan) {
 			}
 			mode = core.Want{Mode: mode}.ModeIn(cat)
 		})
-		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion, Mode: mode})
+		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion, ImageTag: t.ImageTag, Mode: mode})
 		_ = e.do(func(tx *queue.Txn) error {
 			if err != nil {
 				reason := "unresolvable"

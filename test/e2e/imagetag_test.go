@@ -118,3 +118,27 @@ func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
 	}
 	expectFailure(t, h.run("component", "install", "ios", "26.4;google_apis"), 2, "BAD_REQUEST")
 }
+
+// A warm-pool target of an image tag keeps a device of that tag booted,
+// and a lease of the tag takes it warm.
+func TestAWarmPoolTargetOfAnImageTagKeepsThatTagsDeviceWarm(t *testing.T) {
+	t.Parallel()
+	abi := "x86_64"
+	if runtime.GOARCH == "arm64" {
+		abi = "arm64-v8a"
+	}
+	e := shimtest.Build(t)
+	e.AddAndroidImage(t, "system-images;android-36;google_apis_playstore;"+abi)
+	h := newHome(t, "drivers.android.adbServerPort", freePort(t),
+		"warmPool.targets", `[{"platform":"android","model":"Pixel 9","osVersion":"36","imageTag":"google_apis_playstore","count":1}]`)
+	h.withShims(e, "android")
+	f := h.follow()
+	ready := f.find("the target's device ready", isEvent("device.ready", "initiator", "warm-pool"))
+	g := h.leaseDetached("a", "android", "--os", "36", "--image-tag", "google_apis_playstore")
+	if g.Source != "warm" || g.Device.ID != ready.str("deviceId") || g.Device.Spec.ImageTag != "google_apis_playstore" {
+		t.Errorf("a lease of the tag got %s (%s, spec %+v), want the warm device %s", g.Device.ID, g.Source, g.Device.Spec, ready.str("deviceId"))
+	}
+	if got := avdImage(t, e, g.Device.DriverDeviceID); got != "system-images;android-36;google_apis_playstore;"+abi {
+		t.Errorf("the warm device's AVD was made from %q", got)
+	}
+}
