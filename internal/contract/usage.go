@@ -14,6 +14,10 @@ import (
 // requesters waited, what was refused and why.
 const OpUsageGet Op = "usage.get"
 
+// GatewayRequesterPrefix starts the requester id of every request a
+// gateway forwards to a worker (gw:<gateway instance>:<requester>).
+const GatewayRequesterPrefix = "gw:"
+
 // MaxUsageWindow bounds a usage.get window.
 const MaxUsageWindow = 90 * 24 * time.Hour
 

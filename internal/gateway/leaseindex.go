@@ -28,7 +28,9 @@ func splitLeaseID(id string) (workerID, workerLeaseID string, ok bool) {
 
 // requesterPrefix marks, in a worker's lease records, the requester ids of
 // the leases a gateway asked for: gw:<gatewayInstanceId>:<requester>.
-func requesterPrefix(instanceID string) string { return "gw:" + instanceID + ":" }
+func requesterPrefix(instanceID string) string {
+	return contract.GatewayRequesterPrefix + instanceID + ":"
+}
 
 // indexed is one lease the gateway issued.
 type indexed struct {

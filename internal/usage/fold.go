@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -38,8 +39,11 @@ type Open struct {
 	// open when it was granted.
 	Requested int64
 	Platform  string
-	// Dispatched marks a gateway's request handed to a worker: the
-	// worker's events count it from then on.
+	// Dispatched marks, on a gateway, that the request is counted by the
+	// other side of a dispatch: a gateway's own request handed to a
+	// worker (the worker's events count it from then on), or a relayed
+	// worker request the gateway forwarded (should the worker bounce it,
+	// the gateway's request still counts, so the bounce does not).
 	Dispatched bool
 }
 
@@ -98,6 +102,9 @@ type leaseEvent struct {
 	worker                       string
 	requestID, leaseID, platform string
 	source, reason               string
+	// forwarded marks a relayed worker's request that the gateway
+	// forwarded there (its requester is the gateway's).
+	forwarded bool
 }
 
 // payload holds the fields the fold reads of a lease.* or
@@ -108,6 +115,7 @@ type payload struct {
 	Source      string `json:"source"`
 	Reason      string `json:"reason"`
 	WorkerID    string `json:"workerId"`
+	Requester   string `json:"requester"`
 	RequestSpec struct {
 		Platform string `json:"platform"`
 	} `json:"requestSpec"`
@@ -128,7 +136,8 @@ func parse(e contract.Event) (leaseEvent, bool) {
 		return leaseEvent{}, false
 	}
 	le := leaseEvent{kind: k, at: e.Timestamp, worker: p.WorkerID, requestID: p.RequestID, leaseID: p.LeaseID,
-		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason}
+		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason,
+		forwarded: k == requested && p.WorkerID != "" && strings.HasPrefix(p.Requester, contract.GatewayRequesterPrefix)}
 	if k == dispatched {
 		le.worker = ""
 	}
@@ -201,7 +210,11 @@ func (b *Batch) Needs() []OpenKey {
 //     device unless warm). The request closes and the lease is open.
 //   - lease.rejected: unless its request was dispatched, a refusal in the
 //     cell of its minute and platform, by reason: cancelled and killed
-//     count as cancelled, timeout as timed out. The request closes.
+//     count as cancelled, timeout as timed out. A relayed worker's no-wait
+//     refusal of a request the gateway forwarded is a bounce instead (the
+//     worker had no room after all; the gateway asks again, and its own
+//     request is what counts): -1 request where the worker's counted, and
+//     no refusal. The request closes.
 //   - lease.released, lease.expired: with the open lease, its hold and
 //     (when its request was known) turnaround, in the cell of the end's
 //     minute and the lease's platform. The lease closes. Without it,
@@ -268,7 +281,7 @@ func (f *folder) fold(e leaseEvent) {
 	switch e.kind {
 	case requested:
 		f.add(Cell{minute, e.worker, e.platform}, Delta{Requests: 1})
-		f.set(e.opens(), Open{At: e.at, Platform: e.platform}, true)
+		f.set(e.opens(), Open{At: e.at, Platform: e.platform, Dispatched: e.forwarded}, true)
 	case dispatched:
 		k := e.opens()
 		r, ok := f.get(k)
@@ -300,7 +313,11 @@ func (f *folder) fold(e leaseEvent) {
 		r, ok := f.get(k)
 		if ok {
 			f.set(k, Open{}, false)
-			if r.Dispatched {
+			switch {
+			case r.Dispatched && k.Worker == "":
+				return // the worker it went to counts it
+			case r.Dispatched && e.reason == "no-wait":
+				f.add(Cell{contract.UsageMinute(r.At), k.Worker, r.Platform}, Delta{Requests: -1})
 				return
 			}
 		}

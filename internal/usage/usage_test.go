@@ -404,3 +404,35 @@ func TestADeltaReadsBackAsWritten(t *testing.T) {
 		t.Error("a chunk 60 minutes into its hour was taken")
 	}
 }
+
+// A worker that bounces a request the gateway forwarded (no room after
+// all, refused no-wait) has not refused anyone: the gateway asks again,
+// and its own request is the one counted, once, however it ends. A no-wait
+// refusal of a request the worker's own agents made is a refusal.
+func TestABounceOfAForwardedRequestIsNoRequestAndNoRefusal(t *testing.T) {
+	fwd := func(worker, id string) m {
+		p := relayed(worker, req(id, "ios"))
+		p["requester"] = contract.GatewayRequesterPrefix + "ins_gw:agent-a"
+		return p
+	}
+	s := newMemStore()
+	s.commit(script(
+		[3]any{0, "lease.requested", req("g1", "ios")},
+		[3]any{100, "lease.requested", fwd("w1", "r1")},
+		[3]any{150, "lease.rejected", relayed("w1", reject("r1", "ios", "no-wait"))}, // a bounce
+		[3]any{200, "lease.requested", fwd("w2", "r1")},
+		[3]any{300, "request.dispatched", dispatch("g1", "w2")},
+		[3]any{900, "lease.granted", relayed("w2", grant("r1", "l1", "booted"))},
+		[3]any{1000, "lease.requested", relayed("w1", req("r2", "ios"))}, // the worker's own agent
+		[3]any{1000, "lease.rejected", relayed("w1", reject("r2", "ios", "no-wait"))},
+	))
+	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
+	want := contract.UsageTotals{Requests: 2, Granted: map[string]int{"booted": 1}, Rejected: map[string]int{"no-wait": 1}}
+	if !reflect.DeepEqual(got.Totals, want) {
+		t.Errorf("totals = %+v, want %+v: g1 once, granted on w2, and only the own agent's refusal", got.Totals, want)
+	}
+	w1 := contract.UsageTotals{Requests: 1, Granted: map[string]int{}, Rejected: map[string]int{"no-wait": 1}}
+	if got := got.ByWorker["w1"].Totals; !reflect.DeepEqual(got, w1) {
+		t.Errorf("byWorker.w1 = %+v, want %+v: the bounce is not w1's", got, w1)
+	}
+}
