@@ -28,12 +28,25 @@ func avdImage(t *testing.T, e shimtest.Env, avd string) string {
 // device of another tag never serves it; a tag not installed is
 // RUNTIME_MISSING naming the <level>;<tag> component, which --allow-download
 // installs; on iOS the flag is refused.
+// hostABI is the ABI of the system images the SDK shims lay out here.
+func hostABI() string {
+	if runtime.GOARCH == "arm64" {
+		return "arm64-v8a"
+	}
+	return "x86_64"
+}
+
+// sdkInstalled reports whether sdkmanager --install ran for pkg.
+func sdkInstalled(t *testing.T, e shimtest.Env, pkg string) bool {
+	t.Helper()
+	return slices.ContainsFunc(e.Calls(t), func(c shimtest.Call) bool {
+		return c.Tool == "sdkmanager" && slices.Contains(c.Args, "--install") && slices.Contains(c.Args, pkg)
+	})
+}
+
 func TestLeaseByImageTag(t *testing.T) {
 	t.Parallel()
-	abi := "x86_64"
-	if runtime.GOARCH == "arm64" {
-		abi = "arm64-v8a"
-	}
+	abi := hostABI()
 	e := shimtest.Build(t)
 	e.AddAndroidImage(t, "system-images;android-36;google_apis_playstore;"+abi)
 	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "3")
@@ -69,13 +82,7 @@ func TestLeaseByImageTag(t *testing.T) {
 	}
 	dl := h.leaseDetached("b", "android", "--os", "35", "--image-tag", "google_apis_playstore", "--allow-download")
 	pkg := "system-images;android-35;google_apis_playstore;" + abi
-	installed := false
-	for _, c := range e.Calls(t) {
-		if c.Tool == "sdkmanager" && slices.Contains(c.Args, "--install") && slices.Contains(c.Args, pkg) {
-			installed = true
-		}
-	}
-	if !installed {
+	if !sdkInstalled(t, e, pkg) {
 		t.Errorf("sdkmanager --install %s never ran", pkg)
 	}
 	if got := avdImage(t, e, dl.Device.DriverDeviceID); got != pkg || dl.Device.Spec.ImageTag != "google_apis_playstore" {
@@ -92,10 +99,7 @@ func TestLeaseByImageTag(t *testing.T) {
 // RUNTIME_MISSING names, and a lease of that tag then needs no download.
 func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
 	t.Parallel()
-	abi := "x86_64"
-	if runtime.GOARCH == "arm64" {
-		abi = "arm64-v8a"
-	}
+	abi := hostABI()
 	e := shimtest.Build(t)
 	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
 	h.withShims(e, "android")
@@ -103,13 +107,7 @@ func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
 		t.Fatalf("component install android 35;google_apis_playstore\n%s", r)
 	}
 	pkg := "system-images;android-35;google_apis_playstore;" + abi
-	installed := false
-	for _, c := range e.Calls(t) {
-		if c.Tool == "sdkmanager" && slices.Contains(c.Args, "--install") && slices.Contains(c.Args, pkg) {
-			installed = true
-		}
-	}
-	if !installed {
+	if !sdkInstalled(t, e, pkg) {
 		t.Fatalf("sdkmanager --install %s never ran", pkg)
 	}
 	g := h.leaseDetached("a", "android", "--os", "35", "--image-tag", "google_apis_playstore")
@@ -123,10 +121,7 @@ func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
 // and a lease of the tag takes it warm.
 func TestAWarmPoolTargetOfAnImageTagKeepsThatTagsDeviceWarm(t *testing.T) {
 	t.Parallel()
-	abi := "x86_64"
-	if runtime.GOARCH == "arm64" {
-		abi = "arm64-v8a"
-	}
+	abi := hostABI()
 	e := shimtest.Build(t)
 	e.AddAndroidImage(t, "system-images;android-36;google_apis_playstore;"+abi)
 	h := newHome(t, "drivers.android.adbServerPort", freePort(t),
