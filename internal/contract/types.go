@@ -774,14 +774,23 @@ type CatalogImage struct {
 	ABI     string `json:"abi"`
 }
 
+// Mode is the mode a request asking want gets of this platform: want, or,
+// when it names none, the platform's default (full where there is none).
+func (c Catalog) Mode(want DeviceMode) DeviceMode {
+	switch {
+	case want != "":
+		return want
+	case c.DefaultMode != "":
+		return c.DefaultMode
+	}
+	return DeviceModeFull
+}
+
 // ModeOn is the mode a device for a request asking want (after the
 // default) has on runtime: slim only when slim is asked and the runtime can
 // be slimmed. It is "" (full) or DeviceModeSlim, as DeviceSpec.Mode is.
 func (c Catalog) ModeOn(want DeviceMode, runtime string) DeviceMode {
-	if want == "" {
-		want = c.DefaultMode
-	}
-	if want == DeviceModeSlim && slices.Contains(c.SlimRuntimes, runtime) {
+	if c.Mode(want) == DeviceModeSlim && slices.Contains(c.SlimRuntimes, runtime) {
 		return DeviceModeSlim
 	}
 	return ""

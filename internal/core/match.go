@@ -22,15 +22,7 @@ type Want struct {
 }
 
 // ModeIn is the mode w asks of cat's platform, its default applied.
-func (w Want) ModeIn(cat driver.Catalog) contract.DeviceMode {
-	if w.Mode != "" {
-		return w.Mode
-	}
-	if cat.DefaultMode != "" {
-		return cat.DefaultMode
-	}
-	return contract.DeviceModeFull
-}
+func (w Want) ModeIn(cat driver.Catalog) contract.DeviceMode { return cat.Mode(w.Mode) }
 
 // WantOf settles a request spec: no model and no class means a phone.
 func WantOf(s contract.RequestSpec, cat driver.Catalog) Want {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
@@ -102,7 +101,7 @@ func (e *Engine) SlimAdvisories() []contract.Finding {
 			seen[k] = true
 		}
 		for p, cat := range e.catalogs {
-			if (core.Want{}).ModeIn(cat) != contract.DeviceModeSlim {
+			if cat.Mode("") != contract.DeviceModeSlim {
 				continue
 			}
 			for _, rt := range cat.Runtimes {

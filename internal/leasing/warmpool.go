@@ -220,7 +220,7 @@ func (e *Engine) fillLocked(tx *queue.Txn) []warmPlan {
 				// The spec is not resolved yet: a target asking slim is
 				// sized slim, which its device is unless the runtime
 				// cannot be slimmed.
-				if b := core.CanCreate(e.opts.Limits, u, t.Platform, core.Want{Mode: t.Mode}.ModeIn(e.catalogs[t.Platform]) == contract.DeviceModeSlim); b != core.BlockNone {
+				if b := core.CanCreate(e.opts.Limits, u, t.Platform, e.catalogs[t.Platform].Mode(t.Mode) == contract.DeviceModeSlim); b != core.BlockNone {
 					reason = warmReason(b)
 					break
 				}
@@ -300,7 +300,7 @@ func (e *Engine) startWarm(p warmPlan) {
 					model = m
 				}
 			}
-			mode = core.Want{Mode: mode}.ModeIn(cat)
+			mode = cat.Mode(mode)
 		})
 		spec, err := drv.ResolveSpec(e.ctx, driver.Request{Platform: t.Platform, Model: model, OSVersion: t.OSVersion, ImageTag: t.ImageTag, Mode: mode})
 		_ = e.do(func(tx *queue.Txn) error {
