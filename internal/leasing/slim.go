@@ -80,11 +80,13 @@ func grantMode(d *dev) contract.DeviceMode {
 	return contract.DeviceModeFull
 }
 
-// noteSlimRefused remembers the runtime of a need that asks slim where the
-// driver resolved a full spec: the runtime cannot be slimmed, and doctor
-// says so.
+// noteSlimRefused remembers the runtime of an iOS need that asks slim
+// where the driver resolved a full spec: the runtime cannot be slimmed,
+// and doctor says so.
 func (e *Engine) noteSlimRefused(n *need, cat driver.Catalog) {
-	if n.want.ModeIn(cat) != contract.DeviceModeSlim || n.spec.Mode == contract.DeviceModeSlim {
+	// Android is always full, and says so in its grants; only iOS has
+	// runtimes too old to slim.
+	if n.spec.Platform != contract.PlatformIOS || n.want.ModeIn(cat) != contract.DeviceModeSlim || n.spec.Mode == contract.DeviceModeSlim {
 		return
 	}
 	e.view(func() { e.slimRefused[string(n.spec.Platform)+"/"+n.spec.OSVersion] = true })
