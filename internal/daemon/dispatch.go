@@ -364,7 +364,11 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, contract.Errorf(contract.CodeUnsupportedInWorkerMode,
 				"a worker token joins a worker to a gateway: create it on the gateway (this daemon is a worker)").With("operation", req.Op)
 		}
-		return s.d.tokens.create(s.ctx, in)
+		res, err := s.d.tokens.create(s.ctx, in)
+		if err == nil {
+			s.d.Emit("token.created", tokenEvent(res.Token, principal))
+		}
+		return res, err
 	case contract.OpTokenList:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -376,12 +380,23 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		res, err := s.d.tokens.revoke(s.ctx, in.ID)
-		if err == nil && s.d.fleet != nil {
-			// An uplink opened with it ends now, not at its next check.
+		res, was, err := s.d.tokens.revoke(s.ctx, in.ID)
+		if err != nil {
+			return res, err
+		}
+		// What the token holds open ends now, not at its next request:
+		// its HTTP streams, long polls and commands, and on a gateway the
+		// uplinks it opened.
+		if s.d.api != nil {
+			s.d.api.EndToken(in.ID)
+		}
+		if s.d.fleet != nil {
 			s.d.fleet.CloseToken(s.ctx, in.ID)
 		}
-		return res, err
+		if res.Revoked {
+			s.d.Emit("token.revoked", tokenEvent(was, principal))
+		}
+		return res, nil
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
 }

@@ -9,6 +9,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,7 +78,18 @@ type Server struct {
 	// streamsMu guards the counts below.
 	streams        int
 	streamsByToken map[string]int
+
+	liveMu sync.Mutex
+	// liveMu guards the fields below: the authenticated requests in
+	// flight, by token id, each with the cancel of its context, and the
+	// tokens EndToken ended (ids are never reused, so a request that
+	// authenticated just before its token ended is cut when it registers).
+	live      map[string]map[*liveRequest]struct{}
+	endedToks map[string]struct{}
 }
+
+// liveRequest is one authenticated request in flight.
+type liveRequest struct{ cancel context.CancelCauseFunc }
 
 // New returns a Server for opts.
 func New(opts Options) *Server {
@@ -94,6 +106,8 @@ func New(opts Options) *Server {
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxStreams:  cmp.Or(opts.MaxStreams, DefaultMaxStreams), maxStreamsPerToken: cmp.Or(opts.MaxStreamsPerToken, DefaultMaxStreamsPerToken),
 		streamsByToken: map[string]int{},
+		live:           map[string]map[*liveRequest]struct{}{},
+		endedToks:      map[string]struct{}{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -204,12 +218,92 @@ func (s *Server) handle(pattern string, acc access, h handlerFunc) {
 			err = allowed(acc, tok)
 		}
 		if err == nil {
-			err = h(w, r, tok)
+			ctx, done := s.track(r.Context(), tok)
+			defer done()
+			r = r.WithContext(ctx)
+			if revoked(ctx) {
+				// Authenticated a moment before its token ended.
+				err = errTokenRevoked
+			} else {
+				err = h(w, r, tok)
+			}
+			if err != nil && revoked(ctx) {
+				// The call failed because its session was cut, not
+				// for a reason of its own.
+				err = errTokenRevoked
+			}
 		}
 		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// errTokenRevoked is what a request, stream or command of a token that was
+// revoked ends with (the last event of a stream, or the error answer).
+var errTokenRevoked = contract.Errorf(contract.CodeUnauthenticated, "the token was revoked")
+
+// revoked reports whether ctx, a request's or anything derived from it,
+// ended because EndToken ended its token.
+func revoked(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), errTokenRevoked)
+}
+
+// track gives an authenticated request of tok a context that EndToken
+// cancels, and registers it until done is called.
+func (s *Server) track(parent context.Context, tok contract.TokenRecord) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	lr := &liveRequest{cancel: cancel}
+	s.liveMu.Lock()
+	if _, ended := s.endedToks[tok.ID]; ended {
+		cancel(errTokenRevoked)
+	} else {
+		set := s.live[tok.ID]
+		if set == nil {
+			set = map[*liveRequest]struct{}{}
+			s.live[tok.ID] = set
+		}
+		set[lr] = struct{}{}
+	}
+	s.liveMu.Unlock()
+	return ctx, func() {
+		s.liveMu.Lock()
+		if set := s.live[tok.ID]; set != nil {
+			delete(set, lr)
+			if len(set) == 0 {
+				delete(s.live, tok.ID)
+			}
+		}
+		s.liveMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// EndToken ends everything the token with this id holds open: its event,
+// lease, request and job streams, its long polls and its commands end at
+// once, each stream with a last error event (UNAUTHENTICATED, "the token
+// was revoked") where it has started, a call not yet answered with that
+// error. The daemon calls it when the token is revoked; the token's
+// secret must already be refused by Backend.Authenticate, so nothing new
+// opens after it.
+func (s *Server) EndToken(id string) {
+	s.liveMu.Lock()
+	s.endedToks[id] = struct{}{}
+	set := s.live[id]
+	delete(s.live, id)
+	s.liveMu.Unlock()
+	for lr := range set {
+		lr.cancel(errTokenRevoked)
+	}
+}
+
+// sayRevoked ends a started stream whose token was revoked with an error
+// event saying so; a stream that ended for any other reason ends as it
+// did.
+func sayRevoked(ctx context.Context, sw *sseWriter) {
+	if revoked(ctx) {
+		_ = sw.event("error", "", errorBody{errTokenRevoked})
+	}
 }
 
 // allowed says whether tok may use a route of access acc. A worker token
