@@ -86,6 +86,10 @@ type Server struct {
 	// authenticated just before its token ended is cut when it registers).
 	live      map[string]map[*liveRequest]struct{}
 	endedToks map[string]struct{}
+
+	// bodies holds the body policy of each route, by mux pattern.
+	// Written only while the routes are registered, before serving.
+	bodies map[string]bodyPolicy
 }
 
 // liveRequest is one authenticated request in flight.
@@ -108,6 +112,7 @@ func New(opts Options) *Server {
 		streamsByToken: map[string]int{},
 		live:           map[string]map[*liveRequest]struct{}{},
 		endedToks:      map[string]struct{}{},
+		bodies:         map[string]bodyPolicy{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -211,7 +216,16 @@ func (s *Server) uplink(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handle registers an authenticated route whose body has the default
+// policy (MaxBody bytes, read whole within BodyTimeout before h runs).
 func (s *Server) handle(pattern string, acc access, h handlerFunc) {
+	s.handleBody(pattern, acc, s.defaultBody(), h)
+}
+
+// handleBody registers an authenticated route whose body has policy pol
+// (an upload streams its body: streamed, with its own max and idle bound).
+func (s *Server) handleBody(pattern string, acc access, pol bodyPolicy, h handlerFunc) {
+	s.bodies[pattern] = pol
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.authenticate(r)
 		if err == nil {
@@ -234,6 +248,9 @@ func (s *Server) handle(pattern string, acc access, h handlerFunc) {
 			}
 		}
 		if err != nil {
+			if sb, ok := r.Body.(*streamBody); ok {
+				sb.finish() // a refusal does not wait for the rest of an upload
+			}
 			s.writeError(w, r, err)
 		}
 	})
@@ -338,9 +355,24 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 	return tok, nil
 }
 
-// ServeHTTP routes r. The mux's own 404 and 405 answers are plain text, so
-// requests no pattern matches are answered here instead, as JSON.
+// ServeHTTP routes r. Its body is taken first, by its route's policy (the
+// default for any request no route matches), so every route answers a body
+// that is too large or too slow the same way. The mux's own 404 and 405
+// answers are plain text, so requests no pattern matches are answered here
+// instead, as JSON.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	pol := s.defaultBody()
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		if p, ok := s.bodies[pattern]; ok {
+			pol = p
+		}
+	}
+	if !s.takeBody(w, r, pol) {
+		return
+	}
+	if sb, ok := r.Body.(*streamBody); ok {
+		defer sb.finish()
+	}
 	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.console.ServeHTTP(w, r)
