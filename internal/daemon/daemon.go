@@ -41,6 +41,7 @@ import (
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
 	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
@@ -216,8 +217,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Processes == nil {
 		opts.Processes = osProcesses{}
 	}
-	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
-		return nil, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	if err := homedir.Prepare(opts.Home); err != nil {
+		return nil, err
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
@@ -248,12 +249,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 // socket accepts reads this start's token, never a missing or stale one.
 func (d *Daemon) claim() error {
 	lockPath := filepath.Join(d.opts.Home, LockName)
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := homedir.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(lockPath)
+		b, _ := homedir.ReadFile(lockPath)
 		f.Close()
 		if pid := strings.TrimSpace(string(b)); pid != "" {
 			return fmt.Errorf("%w (pid %s)", ErrAlreadyRunning, pid)
@@ -453,11 +454,17 @@ func (d *Daemon) converge(ctx context.Context) {
 // openStore opens the database, private to the user, and loads the tokens.
 func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	dbPath := filepath.Join(d.opts.Home, DBName)
+	// SQLite opens these itself, following links: none may be one.
+	if err := homedir.RefuseLinks(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal"); err != nil {
+		return nil, fmt.Errorf("open the database: %w", err)
+	}
 	// SQLite gives its -wal and -shm files the database file's mode: make
 	// it private before SQLite creates it.
-	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
-		f.Close()
+	f, err := homedir.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the database: %w", err)
 	}
+	f.Close()
 	db, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return nil, err
