@@ -101,6 +101,10 @@ type Options struct {
 	// request's headers, and HTTPIdleTimeout how long a keep-alive
 	// connection may sit with nothing asked; 0 means 10 s and 2 min.
 	HTTPHeaderTimeout, HTTPIdleTimeout time.Duration
+	// StoreBusyTimeout is how long a write waits for a lock another
+	// process holds on the database (SQLite's busy_timeout); 0 means
+	// sqlite.DefaultBusyTimeout.
+	StoreBusyTimeout time.Duration
 }
 
 // DriverSetup is what SetupDrivers returns.
@@ -465,7 +469,7 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 		return nil, fmt.Errorf("open the database: %w", err)
 	}
 	f.Close()
-	db, err := sqlite.Open(ctx, dbPath)
+	db, err := sqlite.OpenWith(ctx, dbPath, sqlite.Options{BusyTimeout: d.opts.StoreBusyTimeout})
 	if err != nil {
 		return nil, err
 	}

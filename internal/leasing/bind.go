@@ -43,7 +43,7 @@ func (e *Engine) Bind(c Caller, in contract.LeaseBindInput) (contract.LeaseRecor
 		return contract.LeaseRecord{}, contract.BadRequest("pid", "no process %d is running: %v", in.PID, err)
 	}
 	var out contract.LeaseRecord
-	err = e.do(func(tx *queue.Txn) error {
+	err = e.try(func(tx *queue.Txn) error {
 		l, cerr := e.ownedLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr

@@ -34,7 +34,7 @@ func (e *Engine) Stalled() []contract.Device {
 // QuarantineStalled puts a stalled device in quarantine, where its clean is
 // retried; a device that moved on meanwhile is left alone.
 func (e *Engine) QuarantineStalled(id string) error {
-	return e.do(func(tx *queue.Txn) error {
+	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() || (d.State != contract.DeviceProvisioning && d.State != contract.DeviceReclaiming) {
 			return nil
@@ -62,7 +62,7 @@ func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 
 // ExpireNow ends a lease whose deadline passed.
 func (e *Engine) ExpireNow(id string) {
-	_ = e.do(func(tx *queue.Txn) error {
+	_ = e.try(func(tx *queue.Txn) error {
 		if l, ok := e.leases[id]; ok && l.TTLDeadline < now() {
 			e.endLocked(tx, id, ReasonExpired)
 		}

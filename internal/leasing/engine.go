@@ -272,8 +272,15 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// do runs one decision (see queue.Do).
+// do runs one decision that must happen: driver work that finished, a
+// timer that fired (see queue.Do: it waits for the store's write lock as
+// long as it takes).
 func (e *Engine) do(f func(tx *queue.Txn) error) error { return e.q.Do(f) }
+
+// try runs one decision a caller waits on (see queue.Try): a store locked
+// by another process past its bound fails the call with INTERNAL, having
+// changed nothing.
+func (e *Engine) try(f func(tx *queue.Txn) error) error { return e.q.Try(f) }
 
 // view reads state under the decision lock.
 func (e *Engine) view(f func()) { e.q.View(f) }
@@ -397,16 +404,22 @@ func (e *Engine) goWork(f func()) {
 // work in flight (reclaims included) until ctx ends; then it cancels what
 // is left.
 func (e *Engine) Shutdown(ctx context.Context, reason string) error {
-	err := e.do(func(tx *queue.Txn) error {
-		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+	stop := func() {
 		e.stopping = true
 		// Participant waits end now: a stop waits for the cleans, not for
 		// them.
 		e.cutEndsLocked(errStopping)
+	}
+	// A stop does not wait on a database another process holds: past the
+	// bound it goes on without its event.
+	err := e.try(func(tx *queue.Txn) error {
+		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+		stop()
 		return nil
 	})
 	if err != nil {
 		e.log.Warn("could not record daemon.stopping", "err", err)
+		e.view(stop)
 	}
 	// Waiters hear at once that the daemon is going; the records stay
 	// open, like every request still open at the end, and the next start

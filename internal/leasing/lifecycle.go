@@ -52,7 +52,7 @@ func (e *Engine) ownedLocked(c Caller, id string) (*lease, *contract.Error) {
 // when ttlMs is 0. A given ttlMs becomes the stored width.
 func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRecord, error) {
 	var out contract.LeaseRecord
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		l, cerr := e.ownedLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
@@ -80,7 +80,7 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 // is reclaiming; the clean runs in the background and then the queue moves.
 func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
 	var res contract.ReleaseResult
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		l, cerr := e.ownedLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
@@ -98,7 +98,7 @@ func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseRe
 // is made from it).
 func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), ReasonKilled, false)
 		res.Released = e.endAllLocked(tx, ReasonKilled)
 		return nil

@@ -111,7 +111,7 @@ func (e *Engine) retryQuarantined(d *dev) {
 func (e *Engine) RetryDevice(id string) (contract.Device, error) {
 	var out contract.Device
 	var cerr *contract.Error
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		switch {
 		case !ok || d.at == nil || d.State == contract.DeviceDeleted:

@@ -288,7 +288,7 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 // deleted (device.deleted, initiator doctor). A leased or busy device is
 // never touched.
 func (e *Engine) MarkMissing(id string) error {
-	return e.do(func(tx *queue.Txn) error {
+	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() {
 			return nil

@@ -74,16 +74,51 @@ func (p *pendingWrites) take() store.Change {
 type engineStore struct{ e *Engine }
 
 func (s engineStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
-	c := s.e.pending.take()
-	c.Requests = w.Requests
-	if len(c.Devices)+len(c.Leases)+len(c.Requests)+len(w.Events) == 0 {
+	c := s.e.change(w)
+	if c.Empty() {
 		return nil, nil
 	}
+	return s.e.opts.Store.Commit(ctx, c)
+}
+
+// Reserve takes the store's write lock ahead of a decision when the store
+// can (store.Reserver: SQLite); with one that cannot, there is nothing to
+// take, and the decision commits as it ends.
+func (s engineStore) Reserve(ctx context.Context) (queue.Reservation, error) {
+	r, ok := s.e.opts.Store.(store.Reserver)
+	if !ok {
+		return nil, nil
+	}
+	res, err := r.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return engineReservation{e: s.e, res: res}, nil
+}
+
+// engineReservation commits a decision under the store's reservation: the
+// queue's records and events with the engine's rows, as engineStore does.
+type engineReservation struct {
+	e   *Engine
+	res store.Reservation
+}
+
+func (r engineReservation) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	return r.res.Commit(ctx, r.e.change(w))
+}
+
+func (r engineReservation) Release() { r.res.Release() }
+
+// change is one decision's Change: the rows pending in the engine with the
+// queue's records and events.
+func (e *Engine) change(w queue.Writes) store.Change {
+	c := e.pending.take()
+	c.Requests = w.Requests
 	c.Events = make([]store.NewEvent, len(w.Events))
 	for i, ev := range w.Events {
 		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
-	return s.e.opts.Store.Commit(ctx, c)
+	return c
 }
 
 func (s engineStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {

@@ -146,7 +146,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 	}
 	res := resolve(ctx)
 
-	err = q.Do(func(tx *Txn) error {
+	err = q.Try(func(tx *Txn) error {
 		var err error
 		if t, err = check(tx); t != nil || err != nil {
 			return err
@@ -385,7 +385,7 @@ func (q *Queue) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInp
 	}
 	var res contract.LeaseCancelResult
 	askStore := false
-	err := q.Do(func(tx *Txn) error {
+	err := q.Try(func(tx *Txn) error {
 		var w *Waiter
 		if in.RequestID != "" {
 			w = q.open[in.RequestID]
