@@ -47,6 +47,7 @@ import (
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
+	"github.com/simlock/simlock/internal/wallclock"
 )
 
 // Files under SIMLOCK_HOME.
@@ -105,6 +106,9 @@ type Options struct {
 	// process holds on the database (SQLite's busy_timeout); 0 means
 	// sqlite.DefaultBusyTimeout.
 	StoreBusyTimeout time.Duration
+	// ReadClock reads the wall and boot clocks, to see the wall clock
+	// jump; nil means wallclock.Read.
+	ReadClock func() wallclock.Reading
 }
 
 // DriverSetup is what SetupDrivers returns.
@@ -220,6 +224,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if opts.Processes == nil {
 		opts.Processes = osProcesses{}
+	}
+	if opts.ReadClock == nil {
+		opts.ReadClock = wallclock.Read
 	}
 	if err := homedir.Prepare(opts.Home); err != nil {
 		return nil, err
@@ -375,7 +382,10 @@ func (d *Daemon) converge(ctx context.Context) {
 	}
 	cfg := d.opts.Config
 	d.installer = d.newInstaller(db)
+	skew, clockNow := d.clockAtStart(ctx)
 	d.engine = leasing.New(leasing.Options{
+		StartClockSkew: skew,
+		StartClock:     toStore(clockNow),
 		Store:          db,
 		Drivers:        d.opts.Drivers,
 		Limits:         core.LimitsFrom(cfg, d.opts.Host),
@@ -440,7 +450,11 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
-	d.bg.Add(3)
+	d.bg.Add(4)
+	go func() {
+		defer d.bg.Done()
+		d.watchClock(clockNow)
+	}()
 	go func() {
 		defer d.bg.Done()
 		d.joinGateway()

@@ -130,6 +130,21 @@ type Options struct {
 	// nothing more, and its owner should stop (the next start converges
 	// from the database). It is called in a goroutine of its own.
 	Fatal func(error)
+	// Wall is the wall clock: the times the engine stores and shows, and
+	// the stored deadlines it compares with them. Nil means time.Now.
+	// What a running lease's expiry waits on is the monotonic clock,
+	// whatever Wall says (see ClockJumped).
+	Wall func() time.Time
+	// StartClockSkew is how far the wall clock jumped beyond real time
+	// since the last run, when that is known and a jump (wallclock.Skew):
+	// Start moves the stored deadlines and times by it before it decides
+	// anything, so a jump forward expires nothing early and a jump back
+	// keeps nothing late, and records clock.jumped. Zero for none.
+	StartClockSkew time.Duration
+	// StartClock, when set, is the clock reading Start stores with its
+	// first decision: the one the stored times are in step with from then
+	// on.
+	StartClock *store.Clock
 }
 
 // Caller is who calls an operation.
@@ -180,8 +195,15 @@ type Engine struct {
 // lease is an active lease.
 type lease struct {
 	store.Lease
-	timer *time.Timer
-	at    *list.Element
+	// expiry is when the lease expires on the monotonic clock: set from
+	// its deadline when the deadline is set (grant, renewal, start, a
+	// clock jump moving it), so a wall clock that jumps later moves
+	// neither it nor its timer. armed counts the timers armed for it: a
+	// timer that fires for an older count does nothing.
+	expiry time.Time
+	armed  uint64
+	timer  *time.Timer
+	at     *list.Element
 	// plat is its device's platform (an index in contract.Platforms) and
 	// due its place in that platform's dueHeap, -1 when in none.
 	plat, due int
@@ -231,6 +253,9 @@ func New(opts Options) *Engine {
 	if opts.DeviceHealth == nil {
 		opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
 	}
+	if opts.Wall == nil {
+		opts.Wall = time.Now
+	}
 	if opts.DefaultTTL <= 0 {
 		opts.DefaultTTL = 15 * time.Minute
 	}
@@ -264,7 +289,18 @@ func New(opts Options) *Engine {
 	return e
 }
 
-func now() int64 { return time.Now().UnixMilli() }
+// now is the wall clock, epoch milliseconds.
+func (e *Engine) now() int64 { return e.opts.Wall().UnixMilli() }
+
+// untilWall is how long until the wall time at (epoch ms), as a duration
+// to wait for.
+func (e *Engine) untilWall(at int64) time.Duration {
+	return time.Duration(at-e.now()) * time.Millisecond
+}
+
+// monoAt is the wall time at (epoch ms) on the monotonic clock: the
+// instant that many milliseconds from now.
+func (e *Engine) monoAt(at int64) time.Time { return time.Now().Add(e.untilWall(at)) }
 
 func newID(prefix string) string {
 	var b [8]byte
@@ -339,6 +375,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		for _, l := range snap.Leases {
 			e.addLeaseLocked(l)
 		}
+		if skew := e.opts.StartClockSkew; skew != 0 {
+			// Before anything compares a stored time with the clock.
+			e.shiftClockLocked(tx, skew, "start")
+		}
+		e.pending.clock = e.opts.StartClock
 		for _, rec := range snap.Requests {
 			tx.SettleStale(rec, "daemon-restarted")
 		}
@@ -351,7 +392,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	err = e.do(func(tx *queue.Txn) error {
-		t := now()
+		t := e.now()
 		var expired []string
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			l := el.Value.(*lease)

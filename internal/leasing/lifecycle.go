@@ -11,10 +11,13 @@ import (
 	"github.com/simlock/simlock/internal/store"
 )
 
-// armLocked (re)starts l's expiry timer from its stored deadline, once tx
-// has committed.
+// armLocked (re)starts l's expiry timer, once tx has committed, for its
+// expiry on the monotonic clock: a wall clock that jumps meanwhile neither
+// hastens nor delays it.
 func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
-	id, deadline := l.ID, l.TTLDeadline
+	id := l.ID
+	l.armed++
+	armed := l.armed
 	tx.After(func() {
 		if l.timer != nil {
 			l.timer.Stop()
@@ -22,11 +25,10 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 		if e.leases[id] != l {
 			return // ended in the same decision
 		}
-		l.timer = time.AfterFunc(time.Until(time.UnixMilli(deadline)), func() {
+		l.timer = time.AfterFunc(time.Until(l.expiry), func() {
 			_ = e.do(func(tx *queue.Txn) error {
-				// A renew moves the deadline and re-arms; a stale timer
-				// does nothing.
-				if l, ok := e.leases[id]; ok && l.TTLDeadline == deadline {
+				// A renew re-arms; a timer it replaced does nothing.
+				if e.leases[id] == l && l.armed == armed {
 					e.endLocked(tx, id, ReasonExpired)
 				}
 				return nil
@@ -65,9 +67,10 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 			}
 			nl.TTLMs = ttl.Milliseconds()
 		}
-		t := now()
+		mono, t := time.Now(), e.now()
 		nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
 		e.putLease(tx, nl)
+		l.expiry = mono.Add(time.Duration(nl.TTLMs) * time.Millisecond)
 		tx.Event("lease.renewed", map[string]any{"leaseId": nl.ID, "ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs})
 		e.armLocked(tx, l)
 		out = nl.LeaseRecord
@@ -129,7 +132,7 @@ func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 		return
 	}
 	ended := l.Lease
-	ended.EndedAt, ended.EndReason = now(), reason
+	ended.EndedAt, ended.EndReason = e.now(), reason
 	e.putLease(tx, ended)
 	if d, ok := e.reg.get(ended.DeviceID); ok && d.State == contract.DeviceLeased {
 		e.changeDevice(tx, d, func(r *store.Device) {

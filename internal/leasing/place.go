@@ -53,7 +53,7 @@ func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block
 		// The head sees a device being cleaned that fits it as what it
 		// waits for.
 		if d := e.reg.soonestClean(n.want, e.catalogs[n.want.Platform]); d != nil {
-			eta := d.StateSince + e.estimate(d.Platform, driver.OpReclaim, d.spec()) - now()
+			eta := d.StateSince + e.estimate(d.Platform, driver.OpReclaim, d.spec()) - e.now()
 			b.Stage = &contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: max(eta, 0)}
 		}
 		return queue.Start{}, b
@@ -311,7 +311,7 @@ func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason strin
 
 // grantLocked leases device d to w, in tx.
 func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source contract.GrantSource) {
-	t := now()
+	t := e.now()
 	ttl := w.TTLMs()
 	id, chosen := w.ChosenLeaseID(), true
 	if id == "" {

@@ -44,7 +44,7 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 			return
 		}
 		s.Devices = make([]contract.Device, 0, e.reg.len())
-		t := now()
+		t := e.now()
 		e.reg.each(func(d *dev) bool {
 			s.Devices = append(s.Devices, e.withTransition(deviceView(d), d, t))
 			return true
@@ -74,7 +74,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 		b = slices.Grow(b, e.reg.len()*360+len(e.leases)*260+32)
 		b = append(b, `"devices":[`...)
 		first := true
-		t := now()
+		t := e.now()
 		e.reg.each(func(d *dev) bool {
 			if !first {
 				b = append(b, ',')

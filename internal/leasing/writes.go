@@ -17,6 +17,7 @@ import (
 type pendingWrites struct {
 	devices []store.Device
 	leases  []store.Lease
+	clock   *store.Clock
 	devAt   map[string]int
 	leaseAt map[string]int
 	before  store.Before
@@ -60,8 +61,8 @@ func (p *pendingWrites) lease(l store.Lease, stored *store.Lease) {
 
 // take hands over what is pending and starts afresh.
 func (p *pendingWrites) take() store.Change {
-	c := store.Change{Devices: p.devices, Leases: p.leases, Before: p.before}
-	p.devices, p.leases = nil, nil
+	c := store.Change{Devices: p.devices, Leases: p.leases, Clock: p.clock, Before: p.before}
+	p.devices, p.leases, p.clock = nil, nil, nil
 	clear(p.devAt)
 	clear(p.leaseAt)
 	p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
@@ -138,7 +139,7 @@ func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
 	e.reg.update(d, func(d *dev) {
 		f(&d.Device)
 		if d.State != from {
-			d.StateSince = now()
+			d.StateSince = e.now()
 		}
 	})
 	if err := core.CheckTransition(d.ID, from, d.State); err != nil {
@@ -160,7 +161,7 @@ func (e *Engine) setState(tx *queue.Txn, d *dev, to contract.DeviceState) {
 
 // newDevice records a device about to be created, in tx.
 func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *dev {
-	t := now()
+	t := e.now()
 	d := e.reg.add(store.Device{
 		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag, Mode: spec.Mode,
 		Driver: e.opts.Drivers[spec.Platform].Name(), State: contract.DeviceProvisioning,
@@ -193,7 +194,7 @@ func (e *Engine) setStuck(d *dev, stuck bool) {
 
 // addLeaseLocked registers an active lease.
 func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
-	l := &lease{Lease: rec, due: -1}
+	l := &lease{Lease: rec, due: -1, expiry: e.monoAt(rec.TTLDeadline)}
 	e.leases[l.ID] = l
 	e.byRequester[l.RequesterID] = l
 	e.fileBound(l)

@@ -105,6 +105,10 @@ type Change struct {
 	Leases   []Lease                       // upserted by ID; the last of an ID wins
 	Requests []contract.LeaseRequestRecord // upserted by ID (record JSON + indexed columns); the last of an ID wins
 	Events   []NewEvent                    // appended in order, all of them
+	// Clock, when set, replaces the stored clock reading: the decision
+	// that moves the stored times after the wall clock jumped writes the
+	// reading they are in step with, in the same transaction.
+	Clock *Clock
 	// Before holds, for devices and leases the caller knows are stored, the
 	// version stored now. A backend then writes only the columns that
 	// differ (a renewal changes three columns of one lease row and no
@@ -121,7 +125,16 @@ type Before struct {
 
 // Empty reports whether c writes nothing.
 func (c Change) Empty() bool {
-	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0
+	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0 && c.Clock == nil
+}
+
+// Clock is a clock reading the stored times are in step with: the wall
+// clock, and real time since the machine booted with the boot's id (see
+// internal/wallclock).
+type Clock struct {
+	WallMs int64
+	BootNs int64
+	BootID string
 }
 
 // Reserver is a backend that can take its write lock ahead of a decision,

@@ -245,6 +245,11 @@ func (db *DB) apply(ctx context.Context, tx *sql.Tx, c store.Change, p commitPla
 	if err := db.putRequests(ctx, tx, c.Requests, p.records); err != nil {
 		return nil, err
 	}
+	if c.Clock != nil {
+		if err := putClock(ctx, tx, *c.Clock); err != nil {
+			return nil, err
+		}
+	}
 	out, err := appendEvents(ctx, tx, c.Events, p.events)
 	if err != nil {
 		return nil, err
