@@ -58,19 +58,17 @@ func (s *Server) takeBody(w http.ResponseWriter, r *http.Request, pol bodyPolicy
 		// Until the handler reads, a read by net/http itself (what it
 		// drains of a body left unread) has the same bound.
 		_ = rc.SetReadDeadline(time.Now().Add(pol.idle))
-		r.Body = &streamBody{body: r.Body, w: w, rc: rc, max: pol.max, idle: pol.idle}
+		r.Body = &streamBody{body: http.MaxBytesReader(w, r.Body, pol.max), w: w, rc: rc, max: pol.max, idle: pol.idle}
 		return true
 	}
 	// A body that trickles in holds a connection and a goroutine: it has
-	// pol.whole to arrive whole.
+	// pol.whole to arrive whole. Read through MaxBytesReader, a body found
+	// too large tells net/http so, which then lets the client read the
+	// answer before the connection closes.
 	_ = rc.SetReadDeadline(time.Now().Add(pol.whole))
-	raw, err := io.ReadAll(io.LimitReader(r.Body, pol.max+1))
-	switch {
-	case err != nil:
-		s.refuseBody(w, r, unreadBody(err, pol.whole))
-		return false
-	case int64(len(raw)) > pol.max:
-		s.refuseBody(w, r, bodyTooLarge(pol.max))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, pol.max))
+	if err != nil {
+		s.refuseBody(w, r, unreadBody(err, pol))
 		return false
 	}
 	// Whole: a stream the handler opens next must not be cut by it.
@@ -79,9 +77,17 @@ func (s *Server) takeBody(w http.ResponseWriter, r *http.Request, pol bodyPolicy
 	return true
 }
 
-// unreadBody is the error for a body read that failed: BODY_TIMEOUT past
-// its bound, BAD_REQUEST for anything else (a broken chunked encoding).
-func unreadBody(err error, bound time.Duration) *contract.Error {
+// unreadBody is the error for a body read that failed: BODY_TOO_LARGE
+// past its max, BODY_TIMEOUT past its bound, BAD_REQUEST for anything else
+// (a broken chunked encoding).
+func unreadBody(err error, pol bodyPolicy) *contract.Error {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return bodyTooLarge(pol.max)
+	}
+	bound := pol.whole
+	if pol.streamed {
+		bound = pol.idle
+	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return contract.Errorf(contract.CodeBodyTimeout, "the request body did not arrive within %s", bound).
 			With("timeoutMs", bound.Milliseconds())
@@ -116,7 +122,6 @@ type streamBody struct {
 	max  int64
 	idle time.Duration
 
-	n    int64
 	eof  bool
 	fail error
 }
@@ -128,21 +133,15 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
-	if room := b.max - b.n + 1; int64(len(p)) > room {
-		p = p[:room]
-	}
 	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
 	n, err := b.body.Read(p)
-	b.n += int64(n)
 	switch {
-	case b.n > b.max:
-		return b.cut(bodyTooLarge(b.max))
 	case err == io.EOF:
 		b.eof = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 		return n, io.EOF
 	case err != nil:
-		return b.cut(unreadBody(err, b.idle))
+		return b.cut(unreadBody(err, bodyPolicy{max: b.max, streamed: true, idle: b.idle}))
 	}
 	return n, nil
 }
