@@ -158,7 +158,7 @@ type Daemon struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	conns    map[*conn]struct{}
-	holders  map[string]map[*session]struct{} // lease id -> sessions holding or watching it
+	holders  map[string]map[*session]struct{} // lease key (UniqueKey) -> sessions holding or watching it
 	stopping bool
 	// pruneAt, lastPruned and prunedTotal are the event log's last prune
 	// (epoch ms) and what it and all prunes this run deleted.
@@ -750,8 +750,8 @@ func (d *Daemon) dropSession(s *session) {
 	}
 }
 
-// holds records that session s holds or watches lease id, so it hears if
-// the daemon ends it.
+// holds records that session s holds or watches the lease with key id, so
+// it hears if the daemon ends it.
 func (d *Daemon) holds(s *session, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -770,11 +770,13 @@ func (d *Daemon) unhold(s *session, id string) {
 	delete(d.holders[id], s)
 }
 
-// leaseEnded tells the sessions that hold a lease the daemon ended it.
+// leaseEnded tells the sessions that hold a lease the daemon ended it: by
+// its key, which names it alone (two owners may each have chosen its id);
+// the notice names it by its id, as its owner does.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	d.mu.Lock()
-	set := d.holders[l.ID]
-	delete(d.holders, l.ID)
+	set := d.holders[l.UniqueKey()]
+	delete(d.holders, l.UniqueKey())
 	d.mu.Unlock()
 	for c := range set {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
@@ -803,8 +805,8 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 // or was booted again.
 func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts int) {
 	d.mu.Lock()
-	set := make([]*session, 0, len(d.holders[l.ID]))
-	for s := range d.holders[l.ID] {
+	set := make([]*session, 0, len(d.holders[l.UniqueKey()]))
+	for s := range d.holders[l.UniqueKey()] {
 		set = append(set, s)
 	}
 	d.mu.Unlock()

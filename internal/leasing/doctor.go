@@ -61,7 +61,7 @@ func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 	return out
 }
 
-// ExpireNow ends a lease whose deadline passed.
+// ExpireNow ends the lease with key id if its deadline passed.
 func (e *Engine) ExpireNow(id string) {
 	_ = e.try(func(tx *queue.Txn) error {
 		if l, ok := e.leases[id]; ok && !time.Now().Before(l.expiry) {

@@ -165,8 +165,11 @@ type Engine struct {
 	work sync.WaitGroup
 
 	reg         *registry
-	leases      map[string]*lease // active only
+	leases      map[string]*lease // active only, by unique key
 	byRequester map[string]*lease
+	// chosen files the active leases whose id was chosen, by that id and
+	// their owner: a chosen id is unique only within its owner.
+	chosen map[string]map[string]*lease
 	// bound are the active leases bound to a process (lease.bind).
 	bound      map[string]*lease
 	leaseOrder list.List // of *lease, in (grantedAt, id) order
@@ -266,6 +269,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{}, bound: map[string]*lease{},
+		chosen:   map[string]map[string]*lease{},
 		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
 		warm:   newWarmState(),
 		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{}, slimRefused: map[string]bool{},
@@ -275,9 +279,8 @@ func New(opts Options) *Engine {
 		Store:   engineStore{e},
 		Placer:  e,
 		LeaseOf: e.leaseOfLocked,
-		LeaseHeld: func(id string) bool {
-			_, ok := e.leases[id]
-			return ok
+		LeaseHeld: func(owner, id string) bool {
+			return e.chosen[id][owner] != nil
 		},
 		Gate:    e.gateLocked,
 		Seal:    e.sealLocked,
@@ -397,7 +400,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			l := el.Value.(*lease)
 			if l.TTLDeadline <= t {
-				expired = append(expired, l.ID)
+				expired = append(expired, l.UniqueKey())
 				continue
 			}
 			e.armLocked(tx, l)

@@ -3,6 +3,7 @@ package leasing
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -15,7 +16,7 @@ import (
 // expiry on the monotonic clock: a wall clock that jumps meanwhile neither
 // hastens nor delays it.
 func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
-	id := l.ID
+	id := l.UniqueKey()
 	l.armed++
 	armed := l.armed
 	tx.After(func() {
@@ -37,17 +38,79 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 	})
 }
 
-// ownedLocked finds a lease the caller may act on. Another owner's lease is
-// FORBIDDEN for agents; admins act on any.
-func (e *Engine) ownedLocked(c Caller, id string) (*lease, *contract.Error) {
-	l, ok := e.leases[id]
-	if !ok {
-		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
+// findLocked resolves the lease a caller names, and checks the caller may
+// act on it. A name is, in this order: an id the caller itself chose for
+// one of its leases (a chosen id is unique only within its owner); a
+// lease's unique key; for an admin, an id another owner chose, when only
+// one active lease has it (two or more are BAD_REQUEST listing their keys,
+// so the admin names one by its key). An agent naming another owner's
+// lease by its key is FORBIDDEN, unless that lease's id was chosen: a
+// chosen id is never told to another owner, so its lease is UNKNOWN_LEASE,
+// as is any name that resolves to nothing.
+func (e *Engine) findLocked(c Caller, name string) (*lease, *contract.Error) {
+	unknown := func() (*lease, *contract.Error) {
+		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", name).With("leaseId", name)
 	}
-	if !c.Admin && l.OwnerID != c.Principal {
-		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
+	if l := e.chosen[name][c.Principal]; l != nil && c.Principal != "" {
+		return l, nil
 	}
-	return l, nil
+	if l, ok := e.leases[name]; ok {
+		switch {
+		case c.Admin || l.OwnerID == c.Principal:
+			return l, nil
+		case l.IDChosenByRequester:
+			return unknown()
+		}
+		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", name).With("leaseId", name)
+	}
+	if !c.Admin {
+		return unknown()
+	}
+	owners := e.chosen[name]
+	switch len(owners) {
+	case 0:
+		return unknown()
+	case 1:
+		for _, l := range owners {
+			return l, nil
+		}
+	}
+	keys := make([]string, 0, len(owners))
+	for _, l := range owners {
+		keys = append(keys, l.UniqueKey())
+	}
+	sort.Strings(keys)
+	return nil, contract.BadRequest("leaseId", "%d active leases of different owners have the id %s: name one by its key (%s)",
+		len(keys), name, strings.Join(keys, ", ")).With("leaseId", name).With("keys", keys)
+}
+
+// Resolve is the unique key of the lease c names (see findLocked), for a
+// frontend that keeps track of leases by key.
+func (e *Engine) Resolve(c Caller, name string) (string, error) {
+	var key string
+	var cerr *contract.Error
+	e.view(func() {
+		var l *lease
+		if l, cerr = e.findLocked(c, name); cerr == nil {
+			key = l.UniqueKey()
+		}
+	})
+	if cerr != nil {
+		return "", cerr
+	}
+	return key, nil
+}
+
+// leaseEvent is the payload of a lease event: the lease named by its
+// unique key (leaseId), which pairs a grant with its end in the usage
+// figures however many owners chose one id, with the id its owner chose
+// beside it (chosenLeaseId), and the fields given.
+func leaseEvent(l store.Lease, fields map[string]any) map[string]any {
+	fields["leaseId"] = l.UniqueKey()
+	if l.IDChosenByRequester {
+		fields["chosenLeaseId"] = l.ID
+	}
+	return fields
 }
 
 // Renew moves a lease's deadline to now plus ttlMs, or plus its stored width
@@ -55,7 +118,7 @@ func (e *Engine) ownedLocked(c Caller, id string) (*lease, *contract.Error) {
 func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRecord, error) {
 	var out contract.LeaseRecord
 	err := e.try(func(tx *queue.Txn) error {
-		l, cerr := e.ownedLocked(c, in.LeaseID)
+		l, cerr := e.findLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
 		}
@@ -71,7 +134,7 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 		nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
 		e.putLease(tx, nl)
 		l.expiry = mono.Add(time.Duration(nl.TTLMs) * time.Millisecond)
-		tx.Event("lease.renewed", map[string]any{"leaseId": nl.ID, "ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs})
+		tx.Event("lease.renewed", leaseEvent(nl, map[string]any{"ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs}))
 		e.armLocked(tx, l)
 		out = nl.LeaseRecord
 		return nil
@@ -84,12 +147,12 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
 	var res contract.ReleaseResult
 	err := e.try(func(tx *queue.Txn) error {
-		l, cerr := e.ownedLocked(c, in.LeaseID)
+		l, cerr := e.findLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
 		}
-		res = contract.ReleaseResult{LeaseID: in.LeaseID, DeviceID: l.DeviceID, Released: true}
-		e.endLocked(tx, l.ID, ReasonExplicit)
+		res = contract.ReleaseResult{LeaseID: l.ID, DeviceID: l.DeviceID, Released: true}
+		e.endLocked(tx, l.UniqueKey(), ReasonExplicit)
 		return nil
 	})
 	return res, err
@@ -123,9 +186,9 @@ func (e *Engine) endAllLocked(tx *queue.Txn, reason string) []string {
 	return ids
 }
 
-// endLocked ends a lease in tx; once committed, its holders are told and the
-// device's clean starts (after its lease-end participants, when there are
-// any). Every lease end goes through here.
+// endLocked ends the lease with key id in tx; once committed, its holders
+// are told and the device's clean starts (after its lease-end
+// participants, when there are any). Every lease end goes through here.
 func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 	l, ok := e.leases[id]
 	if !ok {
@@ -143,9 +206,9 @@ func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 		})
 	}
 	if reason == ReasonExpired {
-		tx.Event("lease.expired", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "ownerId": ended.OwnerID})
+		tx.Event("lease.expired", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "ownerId": ended.OwnerID}))
 	} else {
-		tx.Event("lease.released", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID})
+		tx.Event("lease.released", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID}))
 	}
 	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, reason) })
 	e.stopRecoveryLocked(ended.DeviceID)

@@ -313,13 +313,16 @@ func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason strin
 func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source contract.GrantSource) {
 	t := e.now()
 	ttl := w.TTLMs()
-	id, chosen := w.ChosenLeaseID(), true
-	if id == "" {
-		id, chosen = newID("lse_"), false
+	// Every lease has a key of the daemon's own, unique among every
+	// lease it ever granted; a chosen id is its owner's name for it,
+	// unique only among the owner's leases.
+	id, key, chosen := newID("lse_"), "", false
+	if c := w.ChosenLeaseID(); c != "" {
+		id, key, chosen = c, id, true
 	}
 	rec := store.Lease{
 		LeaseRecord: contract.LeaseRecord{
-			ID: id, DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
+			ID: id, Key: key, DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
 			GrantedAt: t, TTLMs: ttl, LastRenewedAt: t, TTLDeadline: t + ttl, IDChosenByRequester: chosen,
 		},
 		RequestID: w.ID(),
@@ -348,9 +351,9 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	e.putLease(tx, rec)
 	e.countGrantLocked(tx, d.Platform, source)
 	tx.Grant(w, grant)
-	tx.Event("lease.granted", map[string]any{
-		"leaseId": rec.ID, "deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
+	tx.Event("lease.granted", leaseEvent(rec, map[string]any{
+		"deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
 		"mode": grantMode(d),
-	})
-	e.armLocked(tx, e.leases[rec.ID])
+	}))
+	e.armLocked(tx, e.leases[rec.UniqueKey()])
 }

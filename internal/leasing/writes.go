@@ -48,14 +48,15 @@ func (p *pendingWrites) lease(l store.Lease, stored *store.Lease) {
 		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
 		p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
 	}
-	if i, ok := p.leaseAt[l.ID]; ok {
+	key := l.UniqueKey()
+	if i, ok := p.leaseAt[key]; ok {
 		p.leases[i] = l
 		return
 	}
-	p.leaseAt[l.ID] = len(p.leases)
+	p.leaseAt[key] = len(p.leases)
 	p.leases = append(p.leases, l)
 	if stored != nil {
-		p.before.Leases[l.ID] = *stored
+		p.before.Leases[key] = *stored
 	}
 }
 
@@ -195,13 +196,17 @@ func (e *Engine) setStuck(d *dev, stuck bool) {
 // addLeaseLocked registers an active lease.
 func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 	l := &lease{Lease: rec, due: -1, expiry: e.monoAt(rec.TTLDeadline)}
-	e.leases[l.ID] = l
+	key := l.UniqueKey()
+	e.leases[key] = l
 	e.byRequester[l.RequesterID] = l
+	if l.IDChosenByRequester {
+		e.nameLocked(l)
+	}
 	e.fileBound(l)
 	after := e.leaseOrder.Back()
 	for after != nil {
 		a := after.Value.(*lease)
-		if a.GrantedAt < l.GrantedAt || (a.GrantedAt == l.GrantedAt && a.ID < l.ID) {
+		if a.GrantedAt < l.GrantedAt || (a.GrantedAt == l.GrantedAt && a.UniqueKey() < key) {
 			break
 		}
 		after = after.Prev()
@@ -212,16 +217,38 @@ func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 		l.at = e.leaseOrder.InsertAfter(l, after)
 	}
 	if d, ok := e.reg.get(l.DeviceID); ok {
-		e.reg.update(d, func(d *dev) { d.lease = l.ID })
+		e.reg.update(d, func(d *dev) { d.lease, d.leaseID = key, l.ID })
 		e.dueAdd(l, d.Platform)
 	}
 	return l
 }
 
+// nameLocked files a lease by the id its owner chose: unique within the
+// owner, and what findLocked resolves first.
+func (e *Engine) nameLocked(l *lease) {
+	owners := e.chosen[l.ID]
+	if owners == nil {
+		owners = map[string]*lease{}
+		e.chosen[l.ID] = owners
+	}
+	owners[l.OwnerID] = l
+}
+
+// unnameLocked forgets what nameLocked filed.
+func (e *Engine) unnameLocked(l *lease) {
+	if owners := e.chosen[l.ID]; owners[l.OwnerID] == l {
+		delete(owners, l.OwnerID)
+		if len(owners) == 0 {
+			delete(e.chosen, l.ID)
+		}
+	}
+}
+
 // putLease writes a lease in tx: a new one is registered, an ended one
 // forgotten, with its device's link to it.
 func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
-	l, ok := e.leases[rec.ID]
+	key := rec.UniqueKey()
+	l, ok := e.leases[key]
 	var was *store.Lease
 	if ok {
 		stored := l.Lease
@@ -236,15 +263,16 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 		if l.timer != nil {
 			l.timer.Stop()
 		}
-		delete(e.leases, rec.ID)
-		delete(e.bound, rec.ID)
+		delete(e.leases, key)
+		delete(e.bound, key)
 		if e.byRequester[rec.RequesterID] == l {
 			delete(e.byRequester, rec.RequesterID)
 		}
+		e.unnameLocked(l)
 		e.leaseOrder.Remove(l.at)
 		e.dueRemove(l)
-		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == rec.ID {
-			e.reg.update(d, func(d *dev) { d.lease = "" })
+		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == key {
+			e.reg.update(d, func(d *dev) { d.lease, d.leaseID = "", "" })
 		}
 		tx.Kick()
 	case ok:

@@ -123,9 +123,10 @@ type Options struct {
 	// LeaseOf names the active lease a requester holds, if any, and its
 	// owner; one lease or one open request per requester.
 	LeaseOf func(requester string) (leaseID, ownerID string, ok bool)
-	// LeaseHeld reports whether an active lease has the id; a request
-	// that chooses it is LEASE_ID_TAKEN. Nil means none ever is.
-	LeaseHeld func(leaseID string) bool
+	// LeaseHeld reports whether an active lease of owner has the chosen
+	// id; a request of that owner that chooses it is LEASE_ID_TAKEN. A
+	// chosen id is unique only within its owner. Nil means none ever is.
+	LeaseHeld func(owner, leaseID string) bool
 	// Gate, when set, refuses new requests before anything is stored (a
 	// nuke in progress).
 	Gate func() *contract.Error
@@ -158,15 +159,15 @@ type Queue struct {
 	mu sync.Mutex
 	// mu is the decision lock: it guards the fields below, and the owner's
 	// state too (the owner reads and writes it only in Do and View).
-	open        map[string]*Waiter // open requests by id
-	byRequester map[string]*Waiter // open request of each requester
-	byKey       map[reqKey]*Waiter // open requests with an idempotency key
-	byChosen    map[string]*Waiter // open requests that chose their lease's id
-	all         list               // open requests in arrival order
-	line        list               // waiters in line, all platforms, in arrival order
-	lines       []*platformLine    // one line per platform, in first-seen order
-	seq         uint64             // last arrival number handed out
-	revs        uint64             // last revision handed out
+	open        map[string]*Waiter    // open requests by id
+	byRequester map[string]*Waiter    // open request of each requester
+	byKey       map[reqKey]*Waiter    // open requests with an idempotency key
+	byChosen    map[chosenKey]*Waiter // open requests that chose their lease's id
+	all         list                  // open requests in arrival order
+	line        list                  // waiters in line, all platforms, in arrival order
+	lines       []*platformLine       // one line per platform, in first-seen order
+	seq         uint64                // last arrival number handed out
+	revs        uint64                // last revision handed out
 	lastDepth   int
 	stopping    bool
 	broken      error
@@ -179,6 +180,10 @@ type Queue struct {
 }
 
 type reqKey struct{ requester, key string }
+
+// chosenKey is a chosen lease id within its owner, the scope it is unique
+// in.
+type chosenKey struct{ owner, id string }
 
 // platformLine is one platform's waiters in line, in arrival order.
 type platformLine struct {
@@ -208,7 +213,7 @@ func New(opts Options) *Queue {
 	}
 	return &Queue{
 		opts: opts, log: opts.Logger, closed: make(chan struct{}),
-		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[string]*Waiter{},
+		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[chosenKey]*Waiter{},
 		all: list{at: allLinks}, line: list{at: lineLinks},
 	}
 }
@@ -383,7 +388,7 @@ func (q *Queue) failLocked(tx *Txn, err error) {
 	for _, w := range q.open {
 		w.answer(cerr)
 	}
-	q.open, q.byRequester, q.byKey, q.byChosen = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}, map[string]*Waiter{}
+	q.open, q.byRequester, q.byKey, q.byChosen = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}, map[chosenKey]*Waiter{}
 	go q.opts.Fatal(err)
 }
 
@@ -537,8 +542,8 @@ func (q *Queue) forgetLocked(w *Waiter) {
 	if k := w.rec.IdempotencyKey; k != "" && q.byKey[reqKey{w.rec.RequesterID, k}] == w {
 		delete(q.byKey, reqKey{w.rec.RequesterID, k})
 	}
-	if id := w.rec.ChosenLeaseID; id != "" && q.byChosen[id] == w {
-		delete(q.byChosen, id)
+	if id := w.rec.ChosenLeaseID; id != "" && q.byChosen[chosenKey{w.rec.OwnerID, id}] == w {
+		delete(q.byChosen, chosenKey{w.rec.OwnerID, id})
 	}
 }
 

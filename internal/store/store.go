@@ -102,7 +102,7 @@ type NewEvent struct {
 // at all. See the package documentation for what a backend guarantees.
 type Change struct {
 	Devices  []Device                      // upserted by ID; the last of an ID wins
-	Leases   []Lease                       // upserted by ID; the last of an ID wins
+	Leases   []Lease                       // upserted by UniqueKey; the last of a key wins
 	Requests []contract.LeaseRequestRecord // upserted by ID (record JSON + indexed columns); the last of an ID wins
 	Events   []NewEvent                    // appended in order, all of them
 	// Clock, when set, replaces the stored clock reading: the decision
@@ -117,7 +117,8 @@ type Change struct {
 	Before Before
 }
 
-// Before is what a Change's rows were before it, by id.
+// Before is what a Change's rows were before it, by id (a lease by its
+// UniqueKey).
 type Before struct {
 	Devices map[string]Device
 	Leases  map[string]Lease

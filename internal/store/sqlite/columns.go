@@ -29,12 +29,18 @@ func deviceValues(d store.Device) []any {
 }
 
 // leaseColumns are the leases table's columns after id.
+// The row's id is the lease's unique key (LeaseRecord.UniqueKey);
+// chosen_id is its id when its request chose it.
 var leaseColumns = []string{"device_id", "request_id", "requester_id", "owner_id", "granted_at",
-	"ttl_ms", "last_renewed_at", "ttl_deadline", "ended_at", "end_reason", "bound_pid", "bound_pid_started_at", "id_chosen"}
+	"ttl_ms", "last_renewed_at", "ttl_deadline", "ended_at", "end_reason", "bound_pid", "bound_pid_started_at", "id_chosen", "chosen_id"}
 
 func leaseValues(l store.Lease) []any {
+	chosen := ""
+	if l.IDChosenByRequester {
+		chosen = l.ID
+	}
 	return []any{l.DeviceID, l.RequestID, l.RequesterID, l.OwnerID, l.GrantedAt,
-		l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason, l.BoundPID, l.BoundPIDStartedAt, l.IDChosenByRequester}
+		l.TTLMs, l.LastRenewedAt, l.TTLDeadline, l.EndedAt, l.EndReason, l.BoundPID, l.BoundPIDStartedAt, l.IDChosenByRequester, chosen}
 }
 
 // changedMask has bit i set when column i differs between was and now.

@@ -38,8 +38,8 @@ ON CONFLICT (id) DO UPDATE SET
 	image_tag = excluded.image_tag, mode = excluded.mode, slimmed = excluded.slimmed`
 
 	upsertLease = `INSERT INTO leases (id, device_id, request_id, requester_id, owner_id, granted_at,
-	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen, chosen_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
 	device_id = excluded.device_id, request_id = excluded.request_id,
 	requester_id = excluded.requester_id, owner_id = excluded.owner_id,
@@ -47,7 +47,7 @@ ON CONFLICT (id) DO UPDATE SET
 	last_renewed_at = excluded.last_renewed_at, ttl_deadline = excluded.ttl_deadline,
 	ended_at = excluded.ended_at, end_reason = excluded.end_reason,
 	bound_pid = excluded.bound_pid, bound_pid_started_at = excluded.bound_pid_started_at,
-	id_chosen = excluded.id_chosen`
+	id_chosen = excluded.id_chosen, chosen_id = excluded.chosen_id`
 
 	upsertRequest = `INSERT INTO lease_requests (id, requester_id, idempotency_key, state,
 	created_at, settled_at, record)
@@ -213,7 +213,7 @@ func (s stmtOrSQL) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Resul
 // reserved (the writer is this commit's already), run as SQL.
 func (db *DB) plan(ctx context.Context, c store.Change, reserved bool) (store.Change, commitPlan, error) {
 	c.Devices = lastOfEach(c.Devices, func(d store.Device) string { return d.ID })
-	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.ID })
+	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.UniqueKey() })
 	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
 	var p commitPlan
 	var err error
@@ -306,8 +306,9 @@ func (db *DB) planRows(ctx context.Context, c store.Change, reserved bool, cold 
 	}
 	for _, l := range c.Leases {
 		now := leaseValues(l)
-		w := rowWrite{what: "lease " + l.ID}
-		if was, ok := c.Before.Leases[l.ID]; ok {
+		key := l.UniqueKey()
+		w := rowWrite{what: "lease " + key}
+		if was, ok := c.Before.Leases[key]; ok {
 			mask := changedMask(leaseValues(was), now)
 			if mask == 0 {
 				continue
@@ -316,9 +317,9 @@ func (db *DB) planRows(ctx context.Context, c store.Change, reserved bool, cold 
 			if err != nil {
 				return nil, err
 			}
-			w.st, w.args, w.update = st, append(masked(mask, now), l.ID), true
+			w.st, w.args, w.update = st, append(masked(mask, now), key), true
 		} else {
-			w.st, w.args = stmtOrSQL{stmt: db.st.upsertLease}, append([]any{l.ID}, now...)
+			w.st, w.args = stmtOrSQL{stmt: db.st.upsertLease}, append([]any{key}, now...)
 		}
 		out = append(out, w)
 	}

@@ -10,3 +10,10 @@ CREATE TABLE clock (
     boot_ns INTEGER NOT NULL,
     boot_id TEXT    NOT NULL
 );
+
+-- A lease's chosen id (lease.request's leaseId) is unique only among its
+-- owner's leases: id is the lease's unique key from now on, chosen_id the
+-- id its owner chose ('' for none). A lease made before, whose chosen id
+-- is its key, keeps it as both.
+ALTER TABLE leases ADD COLUMN chosen_id TEXT NOT NULL DEFAULT '';
+UPDATE leases SET chosen_id = id WHERE id_chosen = 1;
