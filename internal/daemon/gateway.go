@@ -47,6 +47,9 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
+	if err := d.leasing.Load(ctx); err != nil {
+		return err
+	}
 	snap, err := db.Load(ctx)
 	if err != nil {
 		return err
@@ -58,15 +61,15 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 }
 
 // gatewayQueueStore is the fleet queue's store: the gateway's request
-// records and events, committed and published under the lock that orders
-// the gateway's log with the relayed events.
+// records, events and grant records, committed and published under the
+// lock that orders the gateway's log with the relayed events.
 type gatewayQueueStore struct{ d *Daemon }
 
-func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
-	if len(w.Requests)+len(w.Events) == 0 {
+func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
+	if len(w.Requests)+len(w.Events)+len(grants)+len(ended) == 0 {
 		return nil, nil
 	}
-	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events))}
+	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events)), Grants: grants, EndedGrants: ended}
 	for i, ev := range w.Events {
 		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
@@ -86,6 +89,10 @@ func (s gatewayQueueStore) RequestByKey(ctx context.Context, requesterID, key st
 
 func (s gatewayQueueStore) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
 	return s.d.db.Request(ctx, id)
+}
+
+func (s gatewayQueueStore) Grants(ctx context.Context) ([]store.Grant, error) {
+	return s.d.db.Grants(ctx)
 }
 
 // emit commits one of the daemon's own events and publishes it.
@@ -301,7 +308,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		snap := f.Snapshot()
 		switch in.Kind {
 		case contract.ListLeases:
-			return contract.ListGetResult{Leases: l.Project(snap.Leases)}, nil, true
+			return contract.ListGetResult{Leases: l.Leases(caller, snap.Leases)}, nil, true
 		case contract.ListRequests:
 			rs, err := f.Requests(s.ctx)
 			if err != nil {
@@ -309,7 +316,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			}
 			return contract.ListGetResult{Requests: rs}, nil, true
 		default:
-			return contract.ListGetResult{Devices: l.ProjectDevices(snap.Devices)}, nil, true
+			return contract.ListGetResult{Devices: l.ProjectDevices(caller, snap.Devices)}, nil, true
 		}
 	}
 	if r, err, ok := s.workerOp(req); ok {
@@ -389,27 +396,13 @@ func (d *Daemon) gatewayStatus(s *contract.Status, c leasing.Caller, summary boo
 	if summary {
 		return
 	}
-	s.Devices, s.Leases = d.leasing.ProjectDevices(snap.Devices), d.leasing.Project(snap.Leases)
-	s.Waiting = append(fleetWaiting, snap.Waiting...)
-	if c.Admin {
-		return
-	}
 	// An agent sees its own leases and requests, and every device, another
 	// agent's shown leased without naming the lease; the counts are of
-	// everything (as on a worker).
-	own := map[string]bool{}
-	var leases []contract.LeaseRecord
-	for _, l := range s.Leases {
-		if l.OwnerID == c.Principal {
-			leases = append(leases, l)
-			own[l.ID] = true
-		}
+	// everything (as on a worker). What is its own is the grant records'
+	// say, never a worker's.
+	s.Devices, s.Leases = d.leasing.ProjectDevices(c, snap.Devices), nonNilLeases(d.leasing.Leases(c, snap.Leases))
+	s.Waiting = append(fleetWaiting, snap.Waiting...)
+	if !c.Admin {
+		s.Waiting = fleetWaiting
 	}
-	s.Leases = nonNilLeases(leases)
-	for i := range s.Devices {
-		if s.Devices[i].LeaseID != "" && !own[s.Devices[i].LeaseID] {
-			s.Devices[i].LeaseID = ""
-		}
-	}
-	s.Waiting = fleetWaiting
 }

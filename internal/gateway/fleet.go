@@ -77,6 +77,8 @@ type Fleet struct {
 	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
+	// removed is told, outside the lock, that the gateway forgot a worker.
+	removed func(workerID string)
 }
 
 // worker is one worker: its view, and its link while connected.
@@ -100,6 +102,8 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// logged is when each kind of the worker's findings was last logged.
+	logged map[findingKind]*findingLog
 }
 
 type link struct {
@@ -542,6 +546,22 @@ func (f *Fleet) setOnEvent(fn func(workerID string, ev contract.Event)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onEvent = fn
+}
+
+func (f *Fleet) setRemoved(fn func(workerID string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = fn
+}
+
+// forgotten tells the leasing the gateway forgot a worker.
+func (f *Fleet) forgotten(id string) {
+	f.mu.Lock()
+	fn := f.removed
+	f.mu.Unlock()
+	if fn != nil {
+		fn(id)
+	}
 }
 
 // notify tells the leasing a view changed; notifyLater does so from under

@@ -111,11 +111,16 @@ func (f *Fleet) Remove(ctx context.Context, id string) (contract.WorkerSummary, 
 		return contract.WorkerSummary{}, err
 	}
 	f.mu.Lock()
+	gone := false
 	if cur, ok := f.workers[id]; ok && cur == w && w.link == nil {
 		delete(f.workers, id)
+		gone = true
 	}
 	f.mu.Unlock()
 	f.emit("worker.removed", map[string]any{"workerId": id, "label": s.Label, "reason": "operator"})
+	if gone {
+		f.forgotten(id)
+	}
 	return s, nil
 }
 
@@ -137,11 +142,16 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 			continue
 		}
 		f.mu.Lock()
+		gone := false
 		if cur, ok := f.workers[w.view.ID]; ok && cur == w && w.link == nil {
 			delete(f.workers, w.view.ID)
+			gone = true
 		}
 		f.mu.Unlock()
-		f.emit("worker.removed", map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
+		if gone {
+			f.emit("worker.removed", map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
+			f.forgotten(w.view.ID)
+		}
 	}
 }
 

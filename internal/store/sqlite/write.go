@@ -103,6 +103,9 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 		if err := db.putRequests(ctx, tx, c.Requests, records); err != nil {
 			return err
 		}
+		if err := putGrants(ctx, tx, c.Grants, c.EndedGrants); err != nil {
+			return err
+		}
 		if out, err = appendEvents(ctx, tx, c.Events, events); err != nil {
 			return err
 		}
@@ -280,6 +283,11 @@ func check(c store.Change) (records []string, err error) {
 			return nil, fmt.Errorf("request %s: %w", r.ID, err)
 		}
 		records[i] = string(b)
+	}
+	for _, g := range c.Grants {
+		if g.Key == "" || g.WorkerID == "" || g.WorkerLeaseID == "" {
+			return nil, errors.New("grant with an empty key, worker or worker lease")
+		}
 	}
 	for _, e := range c.Events {
 		if e.ID == "" {
