@@ -746,14 +746,32 @@ func (d *Daemon) unhold(s *session, id string) {
 }
 
 // leaseEnded tells the sessions that hold a lease the daemon ended it.
+// Sessions hold a lease by the id they named it by, and a chosen id is
+// unique only within its owner: of the sessions holding l.ID, those of
+// l's owner (and admins) hold l; another owner's hold their own lease of
+// that id, which goes on.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	d.mu.Lock()
-	set := d.holders[l.ID]
-	delete(d.holders, l.ID)
+	var told []*session
+	for s := range d.holders[l.ID] {
+		if s.mayHold(l) {
+			told = append(told, s)
+			delete(d.holders[l.ID], s)
+		}
+	}
+	if len(d.holders[l.ID]) == 0 {
+		delete(d.holders, l.ID)
+	}
 	d.mu.Unlock()
-	for c := range set {
+	for _, c := range told {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
 	}
+}
+
+// mayHold reports whether s may be a holder of l: its owner's session, or
+// an admin's.
+func (s *session) mayHold(l contract.LeaseRecord) bool {
+	return s.role == contract.RoleAdmin || s.principal == l.OwnerID
 }
 
 // warmPoolPolicy reads warmPool.* from the config.
@@ -780,7 +798,9 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 	d.mu.Lock()
 	set := make([]*session, 0, len(d.holders[l.ID]))
 	for s := range d.holders[l.ID] {
-		set = append(set, s)
+		if s.mayHold(l) {
+			set = append(set, s)
+		}
 	}
 	d.mu.Unlock()
 	for _, s := range set {
