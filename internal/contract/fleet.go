@@ -24,6 +24,9 @@ const (
 	CodeUnknownWorker            Code = "UNKNOWN_WORKER"
 	CodeWorkerConnected          Code = "WORKER_CONNECTED"
 	CodeWorkerUnreachable        Code = "WORKER_UNREACHABLE"
+	// CodeTooManyWorkers refuses the uplink of a worker id a gateway does
+	// not know once it knows gateway.maxWorkers workers.
+	CodeTooManyWorkers Code = "TOO_MANY_WORKERS"
 )
 
 // TokenWorker is a join token: it opens a worker's uplink to a gateway and

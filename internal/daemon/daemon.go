@@ -343,10 +343,16 @@ func (d *Daemon) converge(ctx context.Context) {
 			return
 		}
 		d.log.Info("gateway ready", "home", d.opts.Home, "version", d.opts.Version, "http", d.httpURL)
-		d.bg.Add(1)
+		d.bg.Add(2)
 		go func() {
 			defer d.bg.Done()
 			d.maintain()
+		}()
+		go func() {
+			defer d.bg.Done()
+			// Workers past gateway.disconnectedRetentionMs go within a
+			// minute of it, whether or not anything else happens.
+			d.fleet.Maintain(d.life)
 		}()
 		return
 	}
@@ -488,9 +494,6 @@ func (d *Daemon) maintain() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := d.pruneHistory(ctx, time.Now()); err != nil {
 			d.log.Warn("prune history", "err", err)
-		}
-		if d.fleet != nil {
-			d.fleet.Prune(ctx, time.Now())
 		}
 		cancel()
 		select {

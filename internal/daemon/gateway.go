@@ -30,9 +30,10 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 	d.fleet = gateway.New(gateway.Options{
 		Store: db, InstanceID: in.ID, Version: d.opts.Version,
 		Emit: d.emit, Relay: d.relay,
-		Refresh:   d.opts.FleetRefresh,
-		Retention: time.Duration(cfg.Int("gateway.disconnectedRetentionMs")) * time.Millisecond,
-		Logger:    d.log.With("module", "gateway"),
+		Refresh:    d.opts.FleetRefresh,
+		Retention:  time.Duration(cfg.Int("gateway.disconnectedRetentionMs")) * time.Millisecond,
+		MaxWorkers: int(cfg.Int("gateway.maxWorkers")),
+		Logger:     d.log.With("module", "gateway"),
 	})
 	if err := d.fleet.Start(ctx); err != nil {
 		return err

@@ -55,8 +55,18 @@ type Options struct {
 	// Retention is how long a disconnected worker that is not drained
 	// stays listed (24 h when 0).
 	Retention time.Duration
-	Logger    *slog.Logger
+	// PruneEvery is how often Maintain forgets the workers past their
+	// retention (1 min when 0).
+	PruneEvery time.Duration
+	// MaxWorkers caps the workers the gateway knows, connected or not
+	// (gateway.maxWorkers; DefaultMaxWorkers when 0): an uplink from a
+	// worker id it does not know yet is refused past it.
+	MaxWorkers int
+	Logger     *slog.Logger
 }
+
+// DefaultMaxWorkers is gateway.maxWorkers's default.
+const DefaultMaxWorkers = 1000
 
 // callTimeout bounds each read of a worker: a worker that does not answer
 // within it is dropped.
@@ -70,7 +80,7 @@ type Fleet struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	workers  map[string]*worker
-	rejected map[string]*rejection
+	rejected rejections
 	closed   bool
 	// changed is told, outside the lock, after a worker's view changed:
 	// its leases when connected.
@@ -109,6 +119,8 @@ type worker struct {
 type link struct {
 	conn   net.Conn
 	reason string // why the gateway closed it, if it did
+	// revoked: its join token was revoked, and the view goes with it.
+	revoked bool
 }
 
 // New makes a Fleet; Start loads what the store remembers.
@@ -122,7 +134,13 @@ func New(opts Options) *Fleet {
 	if opts.Retention <= 0 {
 		opts.Retention = 24 * time.Hour
 	}
-	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, rejected: map[string]*rejection{}}
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = DefaultMaxWorkers
+	}
+	if opts.PruneEvery <= 0 {
+		opts.PruneEvery = time.Minute
+	}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}}
 }
 
 // Start lists the workers the store remembers, disconnected until they
@@ -168,9 +186,11 @@ type Attachment struct {
 }
 
 // Claim says whether an uplink with join token tokenID may speak for
-// worker id: a worker id belongs to the token it first joined with (a
-// worker's id is a header, which any holder of a join token could copy),
-// until that token is revoked or the worker removed.
+// worker id. A join token is one worker's: a worker id belongs to the
+// token it first joined with (a worker's id is a header, which any holder
+// of a join token could copy), and a token to the one worker id it joined
+// as, until that token is revoked or the worker removed; an id the gateway
+// does not know is refused once it knows MaxWorkers.
 func (f *Fleet) Claim(id, tokenID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -178,10 +198,23 @@ func (f *Fleet) Claim(id, tokenID string) error {
 }
 
 func (f *Fleet) claimLocked(id, tokenID string) error {
-	if w, ok := f.workers[id]; ok && w.owner != "" && w.owner != tokenID {
+	w, known := f.workers[id]
+	if known && w.owner != "" && w.owner != tokenID {
 		return contract.Errorf(contract.CodeForbidden,
 			"worker %s joined with another join token; revoke that token, or run simlock worker remove %s on the gateway, to let this one take the id", id, id).
 			With("workerId", id)
+	}
+	for other, ow := range f.workers {
+		if other != id && ow.owner == tokenID {
+			return contract.Errorf(contract.CodeForbidden,
+				"this join token already joined worker %s, and a join token is one worker's: make one for this worker (simlock token create --role worker on the gateway), or run simlock worker remove %s there to move the token",
+				other, other).With("workerId", id)
+		}
+	}
+	if !known && len(f.workers) >= f.opts.MaxWorkers {
+		return contract.Errorf(contract.CodeTooManyWorkers,
+			"this gateway knows %d workers, its gateway.maxWorkers: remove one it no longer needs (simlock worker remove <id>), or raise the limit", len(f.workers)).
+			With("maxWorkers", f.opts.MaxWorkers)
 	}
 	return nil
 }
@@ -206,6 +239,12 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	if !ok {
 		w = &worker{view: contract.WorkerView{ID: a.ID}}
 		f.workers[a.ID] = w
+	}
+	if w.owner == "" {
+		// The id is the token's, and the token the id's, from the
+		// uplink on: a second id dialing with it at the same time is
+		// refused by claimLocked.
+		w.owner = a.TokenID
 	}
 	var old *link
 	if w.link != nil {
@@ -233,6 +272,9 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 		if w.view.Connection != contract.WorkerIncompatible {
 			w.view.Connection = contract.WorkerDisconnected
 		}
+		if l.revoked {
+			w.view = dropped(w.view)
+		}
 		w.view.Reason = reason
 		w.viewGen++
 	}
@@ -241,6 +283,33 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
 		f.notify(a.ID, nil, false)
+	}
+}
+
+// dropped is a view with what the worker reported forgotten: its devices,
+// leases, requests, installs, catalog, capacity and host. What is left is
+// its line: id, label, connection, drain, when it was last seen, and the
+// findings against it.
+func dropped(v contract.WorkerView) contract.WorkerView {
+	return contract.WorkerView{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason,
+		LastSeenAt: v.LastSeenAt, Version: v.Version, Findings: v.Findings}
+}
+
+// Maintain forgets the workers disconnected past their retention, every
+// PruneEvery, until ctx ends: also while no worker connects or
+// disconnects.
+func (f *Fleet) Maintain(ctx context.Context) {
+	t := time.NewTicker(f.opts.PruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			f.Prune(pctx, now)
+			cancel()
+		}
 	}
 }
 

@@ -155,17 +155,24 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 	}
 }
 
-// CloseToken closes the uplinks opened with a token that was revoked, and
-// frees the worker ids it held, so the workers can join again with a new
-// token.
+// CloseToken closes the uplinks opened with a token that was revoked,
+// drops their views (what those workers reported is no longer anyone's to
+// keep: their lines stay, with their drains and relay cursors, until
+// retention or remove), and frees the worker ids it held, so the workers
+// can join again with a new token.
 func (f *Fleet) CloseToken(ctx context.Context, tokenID string) {
 	f.mu.Lock()
 	var conns []*link
 	var freed []store.Worker
 	for _, w := range f.workers {
-		if w.link != nil && w.tokenID == tokenID {
+		switch {
+		case w.link != nil && w.tokenID == tokenID:
 			w.link.reason = "its join token was revoked"
+			w.link.revoked = true
 			conns = append(conns, w.link)
+		case w.link == nil && (w.owner == tokenID || w.tokenID == tokenID):
+			w.view = dropped(w.view)
+			w.viewGen++
 		}
 		if w.owner == tokenID {
 			w.owner = ""
