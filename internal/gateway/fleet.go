@@ -58,6 +58,10 @@ type Options struct {
 	// PruneEvery is how often Maintain forgets the workers past their
 	// retention (1 min when 0).
 	PruneEvery time.Duration
+	// RelayRate and RelayBurst bound the events relayed from one worker:
+	// a token bucket of RelayBurst, refilled at RelayRate a second
+	// (relayRate and relayBurst when 0).
+	RelayRate, RelayBurst float64
 	// MaxWorkers caps the workers the gateway knows, connected or not
 	// (gateway.maxWorkers; DefaultMaxWorkers when 0): an uplink from a
 	// worker id it does not know yet is refused past it.
@@ -114,6 +118,9 @@ type worker struct {
 	refreshNow chan struct{}
 	// logged is when each kind of the worker's findings was last logged.
 	logged map[findingKind]*findingLog
+	// relayed is the rate limit of the events relayed from the worker,
+	// kept across its uplinks (a reconnect does not refill it).
+	relayed *tokenBucket
 }
 
 type link struct {
@@ -139,6 +146,12 @@ func New(opts Options) *Fleet {
 	}
 	if opts.PruneEvery <= 0 {
 		opts.PruneEvery = time.Minute
+	}
+	if opts.RelayRate <= 0 {
+		opts.RelayRate = relayRate
+	}
+	if opts.RelayBurst <= 0 {
+		opts.RelayBurst = relayBurst
 	}
 	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}}
 }
@@ -481,12 +494,14 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 	case after == 0:
 		// A worker seen for the first time starts from now: its history
 		// before it joined is its own.
-		return f.relay(ctx, w, id, nil, lastSeq)
+		reason, _ := f.relay(ctx, w, id, nil, lastSeq)
+		return reason
 	case after > lastSeq:
 		// Its log is behind what was relayed from it: it starts over (its
 		// database was replaced). Follow it from where it is now.
 		f.log.Warn("a worker's event log starts over; relaying from its current seq", "worker", id, "relayed", after, "now", lastSeq)
-		return f.relay(ctx, w, id, nil, lastSeq)
+		reason, _ := f.relay(ctx, w, id, nil, lastSeq)
+		return reason
 	}
 	for after < lastSeq {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -509,7 +524,7 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 		if len(batch) > 0 {
 			after = batch[len(batch)-1].Seq
 		}
-		if reason := f.relay(ctx, w, id, batch, after); reason != "" {
+		if reason, _ := f.relay(ctx, w, id, batch, after); reason != "" {
 			return reason
 		}
 	}
@@ -588,10 +603,8 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 			if err := checkEvents(after, batch); err != nil {
 				return "sent an invalid event: " + err.Error()
 			}
-			for _, ev := range batch {
-				dirty = dirty || refreshOn(ev.Event)
-			}
-			if reason := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {
+			var reason string
+			if reason, dirty = f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {
 				return reason
 			}
 		}
@@ -704,28 +717,74 @@ func endReason(c *client.Client) string {
 	return "the uplink closed"
 }
 
-// relay commits batch to the gateway's log and publishes it.
-func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) string {
-	out := make([]contract.Event, 0, len(batch))
-	for _, ev := range batch {
+// relay commits batch to the gateway's log and publishes it: the events
+// a worker records, within the worker's rate (limit). The cursor moves to
+// lastSeq whatever was dropped: a dropped event is not asked for again.
+// It returns why the uplink must end, or "", and whether an event it kept
+// changes the worker's status (refreshOn): dropped events ask for no read.
+func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
+	kept, refused, dropped := f.limit(w, batch)
+	out := make([]contract.Event, 0, len(kept))
+	for _, ev := range kept {
 		p, err := withWorkerID(ev.Payload, id)
 		if err != nil {
-			return "sent an invalid event: " + err.Error()
+			return "sent an invalid event: " + err.Error(), false
 		}
 		ev.Payload = p
 		out = append(out, ev)
+		refresh = refresh || refreshOn(ev.Event)
 	}
 	if err := f.opts.Relay(ctx, id, out, lastSeq); err != nil {
-		return "could not record its events: " + err.Error()
+		return "could not record its events: " + err.Error(), false
 	}
 	f.mu.Lock()
 	w.lastSeq = lastSeq
 	w.view.LastSeenAt = time.Now().UnixMilli()
 	on := f.onEvent
 	f.mu.Unlock()
+	if refused > 0 {
+		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record, the last %q: dropped", refused, clip(lastRefused(batch))))
+	}
+	if dropped > 0 {
+		f.found(id, findingEventDropped, dropped, fmt.Sprintf("%d relayed events over %g a second (bursts of %g): dropped", dropped, f.opts.RelayRate, f.opts.RelayBurst))
+	}
 	if on != nil {
-		for _, ev := range batch {
+		for _, ev := range kept {
 			on(id, ev)
+		}
+	}
+	return "", refresh
+}
+
+// limit keeps, of a batch a worker relays, the events of names a worker
+// records (workerEvents) within its rate, and counts the others.
+func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.relayed == nil {
+		w.relayed = newTokenBucket(f.opts.RelayRate, f.opts.RelayBurst, now)
+	}
+	kept = make([]contract.Event, 0, len(batch))
+	for _, ev := range batch {
+		switch {
+		case !workerEvents[ev.Event]:
+			refused++
+		case !w.relayed.take(now):
+			dropped++
+		default:
+			kept = append(kept, ev)
+		}
+	}
+	return kept, refused, dropped
+}
+
+// lastRefused is the name of the last event of batch a worker may not
+// relay.
+func lastRefused(batch []contract.Event) string {
+	for i := len(batch) - 1; i >= 0; i-- {
+		if !workerEvents[batch[i].Event] {
+			return batch[i].Event
 		}
 	}
 	return ""
