@@ -81,11 +81,14 @@ const (
 	ended
 )
 
-// kinds are the events the fold reads, by name.
+// kinds are the events the fold reads, by name. grant.recorded is a
+// gateway's own record of a grant it forwarded: on a gateway the grants
+// are counted from it, never from a worker's relayed lease.granted.
 var kinds = map[string]kind{
 	"lease.requested":    requested,
 	"request.dispatched": dispatched,
 	"lease.granted":      granted,
+	"grant.recorded":     granted,
 	"lease.rejected":     rejected,
 	"lease.released":     ended,
 	"lease.expired":      ended,
@@ -105,6 +108,11 @@ type leaseEvent struct {
 	// forwarded marks a relayed worker's request that the gateway
 	// forwarded there (its requester is the gateway's).
 	forwarded bool
+	// recorded marks a gateway's grant.recorded: the grant on worker,
+	// its wait measured by the gateway (waitMs) and its lease's time on
+	// the worker's clock (grantedAt).
+	recorded          bool
+	waitMs, grantedAt int64
 }
 
 // payload holds the fields the fold reads of a lease.* or
@@ -119,13 +127,21 @@ type payload struct {
 	RequestSpec struct {
 		Platform string `json:"platform"`
 	} `json:"requestSpec"`
+	// grant.recorded's.
+	WorkerLeaseID string `json:"workerLeaseId"`
+	Platform      string `json:"platform"`
+	WaitMs        int64  `json:"waitMs"`
+	GrantedAt     int64  `json:"grantedAt"`
 }
 
 // parse reads e as the fold does; ok is false for an event the rollup does
 // not count. The source of a lease.* event is the workerId its payload
 // carries: a gateway adds it to every event it relays, and a daemon's own
 // lease events never have one. request.dispatched is a gateway's own event
-// (its workerId names where the request went).
+// (its workerId names where the request went); so is grant.recorded (its
+// workerId names the worker the grant is counted for). A relayed request
+// that the gateway did not forward there (a worker's own agent's) is not
+// the gateway's to count.
 func parse(e contract.Event) (leaseEvent, bool) {
 	k, ok := kinds[e.Event]
 	if !ok {
@@ -138,16 +154,28 @@ func parse(e contract.Event) (leaseEvent, bool) {
 	le := leaseEvent{kind: k, at: e.Timestamp, worker: p.WorkerID, requestID: p.RequestID, leaseID: p.LeaseID,
 		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason,
 		forwarded: k == requested && p.WorkerID != "" && strings.HasPrefix(p.Requester, contract.GatewayRequesterPrefix)}
-	if k == dispatched {
+	switch {
+	case k == dispatched:
 		le.worker = ""
+	case e.Event == "grant.recorded":
+		if p.WorkerID == "" || p.WorkerLeaseID == "" {
+			return leaseEvent{}, false
+		}
+		le.recorded, le.leaseID, le.platform, le.waitMs, le.grantedAt = true, p.WorkerLeaseID, p.Platform, max(p.WaitMs, 0), p.GrantedAt
+	case k == requested && le.worker != "" && !le.forwarded:
+		return leaseEvent{}, false
 	}
 	return le, true
 }
 
-// opens is the open entry an event of its kind ends or updates.
+// opens is the open entry an event of its kind ends or updates: a
+// grant.recorded ends the gateway's own request.
 func (e leaseEvent) opens() OpenKey {
-	if e.kind == ended {
+	switch {
+	case e.kind == ended:
 		return OpenKey{e.worker, KindLease, e.leaseID}
+	case e.recorded:
+		return OpenKey{"", KindRequest, e.requestID}
 	}
 	return OpenKey{e.worker, KindRequest, e.requestID}
 }
@@ -186,10 +214,10 @@ func (b *Batch) Needs() []OpenKey {
 				out = append(out, k)
 			}
 		}
-		switch e.kind {
-		case requested:
+		switch {
+		case e.kind == requested:
 			opened[e.opens()] = true
-		case granted:
+		case e.recorded, e.kind == granted && e.worker == "":
 			opened[OpenKey{e.worker, KindLease, e.leaseID}] = true
 		}
 	}
@@ -207,14 +235,24 @@ func (b *Batch) Needs() []OpenKey {
 //     marked, so its end is not counted here either.
 //   - lease.granted: a grant by source, in the cell of its minute and of
 //     its request's platform; with the open request, its wait (and time to
-//     device unless warm). The request closes and the lease is open.
+//     device unless warm). The request closes and the lease is open. A
+//     relayed worker's lease.granted only closes its request: a gateway
+//     counts the grants it forwarded itself, from grant.recorded, so a
+//     worker that relays a grant the gateway never made counts nothing.
+//   - grant.recorded (a gateway's): a grant by source in the cell of its
+//     minute, the worker it names and its platform, with the wait the
+//     gateway measured (and time to device unless warm). The gateway's
+//     request closes; the worker's lease is open from its grant on the
+//     worker's clock, its request waitMs before that.
 //   - lease.rejected: unless its request was dispatched, a refusal in the
 //     cell of its minute and platform, by reason: cancelled and killed
 //     count as cancelled, timeout as timed out. A relayed worker's no-wait
 //     refusal of a request the gateway forwarded is a bounce instead (the
 //     worker had no room after all; the gateway asks again, and its own
 //     request is what counts): -1 request where the worker's counted, and
-//     no refusal. The request closes.
+//     no refusal. A relayed refusal of a request the fold does not hold
+//     open (one the gateway did not forward) counts nothing. The request
+//     closes.
 //   - lease.released, lease.expired: with the open lease, its hold and
 //     (when its request was known) turnaround, in the cell of the end's
 //     minute and the lease's platform. The lease closes. Without it,
@@ -292,10 +330,27 @@ func (f *folder) fold(e leaseEvent) {
 		r.Dispatched = true
 		f.set(k, r, true)
 	case granted:
+		if e.recorded {
+			if k := e.opens(); e.requestID != "" {
+				if _, ok := f.get(k); ok {
+					f.set(k, Open{}, false) // the gateway's request: granted
+				}
+			}
+			d := Delta{Granted: e.source, Wait: e.waitMs, Has: HasWait}
+			if e.source != string(contract.SourceWarm) {
+				d.Has |= HasToDevice
+			}
+			f.add(Cell{minute, e.worker, e.platform}, d)
+			f.set(OpenKey{e.worker, KindLease, e.leaseID}, Open{At: e.grantedAt, Requested: e.grantedAt - e.waitMs, Platform: e.platform}, true)
+			return
+		}
 		k := e.opens()
 		r, asked := f.get(k)
 		if asked {
 			f.set(k, Open{}, false)
+		}
+		if e.worker != "" {
+			return // relayed: the gateway's grant.recorded counts it
 		}
 		d := Delta{Granted: e.source}
 		l := Open{At: e.at, Platform: r.Platform}
@@ -311,6 +366,9 @@ func (f *folder) fold(e leaseEvent) {
 	case rejected:
 		k := e.opens()
 		r, ok := f.get(k)
+		if !ok && k.Worker != "" {
+			return // relayed, of a request the gateway did not forward
+		}
 		if ok {
 			f.set(k, Open{}, false)
 			switch {

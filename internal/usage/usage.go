@@ -24,12 +24,18 @@
 // until it ends.
 //
 // On a gateway the workers' relayed events count for the worker that
-// relayed them. The gateway's own fleet-queue events count for worker ""
-// only until the request is handed to a worker (request.dispatched): its
-// request then moves to the worker's figures, which count it from the
-// worker's own events, so a request that reached a worker is counted once.
-// What remains under "" is what the fleet queue ended by itself: requests
-// refused, timed out or cancelled before any worker took them.
+// relayed them, as far as they are about requests the gateway forwarded
+// there (their requester carries the gateway's prefix; what a worker's own
+// agents ask of it is not the gateway's to count). The gateway's own
+// fleet-queue events count for worker "" only until the request is handed
+// to a worker (request.dispatched): its request then moves to the worker's
+// figures, which count it from the worker's own events, so a request that
+// reached a worker is counted once. What remains under "" is what the
+// fleet queue ended by itself: requests refused, timed out or cancelled
+// before any worker took them. Grants are the gateway's word alone: its
+// grant.recorded counts one for the worker it names, and a worker's
+// relayed lease.granted counts nothing, so a worker cannot add grants to
+// the gateway's figures.
 //
 // Everything here is pure and keeps no state between calls; a Batch or a
 // Query is used by one goroutine at a time.
