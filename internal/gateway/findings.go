@@ -50,11 +50,13 @@ func (f *Fleet) found(workerID string, kind findingKind, n int64, what string) {
 	w, ok := f.workers[workerID]
 	logIt, skipped := true, int64(0)
 	if ok {
-		fs := w.view.Findings
-		if fs == nil {
-			fs = &contract.WorkerFindings{}
-			w.view.Findings = fs
+		// A new value each time: copies of the view handed out share the
+		// old one, which they read outside the lock.
+		fs := &contract.WorkerFindings{}
+		if w.view.Findings != nil {
+			*fs = *w.view.Findings
 		}
+		w.view.Findings = fs
 		switch kind {
 		case findingUngranted:
 			fs.UngrantedLeases += n

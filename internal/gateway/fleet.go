@@ -542,12 +542,14 @@ func refreshOn(name string) bool {
 	return false
 }
 
-// follow relays the worker's events as they come, reads its status again
-// after those that change it (at most one read at a time, the rest
-// coalesced) and everything on the refresh tick, until the uplink ends.
+// follow relays the worker's events as they come, and has its status read
+// again after those that change it and everything on the refresh tick,
+// until the uplink ends. The reads run in a goroutine of their own (reads),
+// at most one at a time and the rest coalesced, so the relay never waits
+// for a call over the uplink: the answer to that call may be queued on the
+// uplink behind the very events the relay is to drain, and a worker's
+// burst of events must not stall its uplink.
 func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
-	tick := time.NewTicker(f.opts.Refresh)
-	defer tick.Stop()
 	now := make(chan struct{}, 1)
 	f.mu.Lock()
 	id := w.view.ID
@@ -555,23 +557,27 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 		w.refreshNow = now
 	}
 	f.mu.Unlock()
+	rctx, stop := context.WithCancel(ctx)
+	failed := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if reason := f.reads(rctx, c, w, gen, now); reason != "" && rctx.Err() == nil {
+			failed <- reason
+		}
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
 	for {
-		var dirty bool
 		select {
-		case <-now:
-			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
-				return reason
-			}
-			continue
+		case reason := <-failed:
+			return reason
 		case <-ctx.Done():
 			return "the gateway is stopping"
 		case <-c.Done():
 			return endReason(c)
-		case <-tick.C:
-			if reason := f.readAll(ctx, c, w, gen); reason != "" {
-				return reason
-			}
-			continue
 		case ev, ok := <-events:
 			if !ok {
 				// The client closes its subscriptions as the uplink ends:
@@ -603,15 +609,38 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 			if err := checkEvents(after, batch); err != nil {
 				return "sent an invalid event: " + err.Error()
 			}
-			var reason string
-			if reason, dirty = f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {
+			reason, dirty := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq)
+			if reason != "" {
 				return reason
+			}
+			if dirty {
+				select {
+				case now <- struct{}{}:
+				default:
+				}
 			}
 		}
-		if dirty {
-			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
-				return reason
-			}
+	}
+}
+
+// reads reads the worker's status each time now is told (coalesced), and
+// everything on the refresh tick, until ctx ends; it returns why a read
+// failed, which ends the uplink.
+func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now <-chan struct{}) string {
+	tick := time.NewTicker(f.opts.Refresh)
+	defer tick.Stop()
+	for {
+		var reason string
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-now:
+			reason = f.readStatus(ctx, c, w, gen)
+		case <-tick.C:
+			reason = f.readAll(ctx, c, w, gen)
+		}
+		if reason != "" {
+			return reason
 		}
 	}
 }
