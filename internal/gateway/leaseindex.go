@@ -60,9 +60,13 @@ type indexed struct {
 	ending string
 }
 
-func (e *indexed) record() store.Grant {
-	return store.Grant{Key: e.key, WorkerID: e.workerID, WorkerLeaseID: e.workerLeaseID, DeviceID: e.deviceID, OwnerID: e.owner,
-		RequesterID: e.requester, ChosenID: e.chosen, RequestID: e.requestID, GrantedAt: e.grantedAt}
+// names are the ids a caller may hold e by: its id, and its key when it
+// has a chosen id.
+func (e *indexed) names() []string {
+	if e.id != e.key {
+		return []string{e.id, e.key}
+	}
+	return []string{e.id}
 }
 
 // leaseIndex is the gateway's record of the leases it granted: in memory,

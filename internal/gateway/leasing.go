@@ -228,23 +228,29 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	case ev.Event == "lease.expired":
 		reason = "expired"
 	}
-	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, DeviceID: p.DeviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+	l.tellEnded(e, p.DeviceID, reason)
 }
 
 // deviceHealth tells the holders of the gateway lease that is workerID's
 // workerLeaseID, if the gateway issued it, that its device crashed or runs
 // again.
 func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string, attempts int) {
-	var rec contract.LeaseRecord
+	var e *indexed
 	var ok bool
-	l.q.View(func() {
-		var e *indexed
-		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
-			rec = contract.LeaseRecord{ID: e.id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
-		}
-	})
-	if ok {
-		l.opts.DeviceHealth(rec, notice, attempts)
+	l.q.View(func() { e, ok = l.idx.ofWorker(workerID, workerLeaseID) })
+	if !ok {
+		return
+	}
+	for _, id := range e.names() {
+		l.opts.DeviceHealth(contract.LeaseRecord{ID: id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, notice, attempts)
+	}
+}
+
+// tellEnded tells the holders of e, under each name it can be held by,
+// that it ended.
+func (l *Leasing) tellEnded(e *indexed, deviceID, reason string) {
+	for _, id := range e.names() {
+		l.opts.LeaseEnded(contract.LeaseRecord{ID: id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
 	}
 }
 
@@ -780,7 +786,7 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 		return err
 	}
 	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
-		l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+		l.tellEnded(e, e.deviceID, reason)
 	}
 	return nil
 }

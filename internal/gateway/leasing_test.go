@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -101,5 +102,29 @@ func TestTheLeaseIndexIsLoadedFromTheGrantRecordsAtStart(t *testing.T) {
 	_, err := l.Submit(context.Background(), queue.Caller{Principal: "tok_alice", Admin: true}, contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: "agent-a"})
 	if code(err) != contract.CodeRequesterAlreadyLeased {
 		t.Errorf("a request of agent-a, whose lease is recorded: %v, want REQUESTER_ALREADY_LEASED", err)
+	}
+}
+
+// A lease that ends on its worker is told to its holders under each name
+// they may hold it by (its chosen id and its key), with the owner from the
+// grant record, and its record ends in the same decision.
+func TestALeasesEndIsToldUnderItsChosenIDAndItsKeyAndEndsItsRecord(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	g := grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42")
+	st.grants[g.Key] = g
+	var told []string
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour,
+		LeaseEnded: func(r contract.LeaseRecord, reason string) { told = append(told, r.ID+" "+r.OwnerID+" "+reason) }})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.onEvent("w1", contract.Event{Event: "lease.expired", Payload: []byte(`{"leaseId":"lse_a","deviceId":"dev_lse_a","ownerId":"someone-else"}`)})
+	if want := []string{"build-42 tok_alice expired", "w1.lse_a tok_alice expired"}; !slices.Equal(told, want) {
+		t.Errorf("told %v, want %v", told, want)
+	}
+	if gs, _ := st.Grants(context.Background()); len(gs) != 0 {
+		t.Errorf("grant records after the end: %+v, want none", gs)
 	}
 }
