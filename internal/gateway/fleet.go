@@ -6,7 +6,15 @@
 // A worker's answer is a claim, never a fact: every status, catalog and
 // event is checked against the bounds in validate.go, and a worker that
 // sends something out of bounds is disconnected with the reason, while the
-// gateway goes on serving every other one.
+// gateway goes on serving every other one. What a worker reports of leases
+// counts only as far as the gateway's own grant records bear it out
+// (leaseindex.go); the events it relays are limited to the names a worker
+// records and to a rate (relaylimits.go); and what any peer can make the
+// gateway keep is bounded: one worker id per join token, MaxWorkers
+// workers, views dropped with their token or past their retention, and
+// refused uplinks coalesced by address (rejections.go). A claim the
+// gateway refuses is a finding, logged and counted on the worker's view
+// (findings.go).
 package gateway
 
 import (
@@ -165,10 +173,20 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	shared := map[string][]string{}
 	for _, r := range recs {
 		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, owner: r.TokenID, view: contract.WorkerView{ID: r.ID, Label: r.Label,
 			Connection: contract.WorkerDisconnected, Drained: r.Drained, LastSeenAt: r.LastSeenAt,
 			Reason: "not connected since the gateway started"}}
+		if r.TokenID != "" {
+			shared[r.TokenID] = append(shared[r.TokenID], r.ID)
+		}
+	}
+	for tok, ids := range shared {
+		if len(ids) > 1 {
+			f.log.Warn("workers share a join token: they keep joining with it, but no other worker can; make one token per worker and rotate them",
+				"tokenId", tok, "workerIds", ids)
+		}
 	}
 	return nil
 }
@@ -212,7 +230,12 @@ func (f *Fleet) Claim(id, tokenID string) error {
 
 func (f *Fleet) claimLocked(id, tokenID string) error {
 	w, known := f.workers[id]
-	if known && w.owner != "" && w.owner != tokenID {
+	if known && w.owner == tokenID {
+		// Its own token. (Workers that shared one token before a token
+		// was one worker's keep joining with it; no new id does.)
+		return nil
+	}
+	if known && w.owner != "" {
 		return contract.Errorf(contract.CodeForbidden,
 			"worker %s joined with another join token; revoke that token, or run simlock worker remove %s on the gateway, to let this one take the id", id, id).
 			With("workerId", id)

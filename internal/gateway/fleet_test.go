@@ -473,3 +473,22 @@ func TestAWorkerPastItsRetentionIsForgottenWhileNothingReconnects(t *testing.T) 
 		<-done
 	})
 }
+
+// Workers that joined with one shared token before a token was one
+// worker's keep joining with it after the gateway restarts; a new id with
+// that token is refused.
+func TestWorkersThatSharedATokenBeforeKeepItButNoNewIDTakesIt(t *testing.T) {
+	st := newMemStore()
+	for _, id := range []string{"w1", "w2"} {
+		st.workers[id] = store.Worker{ID: id, Label: id, TokenID: "tok_shared"}
+	}
+	f, _ := newFleet(t, st)
+	for _, id := range []string{"w1", "w2"} {
+		if err := f.Claim(id, "tok_shared"); err != nil {
+			t.Errorf("%s with the token it joined with: %v", id, err)
+		}
+	}
+	if err := f.Claim("w3", "tok_shared"); code(err) != contract.CodeForbidden {
+		t.Errorf("a new id with the shared token: %v, want FORBIDDEN", err)
+	}
+}
