@@ -445,9 +445,9 @@ func TestAnEventFloodIsDroppedAndCountedAndTheUplinkStays(t *testing.T) {
 	}
 }
 
-// A worker relaying lease.granted events of leases the gateway never
-// granted adds nothing to the gateway's usage; a grant the gateway made
-// does count.
+// A worker relaying lease.requested and lease.granted events of its own
+// making, under the gateway's requester prefix, adds nothing to the
+// gateway's usage; a request and grant the gateway made do count.
 func TestAFakeLeaseGrantedDoesNotMoveTheGatewaysUsage(t *testing.T) {
 	f := newHostileFleet(t)
 	f.honest("honest", 2)
@@ -484,11 +484,11 @@ func TestAFakeLeaseGrantedDoesNotMoveTheGatewaysUsage(t *testing.T) {
 	if err := f.admin.Call(ctx, contract.OpUsageGet, contract.UsageGetInput{From: from}, &res); err != nil {
 		t.Fatal(err)
 	}
-	if n := sum(res.Totals.Granted); n != 1 {
-		t.Errorf("usage counts %d grants (%v), want the one the gateway made, none of the 50 relayed", n, res.Totals.Granted)
+	if n := sum(res.Totals.Granted); n != 1 || res.Totals.Requests != 1 {
+		t.Errorf("usage counts %d requests and %d grants (%v), want the one the gateway made, none of the 50 relayed", res.Totals.Requests, n, res.Totals.Granted)
 	}
-	if fw := res.ByWorker["ins_faker"]; sum(fw.Totals.Granted) != 0 {
-		t.Errorf("the faker's usage = %+v, want no grants", fw.Totals)
+	if fw, ok := res.ByWorker["ins_faker"]; ok {
+		t.Errorf("the faker's usage = %+v, want none", fw.Totals)
 	}
 }
 

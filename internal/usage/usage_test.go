@@ -239,8 +239,8 @@ func aGatewayRun() []contract.Event {
 		[3]any{100, "lease.requested", req("g3", "ios")},
 		[3]any{150, "lease.requested", fwd("w1", "r3", "ios")},
 		[3]any{200, "request.dispatched", dispatch("g3", "w1")},
-		[3]any{290, "lease.rejected", relayed("w1", reject("r3", "ios", "provision-failed"))},
-		[3]any{300, "lease.rejected", reject("g3", "ios", "worker-refused")}, // the worker's to count
+		[3]any{290, "lease.rejected", relayed("w1", reject("r3", "ios", "provision-failed"))}, // the worker's word: not counted
+		[3]any{300, "lease.rejected", reject("g3", "ios", "worker-refused")},                  // the gateway's, for w1
 		[3]any{500, "request.dispatched", dispatch("g1", "w1")},
 		[3]any{600, "lease.requested", fwd("w1", "r1", "ios")},
 		[3]any{1000, "lease.requested", relayed("w2", req("r1", "android"))}, // w2's own agent: not the gateway's
@@ -267,15 +267,15 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
 
 	// The fleet queue's own requests count until dispatched: g2, g4 and
-	// g5 remain, with g2's timeout and g4's no-wait. g1, g3 and g6 count
-	// as the workers' r1 and r3 (w1) and r2 (w2); w2's own agent's r1 is
-	// not the gateway's, nor are the grants the gateway did not record.
-	// Waits 1400 (w1, warm) and 4100 (w2, provisioned), as the gateway
-	// measured them; w1's hold 4000, turnaround 5400.
+	// g5 remain, with g2's timeout and g4's no-wait. g1 and g3 count for
+	// w1 (g3 refused there), g6 for w2, from the gateway's own events;
+	// nothing a worker relays counts but the end of a lease the gateway
+	// recorded. Waits 1400 (w1, warm) and 4100 (w2, provisioned), as the
+	// gateway measured them; w1's hold 4000, turnaround 5400.
 	wantTotals := contract.UsageTotals{
 		Requests: 6,
 		Granted:  map[string]int{"warm": 1, "provisioned": 1},
-		Rejected: map[string]int{"no-wait": 1, "provision-failed": 1}, TimedOut: 1,
+		Rejected: map[string]int{"no-wait": 1, "worker-refused": 1}, TimedOut: 1,
 	}
 	if !reflect.DeepEqual(got.Totals, wantTotals) {
 		t.Errorf("totals = %+v, want %+v", got.Totals, wantTotals)
@@ -284,7 +284,7 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 		Hold: pc(4000, 4000, 4000, 1), Turnaround: pc(5400, 5400, 5400, 1)}); got.Percentiles != want {
 		t.Errorf("percentiles = %+v, want %+v", got.Percentiles, want)
 	}
-	wantIOS := contract.UsageTotals{Requests: 3, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"no-wait": 1, "provision-failed": 1}}
+	wantIOS := contract.UsageTotals{Requests: 3, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"no-wait": 1, "worker-refused": 1}}
 	if ios := got.ByPlatform["ios"].Totals; !reflect.DeepEqual(ios, wantIOS) {
 		t.Errorf("byPlatform.ios.totals = %+v, want %+v", ios, wantIOS)
 	}
@@ -293,7 +293,7 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 		t.Errorf("byPlatform.android.totals = %+v, want %+v", android, wantAndroid)
 	}
 	wantW1 := contract.UsageFigures{
-		Totals: contract.UsageTotals{Requests: 2, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"provision-failed": 1}},
+		Totals: contract.UsageTotals{Requests: 2, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"worker-refused": 1}},
 		Percentiles: contract.UsagePercentiles{Wait: pc(1400, 1400, 1400, 1),
 			Hold: pc(4000, 4000, 4000, 1), Turnaround: pc(5400, 5400, 5400, 1)},
 	}
@@ -452,31 +452,34 @@ func TestABounceOfAForwardedRequestIsNoRequestAndNoRefusal(t *testing.T) {
 	if !reflect.DeepEqual(got.Totals, want) {
 		t.Errorf("totals = %+v, want %+v: g1 once, granted on w2, and nothing of the worker's own agent", got.Totals, want)
 	}
-	w1 := contract.UsageTotals{Requests: 0, Granted: map[string]int{}, Rejected: map[string]int{}}
-	if got := got.ByWorker["w1"].Totals; !reflect.DeepEqual(got, w1) {
-		t.Errorf("byWorker.w1 = %+v, want %+v: the bounce is not w1's", got, w1)
+	if w1, ok := got.ByWorker["w1"]; ok {
+		t.Errorf("byWorker.w1 = %+v, want no figures: the bounce is not w1's", w1)
 	}
 }
 
-// On a gateway a grant counts only when the gateway recorded it: a
-// worker that relays lease.granted events of its own making, for requests
-// the gateway forwarded or not, moves no figure.
-func TestARelayedGrantTheGatewayDidNotRecordCountsNothing(t *testing.T) {
+// On a gateway a worker's relayed events count for nothing but the end of
+// a lease the gateway recorded: a worker that relays requests, grants and
+// refusals of its own making, under the gateway's requester prefix or not,
+// moves no figure.
+func TestAWorkersRelayedLeaseEventsAddNothingToAGatewaysFigures(t *testing.T) {
 	s := newMemStore()
 	var rows [][3]any
 	rows = append(rows, [3]any{0, "lease.requested", req("g1", "ios")}, [3]any{10, "lease.requested", fwd("w1", "r1", "ios")},
 		[3]any{20, "request.dispatched", dispatch("g1", "w1")})
 	for i := range 50 {
-		rows = append(rows, [3]any{100 + i, "lease.granted", relayed("w1", grant("r1", fmt.Sprintf("fake_%d", i), "warm"))})
+		id := fmt.Sprintf("fake_%d", i)
+		rows = append(rows, [3]any{30 + i, "lease.requested", fwd("w1", id, "ios")},
+			[3]any{100 + i, "lease.granted", relayed("w1", grant(id, id, "warm"))},
+			[3]any{200 + i, "lease.rejected", relayed("w1", reject(id, "ios", "boot-failed"))})
 	}
 	rows = append(rows, [3]any{500, "lease.released", relayed("w1", end("fake_1"))})
 	s.commit(script(rows...))
 	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
-	if len(got.Totals.Granted) != 0 || got.Percentiles.Wait.Count != 0 || got.Percentiles.Hold.Count != 0 {
-		t.Errorf("after 50 fake grants relayed: granted %v, waits %d, holds %d; want nothing counted",
-			got.Totals.Granted, got.Percentiles.Wait.Count, got.Percentiles.Hold.Count)
+	if len(got.Totals.Granted) != 0 || len(got.Totals.Rejected) != 0 || got.Percentiles.Wait.Count != 0 || got.Percentiles.Hold.Count != 0 {
+		t.Errorf("after 50 fake requests, grants and refusals relayed: granted %v, refused %v, waits %d, holds %d; want nothing counted",
+			got.Totals.Granted, got.Totals.Rejected, got.Percentiles.Wait.Count, got.Percentiles.Hold.Count)
 	}
-	if got.Totals.Requests != 1 {
-		t.Errorf("requests = %d, want the one the gateway forwarded", got.Totals.Requests)
+	if got.Totals.Requests != 1 || got.ByWorker["w1"].Totals.Requests != 1 {
+		t.Errorf("requests = %d (w1's %d), want the one the gateway dispatched to w1", got.Totals.Requests, got.ByWorker["w1"].Totals.Requests)
 	}
 }

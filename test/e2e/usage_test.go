@@ -329,10 +329,10 @@ func TestStatsCountsAScriptedRunOf200Leases(t *testing.T) {
 	}
 }
 
-// On a gateway, stats splits the figures by worker: each worker's requests
-// and ends from its relayed events, its grants from the gateway's own
-// grant records (grant.recorded), never from a lease.granted the worker
-// relays; a request the fleet queue refused before any worker took it
+// On a gateway, stats splits the figures by worker, from the gateway's own
+// events: each worker's requests from request.dispatched, its grants from
+// grant.recorded, never from what the worker relays but the ends of those
+// leases; a request the fleet queue refused before any worker took it
 // counts in the totals and by platform, in no worker's figures.
 func TestStatsOnAGatewaySplitsByWorkerAndCountsItsOwnRefusals(t *testing.T) {
 	t.Parallel()
@@ -360,7 +360,12 @@ func TestStatsOnAGatewaySplitsByWorkerAndCountsItsOwnRefusals(t *testing.T) {
 
 	perWorker := map[string]*reference{ids[0]: newReference(), ids[1]: newReference()}
 	for _, ev := range logEvents(t, f.gw) {
-		if r := perWorker[ev.str("workerId")]; r != nil && ev.Event != "request.dispatched" && ev.Event != "lease.granted" {
+		r := perWorker[ev.str("workerId")]
+		switch {
+		case r == nil:
+		case ev.Event == "request.dispatched":
+			r.totals.Requests++ // the gateway's request, moved to the worker
+		case ev.Event == "grant.recorded", ev.Event == "lease.released", ev.Event == "lease.expired":
 			r.add(ev)
 		}
 	}
