@@ -725,9 +725,10 @@ func forwardError(ctx context.Context, workerID, what string, err error) (ce *co
 }
 
 // project names a worker's lease record as the gateway granted it: its id,
-// requester, owner and worker from the grant record, never the worker's.
+// device, requester, owner and worker from the grant record, never the
+// worker's.
 func project(e *indexed, r contract.LeaseRecord) contract.LeaseRecord {
-	r.ID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.requester, e.owner, e.workerID
+	r.ID, r.DeviceID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.deviceID, e.requester, e.owner, e.workerID
 	r.IDChosenByRequester = e.chosen != ""
 	return r
 }
