@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -64,9 +65,11 @@ var keys = []keySpec{
 	{key: "mode", kind: kindEnum, def: "worker", allowed: []string{"worker", "gateway"},
 		doc: "worker serves this machine's devices; gateway owns none and fronts the workers that join it (needs http.enabled)"},
 	{key: "gateway.url", kind: kindString,
-		doc: "worker: the gateway to join (http://host:port); unset, the worker joins none"},
+		doc: "worker: the gateway to join (https://host:port, or http:// for this machine or with gateway.allowInsecure); unset, the worker joins none"},
 	{key: "gateway.token", kind: kindString,
 		doc: "worker: the join token (simlock token create --role worker on the gateway)"},
+	{key: "gateway.allowInsecure", kind: kindBool, def: false,
+		doc: "worker: allow an http:// gateway.url to a host other than this machine (the join token and the gateway's admin session then cross the network in clear text)"},
 	{key: "gateway.label", kind: kindString,
 		doc: "worker: its name in the gateway's fleet (default: the host name)"},
 	{key: "gateway.heartbeatMs", kind: kindInt, def: int64(10000), min: 100, max: 600000,
@@ -76,7 +79,9 @@ var keys = []keySpec{
 	{key: "gateway.execTimeoutMs", kind: kindInt, def: int64(11 * 60 * 1000), min: 1000,
 		doc: "gateway: the longest a device.exec forwarded to a worker may take (a backstop behind the worker's exec.timeoutMs)"},
 	{key: "gateway.disconnectedRetentionMs", kind: kindInt, def: int64(24 * 60 * 60 * 1000), min: 60000,
-		doc: "gateway: a disconnected worker that is not drained is forgotten after this long"},
+		doc: "gateway: a disconnected worker that is not drained is forgotten after this long (checked every minute)"},
+	{key: "gateway.maxWorkers", kind: kindInt, def: int64(1000), min: 1, max: 100000,
+		doc: "gateway: the most workers it knows, connected or not; an uplink from a new worker id past it is refused TOO_MANY_WORKERS"},
 	{key: "capacity.strategy", kind: kindEnum, def: "resource", allowed: []string{"resource", "fixed"},
 		doc: "how running limits are set: from CPU and RAM, or fixed numbers"},
 	{key: "capacity.config.maxRunning", kind: kindInt, def: int64(2), min: 1,
@@ -375,8 +380,23 @@ func (c *Config) check() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 			return &Error{Key: "gateway.url", Msg: fmt.Sprintf("must be the gateway's address, http://host:port or https://host:port, got %q", raw)}
 		}
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) && !c.Bool("gateway.allowInsecure") {
+			return &Error{Key: "gateway.url", Msg: fmt.Sprintf("%q is plain http:// to another machine: the join token and the gateway's admin session on this worker "+
+				"would cross the network in clear text; use https://, or set gateway.allowInsecure true on a network you trust", raw)}
+		}
 	}
 	return nil
+}
+
+// loopbackHost reports whether host (a URL's host, without port or
+// brackets) names this machine: localhost or a loopback address. A name
+// is not resolved: only localhost is taken on trust.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (k keySpec) fromJSON(v any) (any, error) {

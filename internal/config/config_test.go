@@ -268,3 +268,45 @@ func TestEveryKeyIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A worker's uplink carries its join token and an admin session: plain
+// http:// to another machine is refused unless gateway.allowInsecure says
+// the network is trusted; loopback and https:// need no such word.
+func TestAnInsecureGatewayURLToAnotherMachineNeedsAllowInsecure(t *testing.T) {
+	for url, ok := range map[string]bool{
+		"https://gw.example:7430":  true,
+		"http://127.0.0.1:7430":    true,
+		"http://127.8.9.10:7430":   true,
+		"http://localhost:7430":    true,
+		"http://LOCALHOST:7430":    true,
+		"http://[::1]:7430":        true,
+		"http://10.1.2.3:7430":     false,
+		"http://gw.example:7430":   false,
+		"http://localhost.evil:80": false,
+		"http://[2001:db8::1]:80":  false,
+	} {
+		_, err := Parse([]byte(`{"gateway":{"url":"` + url + `"}}`))
+		var ce *Error
+		switch {
+		case ok && err != nil:
+			t.Errorf("%s: %v, want it allowed", url, err)
+		case !ok && (!errors.As(err, &ce) || ce.Key != "gateway.url" || !strings.Contains(ce.Msg, "clear text") || !strings.Contains(ce.Msg, "gateway.allowInsecure")):
+			t.Errorf("%s: %v, want it refused naming gateway.url, saying why and how to allow it", url, err)
+		}
+		if !ok {
+			if _, err := Parse([]byte(`{"gateway":{"url":"` + url + `","allowInsecure":true}}`)); err != nil {
+				t.Errorf("%s with gateway.allowInsecure: %v, want it allowed", url, err)
+			}
+		}
+	}
+	home := t.TempDir()
+	if _, err := Set(home, "gateway.url", "http://10.1.2.3:7430"); err == nil {
+		t.Error("config set of an insecure gateway.url succeeded")
+	}
+	if _, err := Set(home, "gateway.allowInsecure", "true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Set(home, "gateway.url", "http://10.1.2.3:7430"); err != nil {
+		t.Errorf("config set of the same url once allowed: %v", err)
+	}
+}

@@ -130,6 +130,7 @@ var codes = map[Code]codeInfo{
 	CodeUnknownWorker:            {12, http.StatusNotFound},
 	CodeWorkerConnected:          {2, http.StatusConflict},
 	CodeWorkerUnreachable:        {1, http.StatusServiceUnavailable},
+	CodeTooManyWorkers:           {11, http.StatusServiceUnavailable},
 }
 
 // Codes lists every code in the table.

@@ -24,6 +24,9 @@ const (
 	CodeUnknownWorker            Code = "UNKNOWN_WORKER"
 	CodeWorkerConnected          Code = "WORKER_CONNECTED"
 	CodeWorkerUnreachable        Code = "WORKER_UNREACHABLE"
+	// CodeTooManyWorkers refuses the uplink of a worker id a gateway does
+	// not know once it knows gateway.maxWorkers workers.
+	CodeTooManyWorkers Code = "TOO_MANY_WORKERS"
 )
 
 // TokenWorker is a join token: it opens a worker's uplink to a gateway and
@@ -77,6 +80,41 @@ type WorkerView struct {
 	// DownloadPolicy is the worker's downloads.policy: never, on-request
 	// or always.
 	DownloadPolicy string `json:"downloadPolicy,omitempty"`
+	// Findings counts what the gateway did not believe or keep of the
+	// worker's reports, since the gateway started; absent while there is
+	// nothing.
+	Findings *WorkerFindings `json:"findings,omitempty"`
+}
+
+// WorkerFindings counts a worker's claims that its gateway refused: each
+// was logged (a warn line with the worker id and what it claimed) and
+// otherwise ignored, while the worker stays connected.
+type WorkerFindings struct {
+	// UngrantedLeases: leases the worker reported under the gateway's
+	// requester prefix that the gateway never granted, or that contradict
+	// its grant record (another device, requester or owner). They are
+	// never the gateway's: no owner, renew, exec or release reaches them.
+	UngrantedLeases int64 `json:"ungrantedLeases,omitempty"`
+	// DoubleGrants: grants that named a lease id or a device the gateway
+	// already holds a lease of on that worker; refused, and given back
+	// where that cannot touch the first lease.
+	DoubleGrants int64 `json:"doubleGrants,omitempty"`
+	// EventsRefused: relayed events whose name is none a worker records;
+	// EventsDropped: relayed events over the worker's rate. Neither
+	// reached the gateway's log.
+	EventsRefused int64 `json:"eventsRefused,omitempty"`
+	EventsDropped int64 `json:"eventsDropped,omitempty"`
+	// Last says what the latest finding was, and LastAt when (epoch ms).
+	Last   string `json:"last,omitempty"`
+	LastAt int64  `json:"lastAt,omitempty"`
+}
+
+// Total is how many findings there are of every kind.
+func (f *WorkerFindings) Total() int64 {
+	if f == nil {
+		return 0
+	}
+	return f.UngrantedLeases + f.DoubleGrants + f.EventsRefused + f.EventsDropped
 }
 
 // WorkerSummary is one worker as status and worker.list show it.
@@ -92,12 +130,15 @@ type WorkerSummary struct {
 	MaxRunning int              `json:"maxRunning"`
 	Leases     int              `json:"leases"`
 	QueueDepth int              `json:"queueDepth"`
+	// Findings is how many of the worker's claims the gateway refused
+	// (WorkerView.Findings has them by kind).
+	Findings int64 `json:"findings,omitempty"`
 }
 
 // Summary is v as a line of the fleet.
 func (v WorkerView) Summary() WorkerSummary {
 	s := WorkerSummary{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason,
-		LastSeenAt: v.LastSeenAt, Version: v.Version, Leases: len(v.Leases), QueueDepth: v.QueueDepth}
+		LastSeenAt: v.LastSeenAt, Version: v.Version, Leases: len(v.Leases), QueueDepth: v.QueueDepth, Findings: v.Findings.Total()}
 	if v.Capacity != nil {
 		s.Running, s.MaxRunning = v.Capacity.Global.Running, v.Capacity.Global.MaxRunning
 	}

@@ -410,6 +410,9 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 		}
 		role = contract.RoleAdmin
 	}
+	if err := reservedRequester(c.trusted, "principal", in.Principal); err != nil {
+		return nil, err
+	}
 	principal := in.Principal
 	if principal == "" {
 		principal = "anonymous-" + strconv.FormatInt(time.Now().UnixNano(), 36)

@@ -355,10 +355,16 @@ func (d *Daemon) converge(ctx context.Context) {
 			return
 		}
 		d.log.Info("gateway ready", "home", d.opts.Home, "version", d.opts.Version, "http", d.httpURL)
-		d.bg.Add(1)
+		d.bg.Add(2)
 		go func() {
 			defer d.bg.Done()
 			d.maintain()
+		}()
+		go func() {
+			defer d.bg.Done()
+			// Workers past gateway.disconnectedRetentionMs go within a
+			// minute of it, whether or not anything else happens.
+			d.fleet.Maintain(d.life)
 		}()
 		return
 	}
@@ -513,9 +519,6 @@ func (d *Daemon) maintain() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := d.pruneHistory(ctx, time.Now()); err != nil {
 			d.log.Warn("prune history", "err", err)
-		}
-		if d.fleet != nil {
-			d.fleet.Prune(ctx, time.Now())
 		}
 		cancel()
 		select {
@@ -771,16 +774,28 @@ func (d *Daemon) unhold(s *session, id string) {
 }
 
 // leaseEnded tells the sessions that hold a lease the daemon ended it: by
-// its key, which names it alone (two owners may each have chosen its id);
-// the notice names it by its id, as its owner does.
+// its key, which names it alone (two owners may each have chosen its id),
+// and only those that may hold it (its owner's, and admins'); the notice
+// names it by its id, as its owner does.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	d.mu.Lock()
-	set := d.holders[l.UniqueKey()]
+	var told []*session
+	for s := range d.holders[l.UniqueKey()] {
+		if s.mayHold(l) {
+			told = append(told, s)
+		}
+	}
 	delete(d.holders, l.UniqueKey())
 	d.mu.Unlock()
-	for c := range set {
+	for _, c := range told {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
 	}
+}
+
+// mayHold reports whether s may be a holder of l: its owner's session, or
+// an admin's.
+func (s *session) mayHold(l contract.LeaseRecord) bool {
+	return s.role == contract.RoleAdmin || s.principal == l.OwnerID
 }
 
 // warmPoolPolicy reads warmPool.* from the config.
@@ -807,7 +822,9 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 	d.mu.Lock()
 	set := make([]*session, 0, len(d.holders[l.UniqueKey()]))
 	for s := range d.holders[l.UniqueKey()] {
-		set = append(set, s)
+		if s.mayHold(l) {
+			set = append(set, s)
+		}
 	}
 	d.mu.Unlock()
 	for _, s := range set {

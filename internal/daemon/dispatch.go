@@ -60,6 +60,9 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	if info.AdminOnly && role != contract.RoleAdmin {
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the admin role", op).With("op", op)
 	}
+	if err := reservedRequesterIn(s.gateway, raw); err != nil {
+		return nil, err
+	}
 	req := contract.Request{ID: call, Op: op, Input: raw}
 	var e *leasing.Engine
 	if !info.Early {

@@ -30,9 +30,10 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 	d.fleet = gateway.New(gateway.Options{
 		Store: db, InstanceID: in.ID, Version: d.opts.Version,
 		Emit: d.emit, Relay: d.relay,
-		Refresh:   d.opts.FleetRefresh,
-		Retention: time.Duration(cfg.Int("gateway.disconnectedRetentionMs")) * time.Millisecond,
-		Logger:    d.log.With("module", "gateway"),
+		Refresh:    d.opts.FleetRefresh,
+		Retention:  time.Duration(cfg.Int("gateway.disconnectedRetentionMs")) * time.Millisecond,
+		MaxWorkers: int(cfg.Int("gateway.maxWorkers")),
+		Logger:     d.log.With("module", "gateway"),
 	})
 	if err := d.fleet.Start(ctx); err != nil {
 		return err
@@ -47,6 +48,9 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
+	if err := d.leasing.Load(ctx); err != nil {
+		return err
+	}
 	snap, err := db.Load(ctx)
 	if err != nil {
 		return err
@@ -58,15 +62,15 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 }
 
 // gatewayQueueStore is the fleet queue's store: the gateway's request
-// records and events, committed and published under the lock that orders
-// the gateway's log with the relayed events.
+// records, events and grant records, committed and published under the
+// lock that orders the gateway's log with the relayed events.
 type gatewayQueueStore struct{ d *Daemon }
 
-func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
-	if len(w.Requests)+len(w.Events) == 0 {
+func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
+	if len(w.Requests)+len(w.Events)+len(grants)+len(ended) == 0 {
 		return nil, nil
 	}
-	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events))}
+	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events)), Grants: grants, EndedGrants: ended}
 	for i, ev := range w.Events {
 		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
@@ -104,6 +108,10 @@ func (d *Daemon) Emit(name string, payload map[string]any) {
 	case d.engine != nil:
 		d.engine.Emit(name, payload)
 	}
+}
+
+func (s gatewayQueueStore) Grants(ctx context.Context) ([]store.Grant, error) {
+	return s.d.db.Grants(ctx)
 }
 
 // emit commits one of the daemon's own events and publishes it.
@@ -195,7 +203,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err != nil {
 			return nil, err, true
 		}
-		s.d.holds(s, g.Lease.ID)
+		s.d.holds(s, g.Lease.UniqueKey())
 		return g, nil, true
 	case contract.OpLeaseRequestCreate:
 		var in contract.LeaseRequestInput
@@ -251,7 +259,11 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
-		s.d.unhold(s, in.LeaseID)
+		// Sessions hold leases by key: the name resolves as the release
+		// will resolve it.
+		if key, err := l.Resolve(caller, in.LeaseID); err == nil {
+			s.d.unhold(s, key)
+		}
 		r, err := l.Release(caller, in)
 		return r, err, true
 	case contract.OpLeaseGet:
@@ -266,11 +278,16 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err, true
 		}
-		// Registered before the check, so an end right after it is heard.
-		s.d.holds(s, in.LeaseID)
-		r, err := l.Watch(caller, in.LeaseID)
+		// Held by its key, registered before the check, so an end right
+		// after it is heard.
+		key, err := l.Resolve(caller, in.LeaseID)
 		if err != nil {
-			s.d.unhold(s, in.LeaseID)
+			return nil, err, true
+		}
+		s.d.holds(s, key)
+		r, err := l.Watch(caller, key)
+		if err != nil {
+			s.d.unhold(s, key)
 		}
 		return r, err, true
 	case contract.OpLeaseReleaseAll:
@@ -319,7 +336,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 		snap := f.Snapshot()
 		switch in.Kind {
 		case contract.ListLeases:
-			return contract.ListGetResult{Leases: l.Project(snap.Leases)}, nil, true
+			return contract.ListGetResult{Leases: l.Leases(caller, snap.Leases)}, nil, true
 		case contract.ListRequests:
 			rs, err := f.Requests(s.ctx)
 			if err != nil {
@@ -327,7 +344,7 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			}
 			return contract.ListGetResult{Requests: rs}, nil, true
 		default:
-			return contract.ListGetResult{Devices: l.ProjectDevices(snap.Devices)}, nil, true
+			return contract.ListGetResult{Devices: l.ProjectDevices(caller, snap.Devices)}, nil, true
 		}
 	}
 	if r, err, ok := s.workerOp(req); ok {
@@ -407,27 +424,13 @@ func (d *Daemon) gatewayStatus(s *contract.Status, c leasing.Caller, summary boo
 	if summary {
 		return
 	}
-	s.Devices, s.Leases = d.leasing.ProjectDevices(snap.Devices), d.leasing.Project(snap.Leases)
-	s.Waiting = append(fleetWaiting, snap.Waiting...)
-	if c.Admin {
-		return
-	}
 	// An agent sees its own leases and requests, and every device, another
 	// agent's shown leased without naming the lease; the counts are of
-	// everything (as on a worker).
-	own := map[string]bool{}
-	var leases []contract.LeaseRecord
-	for _, l := range s.Leases {
-		if l.OwnerID == c.Principal {
-			leases = append(leases, l)
-			own[l.ID] = true
-		}
+	// everything (as on a worker). What is its own is the grant records'
+	// say, never a worker's.
+	s.Devices, s.Leases = d.leasing.ProjectDevices(c, snap.Devices), nonNilLeases(d.leasing.Leases(c, snap.Leases))
+	s.Waiting = append(fleetWaiting, snap.Waiting...)
+	if !c.Admin {
+		s.Waiting = fleetWaiting
 	}
-	s.Leases = nonNilLeases(leases)
-	for i := range s.Devices {
-		if s.Devices[i].LeaseID != "" && !own[s.Devices[i].LeaseID] {
-			s.Devices[i].LeaseID = ""
-		}
-	}
-	s.Waiting = fleetWaiting
 }

@@ -82,7 +82,7 @@ func (b httpBackend) UplinkRefused(r *http.Request, err *contract.Error) {
 	if uplink.CheckWorkerID(id) != nil {
 		id = "" // not a name to repeat in an event
 	}
-	d.fleet.Rejected(time.Now(), err.Code.HTTPStatus(), err.Message, id, host)
+	d.fleet.Rejected(time.Now(), err.Code, err.Message, id, host)
 }
 
 func heartbeat(cfg *config.Config) time.Duration {

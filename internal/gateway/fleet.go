@@ -6,7 +6,15 @@
 // A worker's answer is a claim, never a fact: every status, catalog and
 // event is checked against the bounds in validate.go, and a worker that
 // sends something out of bounds is disconnected with the reason, while the
-// gateway goes on serving every other one.
+// gateway goes on serving every other one. What a worker reports of leases
+// counts only as far as the gateway's own grant records bear it out
+// (leaseindex.go); the events it relays are limited to the names a worker
+// records and to a rate (relaylimits.go); and what any peer can make the
+// gateway keep is bounded: one worker id per join token, MaxWorkers
+// workers, views dropped with their token or past their retention, and
+// refused uplinks coalesced by address (rejections.go). A claim the
+// gateway refuses is a finding, logged and counted on the worker's view
+// (findings.go).
 package gateway
 
 import (
@@ -55,8 +63,22 @@ type Options struct {
 	// Retention is how long a disconnected worker that is not drained
 	// stays listed (24 h when 0).
 	Retention time.Duration
-	Logger    *slog.Logger
+	// PruneEvery is how often Maintain forgets the workers past their
+	// retention (1 min when 0).
+	PruneEvery time.Duration
+	// RelayRate and RelayBurst bound the events relayed from one worker:
+	// a token bucket of RelayBurst, refilled at RelayRate a second
+	// (relayRate and relayBurst when 0).
+	RelayRate, RelayBurst float64
+	// MaxWorkers caps the workers the gateway knows, connected or not
+	// (gateway.maxWorkers; DefaultMaxWorkers when 0): an uplink from a
+	// worker id it does not know yet is refused past it.
+	MaxWorkers int
+	Logger     *slog.Logger
 }
+
+// DefaultMaxWorkers is gateway.maxWorkers's default.
+const DefaultMaxWorkers = 1000
 
 // callTimeout bounds each read of a worker: a worker that does not answer
 // within it is dropped.
@@ -70,13 +92,15 @@ type Fleet struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	workers  map[string]*worker
-	rejected map[string]*rejection
+	rejected rejections
 	closed   bool
 	// changed is told, outside the lock, after a worker's view changed:
 	// its leases when connected.
 	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
+	// removed is told, outside the lock, that the gateway forgot a worker.
+	removed func(workerID string)
 }
 
 // worker is one worker: its view, and its link while connected.
@@ -100,11 +124,18 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// logged is when each kind of the worker's findings was last logged.
+	logged map[findingKind]*findingLog
+	// relayed is the rate limit of the events relayed from the worker,
+	// kept across its uplinks (a reconnect does not refill it).
+	relayed *tokenBucket
 }
 
 type link struct {
 	conn   net.Conn
 	reason string // why the gateway closed it, if it did
+	// revoked: its join token was revoked, and the view goes with it.
+	revoked bool
 }
 
 // New makes a Fleet; Start loads what the store remembers.
@@ -118,7 +149,19 @@ func New(opts Options) *Fleet {
 	if opts.Retention <= 0 {
 		opts.Retention = 24 * time.Hour
 	}
-	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, rejected: map[string]*rejection{}}
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = DefaultMaxWorkers
+	}
+	if opts.PruneEvery <= 0 {
+		opts.PruneEvery = time.Minute
+	}
+	if opts.RelayRate <= 0 {
+		opts.RelayRate = relayRate
+	}
+	if opts.RelayBurst <= 0 {
+		opts.RelayBurst = relayBurst
+	}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}}
 }
 
 // Start lists the workers the store remembers, disconnected until they
@@ -130,10 +173,20 @@ func (f *Fleet) Start(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	shared := map[string][]string{}
 	for _, r := range recs {
 		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, owner: r.TokenID, view: contract.WorkerView{ID: r.ID, Label: r.Label,
 			Connection: contract.WorkerDisconnected, Drained: r.Drained, LastSeenAt: r.LastSeenAt,
 			Reason: "not connected since the gateway started"}}
+		if r.TokenID != "" {
+			shared[r.TokenID] = append(shared[r.TokenID], r.ID)
+		}
+	}
+	for tok, ids := range shared {
+		if len(ids) > 1 {
+			f.log.Warn("workers share a join token: they keep joining with it, but no other worker can; make one token per worker and rotate them",
+				"tokenId", tok, "workerIds", ids)
+		}
 	}
 	return nil
 }
@@ -164,9 +217,11 @@ type Attachment struct {
 }
 
 // Claim says whether an uplink with join token tokenID may speak for
-// worker id: a worker id belongs to the token it first joined with (a
-// worker's id is a header, which any holder of a join token could copy),
-// until that token is revoked or the worker removed.
+// worker id. A join token is one worker's: a worker id belongs to the
+// token it first joined with (a worker's id is a header, which any holder
+// of a join token could copy), and a token to the one worker id it joined
+// as, until that token is revoked or the worker removed; an id the gateway
+// does not know is refused once it knows MaxWorkers.
 func (f *Fleet) Claim(id, tokenID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -174,10 +229,28 @@ func (f *Fleet) Claim(id, tokenID string) error {
 }
 
 func (f *Fleet) claimLocked(id, tokenID string) error {
-	if w, ok := f.workers[id]; ok && w.owner != "" && w.owner != tokenID {
+	w, known := f.workers[id]
+	if known && w.owner == tokenID {
+		// Its own token. (Workers that shared one token before a token
+		// was one worker's keep joining with it; no new id does.)
+		return nil
+	}
+	if known && w.owner != "" {
 		return contract.Errorf(contract.CodeForbidden,
 			"worker %s joined with another join token; revoke that token, or run simlock worker remove %s on the gateway, to let this one take the id", id, id).
 			With("workerId", id)
+	}
+	for other, ow := range f.workers {
+		if other != id && ow.owner == tokenID {
+			return contract.Errorf(contract.CodeForbidden,
+				"this join token already joined worker %s, and a join token is one worker's: make one for this worker (simlock token create --role worker on the gateway), or run simlock worker remove %s there to move the token",
+				other, other).With("workerId", id)
+		}
+	}
+	if !known && len(f.workers) >= f.opts.MaxWorkers {
+		return contract.Errorf(contract.CodeTooManyWorkers,
+			"this gateway knows %d workers, its gateway.maxWorkers: remove one it no longer needs (simlock worker remove <id>), or raise the limit", len(f.workers)).
+			With("maxWorkers", f.opts.MaxWorkers)
 	}
 	return nil
 }
@@ -202,6 +275,12 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	if !ok {
 		w = &worker{view: contract.WorkerView{ID: a.ID}}
 		f.workers[a.ID] = w
+	}
+	if w.owner == "" {
+		// The id is the token's, and the token the id's, from the
+		// uplink on: a second id dialing with it at the same time is
+		// refused by claimLocked.
+		w.owner = a.TokenID
 	}
 	var old *link
 	if w.link != nil {
@@ -229,6 +308,9 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 		if w.view.Connection != contract.WorkerIncompatible {
 			w.view.Connection = contract.WorkerDisconnected
 		}
+		if l.revoked {
+			w.view = dropped(w.view)
+		}
 		w.view.Reason = reason
 		w.viewGen++
 	}
@@ -237,6 +319,33 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
 		f.notify(a.ID, nil, false)
+	}
+}
+
+// dropped is a view with what the worker reported forgotten: its devices,
+// leases, requests, installs, catalog, capacity and host. What is left is
+// its line: id, label, connection, drain, when it was last seen, and the
+// findings against it.
+func dropped(v contract.WorkerView) contract.WorkerView {
+	return contract.WorkerView{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason,
+		LastSeenAt: v.LastSeenAt, Version: v.Version, Findings: v.Findings}
+}
+
+// Maintain forgets the workers disconnected past their retention, every
+// PruneEvery, until ctx ends: also while no worker connects or
+// disconnects.
+func (f *Fleet) Maintain(ctx context.Context) {
+	t := time.NewTicker(f.opts.PruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			f.Prune(pctx, now)
+			cancel()
+		}
 	}
 }
 
@@ -408,12 +517,14 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 	case after == 0:
 		// A worker seen for the first time starts from now: its history
 		// before it joined is its own.
-		return f.relay(ctx, w, id, nil, lastSeq)
+		reason, _ := f.relay(ctx, w, id, nil, lastSeq)
+		return reason
 	case after > lastSeq:
 		// Its log is behind what was relayed from it: it starts over (its
 		// database was replaced). Follow it from where it is now.
 		f.log.Warn("a worker's event log starts over; relaying from its current seq", "worker", id, "relayed", after, "now", lastSeq)
-		return f.relay(ctx, w, id, nil, lastSeq)
+		reason, _ := f.relay(ctx, w, id, nil, lastSeq)
+		return reason
 	}
 	for after < lastSeq {
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -436,7 +547,7 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 		if len(batch) > 0 {
 			after = batch[len(batch)-1].Seq
 		}
-		if reason := f.relay(ctx, w, id, batch, after); reason != "" {
+		if reason, _ := f.relay(ctx, w, id, batch, after); reason != "" {
 			return reason
 		}
 	}
@@ -454,12 +565,14 @@ func refreshOn(name string) bool {
 	return false
 }
 
-// follow relays the worker's events as they come, reads its status again
-// after those that change it (at most one read at a time, the rest
-// coalesced) and everything on the refresh tick, until the uplink ends.
+// follow relays the worker's events as they come, and has its status read
+// again after those that change it and everything on the refresh tick,
+// until the uplink ends. The reads run in a goroutine of their own (reads),
+// at most one at a time and the rest coalesced, so the relay never waits
+// for a call over the uplink: the answer to that call may be queued on the
+// uplink behind the very events the relay is to drain, and a worker's
+// burst of events must not stall its uplink.
 func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
-	tick := time.NewTicker(f.opts.Refresh)
-	defer tick.Stop()
 	now := make(chan struct{}, 1)
 	f.mu.Lock()
 	id := w.view.ID
@@ -467,23 +580,27 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 		w.refreshNow = now
 	}
 	f.mu.Unlock()
+	rctx, stop := context.WithCancel(ctx)
+	failed := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if reason := f.reads(rctx, c, w, gen, now); reason != "" && rctx.Err() == nil {
+			failed <- reason
+		}
+	}()
+	defer func() {
+		stop()
+		<-done
+	}()
 	for {
-		var dirty bool
 		select {
-		case <-now:
-			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
-				return reason
-			}
-			continue
+		case reason := <-failed:
+			return reason
 		case <-ctx.Done():
 			return "the gateway is stopping"
 		case <-c.Done():
 			return endReason(c)
-		case <-tick.C:
-			if reason := f.readAll(ctx, c, w, gen); reason != "" {
-				return reason
-			}
-			continue
 		case ev, ok := <-events:
 			if !ok {
 				// The client closes its subscriptions as the uplink ends:
@@ -515,17 +632,38 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 			if err := checkEvents(after, batch); err != nil {
 				return "sent an invalid event: " + err.Error()
 			}
-			for _, ev := range batch {
-				dirty = dirty || refreshOn(ev.Event)
-			}
-			if reason := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq); reason != "" {
+			reason, dirty := f.relay(ctx, w, id, batch, batch[len(batch)-1].Seq)
+			if reason != "" {
 				return reason
+			}
+			if dirty {
+				select {
+				case now <- struct{}{}:
+				default:
+				}
 			}
 		}
-		if dirty {
-			if reason := f.readStatus(ctx, c, w, gen); reason != "" {
-				return reason
-			}
+	}
+}
+
+// reads reads the worker's status each time now is told (coalesced), and
+// everything on the refresh tick, until ctx ends; it returns why a read
+// failed, which ends the uplink.
+func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now <-chan struct{}) string {
+	tick := time.NewTicker(f.opts.Refresh)
+	defer tick.Stop()
+	for {
+		var reason string
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-now:
+			reason = f.readStatus(ctx, c, w, gen)
+		case <-tick.C:
+			reason = f.readAll(ctx, c, w, gen)
+		}
+		if reason != "" {
+			return reason
 		}
 	}
 }
@@ -542,6 +680,22 @@ func (f *Fleet) setOnEvent(fn func(workerID string, ev contract.Event)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onEvent = fn
+}
+
+func (f *Fleet) setRemoved(fn func(workerID string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = fn
+}
+
+// forgotten tells the leasing the gateway forgot a worker.
+func (f *Fleet) forgotten(id string) {
+	f.mu.Lock()
+	fn := f.removed
+	f.mu.Unlock()
+	if fn != nil {
+		fn(id)
+	}
 }
 
 // notify tells the leasing a view changed; notifyLater does so from under
@@ -615,28 +769,74 @@ func endReason(c *client.Client) string {
 	return "the uplink closed"
 }
 
-// relay commits batch to the gateway's log and publishes it.
-func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) string {
-	out := make([]contract.Event, 0, len(batch))
-	for _, ev := range batch {
+// relay commits batch to the gateway's log and publishes it: the events
+// a worker records, within the worker's rate (limit). The cursor moves to
+// lastSeq whatever was dropped: a dropped event is not asked for again.
+// It returns why the uplink must end, or "", and whether an event it kept
+// changes the worker's status (refreshOn): dropped events ask for no read.
+func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
+	kept, refused, dropped := f.limit(w, batch)
+	out := make([]contract.Event, 0, len(kept))
+	for _, ev := range kept {
 		p, err := withWorkerID(ev.Payload, id)
 		if err != nil {
-			return "sent an invalid event: " + err.Error()
+			return "sent an invalid event: " + err.Error(), false
 		}
 		ev.Payload = p
 		out = append(out, ev)
+		refresh = refresh || refreshOn(ev.Event)
 	}
 	if err := f.opts.Relay(ctx, id, out, lastSeq); err != nil {
-		return "could not record its events: " + err.Error()
+		return "could not record its events: " + err.Error(), false
 	}
 	f.mu.Lock()
 	w.lastSeq = lastSeq
 	w.view.LastSeenAt = time.Now().UnixMilli()
 	on := f.onEvent
 	f.mu.Unlock()
+	if refused > 0 {
+		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record, the last %q: dropped", refused, clip(lastRefused(batch))))
+	}
+	if dropped > 0 {
+		f.found(id, findingEventDropped, dropped, fmt.Sprintf("%d relayed events over %g a second (bursts of %g): dropped", dropped, f.opts.RelayRate, f.opts.RelayBurst))
+	}
 	if on != nil {
-		for _, ev := range batch {
+		for _, ev := range kept {
 			on(id, ev)
+		}
+	}
+	return "", refresh
+}
+
+// limit keeps, of a batch a worker relays, the events of names a worker
+// records (workerEvents) within its rate, and counts the others.
+func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.relayed == nil {
+		w.relayed = newTokenBucket(f.opts.RelayRate, f.opts.RelayBurst, now)
+	}
+	kept = make([]contract.Event, 0, len(batch))
+	for _, ev := range batch {
+		switch {
+		case !workerEvents[ev.Event]:
+			refused++
+		case !w.relayed.take(now):
+			dropped++
+		default:
+			kept = append(kept, ev)
+		}
+	}
+	return kept, refused, dropped
+}
+
+// lastRefused is the name of the last event of batch a worker may not
+// relay.
+func lastRefused(batch []contract.Event) string {
+	for i := len(batch) - 1; i >= 0; i-- {
+		if !workerEvents[batch[i].Event] {
+			return batch[i].Event
 		}
 	}
 	return ""

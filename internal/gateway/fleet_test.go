@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -186,18 +188,52 @@ func TestRefusedUplinksAreRecordedOnceAMinuteWithTheAttemptsBetween(t *testing.T
 	f, rec := newFleet(t, newMemStore())
 	t0 := time.Unix(1000, 0)
 	for i := range 5 {
-		f.Rejected(t0.Add(time.Duration(i)*time.Second), 401, "unknown or revoked token", "w1", "10.0.0.1")
+		f.Rejected(t0.Add(time.Duration(i)*time.Second), contract.CodeUnauthenticated, "unknown or revoked token", "w1", "10.0.0.1")
 	}
 	if n := len(rec.names()); n != 1 {
 		t.Fatalf("%d worker.rejected for 5 refusals in 5 s, want 1", n)
 	}
-	f.Rejected(t0.Add(time.Second), 403, "another role's token", "w1", "10.0.0.1")
+	f.Rejected(t0.Add(time.Second), contract.CodeForbidden, "another role's token", "w1", "10.0.0.1")
 	if n := len(rec.names()); n != 2 {
 		t.Errorf("a refusal for another reason was not recorded at once (%d events)", n)
 	}
-	f.Rejected(t0.Add(rejectionEvery+time.Second), 401, "unknown or revoked token", "w1", "10.0.0.1")
+	f.Rejected(t0.Add(rejectionEvery+time.Second), contract.CodeUnauthenticated, "unknown or revoked token", "w1", "10.0.0.1")
 	if n := len(rec.names()); n != 3 || rec.last["attempts"] != 5 {
 		t.Errorf("after a minute: %d events, last %v; want 3 and the 4 coalesced attempts plus this one (5)", n, rec.last)
+	}
+}
+
+// Refused dials are coalesced by the address they came from, not by the
+// worker id they claim: 2,000 dials with invented ids from one address
+// are one event, and from 2,000 addresses a bounded number of events and
+// of remembered addresses.
+func TestRefusedDialsWithInventedIDsAreCoalescedByAddressAndBounded(t *testing.T) {
+	f, rec := newFleet(t, newMemStore())
+	t0 := time.Unix(1000, 0)
+	for i := range 2000 {
+		f.Rejected(t0.Add(time.Duration(i)*time.Millisecond), contract.CodeUnauthenticated, "unknown or revoked token",
+			fmt.Sprintf("ins_invented_%d", i), "10.0.0.1")
+	}
+	if n := len(rec.names()); n != 1 {
+		t.Errorf("2000 refused dials from one address with 2000 invented ids wrote %d worker.rejected, want 1", n)
+	}
+	for i := range 2000 {
+		f.Rejected(t0.Add(2*time.Second+time.Duration(i)*time.Millisecond), contract.CodeUnauthenticated, "unknown or revoked token",
+			fmt.Sprintf("ins_invented_%d", i), fmt.Sprintf("10.1.%d.%d", i/250, i%250))
+	}
+	if n := len(rec.names()); n > rejectionBurst {
+		t.Errorf("2000 refused dials from 2000 addresses within a minute wrote %d worker.rejected, want at most %d", n, rejectionBurst)
+	}
+	f.mu.Lock()
+	keys := len(f.rejected.byKey)
+	f.mu.Unlock()
+	if keys > maxRejectionKeys+1 {
+		t.Errorf("the gateway remembers %d refused addresses, want at most %d and the one for the others", keys, maxRejectionKeys)
+	}
+	// The next minute tells what was held back, with the attempts.
+	f.Rejected(t0.Add(2*time.Second+rejectionEvery+time.Minute), contract.CodeUnauthenticated, "unknown or revoked token", "", "10.1.7.149")
+	if a, _ := rec.last["attempts"].(int); a < 2 {
+		t.Errorf("an address held back by the burst was told with %v attempts, want its held-back one and this", rec.last["attempts"])
 	}
 }
 
@@ -325,5 +361,134 @@ func TestAForwardedCallsFailureIsClassifiedByOneRule(t *testing.T) {
 		if ce == nil || ce.Code != c.code || refused != c.refused {
 			t.Errorf("%s: forwardError = %v, refused %v; want %s, refused %v", name, ce, refused, c.code, c.refused)
 		}
+	}
+}
+
+// owned lists a worker whose id belongs to join token tokenID.
+func (f *Fleet) owned(v contract.WorkerView, tokenID string) {
+	f.put(v)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.workers[v.ID].owner = tokenID
+	f.workers[v.ID].tokenID = tokenID
+}
+
+// A join token is one worker's: a second worker id dialing with it is
+// FORBIDDEN, and the first keeps its id and its token; a worker id is its
+// token's, so another token is refused it too. worker remove frees both.
+func TestAJoinTokenJoinsOneWorkerID(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	f.owned(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected}, "tok_a")
+	var ce *contract.Error
+	if err := f.Claim("w2", "tok_a"); !errors.As(err, &ce) || ce.Code != contract.CodeForbidden || !strings.Contains(ce.Message, "w1") {
+		t.Errorf("a second worker id with w1's token: %v, want FORBIDDEN naming w1", err)
+	}
+	if err := f.Claim("w1", "tok_a"); err != nil {
+		t.Errorf("w1 again with its own token: %v", err)
+	}
+	if err := f.Claim("w1", "tok_b"); code(err) != contract.CodeForbidden {
+		t.Errorf("w1's id with another token: %v, want FORBIDDEN", err)
+	}
+	if err := f.Claim("w2", "tok_b"); err != nil {
+		t.Errorf("w2 with a token of its own: %v", err)
+	}
+	f.mu.Lock()
+	f.workers["w1"].link = nil
+	f.mu.Unlock()
+	if _, err := f.Remove(t.Context(), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Claim("w2", "tok_a"); err != nil {
+		t.Errorf("w2 with tok_a once w1 was removed: %v", err)
+	}
+}
+
+// The gateway knows at most MaxWorkers workers: a new id past them is
+// refused with a code that says so; the known ones still join.
+func TestAGatewayKnowsAtMostMaxWorkers(t *testing.T) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw", MaxWorkers: 2})
+	f.owned(contract.WorkerView{ID: "w1", Connection: contract.WorkerDisconnected}, "tok_1")
+	f.owned(contract.WorkerView{ID: "w2", Connection: contract.WorkerConnected}, "tok_2")
+	var ce *contract.Error
+	if err := f.Claim("w3", "tok_3"); !errors.As(err, &ce) || ce.Code != contract.CodeTooManyWorkers || ce.Details["maxWorkers"] != 2 {
+		t.Errorf("a third worker past maxWorkers 2: %v, want TOO_MANY_WORKERS with the limit", err)
+	}
+	if err := f.Claim("w1", "tok_1"); err != nil {
+		t.Errorf("a known worker past the cap: %v", err)
+	}
+}
+
+// A revoked join token's worker keeps its line (its drain and relay
+// cursor, for a new token), but what it reported is dropped at once.
+func TestARevokedTokensWorkerViewIsDroppedAtOnce(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	big := contract.WorkerView{ID: "w1", Label: "mac", Connection: contract.WorkerDisconnected, Drained: true,
+		Devices: make([]contract.Device, 1000), Leases: make([]contract.LeaseRecord, 1000),
+		Catalog: []contract.Catalog{{Platform: contract.PlatformIOS, Models: make([]string, 1000)}}, Capacity: capacity(0, 4)}
+	f.owned(big, "tok_a")
+	f.CloseToken(t.Context(), "tok_a")
+	v, err := f.View("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Devices)+len(v.Leases)+len(v.Catalog) != 0 || v.Capacity != nil {
+		t.Errorf("after its token was revoked w1's view keeps %d devices, %d leases, %d catalogs, capacity %v; want them dropped",
+			len(v.Devices), len(v.Leases), len(v.Catalog), v.Capacity)
+	}
+	if !v.Drained || v.Label != "mac" {
+		t.Errorf("w1's line = %+v, want its label and drain kept", v)
+	}
+	if err := f.Claim("w1", "tok_b"); err != nil {
+		t.Errorf("w1 with a new token after the old was revoked: %v", err)
+	}
+}
+
+// Maintain forgets a worker disconnected past its retention within a
+// PruneEvery of it, though nothing else happens meanwhile.
+func TestAWorkerPastItsRetentionIsForgottenWhileNothingReconnects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw", Emit: rec.emit, Retention: 5 * time.Minute})
+		f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerDisconnected, LastSeenAt: time.Now().UnixMilli()})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f.Maintain(ctx)
+		}()
+		time.Sleep(4 * time.Minute)
+		synctest.Wait()
+		if _, err := f.View("w1"); err != nil {
+			t.Fatalf("w1 forgotten within its retention: %v", err)
+		}
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		if _, err := f.View("w1"); code(err) != contract.CodeUnknownWorker {
+			t.Errorf("w1 a minute past its retention: %v, want it forgotten", err)
+		}
+		if !slices.Equal(rec.names(), []string{"worker.removed"}) || rec.last["reason"] != "retention" {
+			t.Errorf("events %v %v, want worker.removed for retention", rec.names(), rec.last)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// Workers that joined with one shared token before a token was one
+// worker's keep joining with it after the gateway restarts; a new id with
+// that token is refused.
+func TestWorkersThatSharedATokenBeforeKeepItButNoNewIDTakesIt(t *testing.T) {
+	st := newMemStore()
+	for _, id := range []string{"w1", "w2"} {
+		st.workers[id] = store.Worker{ID: id, Label: id, TokenID: "tok_shared"}
+	}
+	f, _ := newFleet(t, st)
+	for _, id := range []string{"w1", "w2"} {
+		if err := f.Claim(id, "tok_shared"); err != nil {
+			t.Errorf("%s with the token it joined with: %v", id, err)
+		}
+	}
+	if err := f.Claim("w3", "tok_shared"); code(err) != contract.CodeForbidden {
+		t.Errorf("a new id with the shared token: %v, want FORBIDDEN", err)
 	}
 }

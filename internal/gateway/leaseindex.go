@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // Leases through a gateway are named <workerId>.<workerLeaseId>. A worker
@@ -32,16 +37,20 @@ func requesterPrefix(instanceID string) string {
 	return contract.GatewayRequesterPrefix + instanceID + ":"
 }
 
-// indexed is one lease the gateway issued.
+// indexed is one lease the gateway granted, as its grant record says.
 type indexed struct {
-	id, workerID, workerLeaseID string
+	// key is the gateway's unique name for the lease,
+	// <workerId>.<workerLeaseId>, its grant record's key; id is the name
+	// its owner knows it by: the id the requester chose, else key.
+	key, id                           string
+	workerID, workerLeaseID, deviceID string
 	// requester is the fleet requester id (without the prefix); owner is
-	// who the gateway authorized it for.
-	requester, owner string
-	// requestID is the gateway's request that made it; empty for one
-	// rebuilt from a worker's list (its request went with the gateway's
-	// previous run).
+	// who the gateway authorized it for; chosen the id the requester
+	// chose, unique within owner only.
+	requester, owner, chosen string
+	// requestID is the gateway's request that made it.
 	requestID string
+	grantedAt int64
 	// missed counts the consecutive snapshots of its own worker it was
 	// not in.
 	missed int
@@ -51,35 +60,76 @@ type indexed struct {
 	ending string
 }
 
-// leaseIndex is the gateway's record of the leases it issued, in memory,
-// rebuilt from each worker's lease list on connect. One lease per fleet
-// requester. The fleet's lock guards it.
+// keyIfChosen is e's key when its id was chosen ("" when its id is its
+// key): what a lease record carries as its Key.
+func (e *indexed) keyIfChosen() string {
+	if e.id != e.key {
+		return e.key
+	}
+	return ""
+}
+
+// record is e as the lease record its holders are told of, on device
+// deviceID.
+func (e *indexed) record(deviceID string) contract.LeaseRecord {
+	return contract.LeaseRecord{ID: e.id, Key: e.keyIfChosen(), DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
+}
+
+// leaseIndex is the gateway's record of the leases it granted: in memory,
+// loaded at start from the grant records and changed only by the gateway's
+// own decisions (a grant it forwarded, an end it learned of), each change
+// staged for the commit of the decision that made it. A worker's report can
+// confirm or end an entry of its own, never add one or change whose it is.
+// One lease per fleet requester; a chosen id unique within its owner. The
+// queue's decision lock guards it.
 type leaseIndex struct {
-	prefix      string
-	byID        map[string]*indexed
+	prefix string
+	byKey  map[string]*indexed
+	// byChosen finds a lease by the id its owner chose, then its owner.
+	byChosen    map[string]map[string]*indexed
 	byRequester map[string]*indexed
-	// byWorkerLease finds an entry by its worker and the worker's id for
-	// it, whatever its gateway id (a chosen id is its own gateway id).
-	byWorkerLease map[workerLeaseKey]*indexed
+	// byDevice finds the lease of a worker's device: a second grant of a
+	// device the gateway holds a lease of is refused.
+	byDevice map[workerThing]*indexed
 	// withdrawn are the requests the gateway gave up waiting for on a
 	// worker (its lease.request timed out or the uplink failed under it),
 	// by worker and requester, with when: a lease the worker grants for
 	// one later is nobody's, and is given back rather than indexed.
 	withdrawn map[withdrawal]time.Time
+	// claimed are, by worker, the leases its last snapshot reported under
+	// the gateway's prefix that the gateway did not grant: each is a
+	// finding once, when first seen, not at every snapshot.
+	claimed map[string]map[string]bool
+	// puts and ends are the grant records the decision under way made
+	// and ended, for its commit (take).
+	puts []store.Grant
+	ends []string
 }
 
 type withdrawal struct{ workerID, requester string }
 
-type workerLeaseKey struct{ workerID, leaseID string }
+// workerThing names a device or a lease of one worker.
+type workerThing struct{ workerID, id string }
 
 // withdrawnFor bounds how long a withdrawal is remembered: longer than any
 // start (a download included) takes on a worker.
 const withdrawnFor = 24 * time.Hour
 
 func newLeaseIndex(instanceID string) *leaseIndex {
-	return &leaseIndex{prefix: requesterPrefix(instanceID), byID: map[string]*indexed{}, byRequester: map[string]*indexed{},
-		byWorkerLease: map[workerLeaseKey]*indexed{}, withdrawn: map[withdrawal]time.Time{}}
+	return &leaseIndex{prefix: requesterPrefix(instanceID), byKey: map[string]*indexed{}, byChosen: map[string]map[string]*indexed{},
+		byRequester: map[string]*indexed{}, byDevice: map[workerThing]*indexed{}, withdrawn: map[withdrawal]time.Time{},
+		claimed: map[string]map[string]bool{}}
 }
+
+// The ways a grant can contradict the index: the worker granted again a
+// lease id or a device the gateway holds a lease of (a double grant), or
+// the request's requester or chosen id is held already.
+var (
+	errDoubleLease  = errors.New("the worker granted a lease id the gateway already holds a lease under")
+	errDoubleDevice = errors.New("the worker granted a device the gateway already holds a lease of")
+	errRequesterHas = errors.New("the requester holds a lease already")
+	errChosenTaken  = errors.New("the owner holds a lease with that id already")
+)
 
 // withdraw notes that the gateway gave up waiting for requester's request
 // on workerID.
@@ -87,41 +137,80 @@ func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
 	x.withdrawn[withdrawal{workerID, requester}] = at
 }
 
-// add records a lease the gateway was just granted for requester, owned by
-// owner (as the gateway authorized them: never from the worker's echo), by
-// its request requestID, and returns its gateway id: the id the requester
-// chose, when chosen is set (the worker's lease has it too), else the
-// worker's id and the worker's lease id.
-func (x *leaseIndex) add(workerID, workerLeaseID string, chosen bool, requester, owner, requestID string) string {
-	id := gatewayLeaseID(workerID, workerLeaseID)
-	if chosen {
-		id = workerLeaseID
+// load puts the grant records the store kept into the index, at start:
+// they are already stored, so nothing is staged.
+func (x *leaseIndex) load(gs []store.Grant) {
+	for _, g := range gs {
+		if _, err := x.insert(g); err != nil {
+			// Two records that contradict each other: the older wins
+			// (records are loaded oldest first) and the other goes.
+			x.ends = append(x.ends, g.Key)
+		}
 	}
-	e := &indexed{id: id, workerID: workerID, workerLeaseID: workerLeaseID,
-		requester: requester, owner: owner, requestID: requestID}
-	if old, ok := x.byRequester[requester]; ok && old.id != e.id {
-		x.remove(old.id)
-	}
-	x.byID[e.id] = e
-	x.byRequester[requester] = e
-	x.byWorkerLease[workerLeaseKey{workerID, workerLeaseID}] = e
-	// Granted to the gateway's own call: whatever it withdrew from this
-	// worker for requester is settled (the worker holds one open request
-	// or lease per requester).
-	delete(x.withdrawn, withdrawal{workerID, requester})
-	return e.id
 }
 
-// get finds a lease by its gateway id.
-func (x *leaseIndex) get(id string) (*indexed, bool) {
-	e, ok := x.byID[id]
+// add indexes a lease the gateway was just granted, as its grant record g
+// says, and stages g for the decision's commit. It refuses, changing
+// nothing, a grant that repeats a lease id or a device the gateway holds a
+// lease of on that worker, or whose requester or chosen id is held.
+func (x *leaseIndex) add(g store.Grant) (*indexed, error) {
+	e, err := x.insert(g)
+	if err != nil {
+		return nil, err
+	}
+	x.puts = append(x.puts, g)
+	// Granted to the gateway's own call: whatever it withdrew from this
+	// worker for the requester is settled (the worker holds one open
+	// request or lease per requester).
+	delete(x.withdrawn, withdrawal{g.WorkerID, g.RequesterID})
+	return e, nil
+}
+
+func (x *leaseIndex) insert(g store.Grant) (*indexed, error) {
+	e := &indexed{key: g.Key, id: g.Key, workerID: g.WorkerID, workerLeaseID: g.WorkerLeaseID, deviceID: g.DeviceID,
+		requester: g.RequesterID, owner: g.OwnerID, chosen: g.ChosenID, requestID: g.RequestID, grantedAt: g.GrantedAt}
+	if e.chosen != "" {
+		e.id = e.chosen
+	}
+	switch {
+	case x.byKey[e.key] != nil:
+		return nil, errDoubleLease
+	case x.byDevice[workerThing{e.workerID, e.deviceID}] != nil:
+		return nil, errDoubleDevice
+	case x.byRequester[e.requester] != nil:
+		return nil, errRequesterHas
+	case e.chosen != "" && x.byChosen[e.chosen][e.owner] != nil:
+		return nil, errChosenTaken
+	}
+	x.byKey[e.key] = e
+	x.byRequester[e.requester] = e
+	x.byDevice[workerThing{e.workerID, e.deviceID}] = e
+	if e.chosen != "" {
+		if x.byChosen[e.chosen] == nil {
+			x.byChosen[e.chosen] = map[string]*indexed{}
+		}
+		x.byChosen[e.chosen][e.owner] = e
+	}
+	return e, nil
+}
+
+// take hands the grant records staged since the last take to the
+// decision's commit.
+func (x *leaseIndex) take() (puts []store.Grant, ends []string) {
+	puts, ends = x.puts, x.ends
+	x.puts, x.ends = nil, nil
+	return puts, ends
+}
+
+// ofKey finds a lease by its unique key.
+func (x *leaseIndex) ofKey(key string) (*indexed, bool) {
+	e, ok := x.byKey[key]
 	return e, ok
 }
 
 // ofWorker finds a lease by its worker and the worker's id for it.
 func (x *leaseIndex) ofWorker(workerID, workerLeaseID string) (*indexed, bool) {
-	e, ok := x.byWorkerLease[workerLeaseKey{workerID, workerLeaseID}]
-	return e, ok
+	return x.ofKey(gatewayLeaseID(workerID, workerLeaseID))
 }
 
 // ofRequester finds the lease a fleet requester holds.
@@ -130,61 +219,156 @@ func (x *leaseIndex) ofRequester(requester string) (*indexed, bool) {
 	return e, ok
 }
 
-// remove forgets a lease: it ended, or its worker answered UNKNOWN_LEASE,
-// which proves the gateway's record wrong.
-func (x *leaseIndex) remove(id string) {
-	e, ok := x.byID[id]
-	if !ok {
+// chosenHeld reports whether any owner holds a lease with the chosen id.
+func (x *leaseIndex) chosenHeld(id string) bool { return len(x.byChosen[id]) > 0 }
+
+// heldBy reports whether owner holds a lease with the chosen id: the
+// scope in which a chosen id is taken.
+func (x *leaseIndex) heldBy(owner, id string) bool {
+	return x.byChosen[id][owner] != nil
+}
+
+// resolve finds the lease the caller names id, within what the caller may
+// name: a key (<workerId>.<workerLeaseId>) names one lease for anyone, and
+// a lease of another owner's is FORBIDDEN; a chosen id is looked up within
+// the caller's own leases, so another owner's is UNKNOWN_LEASE, which
+// tells the caller nothing of it. An admin's chosen id that is not its own
+// names the one lease of that id, or, when several owners chose it, is
+// refused naming their keys.
+func (x *leaseIndex) resolve(c queue.Caller, id string) (*indexed, error) {
+	unknown := contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
+	if e, ok := x.byKey[id]; ok {
+		if !c.Admin && e.owner != c.Principal {
+			return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
+		}
+		return e, nil
+	}
+	of := x.byChosen[id]
+	if e, ok := of[c.Principal]; ok {
+		return e, nil
+	}
+	if !c.Admin || len(of) == 0 {
+		return nil, unknown
+	}
+	keys := make([]string, 0, len(of))
+	var e *indexed
+	for _, e = range of {
+		keys = append(keys, e.key)
+	}
+	if len(of) == 1 {
+		return e, nil
+	}
+	slices.Sort(keys)
+	return nil, contract.BadRequest("leaseId", "%d owners chose the lease id %s; name the one meant by its key: %s", len(of), id, strings.Join(keys, ", ")).
+		With("leaseKeys", keys)
+}
+
+// remove forgets a lease and stages the end of its grant record: it ended,
+// or its worker answered UNKNOWN_LEASE, which proves the record wrong.
+func (x *leaseIndex) remove(e *indexed) {
+	if x.byKey[e.key] != e {
 		return
 	}
-	delete(x.byID, id)
+	delete(x.byKey, e.key)
 	if x.byRequester[e.requester] == e {
 		delete(x.byRequester, e.requester)
 	}
-	if k := (workerLeaseKey{e.workerID, e.workerLeaseID}); x.byWorkerLease[k] == e {
-		delete(x.byWorkerLease, k)
+	if k := (workerThing{e.workerID, e.deviceID}); x.byDevice[k] == e {
+		delete(x.byDevice, k)
 	}
+	if of := x.byChosen[e.chosen]; e.chosen != "" && of[e.owner] == e {
+		delete(of, e.owner)
+		if len(of) == 0 {
+			delete(x.byChosen, e.chosen)
+		}
+	}
+	x.ends = append(x.ends, e.key)
 }
 
-// reconcile brings the index in line with one snapshot of workerID's active
-// leases: the gateway's own (by their requester prefix) are added, with the
-// owner the worker recorded for them (what the gateway forwarded); an entry
-// of this worker the snapshot lacks is forgotten at its second miss in a
-// row. One miss is grace: a grant that lands between the read of a snapshot
-// and its answer is not in it. Another worker's entries are never touched.
-// A lease granted for a request the gateway withdrew is not added: its
-// worker lease id is returned, to be given back.
-func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, now time.Time) (giveBack []string) {
+// finding is a claim of a worker's the gateway does not believe: logged
+// and counted on the worker's view, and otherwise ignored.
+type finding struct {
+	kind findingKind
+	what string
+}
+
+// reconcile checks one snapshot of workerID's active leases against the
+// leases the gateway granted there. A lease of the gateway's it lists is
+// confirmed; one it lacks is ended at its second miss in a row (one miss is
+// grace: a grant that lands between the read of a snapshot and its answer
+// is not in it). A lease it lists under the gateway's requester prefix that
+// the gateway did not grant, or that contradicts the grant record (another
+// device, requester or owner), is a finding and nothing more: it never
+// becomes the gateway's, and never routes a call. A lease granted for a
+// request the gateway withdrew is returned, to be given back. The worker's
+// own leases (any other requester) and other workers' entries are left
+// alone.
+func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, now time.Time) (giveBack []string, found []finding) {
 	for k, at := range x.withdrawn {
 		if now.Sub(at) > withdrawnFor {
 			delete(x.withdrawn, k)
 		}
 	}
-	seen := map[string]bool{}
+	seen := map[*indexed]bool{}
+	claimed := map[string]bool{}
 	for _, l := range snapshot {
-		requester, ok := strings.CutPrefix(l.RequesterID, x.prefix)
-		if !ok || requester == "" {
-			continue
-		}
-		if e, ok := x.ofWorker(workerID, l.ID); ok {
-			seen[e.id] = true
+		requester, ours := strings.CutPrefix(l.RequesterID, x.prefix)
+		e, granted := x.ofWorker(workerID, l.ID)
+		switch {
+		case granted:
+			seen[e] = true
 			e.missed = 0
-			continue
-		}
-		if _, gone := x.withdrawn[withdrawal{workerID, requester}]; gone {
+			if l.DeviceID != e.deviceID || l.OwnerID != e.owner || !ours || requester != e.requester {
+				if !x.claimed[workerID][l.ID] {
+					found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, granted on device %s for %q owned by %q",
+						l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID), e.deviceID, e.requester, e.owner)})
+				}
+				claimed[l.ID] = true
+			}
+		case !ours:
+		case x.withdrawnFrom(workerID, requester):
 			delete(x.withdrawn, withdrawal{workerID, requester})
 			giveBack = append(giveBack, l.ID)
-			continue
+		default:
+			if !x.claimed[workerID][l.ID] {
+				found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, which the gateway did not grant",
+					l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))})
+			}
+			claimed[l.ID] = true
 		}
-		seen[x.add(workerID, l.ID, l.IDChosenByRequester, requester, l.OwnerID, "")] = true
 	}
-	for id, e := range x.byID {
-		if e.workerID != workerID || seen[id] {
+	if len(claimed) > 0 {
+		x.claimed[workerID] = claimed
+	} else {
+		delete(x.claimed, workerID)
+	}
+	for _, e := range x.byKey {
+		if e.workerID != workerID || seen[e] {
 			continue
 		}
 		if e.missed++; e.missed >= 2 {
-			x.remove(id)
+			x.remove(e)
 		}
 	}
-	return giveBack
+	return giveBack, found
+}
+
+func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
+	_, ok := x.withdrawn[withdrawal{workerID, requester}]
+	return ok && requester != ""
+}
+
+// disconnected forgets what workerID's snapshots claimed: a new uplink
+// starts over.
+func (x *leaseIndex) disconnected(workerID string) { delete(x.claimed, workerID) }
+
+// ofWorkerAll lists the leases the gateway granted on workerID.
+func (x *leaseIndex) ofWorkerAll(workerID string) []*indexed {
+	var out []*indexed
+	for _, e := range x.byKey {
+		if e.workerID == workerID {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -1,14 +1,35 @@
 package gateway
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 func workerLease(id, requester, owner string) contract.LeaseRecord {
-	return contract.LeaseRecord{ID: id, RequesterID: requester, OwnerID: owner, DeviceID: "dev_1"}
+	return contract.LeaseRecord{ID: id, RequesterID: requester, OwnerID: owner, DeviceID: "dev_" + id}
+}
+
+// grantOf is the grant record of a lease the gateway granted on workerID
+// for requester, owned by owner, on the device workerLease names.
+func grantOf(workerID, leaseID, requester, owner, chosen string) store.Grant {
+	return store.Grant{Key: gatewayLeaseID(workerID, leaseID), WorkerID: workerID, WorkerLeaseID: leaseID, DeviceID: "dev_" + leaseID,
+		OwnerID: owner, RequesterID: requester, ChosenID: chosen, RequestID: "req_" + leaseID}
+}
+
+func mustAdd(t *testing.T, x *leaseIndex, g store.Grant) *indexed {
+	t.Helper()
+	e, err := x.add(g)
+	if err != nil {
+		t.Fatalf("add %s: %v", g.Key, err)
+	}
+	return e
 }
 
 func TestAGatewayLeaseIDNamesItsWorkerAndSplitsBack(t *testing.T) {
@@ -25,98 +46,227 @@ func TestAGatewayLeaseIDNamesItsWorkerAndSplitsBack(t *testing.T) {
 	}
 }
 
-func TestTheLeaseIndexRebuildsTheGatewaysOwnLeasesFromAWorkersList(t *testing.T) {
+// A worker's snapshot can confirm a lease the gateway granted there, never
+// add one: a lease it lists under the gateway's prefix that the gateway
+// did not grant (a victim's requester and owner, as a hostile worker
+// reports them) is a finding, once, and owns, routes and blocks nothing.
+func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
-	x.reconcile("w1", []contract.LeaseRecord{
+	mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	lie := workerLease("lse_lie", "gw:ins_gw:victim", "tok_victim")
+	snapshot := []contract.LeaseRecord{
 		workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice"),
+		lie,
 		workerLease("lse_b", "local-agent", "local-agent"),      // the worker's own
 		workerLease("lse_c", "gw:ins_other:agent-2", "tok_bob"), // another gateway's
-	}, time.Unix(0, 0))
-	e, ok := x.get("w1.lse_a")
-	if !ok || e.requester != "agent-1" || e.owner != "tok_alice" || e.workerLeaseID != "lse_a" {
-		t.Fatalf("index entry = %+v %v, want agent-1's lease owned by tok_alice", e, ok)
 	}
-	if _, ok := x.get("w1.lse_b"); ok {
-		t.Error("the worker's own lease was taken into the gateway's index")
+	_, found := x.reconcile("w1", snapshot, time.Unix(0, 0))
+	if len(found) != 1 || found[0].kind != findingUngranted || !strings.Contains(found[0].what, "lse_lie") {
+		t.Fatalf("findings = %+v, want the one ungranted lease lse_lie", found)
 	}
-	if _, ok := x.get("w1.lse_c"); ok {
-		t.Error("another gateway's lease was taken into this one's index")
+	if _, ok := x.ofRequester("victim"); ok {
+		t.Error("the lie holds the victim's one lease: the victim would be REQUESTER_ALREADY_LEASED")
 	}
-	if e, ok := x.ofRequester("agent-1"); !ok || e.id != "w1.lse_a" {
-		t.Errorf("agent-1's lease = %+v %v", e, ok)
+	for _, id := range []string{"w1.lse_lie", "w1.lse_b", "w1.lse_c"} {
+		if _, ok := x.ofKey(id); ok {
+			t.Errorf("%s was taken into the gateway's index", id)
+		}
+	}
+	if _, err := x.resolve(queue.Caller{Principal: "tok_victim"}, "w1.lse_lie"); code(err) != contract.CodeUnknownLease {
+		t.Errorf("the victim naming the lie: %v, want UNKNOWN_LEASE", err)
+	}
+	if e, ok := x.ofKey("w1.lse_a"); !ok || e.missed != 0 {
+		t.Errorf("the granted lease = %+v %v, want it confirmed", e, ok)
+	}
+	// The same lie again is not a new finding; a new one is.
+	if _, found := x.reconcile("w1", append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), time.Unix(0, 0)); len(found) != 1 ||
+		!strings.Contains(found[0].what, "lse_lie2") {
+		t.Errorf("findings of the next snapshot = %+v, want only the new lie", found)
 	}
 }
 
-func TestAnEntryIsForgottenOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
+// A lease the gateway granted that its worker reports with another owner,
+// requester or device is a finding; the grant record stays what says whose
+// it is.
+func TestAWorkersReportThatContradictsAGrantChangesNothingOfIt(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
-	x.add("w1", "lse_a", false, "agent-1", "tok_alice", "req_a")
-	x.add("w2", "lse_b", false, "agent-2", "tok_bob", "req_b")
+	mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	claim := workerLease("lse_a", "gw:ins_gw:victim", "tok_victim")
+	_, found := x.reconcile("w1", []contract.LeaseRecord{claim}, time.Unix(0, 0))
+	if len(found) != 1 {
+		t.Errorf("findings = %+v, want the contradicting report", found)
+	}
+	e, ok := x.ofKey("w1.lse_a")
+	if !ok || e.owner != "tok_alice" || e.requester != "agent-1" {
+		t.Fatalf("after the report the lease is %+v %v, want alice's as granted", e, ok)
+	}
+	if _, ok := x.ofRequester("victim"); ok {
+		t.Error("the report gave the victim a lease")
+	}
+}
+
+func TestAnEntryIsEndedOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	mustAdd(t, x, grantOf("w2", "lse_b", "agent-2", "tok_bob", ""))
+	x.take()
 	// Churn on w2's view never counts against w1's lease.
 	for range 3 {
 		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, time.Unix(0, 0))
 	}
-	if _, ok := x.get("w1.lse_a"); !ok {
+	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("w2's snapshots made the index forget w1's lease")
 	}
 	x.reconcile("w1", nil, time.Unix(0, 0)) // one miss: grace
-	if _, ok := x.get("w1.lse_a"); !ok {
+	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("one missing snapshot forgot the lease; a grant racing the read is missing once")
 	}
 	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, time.Unix(0, 0))
 	x.reconcile("w1", nil, time.Unix(0, 0)) // a miss again, but not in a row
-	if _, ok := x.get("w1.lse_a"); !ok {
+	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("two misses that were not in a row forgot the lease")
 	}
 	x.reconcile("w1", nil, time.Unix(0, 0))
-	if _, ok := x.get("w1.lse_a"); ok {
+	if _, ok := x.ofKey("w1.lse_a"); ok {
 		t.Fatal("two misses in a row kept the lease: the requester could never lease again")
 	}
 	if _, ok := x.ofRequester("agent-1"); ok {
-		t.Error("the forgotten lease still holds its requester's one lease")
+		t.Error("the ended lease still holds its requester's one lease")
+	}
+	if puts, ends := x.take(); len(puts) != 0 || !slices.Equal(ends, []string{"w1.lse_a"}) {
+		t.Errorf("staged for the commit: %v and ends %v, want the end of w1.lse_a's record", puts, ends)
 	}
 }
 
-func TestRemovingALeaseFreesItsRequesterButNotAnewerLease(t *testing.T) {
+// A grant that repeats a lease id or a device the gateway holds a lease of
+// on that worker is refused and changes nothing: the first lease stays
+// indexed; the same device on another worker is another device.
+func TestAGrantThatRepeatsALeaseOrADeviceIsRefusedAndTheFirstStays(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
-	x.add("w1", "lse_a", false, "agent-1", "o", "")
-	x.add("w2", "lse_b", false, "agent-1", "o", "") // the requester's next lease, elsewhere
-	x.remove("w1.lse_a")
-	if e, ok := x.ofRequester("agent-1"); !ok || e.id != "w2.lse_b" {
-		t.Errorf("after removing the old lease, agent-1's is %+v %v, want w2.lse_b", e, ok)
+	first := mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	again := grantOf("w1", "lse_a", "agent-2", "tok_bob", "")
+	again.DeviceID = "dev_other"
+	if _, err := x.add(again); !errors.Is(err, errDoubleLease) {
+		t.Errorf("a second grant of lease lse_a: %v, want the double lease refused", err)
+	}
+	sameDevice := grantOf("w1", "lse_z", "agent-2", "tok_bob", "")
+	sameDevice.DeviceID = first.deviceID
+	if _, err := x.add(sameDevice); !errors.Is(err, errDoubleDevice) {
+		t.Errorf("a second lease of device %s: %v, want the double device refused", first.deviceID, err)
+	}
+	if e, ok := x.ofKey("w1.lse_a"); !ok || e != first || e.owner != "tok_alice" {
+		t.Errorf("after the double grants lse_a is %+v %v, want alice's first grant", e, ok)
+	}
+	if _, ok := x.ofRequester("agent-2"); ok {
+		t.Error("a refused grant holds its requester's lease")
+	}
+	elsewhere := grantOf("w2", "lse_z", "agent-2", "tok_bob", "")
+	elsewhere.DeviceID = first.deviceID
+	mustAdd(t, x, elsewhere)
+	if puts, _ := x.take(); len(puts) != 2 {
+		t.Errorf("staged %d grant records, want the two accepted", len(puts))
+	}
+}
+
+// Chosen lease ids are scoped per owner: two owners each hold build-42,
+// each resolves its own, a third owner naming it learns nothing
+// (UNKNOWN_LEASE, not FORBIDDEN), and an admin names one by its key when
+// the id is ambiguous.
+func TestAChosenLeaseIDResolvesWithinItsOwnersLeases(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	a := mustAdd(t, x, grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42"))
+	b := mustAdd(t, x, grantOf("w2", "lse_b", "agent-b", "tok_bob", "build-42"))
+	if a.id != "build-42" || b.id != "build-42" {
+		t.Fatalf("ids %q %q, want both the chosen build-42", a.id, b.id)
+	}
+	if _, err := x.add(grantOf("w1", "lse_c", "agent-a2", "tok_alice", "build-42")); !errors.Is(err, errChosenTaken) {
+		t.Errorf("alice's second build-42: %v, want the chosen id taken", err)
+	}
+	for who, want := range map[string]*indexed{"tok_alice": a, "tok_bob": b} {
+		if e, err := x.resolve(queue.Caller{Principal: who}, "build-42"); err != nil || e != want {
+			t.Errorf("%s's build-42 = %+v, %v; want its own", who, e, err)
+		}
+		if !x.heldBy(who, "build-42") {
+			t.Errorf("heldBy(%s, build-42) is false", who)
+		}
+	}
+	if x.heldBy("tok_carol", "build-42") {
+		t.Error("heldBy(carol, build-42) is true: carol holds none")
+	}
+	if _, err := x.resolve(queue.Caller{Principal: "tok_carol"}, "build-42"); code(err) != contract.CodeUnknownLease {
+		t.Errorf("carol naming build-42: %v, want UNKNOWN_LEASE", err)
+	}
+	if _, err := x.resolve(queue.Caller{Principal: "tok_carol"}, a.key); code(err) != contract.CodeForbidden {
+		t.Errorf("carol naming alice's lease by its key: %v, want FORBIDDEN", err)
+	}
+	var ce *contract.Error
+	if _, err := x.resolve(queue.Caller{Principal: "ops", Admin: true}, "build-42"); !errors.As(err, &ce) || ce.Code != contract.CodeBadRequest ||
+		!strings.Contains(ce.Message, a.key) || !strings.Contains(ce.Message, b.key) {
+		t.Errorf("an admin naming the ambiguous build-42: %v, want BAD_REQUEST naming both keys", err)
+	}
+	if e, err := x.resolve(queue.Caller{Principal: "ops", Admin: true}, b.key); err != nil || e != b {
+		t.Errorf("an admin naming bob's by its key: %+v %v", e, err)
+	}
+	x.remove(a)
+	if e, err := x.resolve(queue.Caller{Principal: "ops", Admin: true}, "build-42"); err != nil || e != b {
+		t.Errorf("an admin naming build-42 once only bob holds it: %+v %v", e, err)
+	}
+	if x.chosenHeld("build-42") != true || x.heldBy("tok_alice", "build-42") {
+		t.Error("after alice's ended, build-42 is held by bob alone")
 	}
 }
 
 // A lease a worker grants for a request the gateway withdrew (it gave up
-// waiting) is nobody's: reconcile gives it back instead of indexing it, so
-// the requester is not locked out by a lease it never got; a later lease of
-// the requester, or one on another worker, is indexed as usual.
-func TestALeaseGrantedForAWithdrawnRequestIsGivenBackNotIndexed(t *testing.T) {
+// waiting) is nobody's: reconcile gives it back instead of taking it, so
+// the requester is not locked out by a lease it never got.
+func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	now := time.Unix(1000, 0)
 	x.withdraw("w1", "agent-1", now)
-	back := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	back, _ := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, now)
 	if len(back) != 0 {
 		t.Errorf("a lease of the requester on another worker was given back: %v", back)
 	}
-	x.remove("w2.lse_other")
-	back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, now)
-	if len(back) != 1 || back[0] != "lse_late" {
-		t.Fatalf("reconcile gave back %v, want the late grant lse_late", back)
+	back, found := x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	if len(back) != 1 || back[0] != "lse_late" || len(found) != 0 {
+		t.Fatalf("reconcile gave back %v (findings %v), want the late grant lse_late", back, found)
 	}
 	if _, ok := x.ofRequester("agent-1"); ok {
 		t.Error("the late grant of a withdrawn request was indexed: its requester is locked out")
 	}
-	// Given back once: the requester's next lease there is its own.
-	if back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, now); len(back) != 0 {
-		t.Errorf("the requester's next lease was given back too: %v", back)
-	}
-	if e, ok := x.ofRequester("agent-1"); !ok || e.workerLeaseID != "lse_next" {
-		t.Errorf("the requester's next lease is not indexed: %+v", e)
+	// Given back once: the same report again is a claim the gateway did
+	// not grant.
+	if back, found = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, now); len(back) != 0 || len(found) != 1 {
+		t.Errorf("the next report gave back %v with findings %v, want none given back and one finding", back, found)
 	}
 	// A withdrawal is forgotten after withdrawnFor.
 	x.withdraw("w1", "agent-2", now)
-	if back = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice"),
-		workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")}, now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
+	if back, _ = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")},
+		now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
 		t.Errorf("a withdrawal older than %s still gave back %v", withdrawnFor, back)
 	}
+}
+
+// The records a gateway loads at start are its index again, staged for no
+// write; two that contradict each other keep the older.
+func TestLoadedGrantRecordsAreTheIndexAgain(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	a := grantOf("w1", "lse_a", "agent-1", "tok_alice", "build-42")
+	dup := grantOf("w1", "lse_b", "agent-2", "tok_bob", "")
+	dup.DeviceID = a.DeviceID
+	x.load([]store.Grant{a, dup})
+	if e, err := x.resolve(queue.Caller{Principal: "tok_alice"}, "build-42"); err != nil || e.key != a.Key {
+		t.Errorf("alice's build-42 after the load: %+v %v", e, err)
+	}
+	if puts, ends := x.take(); len(puts) != 0 || !slices.Equal(ends, []string{dup.Key}) {
+		t.Errorf("staged %v and ends %v, want no write and the contradicting record ended", puts, ends)
+	}
+}
+
+func code(err error) contract.Code {
+	var ce *contract.Error
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
 }

@@ -14,12 +14,30 @@ import (
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
+
+// LeasingStore keeps what the gateway's leasing decides: the fleet queue's
+// request records and events, and the gateway's grant records.
+type LeasingStore interface {
+	// Commit writes one decision atomically: the queue's writes, the grant
+	// records it made (grants, upserted by key) and those it ended (ended,
+	// by key), and returns the events with their seqs. If it fails,
+	// nothing of it was written.
+	Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error)
+	// RequestByKey finds a stored request by requester and idempotency key.
+	RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error)
+	// Request finds a stored request by id.
+	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
+	// Grants lists the grant records, oldest first.
+	Grants(ctx context.Context) ([]store.Grant, error)
+}
 
 // LeasingOptions configure a gateway's leasing.
 type LeasingOptions struct {
-	// Store keeps the request records and the queue's events.
-	Store queue.Store
+	// Store keeps the request records, the queue's events and the grant
+	// records.
+	Store LeasingStore
 	// Publish receives the queue's committed events.
 	Publish func(...contract.Event)
 	// DefaultTTL and MaxTTL are the gateway's lease.defaultTtlMs and
@@ -47,7 +65,19 @@ type LeasingOptions struct {
 // Leasing is leasing through a gateway: one fleet-wide queue (the queue
 // package, with the fleet as its Placer), dispatch of each request to the
 // worker routing picks, and the lease index that names the leases the
-// gateway issued.
+// gateway granted.
+//
+// The index believes only the gateway's own grants. Each grant is recorded
+// (a store.Grant: the gateway's key and the worker's lease id, the device,
+// owner, requester, chosen id and request) in the commit that grants the
+// request, so no requester hears of a grant that is not recorded; the
+// index is loaded from those records at start. A worker's status can then
+// only confirm a lease the gateway granted on it, or end one (after two
+// snapshots in a row without it); anything else it reports under the
+// gateway's requester prefix is a finding, logged and counted on its view,
+// and never owns, routes or blocks anything. A grant that repeats a lease
+// id or a device the gateway holds a lease of is refused, given back where
+// that cannot end the first lease, and its request goes back in line.
 type Leasing struct {
 	f    *Fleet
 	q    *queue.Queue
@@ -97,7 +127,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
 		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}, held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
-		Store: opts.Store, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
+		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		LeaseOf: func(requester string) (string, string, bool) {
 			e, ok := l.idx.ofRequester(requester)
 			if !ok {
@@ -105,10 +135,10 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 			}
 			return e.id, e.owner, true
 		},
-		LeaseHeld: func(_, id string) bool {
-			_, ok := l.idx.get(id)
-			return ok
-		},
+		// A chosen id is unique within its owner, in the queue's line and
+		// in the index alike (heldBy, resolve): two owners' leases of one
+		// chosen id live side by side.
+		LeaseHeld: func(owner, id string) bool { return l.idx.heldBy(owner, id) },
 	})
 	if opts.LeaseEnded == nil {
 		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
@@ -118,7 +148,40 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	}
 	f.setChanged(l.viewChanged)
 	f.setOnEvent(l.onEvent)
+	f.setRemoved(l.workerRemoved)
 	return l
+}
+
+// leasingStore is the queue's store: each decision's commit carries the
+// grant records the index staged in it (under the decision lock, like
+// everything that stages them).
+type leasingStore struct{ l *Leasing }
+
+func (s leasingStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	puts, ends := s.l.idx.take()
+	return s.l.opts.Store.Commit(ctx, w, puts, ends)
+}
+
+func (s leasingStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
+	return s.l.opts.Store.RequestByKey(ctx, requesterID, key)
+}
+
+func (s leasingStore) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	return s.l.opts.Store.Request(ctx, id)
+}
+
+// Load rebuilds the lease index from the grant records, at start, before
+// any worker's view is read: the leases the gateway granted are its own
+// again, each until its worker's snapshots show it ended.
+func (l *Leasing) Load(ctx context.Context) error {
+	gs, err := l.opts.Store.Grants(ctx)
+	if err != nil {
+		return fmt.Errorf("load grant records: %w", err)
+	}
+	return l.q.Do(func(*queue.Txn) error {
+		l.idx.load(gs)
+		return nil
+	})
 }
 
 // onEvent learns from a worker's relayed events what the holders of the
@@ -163,24 +226,25 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	case ev.Event == "lease.expired":
 		reason = "expired"
 	}
-	l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, DeviceID: p.DeviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+	l.tellEnded(e, p.DeviceID, reason)
 }
 
 // deviceHealth tells the holders of the gateway lease that is workerID's
 // workerLeaseID, if the gateway issued it, that its device crashed or runs
 // again.
 func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string, attempts int) {
-	var rec contract.LeaseRecord
+	var e *indexed
 	var ok bool
-	l.q.View(func() {
-		var e *indexed
-		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
-			rec = contract.LeaseRecord{ID: e.id, DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
-		}
-	})
-	if ok {
-		l.opts.DeviceHealth(rec, notice, attempts)
+	l.q.View(func() { e, ok = l.idx.ofWorker(workerID, workerLeaseID) })
+	if !ok {
+		return
 	}
+	l.opts.DeviceHealth(e.record(deviceID), notice, attempts)
+}
+
+// tellEnded tells the holders of e that it ended.
+func (l *Leasing) tellEnded(e *indexed, deviceID, reason string) {
+	l.opts.LeaseEnded(e.record(deviceID), reason)
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
@@ -197,10 +261,30 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 			}
 		}
 		if connected {
-			for _, id := range l.idx.reconcile(workerID, leases, time.Now()) {
+			giveBack, found := l.idx.reconcile(workerID, leases, time.Now())
+			for _, id := range giveBack {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
 			}
+			for _, fd := range found {
+				l.f.found(workerID, fd.kind, 1, fd.what)
+			}
+		} else {
+			l.idx.disconnected(workerID)
+		}
+		tx.Kick()
+		return nil
+	})
+}
+
+// workerRemoved ends the leases the gateway granted on a worker it forgot
+// (worker remove, or past its retention): nobody can reach them through the
+// gateway any more, and their requesters may lease again.
+func (l *Leasing) workerRemoved(workerID string) {
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.idx.disconnected(workerID)
+		for _, e := range l.idx.ofWorkerAll(workerID) {
+			l.idx.remove(e)
 		}
 		tx.Kick()
 		return nil
@@ -330,7 +414,10 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	}
 	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion, ImageTag: w.Spec().ImageTag,
 		Mode: w.Spec().Mode, TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
-		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner(), LeaseID: w.ChosenLeaseID()}
+		// The chosen id stays the gateway's: the worker names the lease its
+		// own way (lse_…), which no other owner's choice can collide with,
+		// and the index keeps the chosen id within its owner.
+		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
 	return queue.Start{
 		// Queued still, to a reader of the request, until the worker says
 		// more; the requester hears nothing from the gateway meanwhile, so
@@ -446,9 +533,14 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 		"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
 }
 
-// grant records the worker's lease in the index and grants w with the
-// gateway's names for it.
+// grant records the worker's lease, in the index and as a grant record
+// committed with the grant, and grants w with the gateway's names for it.
+// A grant the index refuses (a double grant, or a requester or chosen id
+// held meanwhile) is given back to the worker, unless that would end the
+// lease the gateway holds under the same id; after a double grant w goes
+// back in line and the worker is skipped until its view moves.
 func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool, h *dispatchHold) {
+	var refresh bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
 		tx.Kick()
@@ -459,15 +551,64 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
 			return nil
 		}
-		id := l.idx.add(r.WorkerID, g.Lease.ID, w.ChosenLeaseID() != "", w.Requester(), w.Owner(), w.ID())
-		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = id, w.Requester(), w.Owner(), r.WorkerID
+		now := time.Now()
+		rec := store.Grant{Key: gatewayLeaseID(r.WorkerID, g.Lease.ID), WorkerID: r.WorkerID, WorkerLeaseID: g.Lease.ID,
+			DeviceID: g.Lease.DeviceID, OwnerID: w.Owner(), RequesterID: w.Requester(), ChosenID: w.ChosenLeaseID(),
+			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
+		e, err := l.idx.add(rec)
+		switch {
+		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
+			if errors.Is(err, errDoubleDevice) {
+				// The id is new: giving it back ends only this grant.
+				go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			}
+			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
+			l.unhold(r.WorkerID, h)
+			if l.skip[w] == nil {
+				l.skip[w] = map[string]uint64{}
+			}
+			l.skip[w][r.WorkerID] = l.f.generation(r.WorkerID)
+			tx.Requeue(w)
+			refresh = true
+			return nil
+		case err != nil:
+			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			l.unhold(r.WorkerID, h)
+			code := contract.CodeRequesterAlreadyLeased
+			if errors.Is(err, errChosenTaken) {
+				code = contract.CodeLeaseIDTaken
+			}
+			tx.Settle(w, contract.Errorf(code, "%v", err), "worker-refused")
+			return nil
+		}
+		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
+		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
+		g.Lease.IDChosenByRequester, g.Lease.Key = e.chosen != "", e.keyIfChosen()
 		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
 		l.announce(tx, w, r, announced)
+		tx.Event("grant.recorded", map[string]any{"requestId": w.ID(), "leaseId": e.id, "leaseKey": e.key, "workerId": r.WorkerID,
+			"workerLeaseId": e.workerLeaseID, "workerRequestId": workerRequest, "deviceId": e.deviceID, "requesterId": e.requester,
+			"ownerId": e.owner, "source": g.Source, "platform": w.Platform(), "waitMs": max(now.UnixMilli()-w.CreatedAt(), 0),
+			"grantedAt": workerTime(workerGranted, now)})
 		tx.Grant(w, g)
 		tx.Kick()
 		return nil
 	})
+	if refresh {
+		l.f.refresh(r.WorkerID)
+	}
+}
+
+// workerTime is a time a worker reported (epoch ms), as the gateway takes
+// it: the worker's own clock, which its other times are read against,
+// unless it is more than a day from the gateway's, which no clock drift
+// explains.
+func workerTime(at int64, now time.Time) int64 {
+	if d := now.UnixMilli() - at; at <= 0 || d > 24*60*60*1000 || d < -24*60*60*1000 {
+		return now.UnixMilli()
+	}
+	return at
 }
 
 // holdsOn are the holds on workerID's view that routing counts now: the
@@ -515,18 +656,24 @@ func (l *Leasing) releaseOnWorker(workerID, leaseID string) {
 	}
 }
 
-// owned finds a gateway lease the caller may act on.
+// owned finds a gateway lease the caller may act on, as the index resolves
+// the id the caller named (leaseIndex.resolve): a chosen id within the
+// caller's own leases.
+// Resolve names the gateway lease the caller calls name by its key, which
+// names it alone: the name sessions hold it by.
+func (l *Leasing) Resolve(c queue.Caller, name string) (string, error) {
+	e, err := l.owned(c, name)
+	if err != nil {
+		return "", err
+	}
+	return e.key, nil
+}
+
 func (l *Leasing) owned(c queue.Caller, id string) (*indexed, error) {
 	var e *indexed
-	var ok bool
-	l.q.View(func() { e, ok = l.idx.get(id) })
-	if !ok {
-		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
-	}
-	if !c.Admin && e.owner != c.Principal {
-		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
-	}
-	return e, nil
+	var err error
+	l.q.View(func() { e, err = l.idx.resolve(c, id) })
+	return e, err
 }
 
 // forward runs call on the lease's worker: a transport failure is
@@ -551,7 +698,7 @@ func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.C
 		return ce.With("leaseId", e.id)
 	case ce.Code == contract.CodeUnknownLease:
 		_ = l.q.Do(func(tx *queue.Txn) error {
-			l.idx.remove(e.id)
+			l.idx.remove(e)
 			tx.Kick()
 			return nil
 		})
@@ -580,9 +727,12 @@ func forwardError(ctx context.Context, workerID, what string, err error) (ce *co
 	return contract.Errorf(contract.CodeInternal, "worker %s: %s: %v", workerID, what, err).With("workerId", workerID), false
 }
 
-// project names a worker's lease record as the gateway issued it.
+// project names a worker's lease record as the gateway granted it: its id,
+// device, requester, owner and worker from the grant record, never the
+// worker's.
 func project(e *indexed, r contract.LeaseRecord) contract.LeaseRecord {
-	r.ID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.requester, e.owner, e.workerID
+	r.ID, r.DeviceID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.deviceID, e.requester, e.owner, e.workerID
+	r.IDChosenByRequester, r.Key = e.chosen != "", e.keyIfChosen()
 	return r
 }
 
@@ -640,7 +790,7 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 		return err
 	}
 	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
-		l.opts.LeaseEnded(contract.LeaseRecord{ID: e.id, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}, reason)
+		l.tellEnded(e, e.deviceID, reason)
 	}
 	return nil
 }
@@ -655,7 +805,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	var entries []*indexed
 	err := l.q.Do(func(tx *queue.Txn) error {
 		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), "killed", false)
-		for _, e := range l.idx.byID {
+		for _, e := range l.idx.byKey {
 			entries = append(entries, e)
 		}
 		return nil
@@ -663,7 +813,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	if err != nil {
 		return res, err
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].id < entries[j].id })
+	sort.Slice(entries, func(i, j int) bool { return entries[i].key < entries[j].key })
 	var unreachable []string
 	for _, e := range entries {
 		err := l.ending(e, "killed", func(ctx context.Context, cl *client.Client) error {
@@ -783,7 +933,9 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 // Leases lists the leases of the connected workers (as they last reported
 // them) that the caller may see: an admin every one, the gateway's own
 // under their gateway ids and a worker's local ones as the worker names
-// them; anyone else the gateway leases they own.
+// them (a lease the gateway did not grant is never the gateway's, whatever
+// its requester or owner says); anyone else the gateway leases they own,
+// by the grant records.
 func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
 	out := []contract.LeaseRecord{}
 	l.q.View(func() {
@@ -800,21 +952,25 @@ func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contrac
 	return out
 }
 
-// Project names, in a fleet list, the gateway's own leases as it issued
-// them; a worker's local leases stay as the worker named them.
-func (l *Leasing) Project(ls []contract.LeaseRecord) []contract.LeaseRecord {
-	return l.Leases(queue.Caller{Admin: true}, ls)
-}
-
 // ProjectDevices names, on fleet device records, the gateway's leases by
-// their gateway ids.
-func (l *Leasing) ProjectDevices(ds []contract.Device) []contract.Device {
+// their gateway ids, for c: an admin sees a worker's own leases as the
+// worker names them; anyone else sees only the leases it owns named, by
+// the grant records, and every other device's lease blank.
+func (l *Leasing) ProjectDevices(c queue.Caller, ds []contract.Device) []contract.Device {
 	out := make([]contract.Device, len(ds))
 	l.q.View(func() {
 		for i, d := range ds {
 			if d.LeaseID != "" {
-				if e, ok := l.idx.ofWorker(d.WorkerID, d.LeaseID); ok {
+				e, ok := l.idx.ofWorker(d.WorkerID, d.LeaseID)
+				switch {
+				case ok && e.deviceID != d.ID:
+					// The worker puts a lease of the gateway's on
+					// another device than it granted: not this one's.
+					d.LeaseID = ""
+				case ok && (c.Admin || e.owner == c.Principal):
 					d.LeaseID = e.id
+				case !c.Admin:
+					d.LeaseID = ""
 				}
 			}
 			out[i] = d
@@ -838,7 +994,7 @@ func (l *Leasing) ended(workerID, workerLeaseID string) (*indexed, bool) {
 	var ok bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
-			l.idx.remove(e.id)
+			l.idx.remove(e)
 			tx.Kick()
 		}
 		return nil

@@ -4,30 +4,45 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
-// memQueueStore is the fleet queue's store in memory: commits are kept
-// only as a count, which is all a benchmark needs.
+// memQueueStore is the leasing's store in memory: commits are kept only
+// as far as the seqs they hand out and the grant records they write.
 type memQueueStore struct {
-	mu  sync.Mutex
-	seq int64
+	mu     sync.Mutex
+	seq    int64
+	grants map[string]store.Grant
+	events []contract.Event
 }
 
-func (m *memQueueStore) Commit(_ context.Context, w queue.Writes) ([]contract.Event, error) {
+func (m *memQueueStore) Commit(_ context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.grants == nil {
+		m.grants = map[string]store.Grant{}
+	}
+	for _, g := range grants {
+		m.grants[g.Key] = g
+	}
+	for _, k := range ended {
+		delete(m.grants, k)
+	}
 	out := make([]contract.Event, len(w.Events))
 	for i, ev := range w.Events {
 		m.seq++
 		ev.Seq = m.seq
 		out[i] = ev
 	}
+	m.events = append(m.events, out...)
 	return out, nil
 }
 
@@ -37,6 +52,17 @@ func (m *memQueueStore) RequestByKey(context.Context, string, string) (contract.
 
 func (m *memQueueStore) Request(context.Context, string) (contract.LeaseRequestRecord, bool, error) {
 	return contract.LeaseRequestRecord{}, false, nil
+}
+
+func (m *memQueueStore) Grants(context.Context) ([]store.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]store.Grant, 0, len(m.grants))
+	for _, g := range m.grants {
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b store.Grant) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
 }
 
 // fullFleet is leasing over one connected worker whose every slot is taken,

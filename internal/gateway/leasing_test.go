@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // recordingStore is memQueueStore keeping the request records too.
@@ -18,13 +21,13 @@ type recordingStore struct {
 	records map[string]contract.LeaseRequestRecord
 }
 
-func (r *recordingStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+func (r *recordingStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
 	r.mu.Lock()
 	for _, rec := range w.Requests {
 		r.records[rec.ID] = rec
 	}
 	r.mu.Unlock()
-	return r.memQueueStore.Commit(ctx, w)
+	return r.memQueueStore.Commit(ctx, w, grants, ended)
 }
 
 func (r *recordingStore) Request(_ context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
@@ -67,4 +70,63 @@ func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A restarted gateway's leases are its grant records: loaded before any
+// worker is heard from, each owner's chosen id resolves to its own lease
+// (another owner's is UNKNOWN_LEASE), and a requester with a recorded
+// lease is REQUESTER_ALREADY_LEASED.
+func TestTheLeaseIndexIsLoadedFromTheGrantRecordsAtStart(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	for _, g := range []store.Grant{grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42"), grantOf("w2", "lse_b", "agent-b", "tok_bob", "build-42")} {
+		st.grants[g.Key] = g
+	}
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for who, worker := range map[string]string{"tok_alice": "w1", "tok_bob": "w2"} {
+		// Resolved to its own lease: forwarded to that lease's worker,
+		// which is not connected.
+		_, err := l.Renew(queue.Caller{Principal: who}, contract.LeaseRenewInput{LeaseID: "build-42"})
+		var ce *contract.Error
+		if !errors.As(err, &ce) || ce.Code != contract.CodeWorkerUnreachable || ce.Details["workerId"] != worker {
+			t.Errorf("%s renewing build-42: %v, want it sent to %s", who, err, worker)
+		}
+	}
+	if _, err := l.Renew(queue.Caller{Principal: "tok_carol"}, contract.LeaseRenewInput{LeaseID: "build-42"}); code(err) != contract.CodeUnknownLease {
+		t.Errorf("carol renewing build-42: %v, want UNKNOWN_LEASE", err)
+	}
+	_, err := l.Submit(context.Background(), queue.Caller{Principal: "tok_alice", Admin: true}, contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: "agent-a"})
+	if code(err) != contract.CodeRequesterAlreadyLeased {
+		t.Errorf("a request of agent-a, whose lease is recorded: %v, want REQUESTER_ALREADY_LEASED", err)
+	}
+}
+
+// A lease that ends on its worker is told to its holders once, by its
+// chosen id with its key (the name sessions hold it by), with the owner
+// from the grant record, and its record ends in the same decision.
+func TestALeasesEndIsToldUnderItsChosenIDAndItsKeyAndEndsItsRecord(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	g := grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42")
+	st.grants[g.Key] = g
+	var told []string
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour,
+		LeaseEnded: func(r contract.LeaseRecord, reason string) {
+			told = append(told, r.ID+" "+r.UniqueKey()+" "+r.OwnerID+" "+reason)
+		}})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.onEvent("w1", contract.Event{Event: "lease.expired", Payload: []byte(`{"leaseId":"lse_a","deviceId":"dev_lse_a","ownerId":"someone-else"}`)})
+	if want := []string{"build-42 w1.lse_a tok_alice expired"}; !slices.Equal(told, want) {
+		t.Errorf("told %v, want %v", told, want)
+	}
+	if gs, _ := st.Grants(context.Background()); len(gs) != 0 {
+		t.Errorf("grant records after the end: %+v, want none", gs)
+	}
 }

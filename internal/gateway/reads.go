@@ -111,11 +111,16 @@ func (f *Fleet) Remove(ctx context.Context, id string) (contract.WorkerSummary, 
 		return contract.WorkerSummary{}, err
 	}
 	f.mu.Lock()
+	gone := false
 	if cur, ok := f.workers[id]; ok && cur == w && w.link == nil {
 		delete(f.workers, id)
+		gone = true
 	}
 	f.mu.Unlock()
 	f.emit("worker.removed", map[string]any{"workerId": id, "label": s.Label, "reason": "operator"})
+	if gone {
+		f.forgotten(id)
+	}
 	return s, nil
 }
 
@@ -137,25 +142,37 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 			continue
 		}
 		f.mu.Lock()
+		gone := false
 		if cur, ok := f.workers[w.view.ID]; ok && cur == w && w.link == nil {
 			delete(f.workers, w.view.ID)
+			gone = true
 		}
 		f.mu.Unlock()
-		f.emit("worker.removed", map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
+		if gone {
+			f.emit("worker.removed", map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
+			f.forgotten(w.view.ID)
+		}
 	}
 }
 
-// CloseToken closes the uplinks opened with a token that was revoked, and
-// frees the worker ids it held, so the workers can join again with a new
-// token.
+// CloseToken closes the uplinks opened with a token that was revoked,
+// drops their views (what those workers reported is no longer anyone's to
+// keep: their lines stay, with their drains and relay cursors, until
+// retention or remove), and frees the worker ids it held, so the workers
+// can join again with a new token.
 func (f *Fleet) CloseToken(ctx context.Context, tokenID string) {
 	f.mu.Lock()
 	var conns []*link
 	var freed []store.Worker
 	for _, w := range f.workers {
-		if w.link != nil && w.tokenID == tokenID {
+		switch {
+		case w.link != nil && w.tokenID == tokenID:
 			w.link.reason = "its join token was revoked"
+			w.link.revoked = true
 			conns = append(conns, w.link)
+		case w.link == nil && (w.owner == tokenID || w.tokenID == tokenID):
+			w.view = dropped(w.view)
+			w.viewGen++
 		}
 		if w.owner == tokenID {
 			w.owner = ""

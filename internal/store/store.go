@@ -109,6 +109,10 @@ type Change struct {
 	// that moves the stored times after the wall clock jumped writes the
 	// reading they are in step with, in the same transaction.
 	Clock *Clock
+	// Grants are a gateway's grant records to write (upserted by Key), and
+	// EndedGrants the keys of those to delete, after the writes.
+	Grants      []Grant
+	EndedGrants []string
 	// Before holds, for devices and leases the caller knows are stored, the
 	// version stored now. A backend then writes only the columns that
 	// differ (a renewal changes three columns of one lease row and no
@@ -126,7 +130,8 @@ type Before struct {
 
 // Empty reports whether c writes nothing.
 func (c Change) Empty() bool {
-	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0 && c.Clock == nil
+	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0 && c.Clock == nil &&
+		len(c.Grants) == 0 && len(c.EndedGrants) == 0
 }
 
 // Clock is a clock reading the stored times are in step with: the wall
@@ -197,4 +202,27 @@ type Worker struct {
 	LastSeenAt int64
 	// TokenID is the join token the worker id belongs to.
 	TokenID string
+}
+
+// Grant is a gateway's record of a lease it granted through one of its
+// workers: written in the commit that grants the request (so no requester
+// hears of a grant that is not recorded), deleted when the gateway learns
+// the lease ended. A gateway's lease index is rebuilt from these, never
+// from what a worker reports.
+type Grant struct {
+	// Key is the gateway's unique name for the lease:
+	// <WorkerID>.<WorkerLeaseID>.
+	Key           string
+	WorkerID      string
+	WorkerLeaseID string
+	DeviceID      string
+	OwnerID       string
+	// RequesterID is the fleet requester, without the gw: prefix the
+	// worker saw.
+	RequesterID string
+	// ChosenID is the lease id the requester chose ("" for none), unique
+	// within OwnerID only.
+	ChosenID  string
+	RequestID string
+	GrantedAt int64
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -39,12 +38,12 @@ type Open struct {
 	// open when it was granted.
 	Requested int64
 	Platform  string
-	// Dispatched marks, on a gateway, that the request is counted by the
-	// other side of a dispatch: a gateway's own request handed to a
-	// worker (the worker's events count it from then on), or a relayed
-	// worker request the gateway forwarded (should the worker bounce it,
-	// the gateway's request still counts, so the bounce does not).
-	Dispatched bool
+	// Dispatched marks, on a gateway, its own request handed to a worker:
+	// counted from then on for DispatchedTo, the worker it went to ("" for
+	// an entry stored before the fold kept it, which is then counted
+	// nowhere more).
+	Dispatched   bool
+	DispatchedTo string
 }
 
 // Append is records to append to a cell.
@@ -81,11 +80,14 @@ const (
 	ended
 )
 
-// kinds are the events the fold reads, by name.
+// kinds are the events the fold reads, by name. grant.recorded is a
+// gateway's own record of a grant it forwarded: on a gateway the grants
+// are counted from it, never from a worker's relayed lease.granted.
 var kinds = map[string]kind{
 	"lease.requested":    requested,
 	"request.dispatched": dispatched,
 	"lease.granted":      granted,
+	"grant.recorded":     granted,
 	"lease.rejected":     rejected,
 	"lease.released":     ended,
 	"lease.expired":      ended,
@@ -102,9 +104,11 @@ type leaseEvent struct {
 	worker                       string
 	requestID, leaseID, platform string
 	source, reason               string
-	// forwarded marks a relayed worker's request that the gateway
-	// forwarded there (its requester is the gateway's).
-	forwarded bool
+	// recorded marks a gateway's grant.recorded: the grant on worker,
+	// its wait measured by the gateway (waitMs) and its lease's time on
+	// the worker's clock (grantedAt).
+	recorded          bool
+	waitMs, grantedAt int64
 }
 
 // payload holds the fields the fold reads of a lease.* or
@@ -115,17 +119,25 @@ type payload struct {
 	Source      string `json:"source"`
 	Reason      string `json:"reason"`
 	WorkerID    string `json:"workerId"`
-	Requester   string `json:"requester"`
 	RequestSpec struct {
 		Platform string `json:"platform"`
 	} `json:"requestSpec"`
+	// grant.recorded's.
+	WorkerLeaseID string `json:"workerLeaseId"`
+	Platform      string `json:"platform"`
+	WaitMs        int64  `json:"waitMs"`
+	GrantedAt     int64  `json:"grantedAt"`
 }
 
 // parse reads e as the fold does; ok is false for an event the rollup does
-// not count. The source of a lease.* event is the workerId its payload
-// carries: a gateway adds it to every event it relays, and a daemon's own
-// lease events never have one. request.dispatched is a gateway's own event
-// (its workerId names where the request went).
+// not count. A lease.* event whose payload carries a workerId is one a
+// gateway relayed from that worker (a daemon's own lease events never have
+// one): of those, only an end counts, and only for a lease the gateway's
+// own grant.recorded opened. Everything else a gateway counts is its own:
+// its fleet queue's lease.requested and lease.rejected, its
+// request.dispatched and its grant.recorded, whose workerId names the
+// worker they are counted for. So a worker's relayed events, whatever they
+// claim, add no request, grant or refusal to a gateway's figures.
 func parse(e contract.Event) (leaseEvent, bool) {
 	k, ok := kinds[e.Event]
 	if !ok {
@@ -136,18 +148,30 @@ func parse(e contract.Event) (leaseEvent, bool) {
 		return leaseEvent{}, false
 	}
 	le := leaseEvent{kind: k, at: e.Timestamp, worker: p.WorkerID, requestID: p.RequestID, leaseID: p.LeaseID,
-		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason,
-		forwarded: k == requested && p.WorkerID != "" && strings.HasPrefix(p.Requester, contract.GatewayRequesterPrefix)}
-	if k == dispatched {
-		le.worker = ""
+		platform: p.RequestSpec.Platform, source: p.Source, reason: p.Reason}
+	switch {
+	case k == dispatched:
+		// The worker it went to, which the fold counts it for.
+		le.worker, le.leaseID = "", p.WorkerID
+	case e.Event == "grant.recorded":
+		if p.WorkerID == "" || p.WorkerLeaseID == "" {
+			return leaseEvent{}, false
+		}
+		le.recorded, le.leaseID, le.platform, le.waitMs, le.grantedAt = true, p.WorkerLeaseID, p.Platform, max(p.WaitMs, 0), p.GrantedAt
+	case le.worker != "" && k != ended:
+		return leaseEvent{}, false // relayed: the gateway counts its own
 	}
 	return le, true
 }
 
-// opens is the open entry an event of its kind ends or updates.
+// opens is the open entry an event of its kind ends or updates: a
+// grant.recorded ends the gateway's own request.
 func (e leaseEvent) opens() OpenKey {
-	if e.kind == ended {
+	switch {
+	case e.kind == ended:
 		return OpenKey{e.worker, KindLease, e.leaseID}
+	case e.recorded:
+		return OpenKey{"", KindRequest, e.requestID}
 	}
 	return OpenKey{e.worker, KindRequest, e.requestID}
 }
@@ -186,10 +210,10 @@ func (b *Batch) Needs() []OpenKey {
 				out = append(out, k)
 			}
 		}
-		switch e.kind {
-		case requested:
+		switch {
+		case e.kind == requested:
 			opened[e.opens()] = true
-		case granted:
+		case e.kind == granted:
 			opened[OpenKey{e.worker, KindLease, e.leaseID}] = true
 		}
 	}
@@ -202,23 +226,29 @@ func (b *Batch) Needs() []OpenKey {
 //
 //   - lease.requested: a request in the cell of its minute, worker and
 //     platform; the request is open.
-//   - request.dispatched (a gateway's): the open request is handed to a
-//     worker, so -1 request in the cell it was counted in; it stays open,
-//     marked, so its end is not counted here either.
+//   - request.dispatched (a gateway's): the open request is handed to the
+//     worker it names, so it moves there: -1 request in the cell it was
+//     counted in, +1 in that worker's cell of the same minute and
+//     platform; it stays open, marked with the worker. A request a worker
+//     bounced (no room after all; the gateway asks again) was never
+//     dispatched, so it counts once, where it ends.
 //   - lease.granted: a grant by source, in the cell of its minute and of
 //     its request's platform; with the open request, its wait (and time to
 //     device unless warm). The request closes and the lease is open.
-//   - lease.rejected: unless its request was dispatched, a refusal in the
-//     cell of its minute and platform, by reason: cancelled and killed
-//     count as cancelled, timeout as timed out. A relayed worker's no-wait
-//     refusal of a request the gateway forwarded is a bounce instead (the
-//     worker had no room after all; the gateway asks again, and its own
-//     request is what counts): -1 request where the worker's counted, and
-//     no refusal. The request closes.
-//   - lease.released, lease.expired: with the open lease, its hold and
-//     (when its request was known) turnaround, in the cell of the end's
-//     minute and the lease's platform. The lease closes. Without it,
-//     nothing: its grant is not in the history.
+//   - grant.recorded (a gateway's): a grant by source in the cell of its
+//     minute, the worker it names and its platform, with the wait the
+//     gateway measured (and time to device unless warm). The gateway's
+//     request closes; the worker's lease is open from its grant on the
+//     worker's clock, its request waitMs before that.
+//   - lease.rejected: a refusal in the cell of its minute and platform, by
+//     reason: cancelled and killed count as cancelled, timeout as timed
+//     out; for a request a gateway dispatched, in the cell of the worker
+//     it went to. The request closes.
+//   - lease.released, lease.expired (a worker's, relayed, on a gateway):
+//     with the open lease, its hold and (when its request was known)
+//     turnaround, in the cell of the end's minute and the lease's
+//     platform. The lease closes. Without it, nothing: its grant is not in
+//     the history, or the gateway never recorded it.
 func (b *Batch) Fold(known map[OpenKey]Open) Changes {
 	f := folder{open: map[OpenKey]*entry{}, cells: map[Cell]int{}}
 	for k, o := range known {
@@ -281,7 +311,7 @@ func (f *folder) fold(e leaseEvent) {
 	switch e.kind {
 	case requested:
 		f.add(Cell{minute, e.worker, e.platform}, Delta{Requests: 1})
-		f.set(e.opens(), Open{At: e.at, Platform: e.platform, Dispatched: e.forwarded}, true)
+		f.set(e.opens(), Open{At: e.at, Platform: e.platform}, true)
 	case dispatched:
 		k := e.opens()
 		r, ok := f.get(k)
@@ -289,9 +319,24 @@ func (f *folder) fold(e leaseEvent) {
 			return
 		}
 		f.add(Cell{contract.UsageMinute(r.At), k.Worker, r.Platform}, Delta{Requests: -1})
-		r.Dispatched = true
+		f.add(Cell{contract.UsageMinute(r.At), e.leaseID, r.Platform}, Delta{Requests: 1})
+		r.Dispatched, r.DispatchedTo = true, e.leaseID
 		f.set(k, r, true)
 	case granted:
+		if e.recorded {
+			if k := e.opens(); e.requestID != "" {
+				if _, ok := f.get(k); ok {
+					f.set(k, Open{}, false) // the gateway's request: granted
+				}
+			}
+			d := Delta{Granted: e.source, Wait: e.waitMs, Has: HasWait}
+			if e.source != string(contract.SourceWarm) {
+				d.Has |= HasToDevice
+			}
+			f.add(Cell{minute, e.worker, e.platform}, d)
+			f.set(OpenKey{e.worker, KindLease, e.leaseID}, Open{At: e.grantedAt, Requested: e.grantedAt - e.waitMs, Platform: e.platform}, true)
+			return
+		}
 		k := e.opens()
 		r, asked := f.get(k)
 		if asked {
@@ -311,14 +356,14 @@ func (f *folder) fold(e leaseEvent) {
 	case rejected:
 		k := e.opens()
 		r, ok := f.get(k)
+		worker := e.worker
 		if ok {
 			f.set(k, Open{}, false)
-			switch {
-			case r.Dispatched && k.Worker == "":
-				return // the worker it went to counts it
-			case r.Dispatched && e.reason == "no-wait":
-				f.add(Cell{contract.UsageMinute(r.At), k.Worker, r.Platform}, Delta{Requests: -1})
-				return
+			if r.Dispatched {
+				if r.DispatchedTo == "" {
+					return // dispatched before the fold kept where to
+				}
+				worker = r.DispatchedTo
 			}
 		}
 		var d Delta
@@ -330,7 +375,7 @@ func (f *folder) fold(e leaseEvent) {
 		default:
 			d.Rejected = e.reason
 		}
-		f.add(Cell{minute, e.worker, e.platform}, d)
+		f.add(Cell{minute, worker, e.platform}, d)
 	case ended:
 		k := e.opens()
 		l, ok := f.get(k)

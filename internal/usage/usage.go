@@ -15,7 +15,7 @@
 //
 // The rollup's grain is a cell: one minute of one platform's events from
 // one source, which is the daemon's own events (worker "") or, on a
-// gateway, the events it relayed from one worker (the worker's id). A cell
+// gateway, those it counts for one worker (the worker's id). A cell
 // holds the Deltas folded into it, encoded (AppendDelta); the store may
 // gather a closed hour's cells of one source and platform into one row
 // (AppendChunk). Durations are counted in the cell of the event that ends
@@ -23,13 +23,16 @@
 // (lease.requested) until it is granted or refused, a lease (lease.granted)
 // until it ends.
 //
-// On a gateway the workers' relayed events count for the worker that
-// relayed them. The gateway's own fleet-queue events count for worker ""
-// only until the request is handed to a worker (request.dispatched): its
-// request then moves to the worker's figures, which count it from the
-// worker's own events, so a request that reached a worker is counted once.
-// What remains under "" is what the fleet queue ended by itself: requests
-// refused, timed out or cancelled before any worker took them.
+// On a gateway the figures are the gateway's own word. Its fleet-queue
+// requests count for worker "" until handed to a worker
+// (request.dispatched), then for that worker; its grant.recorded counts a
+// grant for the worker it names; its refusal of a request it had
+// dispatched counts for that worker. Of a worker's relayed events only the
+// end of a lease the gateway recorded counts (its hold): a worker's
+// relayed requests, grants and refusals, whatever they claim, add nothing,
+// and what a worker's own agents ask of it directly is not the gateway's
+// to count. What remains under "" is what the fleet queue ended by itself:
+// requests refused, timed out or cancelled before any worker took them.
 //
 // Everything here is pure and keeps no state between calls; a Batch or a
 // Query is used by one goroutine at a time.

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -42,6 +43,22 @@ func dispatch(req, worker string) m {
 func relayed(worker string, p m) m {
 	p["workerId"] = worker
 	return p
+}
+
+// fwd is a worker's relayed lease.requested of a request a gateway
+// forwarded there: its requester under the gateway's prefix.
+func fwd(worker, id, platform string) m {
+	p := relayed(worker, req(id, platform))
+	p["requester"] = contract.GatewayRequesterPrefix + "ins_gw:agent"
+	return p
+}
+
+// recorded is a gateway's grant.recorded: its request gwReq granted with
+// the worker's lease, from source, waitMs after the request, the lease
+// granted on the worker at t0+grantedAt.
+func recorded(gwReq, worker, lease, source, platform string, waitMs, grantedAt int64) m {
+	return m{"requestId": gwReq, "leaseId": worker + "." + lease, "workerId": worker, "workerLeaseId": lease, "source": source,
+		"platform": platform, "waitMs": waitMs, "grantedAt": t0 + grantedAt}
 }
 
 // memStore is the store's part of the rollup in memory: it looks up what
@@ -220,16 +237,23 @@ func aGatewayRun() []contract.Event {
 		[3]any{0, "lease.requested", req("g1", "ios")},
 		[3]any{0, "lease.requested", req("g2", "android")},
 		[3]any{100, "lease.requested", req("g3", "ios")},
-		[3]any{150, "lease.requested", relayed("w1", req("r3", "ios"))},
+		[3]any{150, "lease.requested", fwd("w1", "r3", "ios")},
 		[3]any{200, "request.dispatched", dispatch("g3", "w1")},
-		[3]any{290, "lease.rejected", relayed("w1", reject("r3", "ios", "provision-failed"))},
-		[3]any{300, "lease.rejected", reject("g3", "ios", "worker-refused")}, // the worker's to count
+		[3]any{290, "lease.rejected", relayed("w1", reject("r3", "ios", "provision-failed"))}, // the worker's word: not counted
+		[3]any{300, "lease.rejected", reject("g3", "ios", "worker-refused")},                  // the gateway's, for w1
 		[3]any{500, "request.dispatched", dispatch("g1", "w1")},
-		[3]any{600, "lease.requested", relayed("w1", req("r1", "ios"))},
-		[3]any{1000, "lease.requested", relayed("w2", req("r1", "android"))},
-		[3]any{2000, "lease.granted", relayed("w1", grant("r1", "l1", "warm"))},
-		[3]any{5000, "lease.granted", relayed("w2", grant("r1", "l1", "provisioned"))},
-		[3]any{6000, "lease.released", relayed("w1", end("l1"))},
+		[3]any{600, "lease.requested", fwd("w1", "r1", "ios")},
+		[3]any{1000, "lease.requested", relayed("w2", req("r1", "android"))}, // w2's own agent: not the gateway's
+		[3]any{1000, "lease.requested", req("g6", "android")},
+		[3]any{1100, "lease.requested", fwd("w2", "r2", "android")},
+		[3]any{1200, "request.dispatched", dispatch("g6", "w2")},
+		[3]any{1400, "lease.granted", relayed("w1", grant("r1", "l1", "warm"))},
+		[3]any{1400, "grant.recorded", recorded("g1", "w1", "l1", "warm", "ios", 1400, 1400)},
+		[3]any{5000, "lease.granted", relayed("w2", grant("r1", "l1", "provisioned"))}, // w2's own
+		[3]any{5100, "lease.granted", relayed("w2", grant("r2", "l2", "provisioned"))},
+		[3]any{5100, "grant.recorded", recorded("g6", "w2", "l2", "provisioned", "android", 4100, 5100)},
+		[3]any{5200, "lease.granted", relayed("w2", grant("r9", "l9", "warm"))}, // no grant of the gateway's
+		[3]any{5400, "lease.released", relayed("w1", end("l1"))},
 		[3]any{7000, "lease.rejected", reject("g2", "android", "timeout")}, // never reached a worker
 		[3]any{9000, "lease.requested", req("g4", "ios")},
 		[3]any{9000, "lease.rejected", reject("g4", "ios", "no-wait")}, // never reached a worker
@@ -243,22 +267,24 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
 
 	// The fleet queue's own requests count until dispatched: g2, g4 and
-	// g5 remain, with g2's timeout and g4's no-wait. g1 and g3 count as
-	// the workers' r1 and r3. Waits 1400 (w1, warm) and 4000 (w2,
-	// provisioned); w1's hold 4000, turnaround 5400.
+	// g5 remain, with g2's timeout and g4's no-wait. g1 and g3 count for
+	// w1 (g3 refused there), g6 for w2, from the gateway's own events;
+	// nothing a worker relays counts but the end of a lease the gateway
+	// recorded. Waits 1400 (w1, warm) and 4100 (w2, provisioned), as the
+	// gateway measured them; w1's hold 4000, turnaround 5400.
 	wantTotals := contract.UsageTotals{
 		Requests: 6,
 		Granted:  map[string]int{"warm": 1, "provisioned": 1},
-		Rejected: map[string]int{"no-wait": 1, "provision-failed": 1}, TimedOut: 1,
+		Rejected: map[string]int{"no-wait": 1, "worker-refused": 1}, TimedOut: 1,
 	}
 	if !reflect.DeepEqual(got.Totals, wantTotals) {
 		t.Errorf("totals = %+v, want %+v", got.Totals, wantTotals)
 	}
-	if want := (contract.UsagePercentiles{Wait: pc(1400, 4000, 4000, 2), TimeToDevice: pc(4000, 4000, 4000, 1),
+	if want := (contract.UsagePercentiles{Wait: pc(1400, 4100, 4100, 2), TimeToDevice: pc(4100, 4100, 4100, 1),
 		Hold: pc(4000, 4000, 4000, 1), Turnaround: pc(5400, 5400, 5400, 1)}); got.Percentiles != want {
 		t.Errorf("percentiles = %+v, want %+v", got.Percentiles, want)
 	}
-	wantIOS := contract.UsageTotals{Requests: 3, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"no-wait": 1, "provision-failed": 1}}
+	wantIOS := contract.UsageTotals{Requests: 3, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"no-wait": 1, "worker-refused": 1}}
 	if ios := got.ByPlatform["ios"].Totals; !reflect.DeepEqual(ios, wantIOS) {
 		t.Errorf("byPlatform.ios.totals = %+v, want %+v", ios, wantIOS)
 	}
@@ -267,7 +293,7 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 		t.Errorf("byPlatform.android.totals = %+v, want %+v", android, wantAndroid)
 	}
 	wantW1 := contract.UsageFigures{
-		Totals: contract.UsageTotals{Requests: 2, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"provision-failed": 1}},
+		Totals: contract.UsageTotals{Requests: 2, Granted: map[string]int{"warm": 1}, Rejected: map[string]int{"worker-refused": 1}},
 		Percentiles: contract.UsagePercentiles{Wait: pc(1400, 1400, 1400, 1),
 			Hold: pc(4000, 4000, 4000, 1), Turnaround: pc(5400, 5400, 5400, 1)},
 	}
@@ -276,7 +302,7 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 	}
 	wantW2 := contract.UsageFigures{
 		Totals:      contract.UsageTotals{Requests: 1, Granted: map[string]int{"provisioned": 1}, Rejected: map[string]int{}},
-		Percentiles: contract.UsagePercentiles{Wait: pc(4000, 4000, 4000, 1), TimeToDevice: pc(4000, 4000, 4000, 1)},
+		Percentiles: contract.UsagePercentiles{Wait: pc(4100, 4100, 4100, 1), TimeToDevice: pc(4100, 4100, 4100, 1)},
 	}
 	if !reflect.DeepEqual(got.ByWorker["w2"], wantW2) {
 		t.Errorf("byWorker.w2 = %+v, want %+v", got.ByWorker["w2"], wantW2)
@@ -295,12 +321,11 @@ func TestFoldAndQueryAGatewaysRun(t *testing.T) {
 		t.Errorf("outside gateway mode: totals %+v byWorker %v, want the 3 own requests and no workers", own.Totals, own.ByWorker)
 	}
 
-	// g1 stays open, dispatched (its worker took it: no end of its own
-	// comes), and so do g5 and w2's lease.
+	// g1 and g6 closed with their grants; g5 waits still, and w2's lease
+	// is open.
 	wantOpen := map[OpenKey]Open{
-		{"", KindRequest, "g1"}: {At: t0, Platform: "ios", Dispatched: true},
 		{"", KindRequest, "g5"}: {At: t0 + 9500, Platform: "android"},
-		{"w2", KindLease, "l1"}: {At: t0 + 5000, Requested: t0 + 1000, Platform: "android"},
+		{"w2", KindLease, "l2"}: {At: t0 + 5100, Requested: t0 + 1000, Platform: "android"},
 	}
 	if !reflect.DeepEqual(s.open, wantOpen) {
 		t.Errorf("open entries = %+v, want %+v", s.open, wantOpen)
@@ -407,32 +432,54 @@ func TestADeltaReadsBackAsWritten(t *testing.T) {
 
 // A worker that bounces a request the gateway forwarded (no room after
 // all, refused no-wait) has not refused anyone: the gateway asks again,
-// and its own request is the one counted, once, however it ends. A no-wait
-// refusal of a request the worker's own agents made is a refusal.
+// and its own request is the one counted, once, however it ends. What a
+// worker's own agents ask of it is not the gateway's to count.
 func TestABounceOfAForwardedRequestIsNoRequestAndNoRefusal(t *testing.T) {
-	fwd := func(worker, id string) m {
-		p := relayed(worker, req(id, "ios"))
-		p["requester"] = contract.GatewayRequesterPrefix + "ins_gw:agent-a"
-		return p
-	}
 	s := newMemStore()
 	s.commit(script(
 		[3]any{0, "lease.requested", req("g1", "ios")},
-		[3]any{100, "lease.requested", fwd("w1", "r1")},
+		[3]any{100, "lease.requested", fwd("w1", "r1", "ios")},
 		[3]any{150, "lease.rejected", relayed("w1", reject("r1", "ios", "no-wait"))}, // a bounce
-		[3]any{200, "lease.requested", fwd("w2", "r1")},
+		[3]any{200, "lease.requested", fwd("w2", "r1", "ios")},
 		[3]any{300, "request.dispatched", dispatch("g1", "w2")},
 		[3]any{900, "lease.granted", relayed("w2", grant("r1", "l1", "booted"))},
+		[3]any{900, "grant.recorded", recorded("g1", "w2", "l1", "booted", "ios", 900, 900)},
 		[3]any{1000, "lease.requested", relayed("w1", req("r2", "ios"))}, // the worker's own agent
 		[3]any{1000, "lease.rejected", relayed("w1", reject("r2", "ios", "no-wait"))},
 	))
 	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
-	want := contract.UsageTotals{Requests: 2, Granted: map[string]int{"booted": 1}, Rejected: map[string]int{"no-wait": 1}}
+	want := contract.UsageTotals{Requests: 1, Granted: map[string]int{"booted": 1}, Rejected: map[string]int{}}
 	if !reflect.DeepEqual(got.Totals, want) {
-		t.Errorf("totals = %+v, want %+v: g1 once, granted on w2, and only the own agent's refusal", got.Totals, want)
+		t.Errorf("totals = %+v, want %+v: g1 once, granted on w2, and nothing of the worker's own agent", got.Totals, want)
 	}
-	w1 := contract.UsageTotals{Requests: 1, Granted: map[string]int{}, Rejected: map[string]int{"no-wait": 1}}
-	if got := got.ByWorker["w1"].Totals; !reflect.DeepEqual(got, w1) {
-		t.Errorf("byWorker.w1 = %+v, want %+v: the bounce is not w1's", got, w1)
+	if w1, ok := got.ByWorker["w1"]; ok {
+		t.Errorf("byWorker.w1 = %+v, want no figures: the bounce is not w1's", w1)
+	}
+}
+
+// On a gateway a worker's relayed events count for nothing but the end of
+// a lease the gateway recorded: a worker that relays requests, grants and
+// refusals of its own making, under the gateway's requester prefix or not,
+// moves no figure.
+func TestAWorkersRelayedLeaseEventsAddNothingToAGatewaysFigures(t *testing.T) {
+	s := newMemStore()
+	var rows [][3]any
+	rows = append(rows, [3]any{0, "lease.requested", req("g1", "ios")}, [3]any{10, "lease.requested", fwd("w1", "r1", "ios")},
+		[3]any{20, "request.dispatched", dispatch("g1", "w1")})
+	for i := range 50 {
+		id := fmt.Sprintf("fake_%d", i)
+		rows = append(rows, [3]any{30 + i, "lease.requested", fwd("w1", id, "ios")},
+			[3]any{100 + i, "lease.granted", relayed("w1", grant(id, id, "warm"))},
+			[3]any{200 + i, "lease.rejected", relayed("w1", reject(id, "ios", "boot-failed"))})
+	}
+	rows = append(rows, [3]any{500, "lease.released", relayed("w1", end("fake_1"))})
+	s.commit(script(rows...))
+	got := s.query(t, Window{From: t0, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0, Gateway: true}, false)
+	if len(got.Totals.Granted) != 0 || len(got.Totals.Rejected) != 0 || got.Percentiles.Wait.Count != 0 || got.Percentiles.Hold.Count != 0 {
+		t.Errorf("after 50 fake requests, grants and refusals relayed: granted %v, refused %v, waits %d, holds %d; want nothing counted",
+			got.Totals.Granted, got.Totals.Rejected, got.Percentiles.Wait.Count, got.Percentiles.Hold.Count)
+	}
+	if got.Totals.Requests != 1 || got.ByWorker["w1"].Totals.Requests != 1 {
+		t.Errorf("requests = %d (w1's %d), want the one the gateway dispatched to w1", got.Totals.Requests, got.ByWorker["w1"].Totals.Requests)
 	}
 }

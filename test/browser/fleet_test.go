@@ -18,7 +18,6 @@ type fleet struct {
 	idA     string
 	idB     string
 	console string
-	join    string // the worker token the workers join with
 }
 
 // newFleet starts a gateway with worker-a (two running slots) and
@@ -41,17 +40,18 @@ func newGateway(t *testing.T) *fleet {
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	gw := newHome(t, "mode", "gateway", "http.enabled", "true", "http.port", strconv.Itoa(port), "gateway.heartbeatMs", "500")
 	gw.startDaemon()
-	_, join := gw.token("worker", "fleet")
-	return &fleet{gw: gw, console: url, join: join}
+	return &fleet{gw: gw, console: url}
 }
 
-// worker starts a worker joined to the gateway as label, running at most
+// worker starts a worker joined to the gateway as label, with a join
+// token of its own (a join token joins one worker), running at most
 // maxRunning devices, its demo steps quick, with settings (key, value
 // pairs) of its own on top.
 func (f *fleet) worker(t *testing.T, label string, maxRunning int, settings ...string) *home {
 	t.Helper()
+	_, join := f.gw.token("worker", label)
 	w := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", strconv.Itoa(maxRunning),
-		"gateway.url", f.console, "gateway.token", f.join, "gateway.label", label, "gateway.heartbeatMs", "500",
+		"gateway.url", f.console, "gateway.token", join, "gateway.label", label, "gateway.heartbeatMs", "500",
 		"drivers.demo.provisionMs", "100", "drivers.demo.bootMs", "100", "drivers.demo.reclaimMs", "100"}, settings...)...)
 	w.startDaemon()
 	return w

@@ -14,7 +14,7 @@ func TestRequestDispatchedIsRecordedAtTheWorkersFirstProgressAndOnlyOnce(t *test
 	t.Parallel()
 	f := newFleet(t)
 	w := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
-		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "slow", "gateway.heartbeatMs", fleetHeartbeat,
+		"gateway.url", f.url, "gateway.token", f.joinSecret("slow"), "gateway.label", "slow", "gateway.heartbeatMs", fleetHeartbeat,
 		"drivers.demo.provisionMs", "60", "drivers.demo.bootMs", "4000", "drivers.demo.reclaimMs", "60")
 	w.startDaemon()
 	id := instanceID(t, w)
@@ -62,7 +62,7 @@ func TestALeaseGrantedAfterTheGatewayGaveUpIsGivenBack(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "gateway.leaseRequestTimeoutMs", "1000")
 	w := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
-		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "late", "gateway.heartbeatMs", fleetHeartbeat,
+		"gateway.url", f.url, "gateway.token", f.joinSecret("late"), "gateway.label", "late", "gateway.heartbeatMs", fleetHeartbeat,
 		"drivers.demo.provisionMs", "2500", "drivers.demo.bootMs", "60", "drivers.demo.reclaimMs", "60")
 	w.startDaemon()
 	f.await("the late worker connected", 10*time.Second, connected(instanceID(t, w)))

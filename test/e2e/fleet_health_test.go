@@ -10,7 +10,7 @@ import (
 // recovers quickly (healthHome's settings).
 func (f *fleet) healthWorker(label string) *home {
 	f.t.Helper()
-	w := healthHome(f.t, "gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat)
+	w := healthHome(f.t, "gateway.url", f.url, "gateway.token", f.joinSecret(label), "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat)
 	w.startDaemon()
 	f.await(label+" connected", 10*time.Second, connected(instanceID(f.t, w)))
 	return w

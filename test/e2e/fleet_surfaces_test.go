@@ -195,7 +195,7 @@ func TestEverySurfaceShowsTheSameStagesThroughTheGatewayAsOnAWorkerDownloadingIn
 	t.Parallel()
 	f := newFleet(t)
 	joined := func(label string) []string {
-		return []string{"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}
+		return []string{"gateway.url", f.url, "gateway.token", f.joinSecret(label), "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}
 	}
 	none := newHome(t, slices.Concat(joined("no-downloads"), []string{"drivers.demo.downloadableRuntimes", `{"ios":[],"android":[]}`}, fastDemo)...)
 	none.startDaemon()

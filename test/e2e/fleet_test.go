@@ -28,16 +28,39 @@ import (
 const fleetHeartbeat = "500"
 
 // fleet is a gateway on a fixed loopback port (so workers find it again
-// after it restarts) and the join token its workers use.
+// after it restarts) and the join tokens of its workers: one per worker, as
+// a gateway takes one worker id per join token.
 type fleet struct {
-	t      *testing.T
-	gw     *home
-	url    string
-	api    *api
-	secret string
-	// tokenID is the join token's id, for token revoke.
-	tokenID string
+	t   *testing.T
+	gw  *home
+	url string
+	api *api
+
+	mu sync.Mutex
+	// joins are the join tokens made so far, by the name they were made
+	// for (a worker's label, a fake worker's id).
+	joins map[string]joinToken
 }
+
+// joinToken is a join token's id (for token revoke) and secret.
+type joinToken struct{ id, secret string }
+
+// join is the join token for name, made on first use.
+func (f *fleet) join(name string) joinToken {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if j, ok := f.joins[name]; ok {
+		return j
+	}
+	var j joinToken
+	j.id, j.secret = f.gw.token("worker", name)
+	f.joins[name] = j
+	return j
+}
+
+// joinSecret is the secret of name's join token.
+func (f *fleet) joinSecret(name string) string { return f.join(name).secret }
 
 func newFleet(t *testing.T, settings ...string) *fleet {
 	t.Helper()
@@ -51,9 +74,8 @@ func newFleet(t *testing.T, settings ...string) *fleet {
 			t.Logf("the gateway's daemon.log:\n%s", b)
 		}
 	})
-	f := &fleet{t: t, gw: gw, url: "http://127.0.0.1:" + port}
+	f := &fleet{t: t, gw: gw, url: "http://127.0.0.1:" + port, joins: map[string]joinToken{}}
 	f.api = &api{t: t, base: f.url}
-	f.tokenID, f.secret = gw.token("worker", "fleet")
 	return f
 }
 
@@ -62,7 +84,7 @@ func newFleet(t *testing.T, settings ...string) *fleet {
 func (f *fleet) worker(label string, maxRunning int, extra ...string) *home {
 	f.t.Helper()
 	settings := append(append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", fmt.Sprint(maxRunning),
-		"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}, fastDemo...), extra...)
+		"gateway.url", f.url, "gateway.token", f.joinSecret(label), "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}, fastDemo...), extra...)
 	w := newHome(f.t, settings...)
 	w.startDaemon()
 	f.t.Cleanup(func() {
@@ -312,7 +334,7 @@ func TestARevokedJoinTokenClosesTheUplinkAndBadTokensAreRefused(t *testing.T) {
 		t.Errorf("after refused uplinks the gateway lists %+v, want worker A alone", ws)
 	}
 
-	if r := f.gw.run("token", "revoke", f.tokenID); r.code != 0 {
+	if r := f.gw.run("token", "revoke", f.join("worker-a").id); r.code != 0 {
 		t.Fatalf("token revoke\n%s", r)
 	}
 	ws := f.await("worker A disconnected after its token was revoked", time.Second+500*time.Millisecond, func(ws map[string]workerLine) bool {
@@ -336,7 +358,7 @@ func (f *fleet) fakeWorker(id string) *fakeWorker {
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	h := http.Header{}
-	h.Set("Authorization", "Bearer "+f.secret)
+	h.Set("Authorization", "Bearer "+f.joinSecret(id))
 	h.Set("X-Simlock-Worker-Id", id)
 	h.Set("X-Simlock-Worker-Label", "fake")
 	ws, _, err := websocket.Dial(ctx, strings.Replace(f.url, "http://", "ws://", 1)+"/v1/uplink", &websocket.DialOptions{HTTPHeader: h})
@@ -507,6 +529,12 @@ func TestTheFleetWalkthroughRunsAsWritten(t *testing.T) {
 			t.Errorf("the walkthrough's output lacks %s\n%s", want, out)
 		}
 	}
+	// Both workers joined: a join token joins one worker, so the
+	// walkthrough makes one for each.
+	list := regexp.MustCompile(`\{"mode":"gateway","workers":.*`).FindString(string(out))
+	if n := strings.Count(list, `"connection":"connected"`); n != 2 {
+		t.Errorf("the walkthrough's worker list shows %d workers connected, want both: %s\n%s", n, list, out)
+	}
 }
 
 func TestAWorkerThatFallsSilentIsDroppedAfterItsMissedHeartbeats(t *testing.T) {
@@ -668,7 +696,7 @@ func TestAWorkerIDBelongsToTheTokenItJoinedWithUntilThatTokenIsRevoked(t *testin
 		t.Fatalf("after the claim was refused A is %+v, want still connected", ws[idA])
 	}
 	// Rotating the token: the old one revoked, the worker given the new.
-	if r := f.gw.run("token", "revoke", f.tokenID); r.code != 0 {
+	if r := f.gw.run("token", "revoke", f.join("worker-a").id); r.code != 0 {
 		t.Fatalf("token revoke\n%s", r)
 	}
 	if r := a.run("config", "set", "gateway.token", other); r.code != 0 {
@@ -934,7 +962,7 @@ func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
 func TestARequestInFlightToAWorkerThatDiesEndsWorkerUnreachable(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
-	settings := []string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "1", "gateway.url", f.url, "gateway.token", f.secret,
+	settings := []string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "1", "gateway.url", f.url, "gateway.token", f.joinSecret("slow"),
 		"gateway.label", "slow", "gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.provisionMs", "5000"}
 	slow := newHome(t, settings...)
 	slow.startDaemon()
@@ -961,7 +989,7 @@ func TestExecThroughTheGatewayStreamsTheWorkersCommand(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	e := shimtest.Build(t)
-	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.secret,
+	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.joinSecret("droid"),
 		"gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
 	w.withShims(e, "android")
 	w.startDaemon()
@@ -1077,10 +1105,10 @@ func TestDrainingTheOnlyWorkerFailsTheRequestsWaitingForIt(t *testing.T) {
 func TestARequestThatMayDownloadGoesToTheWorkerThatCanAndShowsDownloading(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
-	none := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "no-downloads",
+	none := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.joinSecret("no-downloads"), "gateway.label", "no-downloads",
 		"gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.downloadableRuntimes", `{"ios":[]}`}, fastDemo...)...)
 	none.startDaemon()
-	can := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.secret, "gateway.label", "downloads",
+	can := newHome(t, append([]string{"gateway.url", f.url, "gateway.token", f.joinSecret("downloads"), "gateway.label", "downloads",
 		"gateway.heartbeatMs", fleetHeartbeat, "drivers.demo.downloadMs", "300"}, fastDemo...)...)
 	can.startDaemon()
 	idCan := instanceID(t, can)

@@ -61,7 +61,8 @@ func TestTheLeaseSubcommandsCancelAWaitingRequestListOnesOwnLeasesAndKeyARequest
 // agent may choose it too, and each renews and releases its own by it),
 // another request of the same owner for it is LEASE_ID_TAKEN while the
 // lease lives, it is free once released, and a gateway issues it as is
-// and finds it by its table alone.
+// and finds it by its grant records alone (the worker names the lease its
+// own way: the chosen id is the gateway's, kept within its owner).
 func TestAChosenLeaseIDIsTheLeasesIDTakenWhileItLivesAndRoutedByTheGateway(t *testing.T) {
 	t.Parallel()
 	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "3"}, fastDemo...)...)
@@ -115,17 +116,26 @@ func TestAChosenLeaseIDIsTheLeasesIDTakenWhileItLivesAndRoutedByTheGateway(t *te
 	if g := parseGrant(t, r.stdout); g.Lease.ID != "fleet-7" {
 		t.Errorf("the gateway's lease id is %s, want the chosen fleet-7", g.Lease.ID)
 	}
-	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "d", "--lease-id", "fleet-7", "--detach"), 13, "LEASE_ID_TAKEN")
-	if r := f.gw.run("lease", "renew", "fleet-7"); r.code != 0 {
-		t.Errorf("renew by the chosen id through the gateway\n%s", r)
+	// Another owner's fleet-7 is its own, beside c's.
+	if r := f.gw.run("lease", "--platform", "ios", "--agent-id", "d", "--lease-id", "fleet-7", "--detach"); r.code != 0 {
+		t.Fatalf("another agent choosing fleet-7 through the gateway\n%s", r)
 	}
-	expectFailure(t, f.gw.run("lease", "renew", "fleet-8"), 1, "UNKNOWN_LEASE")
-	if ls := w.leases(); len(ls) != 1 {
-		t.Errorf("the worker holds %d leases, want the one", len(ls))
-	} else if _, ok := ls["fleet-7"]; !ok {
-		t.Errorf("the worker's lease is not under the chosen id: %v", ls)
+	for _, who := range []string{"c", "d"} {
+		if r := f.gw.run("lease", "renew", "fleet-7", "--agent-id", who); r.code != 0 {
+			t.Errorf("renew of %s's fleet-7 by the chosen id through the gateway\n%s", who, r)
+		}
 	}
-	if r := f.gw.run("release", "fleet-7"); r.code != 0 {
-		t.Errorf("release by the chosen id through the gateway\n%s", r)
+	expectFailure(t, f.gw.run("lease", "renew", "fleet-7"), 2, "BAD_REQUEST")
+	expectFailure(t, f.gw.run("lease", "renew", "fleet-8", "--agent-id", "c"), 1, "UNKNOWN_LEASE")
+	if ls := w.leases(); len(ls) != 2 {
+		t.Errorf("the worker holds %d leases, want c's and d's", len(ls))
+	} else if _, ok := ls["fleet-7"]; ok {
+		t.Errorf("the worker's lease is under the gateway's chosen id, which another owner's could collide with there: %v", ls)
+	}
+	if r := f.gw.run("release", "fleet-7", "--agent-id", "d"); r.code != 0 {
+		t.Errorf("release of d's fleet-7 through the gateway\n%s", r)
+	}
+	if r := f.gw.run("release", "fleet-7", "--agent-id", "c"); r.code != 0 {
+		t.Errorf("release of c's fleet-7 through the gateway\n%s", r)
 	}
 }

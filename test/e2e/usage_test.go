@@ -42,6 +42,19 @@ func (r *reference) add(ev event) {
 	case "lease.requested":
 		r.totals.Requests++
 		r.requestedAt[ev.str("requestId")] = ev.Timestamp
+	case "grant.recorded":
+		// A gateway's grant: counted for its worker with the wait the
+		// gateway measured; the worker's lease ends on its own clock.
+		src, wait := ev.str("source"), int64(ev.Payload["waitMs"].(float64))
+		r.totals.Granted[src]++
+		r.wait = append(r.wait, wait)
+		if src != "warm" {
+			r.toDevice = append(r.toDevice, wait)
+		}
+		l, at := ev.str("workerLeaseId"), int64(ev.Payload["grantedAt"].(float64))
+		r.grantedAt[l] = at
+		r.requestedAt["recorded:"+l] = at - wait
+		r.leaseRequest[l] = "recorded:" + l
 	case "lease.granted":
 		src := ev.str("source")
 		r.totals.Granted[src]++
@@ -316,9 +329,11 @@ func TestStatsCountsAScriptedRunOf200Leases(t *testing.T) {
 	}
 }
 
-// On a gateway, stats splits the figures by worker, each worker's from its
-// relayed events; a request the fleet queue refused before any worker took
-// it counts in the totals and by platform, in no worker's figures.
+// On a gateway, stats splits the figures by worker, from the gateway's own
+// events: each worker's requests from request.dispatched, its grants from
+// grant.recorded, never from what the worker relays but the ends of those
+// leases; a request the fleet queue refused before any worker took it
+// counts in the totals and by platform, in no worker's figures.
 func TestStatsOnAGatewaySplitsByWorkerAndCountsItsOwnRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
@@ -345,7 +360,12 @@ func TestStatsOnAGatewaySplitsByWorkerAndCountsItsOwnRefusals(t *testing.T) {
 
 	perWorker := map[string]*reference{ids[0]: newReference(), ids[1]: newReference()}
 	for _, ev := range logEvents(t, f.gw) {
-		if r := perWorker[ev.str("workerId")]; r != nil && ev.Event != "request.dispatched" {
+		r := perWorker[ev.str("workerId")]
+		switch {
+		case r == nil:
+		case ev.Event == "request.dispatched":
+			r.totals.Requests++ // the gateway's request, moved to the worker
+		case ev.Event == "grant.recorded", ev.Event == "lease.released", ev.Event == "lease.expired":
 			r.add(ev)
 		}
 	}

@@ -25,6 +25,17 @@ ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.draine
 	moveCursor   = `UPDATE workers SET last_seq = ?, last_seen_at = ? WHERE id = ?`
 	// A relayed event keeps the worker's event id.
 	relayEvent = `INSERT INTO events (id, timestamp, event, payload) VALUES (?, ?, ?, ?)`
+
+	// A gateway's grant records (migration 0015): as many rows as leases
+	// it holds, written with the decisions that grant and end them.
+	selectGrants = `SELECT key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at
+FROM gateway_grants ORDER BY granted_at, key`
+	upsertGrant = `INSERT INTO gateway_grants (key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET worker_id = excluded.worker_id, worker_lease_id = excluded.worker_lease_id,
+	device_id = excluded.device_id, owner_id = excluded.owner_id, requester_id = excluded.requester_id,
+	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at`
+	deleteGrant = `DELETE FROM gateway_grants WHERE key = ?`
 )
 
 // Workers lists the gateway's worker records, by id.
@@ -114,4 +125,43 @@ func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.E
 		return nil, fmt.Errorf("store: relay events of %s: %w", workerID, err)
 	}
 	return out, nil
+}
+
+// Grants lists a gateway's grant records, oldest first.
+func (db *DB) Grants(ctx context.Context) ([]store.Grant, error) {
+	rows, err := db.r.QueryContext(ctx, selectGrants)
+	if err != nil {
+		return nil, fmt.Errorf("store: grants: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Grant
+	for rows.Next() {
+		var g store.Grant
+		if err := rows.Scan(&g.Key, &g.WorkerID, &g.WorkerLeaseID, &g.DeviceID, &g.OwnerID, &g.RequesterID, &g.ChosenID,
+			&g.RequestID, &g.GrantedAt); err != nil {
+			return nil, fmt.Errorf("store: grants: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: grants: %w", err)
+	}
+	return out, nil
+}
+
+// putGrants writes a Change's grant records, then deletes its ended ones,
+// in tx.
+func putGrants(ctx context.Context, tx *sql.Tx, put []store.Grant, ended []string) error {
+	for _, g := range put {
+		if _, err := tx.ExecContext(ctx, upsertGrant, g.Key, g.WorkerID, g.WorkerLeaseID, g.DeviceID, g.OwnerID, g.RequesterID,
+			g.ChosenID, g.RequestID, g.GrantedAt); err != nil {
+			return fmt.Errorf("grant %s: %w", g.Key, err)
+		}
+	}
+	for _, key := range ended {
+		if _, err := tx.ExecContext(ctx, deleteGrant, key); err != nil {
+			return fmt.Errorf("end grant %s: %w", key, err)
+		}
+	}
+	return nil
 }

@@ -109,3 +109,34 @@ func TestMigrationNineKeepsEverySeqAndTheHighWaterMark(t *testing.T) {
 		t.Errorf("events holds %d rows, want 4", c)
 	}
 }
+
+// A gateway's grant records are written and ended with the decisions that
+// make and end them, and read back whole after a reopen; a commit that
+// fails writes none of them.
+func TestGrantRecordsCommitWithTheirDecisionAndSurviveAReopen(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	a := store.Grant{Key: "w1.lse_a", WorkerID: "w1", WorkerLeaseID: "lse_a", DeviceID: "dev_1", OwnerID: "tok_alice",
+		RequesterID: "agent-1", ChosenID: "build-42", RequestID: "req_1", GrantedAt: 10}
+	b := store.Grant{Key: "w2.lse_b", WorkerID: "w2", WorkerLeaseID: "lse_b", DeviceID: "dev_9", OwnerID: "tok_bob",
+		RequesterID: "agent-2", ChosenID: "build-42", RequestID: "req_2", GrantedAt: 20}
+	if _, err := db.Commit(ctx, store.Change{Grants: []store.Grant{a, b},
+		Events: []store.NewEvent{{ID: "evt_g1", Timestamp: 10, Event: "grant.recorded", Payload: json.RawMessage(`{}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Commit(ctx, store.Change{EndedGrants: []string{"w1.lse_a"}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := store.Grant{Key: "w3.lse_c", WorkerID: "w3", WorkerLeaseID: "lse_c"}
+	if _, err := db.Commit(ctx, store.Change{Grants: []store.Grant{bad}, Events: []store.NewEvent{{ID: ""}}}); err == nil {
+		t.Fatal("a commit with an event without an id succeeded")
+	}
+	db.Close()
+	gs, err := openAt(t, path).Grants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gs) != 1 || gs[0] != b {
+		t.Errorf("grants after a reopen = %+v, want only %+v (the other ended, the failed commit's never written)", gs, b)
+	}
+}

@@ -24,10 +24,10 @@ const (
 ON CONFLICT (minute, worker, platform) DO UPDATE SET records = CAST(records || excluded.records AS BLOB)`
 	usageAppendHour = `INSERT INTO usage_hours (hour, worker, platform, chunks) VALUES (?, ?, ?, ?)
 ON CONFLICT (hour, worker, platform) DO UPDATE SET chunks = CAST(chunks || excluded.chunks AS BLOB)`
-	usageOpenGet = `SELECT at, requested, platform, dispatched FROM usage_open WHERE worker = ? AND kind = ? AND id = ?`
-	usageOpenPut = `INSERT INTO usage_open (worker, kind, id, at, requested, platform, dispatched) VALUES (?, ?, ?, ?, ?, ?, ?)
+	usageOpenGet = `SELECT at, requested, platform, dispatched, dispatched_to FROM usage_open WHERE worker = ? AND kind = ? AND id = ?`
+	usageOpenPut = `INSERT INTO usage_open (worker, kind, id, at, requested, platform, dispatched, dispatched_to) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (worker, kind, id) DO UPDATE SET at = excluded.at, requested = excluded.requested,
-	platform = excluded.platform, dispatched = excluded.dispatched`
+	platform = excluded.platform, dispatched = excluded.dispatched, dispatched_to = excluded.dispatched_to`
 	usageOpenDelete = `DELETE FROM usage_open WHERE worker = ? AND kind = ? AND id = ?`
 
 	usageMinutesIn = `SELECT minute, worker, platform, records FROM usage_minutes WHERE minute >= ? AND minute < ?`
@@ -65,7 +65,7 @@ func (db *DB) rollUp(ctx context.Context, tx *sql.Tx, evs []contract.Event) erro
 		get := tx.StmtContext(ctx, db.us.openGet)
 		for _, k := range needs {
 			var o usage.Open
-			switch err := get.QueryRowContext(ctx, k.Worker, k.Kind, k.ID).Scan(&o.At, &o.Requested, &o.Platform, &o.Dispatched); {
+			switch err := get.QueryRowContext(ctx, k.Worker, k.Kind, k.ID).Scan(&o.At, &o.Requested, &o.Platform, &o.Dispatched, &o.DispatchedTo); {
 			case errors.Is(err, sql.ErrNoRows):
 			case err != nil:
 				return fmt.Errorf("usage: open %s %s: %w", k.Kind, k.ID, err)
@@ -89,7 +89,7 @@ func (db *DB) rollUp(ctx context.Context, tx *sql.Tx, evs []contract.Event) erro
 			_, err = tx.StmtContext(ctx, db.us.openDelete).ExecContext(ctx, w.Key.Worker, w.Key.Kind, w.Key.ID)
 		} else {
 			_, err = tx.StmtContext(ctx, db.us.openPut).ExecContext(ctx, w.Key.Worker, w.Key.Kind, w.Key.ID,
-				w.Open.At, w.Open.Requested, w.Open.Platform, w.Open.Dispatched)
+				w.Open.At, w.Open.Requested, w.Open.Platform, w.Open.Dispatched, w.Open.DispatchedTo)
 		}
 		if err != nil {
 			return fmt.Errorf("usage: open %s %s: %w", w.Key.Kind, w.Key.ID, err)

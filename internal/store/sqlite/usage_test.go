@@ -57,49 +57,69 @@ func hourWindow(from int64, hours int, gateway bool) usage.Window {
 	return usage.Window{From: from, To: from + int64(hours)*usage.HourMs, Bucket: "1h", Step: time.Hour, Gateway: gateway}
 }
 
+func forwardedP(id, platform string) obj {
+	p := requestedP(id, platform)
+	p["requester"] = contract.GatewayRequesterPrefix + "ins_gw:agent"
+	return p
+}
+
+// recordedP is a gateway's grant.recorded of its request gwReq, granted
+// with worker's lease, waitMs after the request, the lease granted on the
+// worker at grantedAt.
+func recordedP(gwReq, worker, lease, source, platform string, waitMs, grantedAt int64) obj {
+	return obj{"requestId": gwReq, "leaseId": worker + "." + lease, "workerId": worker, "workerLeaseId": lease, "source": source,
+		"platform": platform, "waitMs": waitMs, "grantedAt": grantedAt}
+}
+
 func TestTheRollupsAreFoldedAsEventsCommitAndAsAGatewayRelaysThem(t *testing.T) {
 	db, _ := openTemp(t)
 	ctx := context.Background()
-	// The gateway's own fleet queue: g1 refused before any worker took it.
+	// The gateway's own fleet queue: g1 refused before any worker took
+	// it; g2 and g3 dispatched to w1 and w2.
 	commit(t, db, store.Change{Events: []store.NewEvent{
 		ev("e1", u0, "lease.requested", requestedP("g1", "ios")),
 		ev("e2", u0, "capacity.changed", obj{}),
+		ev("e3", u0, "lease.requested", requestedP("g2", "ios")),
+		ev("e4", u0, "lease.requested", requestedP("g3", "android")),
 	}})
-	commit(t, db, store.Change{Events: []store.NewEvent{ev("e3", u0+10, "lease.rejected", rejectedP("g1", "ios", "no-wait"))}})
+	commit(t, db, store.Change{Events: []store.NewEvent{ev("e5", u0+10, "lease.rejected", rejectedP("g1", "ios", "no-wait")),
+		ev("e6", u0+50, "request.dispatched", obj{"requestId": "g2", "workerId": "w1"}),
+		ev("e7", u0+60, "request.dispatched", obj{"requestId": "g3", "workerId": "w2"})}})
 	for _, id := range []string{"w1", "w2"} {
 		if err := db.PutWorker(ctx, store.Worker{ID: id, Label: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// w1's lease, relayed in two batches, the first sent again; w2's
-	// grant relayed after its request, so its open request is read back.
-	for _, r := range []struct {
-		worker string
-		evs    []contract.Event
-		last   int64
-	}{
-		{"w1", []contract.Event{
-			relayedEv("w1", 1, u0+100, "lease.requested", requestedP("r1", "ios")),
-			relayedEv("w1", 2, u0+2100, "lease.granted", grantedP("r1", "l1", "booted")),
-		}, 2},
-		{"w2", []contract.Event{relayedEv("w2", 1, u0+200, "lease.requested", requestedP("r1", "android"))}, 1},
-		{"w1", []contract.Event{
-			relayedEv("w1", 1, u0+100, "lease.requested", requestedP("r1", "ios")),
-			relayedEv("w1", 2, u0+2100, "lease.granted", grantedP("r1", "l1", "booted")),
-			relayedEv("w1", 3, u0+5100, "lease.released", endedP("l1")),
-		}, 3},
-		{"w2", []contract.Event{relayedEv("w2", 2, u0+700, "lease.granted", grantedP("r1", "l1", "warm"))}, 2},
-	} {
-		if _, err := db.RelayEvents(ctx, r.worker, r.evs, r.last); err != nil {
+	relay := func(worker string, evs []contract.Event, last int64) {
+		t.Helper()
+		if _, err := db.RelayEvents(ctx, worker, evs, last); err != nil {
 			t.Fatalf("RelayEvents: %v", err)
 		}
 	}
+	// w1's lease, relayed in two batches, the first sent again; the
+	// gateway's grant record of it committed between. w2's grant, and a
+	// grant w2 relays that the gateway never made.
+	relay("w1", []contract.Event{
+		relayedEv("w1", 1, u0+100, "lease.requested", forwardedP("r1", "ios")),
+		relayedEv("w1", 2, u0+2100, "lease.granted", grantedP("r1", "l1", "booted")),
+	}, 2)
+	commit(t, db, store.Change{Events: []store.NewEvent{ev("e8", u0+2110, "grant.recorded", recordedP("g2", "w1", "l1", "booted", "ios", 2000, u0+2100))},
+		Grants: []store.Grant{{Key: "w1.l1", WorkerID: "w1", WorkerLeaseID: "l1", DeviceID: "dev_l1", OwnerID: "o", RequesterID: "agent", RequestID: "g2"}}})
+	relay("w2", []contract.Event{relayedEv("w2", 1, u0+200, "lease.requested", forwardedP("r1", "android"))}, 1)
+	relay("w1", []contract.Event{
+		relayedEv("w1", 1, u0+100, "lease.requested", forwardedP("r1", "ios")),
+		relayedEv("w1", 2, u0+2100, "lease.granted", grantedP("r1", "l1", "booted")),
+		relayedEv("w1", 3, u0+5100, "lease.released", endedP("l1")),
+	}, 3)
+	relay("w2", []contract.Event{relayedEv("w2", 2, u0+700, "lease.granted", grantedP("r1", "l1", "warm"))}, 2)
+	commit(t, db, store.Change{Events: []store.NewEvent{ev("e9", u0+710, "grant.recorded", recordedP("g3", "w2", "l1", "warm", "android", 500, u0+700))}})
+	relay("w2", []contract.Event{relayedEv("w2", 3, u0+800, "lease.granted", grantedP("r1", "l_fake", "warm"))}, 3)
 
 	w := usage.Window{From: u0, To: u0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: u0, Gateway: true}
 	got := usageOf(t, db, w)
 	wantTotals := contract.UsageTotals{Requests: 3, Granted: map[string]int{"booted": 1, "warm": 1}, Rejected: map[string]int{"no-wait": 1}}
 	if !reflect.DeepEqual(got.Totals, wantTotals) {
-		t.Errorf("totals = %+v, want %+v (w1's batch sent again folded once)", got.Totals, wantTotals)
+		t.Errorf("totals = %+v, want %+v (w1's batch sent again folded once, w2's unrecorded grant not at all)", got.Totals, wantTotals)
 	}
 	pc := func(p50, p90 int64, n int) contract.Percentiles {
 		return contract.Percentiles{P50: p50, P90: p90, P99: p90, Count: n}

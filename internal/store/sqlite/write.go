@@ -245,6 +245,9 @@ func (db *DB) apply(ctx context.Context, tx *sql.Tx, c store.Change, p commitPla
 	if err := db.putRequests(ctx, tx, c.Requests, p.records); err != nil {
 		return nil, err
 	}
+	if err := putGrants(ctx, tx, c.Grants, c.EndedGrants); err != nil {
+		return nil, err
+	}
 	if c.Clock != nil {
 		if err := putClock(ctx, tx, *c.Clock); err != nil {
 			return nil, err
@@ -446,6 +449,11 @@ func check(c store.Change) (records []string, err error) {
 			return nil, fmt.Errorf("request %s: %w", r.ID, err)
 		}
 		records[i] = string(b)
+	}
+	for _, g := range c.Grants {
+		if g.Key == "" || g.WorkerID == "" || g.WorkerLeaseID == "" {
+			return nil, errors.New("grant with an empty key, worker or worker lease")
+		}
 	}
 	for _, e := range c.Events {
 		if e.ID == "" {

@@ -17,3 +17,9 @@ CREATE TABLE gateway_grants (
     request_id      TEXT    NOT NULL,
     granted_at      INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- The worker a gateway's open request was dispatched to: the usage fold
+-- counts the request, and its refusal should the worker not grant it, for
+-- that worker, from the gateway's own events ('' until dispatched, and on
+-- a worker).
+ALTER TABLE usage_open ADD COLUMN dispatched_to TEXT NOT NULL DEFAULT '';

@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"time"
+)
+
+// workerEvents are the events a worker records, the only ones a gateway
+// relays from one: every event of docs/EVENTS.md's tables but its Fleet
+// section's, which are a gateway's own (a test holds this table and the
+// document to each other). A relayed event of any other name (a
+// worker.connected, a request.dispatched or a grant.recorded passed off
+// as the gateway's, or a name no simlock records) is dropped and counted.
+var workerEvents = map[string]bool{
+	"lease.requested": true, "lease.queued": true, "lease.granted": true, "lease.renewed": true,
+	"lease.released": true, "lease.bound": true, "lease.expired": true, "lease.rejected": true,
+	"device.provisioned": true, "device.ready": true, "device.slimmed": true, "device.slim-failed": true,
+	"device.reclaimed": true, "device.purge-failed": true, "device.quarantined": true,
+	"device.retry-requested": true, "device.quarantine-retry-failed": true, "device.quarantine-recovered": true,
+	"device.quarantine-abandoned": true, "device.stalled-transition-detected": true, "device.crash-detected": true,
+	"device.recovered": true, "device.recovery-failed": true, "device.shutdown": true, "device.deleted": true,
+	"warm-pool.target-missed": true,
+	"device.orphan-purged":    true, "device.foreign-provenance-detected": true, "device.foreign-state-detected": true,
+	"maintenance.started": true, "maintenance.ended": true,
+	"cleanup.executed":          true,
+	"driver.root-rejected":      true,
+	"component.install-started": true, "component.installed": true, "component.install-failed": true, "component.removed": true,
+	"capacity.changed": true, "queue.changed": true, "daemon.started": true, "daemon.stopping": true,
+	"clock.jumped": true, "token.created": true, "token.revoked": true,
+}
+
+// The rate at which a gateway relays one worker's events: a token bucket
+// of relayBurst events, refilled at relayRate a second. A busy worker
+// records a few events a second; the burst covers a catch-up after a
+// reconnect (hours of a busy worker's history). An event over the rate is
+// dropped and counted, never waited for: the uplink's read loop, which
+// every call to that worker shares, is never held up.
+const (
+	relayRate  = 50
+	relayBurst = 5000
+)
+
+// tokenBucket is a rate limit of rate a second with bursts of burst. The
+// zero value is not ready; newTokenBucket starts it full.
+type tokenBucket struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func newTokenBucket(rate, burst float64, now time.Time) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: burst, tokens: burst, last: now}
+}
+
+// take takes one token at now, if there is one.
+func (b *tokenBucket) take(now time.Time) bool {
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.burst, b.tokens+d.Seconds()*b.rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// The names a gateway relays are the worker events of docs/EVENTS.md:
+// every event its tables list but the Fleet section's (a gateway's own).
+func TestTheEventsAGatewayRelaysAreTheWorkerEventsOfEventsMD(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "EVENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	doc = doc[strings.Index(doc, "## Every event"):]
+	doc = doc[:strings.Index(doc[3:], "\n## ")+3]
+	name := regexp.MustCompile("`([a-z][a-z-]*\\.[a-z.-]+)`")
+	documented := map[string]bool{}
+	for _, sec := range strings.Split(doc, "\n### ")[1:] {
+		if strings.HasPrefix(sec, "Fleet") {
+			continue
+		}
+		inTable := false
+		for _, line := range strings.Split(sec, "\n") {
+			switch {
+			case strings.HasPrefix(line, "| Event |"):
+				inTable = true
+			case !strings.HasPrefix(line, "|"):
+				inTable = false
+			case inTable && !strings.HasPrefix(line, "|---"):
+				for _, m := range name.FindAllStringSubmatch(strings.Split(line, "|")[1], -1) {
+					documented[m[1]] = true
+				}
+			}
+		}
+	}
+	if len(documented) < 30 {
+		t.Fatalf("found %d worker events in docs/EVENTS.md; the parse no longer matches its tables", len(documented))
+	}
+	want, got := slices.Sorted(maps.Keys(documented)), slices.Sorted(maps.Keys(workerEvents))
+	if !slices.Equal(got, want) {
+		t.Errorf("the events a gateway relays\n%v\nare not the worker events docs/EVENTS.md lists\n%v", got, want)
+	}
+	for _, own := range []string{"worker.connected", "request.dispatched", "grant.recorded", "worker.rejected"} {
+		if workerEvents[own] {
+			t.Errorf("%s, a gateway's own event, is relayed from a worker", own)
+		}
+	}
+}
+
+func TestATokenBucketAllowsItsBurstThenItsRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newTokenBucket(10, 5, t0)
+	n := 0
+	for range 100 {
+		if b.take(t0) {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("at once: %d taken, want the burst of 5", n)
+	}
+	if b.take(t0.Add(50 * time.Millisecond)) {
+		t.Error("a token 50 ms later, at 10 a second")
+	}
+	if !b.take(t0.Add(100 * time.Millisecond)) {
+		t.Error("no token 100 ms later, at 10 a second")
+	}
+	n = 0
+	for range 100 {
+		if b.take(t0.Add(time.Hour)) {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("after an hour idle: %d taken, want the burst of 5, not more", n)
+	}
+	if b.take(t0.Add(time.Hour - time.Minute)) {
+		t.Error("a clock that stepped back gave a token")
+	}
+}
+
+// A worker's relayed events are the names a worker records, within its
+// rate: a flood over it and names it may not relay (a fake gateway event)
+// are dropped and counted on its view, never waited for, and the cursor
+// moves past them.
+func TestRelayedEventsOverTheRateOrOfGatewayNamesAreDroppedAndCounted(t *testing.T) {
+	var relayed []contract.Event
+	var cursor int64
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw", RelayRate: 1, RelayBurst: 100,
+		Relay: func(_ context.Context, _ string, evs []contract.Event, last int64) error {
+			relayed = append(relayed, evs...)
+			cursor = last
+			return nil
+		}})
+	f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+	f.mu.Lock()
+	w := f.workers["w1"]
+	f.mu.Unlock()
+	var batch []contract.Event
+	for i := range 1000 {
+		name := "lease.granted"
+		if i%10 == 0 {
+			name = "request.dispatched"
+		}
+		batch = append(batch, contract.Event{ID: fmt.Sprintf("evt_%d", i), Seq: int64(i + 1), Timestamp: 1, Event: name, Payload: json.RawMessage(`{}`)})
+	}
+	start := time.Now()
+	if reason, _ := f.relay(context.Background(), w, "w1", batch, 1000); reason != "" {
+		t.Fatalf("the flood ended the uplink: %s", reason)
+	}
+	// The burst, and at most one more the rate of one a second refilled.
+	if len(relayed) < 100 || len(relayed) > 101 || cursor != 1000 {
+		t.Errorf("relayed %d events with the cursor at %d, want the burst of 100 and the cursor past the flood", len(relayed), cursor)
+	}
+	for _, ev := range relayed {
+		if ev.Event != "lease.granted" {
+			t.Fatalf("relayed a %s from a worker", ev.Event)
+		}
+	}
+	v, _ := f.View("w1")
+	if v.Findings == nil || v.Findings.EventsRefused != 100 || v.Findings.EventsDropped+int64(len(relayed)) != 900 {
+		t.Errorf("findings = %+v, want 100 refused names and the rest of the 900 over the rate dropped", v.Findings)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("relaying the flood took %s: it waited for the rate", d)
+	}
+}
