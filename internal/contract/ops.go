@@ -157,6 +157,12 @@ type HelloInput struct {
 	Principal string `json:"principal,omitempty"`
 	// AdminToken proves the admin role.
 	AdminToken string `json:"adminToken,omitempty"`
+	// Remote confines the session as if its caller were not on the
+	// daemon's machine: its device commands may not name files of this
+	// machine (device.exec), and device.passthrough is refused. A client
+	// that serves callers elsewhere (simlock mcp) sets it. It only
+	// restricts, so the daemon takes it as said.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Validate checks the input's fields.
@@ -177,6 +183,9 @@ type HelloResult struct {
 	DaemonVersion string       `json:"daemonVersion"`
 	Role          Role         `json:"role"`
 	Principal     string       `json:"principal"`
+	// Remote says the session is confined as remote (HelloInput.Remote,
+	// or a gateway's uplink).
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Limits on input sizes.

@@ -421,12 +421,16 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 	}
 	c.sess = newSession(c.d, c.ctx, role, principal, c.push, c.close)
 	c.sess.gateway = c.trusted
+	// A gateway's callers are remote, whatever its hello says; any other
+	// session may confine itself, never widen what it gets.
+	c.sess.remote = c.trusted || in.Remote
 	return contract.HelloResult{
 		Protocol:      min(in.Protocol.Max, contract.ProtocolMax),
 		Daemon:        contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		DaemonVersion: c.d.opts.Version,
 		Role:          role,
 		Principal:     principal,
+		Remote:        c.sess.remote,
 	}, nil
 }
 

@@ -31,6 +31,12 @@ type session struct {
 	// gateway: the session is the uplink of the gateway this worker's
 	// config names, the one caller whose lease requests may name an owner.
 	gateway bool
+	// remote: the session acts for a caller that is not on this machine
+	// (an HTTP request, a gateway's uplink) or said in its hello that it
+	// must be treated as one (simlock mcp does): its device commands may
+	// not name files of this machine, and it gets no passthrough command
+	// to run here.
+	remote bool
 
 	mu      sync.Mutex
 	subs    map[string]func()
@@ -206,7 +212,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.passthrough(caller, in)
+		return s.d.passthrough(s, caller, in)
 	case contract.OpDoctorRun:
 		var in contract.DoctorInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

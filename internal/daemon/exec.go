@@ -31,27 +31,17 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
 			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
 	}
-	var platform contract.Platform
-	switch in.Tool {
-	case "simctl":
-		platform = contract.PlatformIOS
-	case "adb":
-		platform = contract.PlatformAndroid
-	default:
+	if in.Tool != "simctl" && in.Tool != "adb" {
 		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", clip(in.Tool)).
 			With("tool", clip(in.Tool))
 	}
-	if got := l.Device.Spec.Platform; got != platform {
-		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "lease %s is on an %s device; %s drives %s devices", in.LeaseID, got, in.Tool, platform).
-			With("tool", in.Tool)
-	}
-	if platform == contract.PlatformAndroid && bareShell(in.Args) {
-		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
-			With("tool", in.Tool)
-	}
-	cmd, err := d.passthrough(leasing.Caller{Principal: l.Lease.OwnerID}, contract.PassthroughInput{Tool: in.Tool, Args: in.Args, LeaseID: in.LeaseID})
+	cmd, err := d.command(in.Tool, in.Args, &l, s.remote)
 	if err != nil {
 		return contract.ExecResult{}, err
+	}
+	if in.Tool == "adb" && bareShell(cmd.Args) {
+		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
+			With("tool", in.Tool)
 	}
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
 	key := "exec.timeoutMs"
