@@ -425,3 +425,44 @@ func TestThroughAGatewayExecReachesTheLeasesDeviceOnly(t *testing.T) {
 	}
 	mustNotExist(t, shot)
 }
+
+// A clean snapshot changed on disk behind simlock's back (here: an
+// implant written into it while its device was leased) is never loaded:
+// the clean at the lease's end fails and quarantines the device, whose
+// retried clean wipes it, so the next tenant's device is clean.
+func TestAPoisonedCleanSnapshotQuarantinesItsDeviceAtReclaim(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "1",
+		"warmPool.quarantine.retryBackoffMs", "200")
+	h.withShims(e, "android")
+	f := h.follow()
+	g := h.leaseDetached("victim-before", "android")
+	snap := filepath.Join(h.path("devices/android"), g.Device.DriverDeviceID+".avd", "snapshots", "simlock_clean_baseline", "shim-userdata.json")
+	if _, err := os.Stat(snap); err != nil {
+		t.Fatalf("no clean snapshot where the stand-in keeps it: %v", err)
+	}
+	if err := os.WriteFile(snap, []byte(`{"packages":["com.evil.implant"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.run("release", g.Lease.ID); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	ended := f.find("the end of the device's clean", func(ev event) bool {
+		return isEvent("device.purge-failed", "deviceId", g.Device.ID)(ev) || isEvent("device.reclaimed", "deviceId", g.Device.ID)(ev)
+	})
+	if ended.Event != "device.purge-failed" || !strings.Contains(ended.str("error"), "not the one simlock saved") {
+		t.Fatalf("the clean with a poisoned snapshot ended %s (%s), want device.purge-failed saying the snapshot is not the one simlock saved", ended.Event, ended.str("error"))
+	}
+	f.find("device.quarantined", isEvent("device.quarantined", "deviceId", g.Device.ID, "reason", "purge-failed"))
+	f.find("device.quarantine-recovered", isEvent("device.quarantine-recovered", "deviceId", g.Device.ID))
+
+	next := h.leaseDetached("next", "android")
+	if next.Device.ID != g.Device.ID {
+		t.Fatalf("the next lease got device %s, want the cleaned %s", next.Device.ID, g.Device.ID)
+	}
+	r := h.runAs("next", "adb", "shell", "pm", "list", "packages", "-3")
+	if r.code != 0 || strings.Contains(r.stdout, "com.evil.implant") {
+		t.Errorf("the next tenant's packages:\n%s\nwant no implant", r)
+	}
+}
