@@ -52,6 +52,11 @@ const (
 	OpTokenCreate       Op = "token.create"
 	OpTokenList         Op = "token.list"
 	OpTokenRevoke       Op = "token.revoke"
+	// OpCallCancel tells the daemon that the caller of one of the
+	// session's calls in flight has gone: the call's context ends, and an
+	// operation that runs something for its caller (device.exec) stops it.
+	// A gateway sends it to a worker when its own caller goes.
+	OpCallCancel Op = "call.cancel"
 )
 
 // Role is what a session may do.
@@ -101,6 +106,7 @@ var ops = map[Op]OpInfo{
 	OpTokenCreate:        {AdminOnly: true},
 	OpTokenList:          {AdminOnly: true},
 	OpTokenRevoke:        {AdminOnly: true},
+	OpCallCancel:         {Early: true},
 
 	OpComponentInstall: {AdminOnly: true},
 	OpComponentList:    {},
@@ -406,6 +412,34 @@ type LeaseRequestRetryInput struct {
 
 // Validate checks the input's fields.
 func (in *LeaseRequestRetryInput) Validate() error { return checkID("requestId", in.RequestID, true) }
+
+// CallCancelInput names the call of the session's to cancel: its id, as
+// the request frame gave it.
+type CallCancelInput struct {
+	ID json.RawMessage `json:"id"`
+}
+
+// Validate checks the input's fields: the id is one a request may carry,
+// a string (at most 128 characters) or an integer.
+func (in *CallCancelInput) Validate() error {
+	if len(in.ID) == 0 || len(in.ID) > 130 {
+		return BadRequest("id", "is required: the id of a call of this session, a string or an integer")
+	}
+	var s string
+	if json.Unmarshal(in.ID, &s) == nil {
+		return nil
+	}
+	if _, err := strconv.ParseInt(string(in.ID), 10, 64); err != nil {
+		return BadRequest("id", "must be the id of a call of this session, a string or an integer")
+	}
+	return nil
+}
+
+// CallCancelResult answers call.cancel: whether a call with that id was
+// in flight (and is now cancelled).
+type CallCancelResult struct {
+	Cancelled bool `json:"cancelled"`
+}
 
 // ReleaseResult answers lease.release.
 type ReleaseResult struct {

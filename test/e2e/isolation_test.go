@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -464,5 +465,54 @@ func TestAPoisonedCleanSnapshotQuarantinesItsDeviceAtReclaim(t *testing.T) {
 	r := h.runAs("next", "adb", "shell", "pm", "list", "packages", "-3")
 	if r.code != 0 || strings.Contains(r.stdout, "com.evil.implant") {
 		t.Errorf("the next tenant's packages:\n%s\nwant no implant", r)
+	}
+}
+
+// A command's caller that goes away ends the command, through a gateway
+// too: the gateway cancels its forward (call.cancel over the uplink) and
+// the worker stops the command with SIGTERM.
+func TestThroughAGatewayACallerThatGoesAwayStopsTheWorkersCommand(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	e := shimtest.Build(t)
+	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.secret,
+		"gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
+	w.withShims(e, "android")
+	w.startDaemon()
+	f.await("the Android worker connected", 10*time.Second, connected(instanceID(t, w)))
+	_, agent := f.gw.token("agent", "leaving-agent")
+	l := f.api.leaseOver(agent, "android")
+
+	pipe := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := f.api.streamBody("POST", "/v1/leases/"+l["id"].(string)+"/exec", agent, `{"tool":"adb","args":["shell","hold `+pipe+`"]}`)
+	for ready := false; !ready; {
+		ev, ok := s.next(t)
+		if !ok {
+			t.Fatal("the exec stream ended before its command said ready")
+		}
+		ready = ev.name == "output" && strings.Contains(ev.data, "ready")
+	}
+	ended := make(chan string, 1)
+	go func() {
+		r, err := os.Open(pipe)
+		if err != nil {
+			ended <- err.Error()
+			return
+		}
+		defer r.Close()
+		b, _ := io.ReadAll(r)
+		ended <- string(b)
+	}()
+	s.close() // the caller goes away
+	select {
+	case got := <-ended:
+		if got != "terminated\n" {
+			t.Errorf("the worker's command ended saying %q, want terminated (stopped by SIGTERM)", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker's command still ran 10s after its caller went away")
 	}
 }

@@ -36,7 +36,9 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //   - shell getprop sys.boot_completed | init.svc.bootanim |
 //     ro.boot.qemu.avd_name | ro.build.version.sdk, pm list packages -3,
 //     and echo 'TEXT' > PATH, cat PATH and rm PATH on the guest's files;
-//     several commands may be joined with ";" in one argument.
+//     several commands may be joined with ";" in one argument. shell hold
+//     FIFO runs until it is stopped and reports how on the host's FIFO
+//     (see androidShellOne).
 //   - emu kill, emu avd stop|name|path, emu avd snapshot save|list|load|delete.
 //   - install X.apk, uninstall PKG, get-serialno, get-state, reboot (it
 //     says so), pull REMOTE [LOCAL] (a guest file written on the host) and
@@ -313,6 +315,26 @@ func androidShellOne(e androidEmulator, cmd string) int {
 				return 0
 			}
 			return 1
+		case "hold":
+			// hold FIFO stands for a command that runs until it is
+			// stopped: it says ready, opens FIFO (a named pipe the test
+			// reads) and, told SIGTERM or SIGINT, writes "terminated" to
+			// it and exits 143. Killed, it writes nothing.
+			if len(words) != 2 {
+				break
+			}
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			fmt.Println("ready")
+			f, err := os.OpenFile(words[1], os.O_WRONLY, 0)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			<-sigs
+			fmt.Fprintln(f, "terminated")
+			f.Close()
+			return 143
 		case "rm":
 			path := words[len(words)-1]
 			withLock(func() {
