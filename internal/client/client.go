@@ -312,7 +312,9 @@ func (c *Client) call(ctx context.Context, op contract.Op, input, result any, p 
 		return nil
 	case <-ctx.Done():
 		c.forget(id)
-		c.cancelCall(id)
+		if info, _ := contract.LookupOp(op); info.Cancellable {
+			c.cancelCall(id)
+		}
 		return ctx.Err()
 	}
 }
@@ -321,7 +323,9 @@ func (c *Client) call(ctx context.Context, op contract.Op, input, result any, p 
 // (call.cancel), so what the call runs stops (a device.exec's command), as
 // it would if the session ended. The answer is not waited for: it is
 // routed to no call and dropped. The write runs on its own, so a caller
-// whose context ended never waits on the connection.
+// whose context ended never waits on the connection. Only the operations
+// that stop for it (contract.OpInfo.Cancellable) are cancelled: another
+// call's end would change nothing on the daemon.
 func (c *Client) cancelCall(id string) {
 	c.mu.Lock()
 	c.next++

@@ -75,6 +75,10 @@ type OpInfo struct {
 	// Early operations answer while the daemon is still starting; the rest
 	// wait for startup to finish.
 	Early bool
+	// Cancellable operations stop what they run for their caller when the
+	// call is cancelled (call.cancel); the typed client sends call.cancel
+	// for these when a call's context ends before its answer.
+	Cancellable bool
 }
 
 var ops = map[Op]OpInfo{
@@ -100,7 +104,7 @@ var ops = map[Op]OpInfo{
 	OpLeaseGet:           {},
 	OpLeaseWatch:         {},
 	OpLeaseBind:          {},
-	OpDeviceExec:         {},
+	OpDeviceExec:         {Cancellable: true},
 	OpDeviceRetry:        {AdminOnly: true},
 	OpLeaseRequestRetry:  {AdminOnly: true},
 	OpTokenCreate:        {AdminOnly: true},
