@@ -74,11 +74,6 @@ func (d *Daemon) passthroughLease(c leasing.Caller, in contract.PassthroughInput
 // machine.
 func (d *Daemon) command(tool string, args []string, l *contract.LeaseGetResult, remote bool) (driver.Command, error) {
 	platform := toolPlatform(tool)
-	drv, ok := d.opts.Drivers[platform]
-	if !ok {
-		return driver.Command{}, contract.Errorf(contract.CodeNoDriver, "no %s driver runs in this daemon, so there is no %s to run", platform, tool).
-			With("platform", platform)
-	}
 	t := driver.Target{Remote: remote}
 	if l != nil {
 		if got := l.Device.Spec.Platform; got != platform {
@@ -86,6 +81,11 @@ func (d *Daemon) command(tool string, args []string, l *contract.LeaseGetResult,
 				With("leaseId", l.Lease.ID).With("tool", tool)
 		}
 		t.Device = driver.Device{ID: l.Device.DriverDeviceID, Address: l.Device.Address}
+	}
+	drv, ok := d.opts.Drivers[platform]
+	if !ok {
+		return driver.Command{}, contract.Errorf(contract.CodeNoDriver, "no %s driver runs in this daemon, so there is no %s to run", platform, tool).
+			With("platform", platform)
 	}
 	cmd, err := drv.Passthrough(t, args)
 	if err != nil {

@@ -109,7 +109,8 @@ var simctlRefused = map[string]string{
 // a file of this machine (an app, media, a screenshot or video, a
 // certificate, a push payload, launch's --stdout and --stderr) is refused
 // with the routes that move files instead (driver.FileRoutes); `-` (the
-// command's own stdin or stdout) is not a file.
+// command's own stdin or stdout) is not a file; any -o or --output,
+// wherever it stands, is taken for one.
 func simctlArgs(t driver.Target, args []string) ([]string, error) {
 	refuse := func(format string, a ...any) ([]string, error) {
 		return nil, &driver.PassthroughRefusedError{Tool: "simctl", Message: fmt.Sprintf(format, a...)}
@@ -165,6 +166,15 @@ func simctlArgs(t driver.Target, args []string) ([]string, error) {
 	}
 	if v.hostFiles && t.Remote {
 		return refuse("simctl %s reads files on simlock's machine, which a remote caller may not name: %s", sub, driver.FileRoutes)
+	}
+	if t.Remote {
+		// An output option names a file of this machine, whichever
+		// subcommand takes it.
+		for _, a := range rest {
+			if name, _, _ := strings.Cut(a, "="); name == "-o" || name == "--output" {
+				return refuse("simctl %s %s", sub, hostFileRefusal(clipArg(a)))
+			}
+		}
 	}
 	if v.check != nil {
 		if why := v.check(operands, t.Remote); why != "" {

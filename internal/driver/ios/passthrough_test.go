@@ -145,6 +145,8 @@ func TestSimctlArgsRefusesHostFilesToARemoteCaller(t *testing.T) {
 		{"launch", "--stdout=/tmp/out", leaseUDID, "com.example.app"},
 		{"launch", "--stderr=/tmp/err", leaseUDID, "com.example.app"},
 		{"openurl", leaseUDID, "file:///etc/passwd"},
+		{"io", leaseUDID, "recordVideo", "-o", "/tmp/v.mov"},
+		{"ui", leaseUDID, "appearance", "--output=/tmp/x"},
 	} {
 		assertRefused(t, remote, args, "/v1/leases/{id}/files")
 	}
