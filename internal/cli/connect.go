@@ -28,6 +28,9 @@ type session struct {
 	admin bool
 	// autostart launches the daemon when nothing listens.
 	autostart bool
+	// remote confines the session as a remote caller's (HelloInput.Remote):
+	// simlock mcp serves an agent that may be anywhere.
+	remote bool
 }
 
 // adminToken finds the admin credential: --token, SIMLOCK_ADMIN_TOKEN, then
@@ -65,7 +68,7 @@ func connect(ctx context.Context, cmd *cobra.Command, env Env, s session) (*clie
 		return nil, err
 	}
 	sock := filepath.Join(home, "daemon.sock")
-	hello := contract.HelloInput{Client: "simlock-cli/" + env.Version, Principal: s.principal}
+	hello := contract.HelloInput{Client: "simlock-cli/" + env.Version, Principal: s.principal, Remote: s.remote}
 	dial := func() (*client.Client, error) {
 		if s.admin {
 			// Read at each dial: a daemon writes its token before it

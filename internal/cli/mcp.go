@@ -32,7 +32,9 @@ withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
 			agent := mcpAgentID(env.Getenv, os.Getpid())
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", agent)
 			dial := func(ctx context.Context, autostart bool) (*client.Client, error) {
-				return connect(ctx, cmd, env, session{principal: agent, autostart: autostart})
+				// Confined as remote: an MCP client is an agent, whose
+				// commands may not name files of this machine.
+				return connect(ctx, cmd, env, session{principal: agent, autostart: autostart, remote: true})
 			}
 			// Closing the session closes stdin, which ends a read in flight.
 			in, ok := env.Stdin.(io.ReadCloser)

@@ -22,8 +22,9 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 		Use:   tool + " [--lease <id>] <args...>",
 		Short: "Run " + tool + " scoped to simlock's " + platform + " devices",
 		Long: "Run " + tool + " against simlock's own " + platform + " devices, with your stdio, and exit with its status.\n" +
-			"Commands that would reach other devices or simlock's own plumbing are refused (exit 2) and nothing runs.\n" +
-			"--lease <id> checks the lease is yours" + map[string]string{"adb": " and talks to its emulator unless the arguments pick a device"}[tool] + ".",
+			"The command is pinned to one of your leases: --lease <id>, or your only active " + platform + " lease;\n" +
+			"holding none, only commands that act on no device run (" + map[string]string{"adb": "adb devices, adb version", "simctl": "simctl list"}[tool] + ", --help).\n" +
+			"Commands that would reach another device, the host's plumbing or the clean baseline are refused (exit 2) and nothing runs.",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.PassthroughInput{Tool: tool}

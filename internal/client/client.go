@@ -312,8 +312,29 @@ func (c *Client) call(ctx context.Context, op contract.Op, input, result any, p 
 		return nil
 	case <-ctx.Done():
 		c.forget(id)
+		if info, _ := contract.LookupOp(op); info.Cancellable {
+			c.cancelCall(id)
+		}
 		return ctx.Err()
 	}
+}
+
+// cancelCall tells the daemon that the call id's caller gave up on it
+// (call.cancel), so what the call runs stops (a device.exec's command), as
+// it would if the session ended. The answer is not waited for: it is
+// routed to no call and dropped. The write runs on its own, so a caller
+// whose context ended never waits on the connection. Only the operations
+// that stop for it (contract.OpInfo.Cancellable) are cancelled: another
+// call's end would change nothing on the daemon.
+func (c *Client) cancelCall(id string) {
+	c.mu.Lock()
+	c.next++
+	cancelID := strconv.Quote(strconv.Itoa(c.next))
+	c.mu.Unlock()
+	raw, _ := json.Marshal(contract.CallCancelInput{ID: json.RawMessage(id)})
+	go func() {
+		_ = c.w.Write(contract.Request{ID: json.RawMessage(cancelID), Op: contract.OpCallCancel, Input: raw})
+	}()
 }
 
 func (c *Client) forget(id string) {

@@ -159,6 +159,8 @@ var keys = []keySpec{
 		doc: "most lease requests kept; the longest-settled go first"},
 	{key: "exec.timeoutMs", kind: kindInt, def: int64(10 * 60 * 1000), min: 1,
 		doc: "longest a command run through device.exec (POST /v1/leases/{id}/exec) may take before it is killed"},
+	{key: "exec.maxConcurrent", kind: kindInt, def: int64(4), min: 1,
+		doc: "most device.exec commands one lease may have running at once; past it a new one is TOO_MANY_STREAMS"},
 	{key: "http.enabled", kind: kindBool, def: false,
 		doc: "serve the HTTP API (also: simlock daemon run --http)"},
 	{key: "http.host", kind: kindString, def: "127.0.0.1",

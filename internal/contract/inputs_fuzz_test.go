@@ -34,6 +34,7 @@ var inputs = []func() Validator{
 	func() Validator { return new(PassthroughInput) },
 	func() Validator { return new(DoctorInput) },
 	func() Validator { return new(ExecInput) },
+	func() Validator { return new(CallCancelInput) },
 	func() Validator { return new(TokenCreateInput) },
 	func() Validator { return new(TokenRevokeInput) },
 	func() Validator { return new(ComponentInstallInput) },

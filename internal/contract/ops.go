@@ -52,6 +52,11 @@ const (
 	OpTokenCreate       Op = "token.create"
 	OpTokenList         Op = "token.list"
 	OpTokenRevoke       Op = "token.revoke"
+	// OpCallCancel tells the daemon that the caller of one of the
+	// session's calls in flight has gone: the call's context ends, and an
+	// operation that runs something for its caller (device.exec) stops it.
+	// A gateway sends it to a worker when its own caller goes.
+	OpCallCancel Op = "call.cancel"
 )
 
 // Role is what a session may do.
@@ -70,6 +75,10 @@ type OpInfo struct {
 	// Early operations answer while the daemon is still starting; the rest
 	// wait for startup to finish.
 	Early bool
+	// Cancellable operations stop what they run for their caller when the
+	// call is cancelled (call.cancel); the typed client sends call.cancel
+	// for these when a call's context ends before its answer.
+	Cancellable bool
 }
 
 var ops = map[Op]OpInfo{
@@ -95,12 +104,13 @@ var ops = map[Op]OpInfo{
 	OpLeaseGet:           {},
 	OpLeaseWatch:         {},
 	OpLeaseBind:          {},
-	OpDeviceExec:         {},
+	OpDeviceExec:         {Cancellable: true},
 	OpDeviceRetry:        {AdminOnly: true},
 	OpLeaseRequestRetry:  {AdminOnly: true},
 	OpTokenCreate:        {AdminOnly: true},
 	OpTokenList:          {AdminOnly: true},
 	OpTokenRevoke:        {AdminOnly: true},
+	OpCallCancel:         {Early: true},
 
 	OpComponentInstall: {AdminOnly: true},
 	OpComponentList:    {},
@@ -157,6 +167,12 @@ type HelloInput struct {
 	Principal string `json:"principal,omitempty"`
 	// AdminToken proves the admin role.
 	AdminToken string `json:"adminToken,omitempty"`
+	// Remote confines the session as if its caller were not on the
+	// daemon's machine: its device commands may not name files of this
+	// machine (device.exec), and device.passthrough is refused. A client
+	// that serves callers elsewhere (simlock mcp) sets it. It only
+	// restricts, so the daemon takes it as said.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Validate checks the input's fields.
@@ -177,6 +193,9 @@ type HelloResult struct {
 	DaemonVersion string       `json:"daemonVersion"`
 	Role          Role         `json:"role"`
 	Principal     string       `json:"principal"`
+	// Remote says the session is confined as remote (HelloInput.Remote,
+	// or a gateway's uplink).
+	Remote bool `json:"remote,omitempty"`
 }
 
 // Limits on input sizes.
@@ -397,6 +416,34 @@ type LeaseRequestRetryInput struct {
 
 // Validate checks the input's fields.
 func (in *LeaseRequestRetryInput) Validate() error { return checkID("requestId", in.RequestID, true) }
+
+// CallCancelInput names the call of the session's to cancel: its id, as
+// the request frame gave it.
+type CallCancelInput struct {
+	ID json.RawMessage `json:"id"`
+}
+
+// Validate checks the input's fields: the id is one a request may carry,
+// a string (at most 128 characters) or an integer.
+func (in *CallCancelInput) Validate() error {
+	if len(in.ID) == 0 || len(in.ID) > 130 {
+		return BadRequest("id", "is required: the id of a call of this session, a string or an integer")
+	}
+	var s string
+	if json.Unmarshal(in.ID, &s) == nil {
+		return nil
+	}
+	if _, err := strconv.ParseInt(string(in.ID), 10, 64); err != nil {
+		return BadRequest("id", "must be the id of a call of this session, a string or an integer")
+	}
+	return nil
+}
+
+// CallCancelResult answers call.cancel: whether a call with that id was
+// in flight (and is now cancelled).
+type CallCancelResult struct {
+	Cancelled bool `json:"cancelled"`
+}
 
 // ReleaseResult answers lease.release.
 type ReleaseResult struct {

@@ -64,7 +64,13 @@ type conn struct {
 	// mu guards the fields below.
 	sess     *session // set by hello
 	inFlight int
+	// calls are the calls in flight, by their id as the frame gave it, so
+	// call.cancel can end one.
+	calls map[string]*inflight
 }
+
+// inflight is one call in flight: cancel ends its context.
+type inflight struct{ cancel context.CancelFunc }
 
 func newConn(d *Daemon, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -332,14 +338,28 @@ func (c *conn) handle(frame []byte) {
 		return
 	}
 	c.inFlight++
+	// Each call has its own context, under the session's: call.cancel
+	// ends it alone. A second call reusing an id in flight takes the
+	// entry; the first then runs to its end uncancellable by id.
+	ctx, cancel := context.WithCancel(c.ctx)
+	me := &inflight{cancel: cancel}
+	key := string(req.ID)
+	if c.calls == nil {
+		c.calls = map[string]*inflight{}
+	}
+	c.calls[key] = me
 	c.mu.Unlock()
 	call := func() {
 		defer func() {
 			c.mu.Lock()
 			c.inFlight--
+			if c.calls[key] == me {
+				delete(c.calls, key)
+			}
 			c.mu.Unlock()
+			cancel()
 		}()
-		result, err := c.dispatch(req)
+		result, err := c.dispatch(ctx, req)
 		if err != nil {
 			c.send(contract.Response{ID: req.ID, Error: contract.AsError(err)})
 			return
@@ -369,11 +389,12 @@ func (c *conn) handle(frame []byte) {
 var inline = map[contract.Op]bool{
 	contract.OpHello: true, contract.OpLeaseRenew: true, contract.OpLeaseRelease: true,
 	contract.OpLeaseGet: true, contract.OpLeaseList: true, contract.OpLeaseCancel: true,
+	contract.OpCallCancel: true,
 }
 
-// dispatch answers hello itself and hands every other call to the session
-// hello opened.
-func (c *conn) dispatch(req contract.Request) (any, error) {
+// dispatch answers hello and call.cancel itself and hands every other call
+// to the session hello opened, with the call's own context.
+func (c *conn) dispatch(ctx context.Context, req contract.Request) (any, error) {
 	if req.Op == contract.OpHello {
 		return c.doHello(req.Input)
 	}
@@ -386,7 +407,27 @@ func (c *conn) dispatch(req contract.Request) (any, error) {
 		}
 		return nil, contract.Errorf(contract.CodeHandshakeRequired, "send hello before %s", req.Op)
 	}
-	return s.dispatch(req.ID, req.Op, req.Input)
+	if req.Op == contract.OpCallCancel {
+		return c.cancelCall(req.Input)
+	}
+	return s.dispatch(ctx, req.ID, req.Op, req.Input)
+}
+
+// cancelCall answers call.cancel: it ends the context of the session's call
+// in flight with that id, if there is one. Only this connection's calls can
+// be named, so a session cancels nobody else's.
+func (c *conn) cancelCall(raw json.RawMessage) (any, error) {
+	var in contract.CallCancelInput
+	if err := contract.DecodeInput(raw, &in); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	f, ok := c.calls[string(in.ID)]
+	c.mu.Unlock()
+	if ok {
+		f.cancel()
+	}
+	return contract.CallCancelResult{Cancelled: ok}, nil
 }
 
 func (c *conn) doHello(raw json.RawMessage) (any, error) {
@@ -424,12 +465,16 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 	}
 	c.sess = newSession(c.d, c.ctx, role, principal, c.push, c.close)
 	c.sess.gateway = c.trusted
+	// A gateway's callers are remote, whatever its hello says; any other
+	// session may confine itself, never widen what it gets.
+	c.sess.remote = c.trusted || in.Remote
 	return contract.HelloResult{
 		Protocol:      min(in.Protocol.Max, contract.ProtocolMax),
 		Daemon:        contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 		DaemonVersion: c.d.opts.Version,
 		Role:          role,
 		Principal:     principal,
+		Remote:        c.sess.remote,
 	}, nil
 }
 

@@ -140,9 +140,11 @@ type Daemon struct {
 	httpSrv    *http.Server
 	api        *httpapi.Server
 	// life ends when the daemon stops; work that outlives the call that
-	// started it (a device.exec command) runs under it.
+	// started it runs under it, and a device.exec command ends with it.
 	life    context.Context
 	endLife context.CancelFunc
+	// execs counts the device.exec commands running, per lease.
+	execs execSlots
 	// freed wakes giveBackMemory: a session dropped for not reading let go
 	// of its frames.
 	freed chan struct{}

@@ -31,6 +31,12 @@ type session struct {
 	// gateway: the session is the uplink of the gateway this worker's
 	// config names, the one caller whose lease requests may name an owner.
 	gateway bool
+	// remote: the session acts for a caller that is not on this machine
+	// (an HTTP request, a gateway's uplink) or said in its hello that it
+	// must be treated as one (simlock mcp does): its device commands may
+	// not name files of this machine, and it gets no passthrough command
+	// to run here.
+	remote bool
 
 	mu      sync.Mutex
 	subs    map[string]func()
@@ -47,8 +53,11 @@ func newSession(d *Daemon, ctx context.Context, role contract.Role, principal st
 // dispatch runs one operation for the session: role check, parking until
 // startup is done, strict input decoding, then the handler. Every frontend
 // goes through here; this is the only place the rules live. call is the
-// caller's id for the call, echoed on its pushes.
-func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMessage) (any, error) {
+// caller's id for the call, echoed on its pushes. ctx is the call's own:
+// it ends with the session, or when the caller cancels the call
+// (call.cancel); an operation that runs something for its caller
+// (device.exec) stops it then.
+func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contract.Op, raw json.RawMessage) (any, error) {
 	info, known := contract.LookupOp(op)
 	if !known {
 		return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(op))).With("op", clip(string(op)))
@@ -76,7 +85,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 	if !info.Early {
 		// The mode's own operations; the rest are both modes' alike.
 		if s.d.fleet != nil {
-			if res, err, ok := s.gatewayOp(req, caller); ok {
+			if res, err, ok := s.gatewayOp(ctx, req, caller); ok {
 				return res, err
 			}
 		} else if res, err, ok := s.workerOp(req); ok {
@@ -212,7 +221,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.passthrough(caller, in)
+		return s.d.passthrough(s, caller, in)
 	case contract.OpDoctorRun:
 		var in contract.DoctorInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -295,7 +304,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return s.d.exec(s, caller, call, in)
+		return s.d.exec(ctx, s, caller, call, in)
 	case contract.OpComponentInstall:
 		var in contract.ComponentInstallInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -13,12 +14,19 @@ import (
 	"github.com/simlock/simlock/internal/runner"
 )
 
+// execStopGrace is how long a command whose caller went away, or that
+// ran past its timeout, has after SIGTERM before it is killed.
+const execStopGrace = 5 * time.Second
+
 // exec runs simctl or adb on a leased device on this machine and streams
 // its output back as pushes. Every check happens before exec-started is
-// pushed; after it, only the command's exit or a timeout ends the call. A
-// caller that goes away does not stop the command: it runs to its end or
-// to exec.timeoutMs, its output dropped.
-func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
+// pushed; after it, only the command's exit, a timeout, or its caller
+// going ends the call. ctx is the call's: when it ends (the session ended,
+// the call was cancelled with call.cancel, as a gateway does when its own
+// caller goes) the command is stopped: SIGTERM, then SIGKILL after
+// execStopGrace. Its stdin is the caller's whole input, closed once
+// written. A lease runs at most exec.maxConcurrent commands at once.
+func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
 	l, err := d.engine.Lease(c, in.LeaseID)
 	if err != nil {
 		return contract.ExecResult{}, err
@@ -31,52 +39,95 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
 			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
 	}
-	var platform contract.Platform
-	switch in.Tool {
-	case "simctl":
-		platform = contract.PlatformIOS
-	case "adb":
-		platform = contract.PlatformAndroid
-	default:
+	if in.Tool != "simctl" && in.Tool != "adb" {
 		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", clip(in.Tool)).
 			With("tool", clip(in.Tool))
 	}
-	if got := l.Device.Spec.Platform; got != platform {
-		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "lease %s is on an %s device; %s drives %s devices", in.LeaseID, got, in.Tool, platform).
-			With("tool", in.Tool)
-	}
-	if platform == contract.PlatformAndroid && bareShell(in.Args) {
-		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
-			With("tool", in.Tool)
-	}
-	cmd, err := d.passthrough(leasing.Caller{Principal: l.Lease.OwnerID}, contract.PassthroughInput{Tool: in.Tool, Args: in.Args, LeaseID: l.Lease.UniqueKey()})
+	cmd, err := d.command(in.Tool, in.Args, &l, s.remote)
 	if err != nil {
 		return contract.ExecResult{}, err
 	}
+	if in.Tool == "adb" && bareShell(cmd.Args) {
+		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
+			With("tool", in.Tool)
+	}
+	limit := int(d.opts.Config.Int("exec.maxConcurrent"))
+	release, ok := d.execs.take(l.Lease.OwnerID, l.Lease.UniqueKey(), limit)
+	if !ok {
+		return contract.ExecResult{}, contract.Errorf(contract.CodeTooManyStreams,
+			"lease %s already runs %d commands, the most one lease may (exec.maxConcurrent); wait for one to end", in.LeaseID, limit).
+			With("leaseId", in.LeaseID).With("maxConcurrent", limit)
+	}
+	defer release()
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
 	key := "exec.timeoutMs"
 	if t := time.Duration(in.TimeoutMs) * time.Millisecond; t > 0 && t < timeout {
 		timeout, key = t, "the call's timeoutMs"
 	}
-	rc := runner.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Timeout: timeout}
+	rc := runner.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Timeout: timeout, StopGrace: execStopGrace}
 	if in.Stdin != nil {
 		rc.Stdin = []byte(*in.Stdin)
 	} else {
 		rc.Stdin = []byte{} // never the daemon's own stdin
 	}
+	// The command ends with its call, or with the daemon.
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(d.life, stop)()
 	s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
 	out := &chunker{s: s, call: call}
-	code, err := runner.OS{}.Stream(d.life, rc, out.stream("stdout"), out.stream("stderr"))
+	code, err := runner.OS{}.Stream(run, rc, out.stream("stdout"), out.stream("stderr"))
 	out.flush()
 	var te *runner.TimeoutError
 	switch {
 	case errors.As(err, &te):
 		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "%s ran longer than %s (%d ms) and was stopped", in.Tool, key, timeout.Milliseconds()).
 			With("timeoutMs", timeout.Milliseconds())
+	case err != nil && ctx.Err() != nil:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; %s was stopped", in.Tool)
+	case err != nil && d.life.Err() != nil:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping; %s was stopped", in.Tool)
 	case err != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)
 	}
 	return contract.ExecResult{ExitCode: code}, nil
+}
+
+// execSlots counts the device.exec commands running per lease, against
+// exec.maxConcurrent. Its zero value is ready; it is safe for concurrent
+// use.
+type execSlots struct {
+	mu sync.Mutex
+	// mu guards running.
+	running map[execKey]int
+}
+
+// execKey names a lease: its owner and id (an id a requester chose is
+// unique only within its owner's).
+type execKey struct{ owner, lease string }
+
+// take claims one of limit slots of the lease; release gives it back (once).
+func (x *execSlots) take(owner, lease string, limit int) (release func(), ok bool) {
+	k := execKey{owner, lease}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.running[k] >= limit {
+		return nil, false
+	}
+	if x.running == nil {
+		x.running = map[execKey]int{}
+	}
+	x.running[k]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if x.running[k]--; x.running[k] <= 0 {
+				delete(x.running, k)
+			}
+		})
+	}, true
 }
 
 // bareShell reports whether adb args open an interactive shell: the shell

@@ -20,11 +20,26 @@ type shellDriver struct {
 	script string
 }
 
-func (d shellDriver) Passthrough(args []string) (driver.Command, error) {
-	return driver.Command{Tool: "simctl", Path: "/bin/sh", Args: append([]string{"-c", d.script, "sh"}, args...)}, nil
+// Passthrough runs the script with the caller's args, and tells it the
+// target it was given: SIMLOCK_TARGET is "<device id> <address> remote" or
+// "... local".
+func (d shellDriver) Passthrough(t driver.Target, args []string) (driver.Command, error) {
+	where := "local"
+	if t.Remote {
+		where = "remote"
+	}
+	return driver.Command{Tool: "simctl", Path: "/bin/sh", Args: append([]string{"-c", d.script, "sh"}, args...),
+		Env: []string{"SIMLOCK_TARGET=" + t.Device.ID + " " + t.Device.Address + " " + where}}, nil
 }
 
 func startExecDaemon(t *testing.T, script string, cfg *config.Config) string {
+	t.Helper()
+	_, home := startShellDaemon(t, script, cfg)
+	return home
+}
+
+// startShellDaemon starts a daemon whose drivers' passthrough runs script.
+func startShellDaemon(t *testing.T, script string, cfg *config.Config) (*Daemon, string) {
 	t.Helper()
 	drivers := map[contract.Platform]driver.Driver{}
 	for _, p := range contract.Platforms() {
@@ -34,8 +49,7 @@ func startExecDaemon(t *testing.T, script string, cfg *config.Config) string {
 		}
 		drivers[p] = shellDriver{Driver: d, script: script}
 	}
-	_, home := startDaemonWith(t, cfg, drivers)
-	return home
+	return startDaemonWith(t, cfg, drivers)
 }
 
 type collected struct {

@@ -159,7 +159,7 @@ var gatewayRefuses = map[contract.Op]string{
 // gatewayOp answers an operation on a gateway that differs from a
 // worker's, or refuses one it does not have; handled is false for the
 // operations both modes answer the same way.
-func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res any, err error, handled bool) {
+func (s *session) gatewayOp(ctx context.Context, req contract.Request, caller leasing.Caller) (res any, err error, handled bool) {
 	f := s.d.fleet
 	if why, refused := gatewayRefuses[req.Op]; refused {
 		return nil, contract.Errorf(contract.CodeUnsupportedInGatewayMode, "%s: %s", req.Op, why).With("operation", req.Op), true
@@ -303,7 +303,9 @@ func (s *session) gatewayOp(req contract.Request, caller leasing.Caller) (res an
 			return nil, err, true
 		}
 		call := req.ID
-		r, err := l.Exec(caller, in, func() {
+		// The call's context: a caller that goes ends the worker's
+		// command too (the forward is cancelled over the uplink).
+		r, err := l.Exec(ctx, caller, in, func() {
 			s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
 		}, func(o contract.ExecOutput) {
 			s.push(contract.Push{Push: contract.PushExecOutput, ID: call, Output: &o})

@@ -100,8 +100,9 @@ func (b httpBackend) Call(ctx context.Context, tok contract.TokenRecord, op cont
 	}
 	sctx, end := context.WithCancel(ctx)
 	s := newSession(b.d, sctx, tok.SessionRole(), tok.ID, push, end)
+	s.remote = true
 	context.AfterFunc(sctx, func() { b.d.dropSession(s) })
-	res, err := s.dispatch(nil, op, raw)
+	res, err := s.dispatch(sctx, nil, op, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -59,10 +59,13 @@ type Driver interface {
 	RevalidateRoot() error
 	// ListManaged reports every device in the root and whether it runs.
 	ListManaged(ctx context.Context) (Reality, error)
-	// Passthrough turns `simlock <tool> <args>` into the command to run,
-	// scoped to the driver's root or server, or refuses it with
-	// *PassthroughRefusedError. It runs nothing.
-	Passthrough(args []string) (Command, error)
+	// Passthrough turns `simlock <tool> <args>` (and device.exec) into the
+	// command to run, scoped to the driver's root or server and pinned to
+	// t's device, or refuses it with *PassthroughRefusedError: a command
+	// that would reach another device, the host's plumbing or the clean
+	// baseline, and, for a remote t, one that names a file of this
+	// machine. It runs nothing and is a pure function of t and args.
+	Passthrough(t Target, args []string) (Command, error)
 	// ToolVersions reports the versions of the platform tools in use.
 	ToolVersions(ctx context.Context) ([]ToolVersion, error)
 }
@@ -88,6 +91,30 @@ type Observed struct {
 type Reality struct {
 	Devices []Observed
 }
+
+// Target is what a passthrough may reach. A lease is a boundary: its
+// holder's commands act on its device and on nothing else.
+type Target struct {
+	// Device is the leased device the command is pinned to: its driver
+	// id (an iOS UDID) and address (an adb serial). The zero Device is no
+	// device: only commands that act on none pass (simctl list, adb
+	// version, --help).
+	Device Device
+	// Remote says the caller is not on this machine, or must be treated as
+	// if it were not (HTTP, MCP, a gateway's forward): no argument may
+	// name a file of this machine. A caller on the local socket, the
+	// daemon's own user, keeps host paths.
+	Remote bool
+}
+
+// HasDevice reports whether t names a device.
+func (t Target) HasDevice() bool { return t.Device.ID != "" }
+
+// FileRoutes is what a remote caller refused a host path is told to use
+// instead: the routes that move files without naming one.
+const FileRoutes = "move files with PUT or GET /v1/leases/{id}/files?path=<device path>, " +
+	"install apps with POST /v1/leases/{id}/apps and take screenshots with GET /v1/leases/{id}/screenshot " +
+	"(simlock push, pull, install and screenshot on the command line)"
 
 // Command is a program to run for a passthrough: the caller runs it with
 // its own stdio. It is the wire type itself, since the daemon only hands it on.

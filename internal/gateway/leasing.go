@@ -873,10 +873,12 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 // the gateway's index (the caller owns the lease, or is an admin naming
 // its requester, as on a worker) and again by the worker. started is told
 // when the worker started the command, so a refusal before it stays a
-// plain error; output is told each chunk until the call ends; past the
-// gateway's backstop (ExecTimeout) the call ends EXEC_TIMEOUT and later
-// output is dropped.
-func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), output func(contract.ExecOutput)) (contract.ExecResult, error) {
+// plain error; output is told each chunk until the call ends. ctx is the
+// caller's call: when it ends (the caller went away), the forward is
+// cancelled, which the client tells the worker (call.cancel), and the
+// worker stops the command; so it does past the gateway's backstop
+// (ExecTimeout, EXEC_TIMEOUT), and for a caller too far behind.
+func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInput, started func(), output func(contract.ExecOutput)) (contract.ExecResult, error) {
 	e, err := l.owned(c, in.LeaseID)
 	if err != nil {
 		return contract.ExecResult{}, err
@@ -896,7 +898,8 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 	}
 	fwd := in
 	fwd.LeaseID, fwd.RequesterID = e.workerLeaseID, l.idx.prefix+e.requester
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.ExecTimeout)
+	caller := ctx
+	ctx, cancel := context.WithTimeout(ctx, l.opts.ExecTimeout)
 	defer cancel()
 	relay := newExecRelay(started, output, cancel)
 	res, err := cl.ExecStarted(ctx, fwd, func() {
@@ -916,6 +919,9 @@ func (l *Leasing) Exec(c queue.Caller, in contract.ExecInput, started func(), ou
 			With("leaseId", e.id)
 	case err == nil:
 		return res, nil
+	case caller.Err() != nil:
+		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; the command on worker %s was stopped", e.workerID).
+			With("leaseId", e.id)
 	case ctx.Err() != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s did not end the command within gateway.execTimeoutMs (%d)",
 			e.workerID, l.opts.ExecTimeout.Milliseconds()).With("timeoutMs", l.opts.ExecTimeout.Milliseconds())

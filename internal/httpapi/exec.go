@@ -47,9 +47,18 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	// Returning ends the session. The call may outlive it (the daemon lets
-	// a command run to its end with its output dropped); its goroutine
-	// then finishes on its own, since done is buffered and push gives up.
+	// An exec is a stream: it takes a place under http.maxStreams and the
+	// token's http.maxStreamsPerToken until it ends.
+	release, err := s.openStream(tok)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Returning ends the session, and with it the command: the daemon
+	// stops it (SIGTERM, then SIGKILL) when the session's context ends,
+	// whether the client went away or the stream was closed. The call's
+	// goroutine then finishes on its own, since done is buffered and push
+	// gives up.
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
 	// Unlike other streams, the push blocks: a client that reads slowly

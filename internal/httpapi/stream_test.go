@@ -504,3 +504,48 @@ func TestEventStreamsAreCapped(t *testing.T) {
 	h.waitEnded("/v1/leases/lse_1/events")
 	open("/v1/leases/lse_3/events", agentSecret) // its place is free again
 }
+
+// An exec is a stream: it takes a place under the token's and the
+// daemon's stream caps while it runs, is refused TOO_MANY_STREAMS past
+// them before anything is asked of the daemon, and gives its place back
+// when it ends.
+func TestExecCountsAgainstTheStreamCaps(t *testing.T) {
+	h := newHarness(t, httpapi.Options{KeepAlive: time.Minute, MaxStreams: 8, MaxStreamsPerToken: 2})
+	h.fake.on(contract.OpDeviceExec, func(ctx context.Context, c fakeCall, push func(contract.Push)) (any, error) {
+		push(contract.Push{Push: contract.PushExecStarted})
+		push(contract.Push{Push: contract.PushExecOutput, Output: &contract.ExecOutput{Stream: "stdout", Chunk: "running\n"}})
+		if decodeInput[contract.ExecInput](t, c).LeaseID == "lse_2" {
+			return contract.ExecResult{}, nil // ends at once, were it run
+		}
+		<-ctx.Done()
+		return nil, contract.Errorf(contract.CodeCancelled, "the caller went away")
+	})
+	h.fake.answer(contract.OpLeaseWatch, contract.LeaseWatchResult{}, nil)
+	open := func(method, path, body string) context.CancelFunc {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		sr := newSSEReader(t, h.send(h.request(ctx, method, path, agentSecret, body)))
+		sr.expectConnected()
+		if method == "POST" {
+			if f := sr.mustNext(); f.Event != "output" {
+				t.Fatalf("exec frame %+v, want its output", f)
+			}
+		}
+		return cancel
+	}
+	const run = `{"tool":"adb","args":["logcat"]}`
+	closeFirst := open("POST", "/v1/leases/lse_1/exec", run)
+	open("GET", "/v1/leases/lse_1/events", "")
+	before := h.fake.callCount()
+	// (Paths differ, so waitEnded below waits for the first exec alone.)
+	resp := h.do("POST", "/v1/leases/lse_2/exec", agentSecret, run)
+	if e := readError(t, resp, contract.CodeTooManyStreams); e["maxStreamsPerToken"] != float64(2) {
+		t.Errorf("an exec past the token's cap: %v, want TOO_MANY_STREAMS naming maxStreamsPerToken 2", e)
+	}
+	if n := h.fake.callCount(); n != before {
+		t.Errorf("a refused exec asked the daemon %d times, want never", n-before)
+	}
+	closeFirst()
+	h.waitEnded("/v1/leases/lse_1/exec")
+	open("POST", "/v1/leases/lse_3/exec", run) // its place is free again
+}

@@ -25,7 +25,7 @@ const (
 type execInput struct {
 	LeaseID        string   `json:"leaseId,omitempty" jsonschema:"the lease whose device the command runs on; omit when this session holds exactly one"`
 	Tool           string   `json:"tool" jsonschema:"simctl for an iOS lease, adb for an Android lease"`
-	Args           []string `json:"args" jsonschema:"the tool's arguments, as separate strings: [\"install\",\"<udid>\",\"/path/App.app\"] for simctl (name the device by the udid of the grant), [\"install\",\"-r\",\"/path/app.apk\"] for adb (the device is chosen for you)"`
+	Args           []string `json:"args" jsonschema:"the tool's arguments, as separate strings: [\"launch\",\"<udid>\",\"com.example.App\"] for simctl (name the device by the udid of the grant, or booted), [\"shell\",\"pm\",\"list\",\"packages\"] for adb (the device is chosen for you); commands reach the leased device only, and may not name files of the machine the device is on (install, push, pull and screenshot through simlock's file routes instead)"`
 	Stdin          *string  `json:"stdin,omitempty" jsonschema:"text written to the command's standard input"`
 	TimeoutSeconds *int64   `json:"timeoutSeconds,omitempty" jsonschema:"stop the command after this many seconds (default 45, at most 55) and answer EXEC_TIMEOUT"`
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -16,8 +17,16 @@ type scriptDriver struct {
 	script string
 }
 
-func (d scriptDriver) Passthrough(args []string) (driver.Command, error) {
-	return driver.Command{Tool: "adb", Path: "/bin/sh", Args: append([]string{"-c", d.script, "sh"}, args...)}, nil
+// Passthrough pins the command to the target's device as the adb driver
+// does (-s <serial> first) and tells the script whether the target is
+// remote (SIMLOCK_TARGET_REMOTE).
+func (d scriptDriver) Passthrough(t driver.Target, args []string) (driver.Command, error) {
+	argv := []string{"-c", d.script, "sh"}
+	if t.Device.Address != "" {
+		argv = append(argv, "-s", t.Device.Address)
+	}
+	return driver.Command{Tool: "adb", Path: "/bin/sh", Args: append(argv, args...),
+		Env: []string{"SIMLOCK_TARGET_REMOTE=" + strconv.FormatBool(t.Remote)}}, nil
 }
 
 func withScript(script string) func(*demo.Driver) driver.Driver {

@@ -17,10 +17,14 @@
 // root, so a stranger on a recorded console port is never mistaken for ours.
 //
 // Cleaning. The first boot of a device captures a clean snapshot
-// (simlock_clean_baseline); reclaiming restores it in a few seconds and
-// leaves the device running. When the snapshot is missing, stale (the image,
-// emulator or hardware config changed) or fails to load, the device is shut
-// down and its next boot wipes user data and captures a new one.
+// (simlock_clean_baseline) and records its identity (baselineIdentity) in
+// the driver data; reclaiming restores it in a few seconds and leaves the
+// device running. When the snapshot is missing, stale (the image, emulator
+// or hardware config changed) or fails to load, the device is shut down
+// and its next boot wipes user data and captures a new one. A snapshot
+// whose files changed since it was saved is never loaded: the reclaim
+// stops the device, drops the snapshot and fails, which quarantines it.
+// Lease holders cannot reach the snapshots (see Passthrough).
 //
 // Provenance. Each AVD carries one random token twice: a simlock.mark line
 // in its config.ini, which a wipe keeps, and /data/local/tmp/simlock-mark.json

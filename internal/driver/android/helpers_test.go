@@ -309,7 +309,7 @@ func runCommand(t *testing.T, cmd driver.Command) runner.Result {
 // packages lists the third-party packages on the device at serial.
 func packages(t *testing.T, d *android.Driver, serial string) []string {
 	t.Helper()
-	cmd, err := d.Passthrough([]string{"-s", serial, "shell", "pm", "list", "packages", "-3"})
+	cmd, err := d.Passthrough(driver.Target{Device: driver.Device{ID: "avd", Address: serial}}, []string{"shell", "pm", "list", "packages", "-3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func packages(t *testing.T, d *android.Driver, serial string) []string {
 // would.
 func install(t *testing.T, d *android.Driver, serial, pkg string) {
 	t.Helper()
-	cmd, err := d.Passthrough([]string{"-s", serial, "install", "/tmp/" + pkg + ".apk"})
+	cmd, err := d.Passthrough(driver.Target{Device: driver.Device{ID: "avd", Address: serial}}, []string{"install", "/tmp/" + pkg + ".apk"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,13 @@ package android
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,6 +37,12 @@ type deviceData struct {
 	Port       int    `json:"port"`
 	Serial     string `json:"serial"`
 	MarkToken  string `json:"markToken,omitempty"`
+	// BaselineID is the identity of the clean snapshot the driver saved
+	// (baselineIdentity), recorded here, in the registry and out of the
+	// AVD's directory, so a snapshot changed since is never loaded as
+	// clean. "" for a device whose snapshot was saved before identities
+	// were recorded.
+	BaselineID string `json:"baselineId,omitempty"`
 }
 
 // baselineRecord is <avd>.avd/simlock-clean-baseline.json: the clean
@@ -590,6 +598,12 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		return driver.Device{}, err
 	}
 	clean := d.hasBaseline(name, hash)
+	if clean && d.baselineState(name, dev) != baselineIntact {
+		// Not the snapshot simlock saved, or one it cannot tell: the
+		// device holds no lease now, so it is wiped rather than loaded.
+		d.log.Warn("the clean snapshot is not the one simlock saved; wiping the device instead of loading it", "avd", name)
+		clean = false
+	}
 	launch := []string{"-snapshot", baselineSnapshot}
 	if !clean {
 		if err := d.RevalidateRoot(); err != nil {
@@ -620,11 +634,12 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 		return readyDevice(dev, e.port, hash), nil
 	}
 	os.Remove(filepath.Join(d.avdDir(name), wipePendingFile)) // the boot wiped
-	if err := d.captureBaseline(ctx, op, name, e.port, hash); err != nil {
+	baseline, err := d.captureBaseline(ctx, op, name, e.port, hash)
+	if err != nil {
 		// The device is ready, only not cheap to clean: its next
 		// reclaim finds no baseline and wipes it instead.
 		d.log.Warn("could not capture the clean snapshot", "avd", name, "err", err)
-		return readyDevice(dev, e.port, hash), nil
+		return withBaseline(readyDevice(dev, e.port, hash), ""), nil
 	}
 	if err := d.stopEmulator(ctx, op, name, &running{port: e.port, emu: e}); err != nil {
 		return driver.Device{}, err
@@ -636,7 +651,7 @@ func (d *Driver) MakeReady(ctx context.Context, dev driver.Device) (driver.Devic
 	if err := d.markBooted(ctx, op, name, e, token); err != nil {
 		return driver.Device{}, err
 	}
-	return readyDevice(dev, e.port, hash), nil
+	return withBaseline(readyDevice(dev, e.port, hash), baseline), nil
 }
 
 // markBooted writes the erasable mark on the emulator e that MakeReady just
@@ -714,6 +729,78 @@ func readyDevice(dev driver.Device, port int, hash string) driver.Device {
 	return dev
 }
 
+// withBaseline is dev with id recorded as the identity of its clean
+// snapshot ("" for none).
+func withBaseline(dev driver.Device, id string) driver.Device {
+	var data deviceData
+	_ = json.Unmarshal(dev.Data, &data) // readyDevice wrote it
+	data.BaselineID = id
+	if b, err := json.Marshal(data); err == nil {
+		dev.Data = b
+	}
+	return dev
+}
+
+// baselineCheck is what the clean snapshot on disk is, against the
+// identity dev's driver data recorded when simlock saved it.
+type baselineCheck int
+
+const (
+	baselineIntact     baselineCheck = iota
+	baselineUnrecorded               // saved before identities were recorded
+	baselineChanged                  // written since, by something other than simlock's own save
+)
+
+// baselineState compares the clean snapshot of AVD name with the identity
+// dev's driver data recorded.
+func (d *Driver) baselineState(name string, dev driver.Device) baselineCheck {
+	var data deviceData
+	_ = json.Unmarshal(dev.Data, &data)
+	if data.BaselineID == "" {
+		return baselineUnrecorded
+	}
+	id, err := baselineIdentity(filepath.Join(d.avdDir(name), "snapshots", baselineSnapshot))
+	if err != nil || id != data.BaselineID {
+		return baselineChanged
+	}
+	return baselineIntact
+}
+
+// baselineIdentity fingerprints a snapshot directory cheaply: the path,
+// type, size and modification time of each of its files, never their
+// contents (a RAM image is gigabytes). A save over it (the emulator
+// console's avd snapshot save, or any write) rewrites its files, so their
+// times or sizes change. snapshot.pb is left out: it holds the emulator's
+// own bookkeeping of loads, which it may rewrite when simlock loads the
+// snapshot, and the files it describes are counted anyway.
+func baselineIdentity(dir string) (string, error) {
+	h := sha256.New()
+	files := 0
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if rel == "." || rel == "snapshot.pb" {
+			return nil
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		fmt.Fprintf(h, "%q %s %d %d\n", rel, fi.Mode().Type(), fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if files == 0 {
+		return "", fmt.Errorf("snapshot %s holds no files", dir)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
 // configHash fingerprints what a snapshot depends on: the system image and
 // its revision, the emulator's version, the AVD's hardware config, and the
 // window and GPU options the emulator is launched with. A
@@ -787,23 +874,28 @@ func (d *Driver) dropBaseline(name string) error {
 	return nil
 }
 
-// captureBaseline saves the running emulator as the clean snapshot and
-// records it once the emulator lists it.
-func (d *Driver) captureBaseline(ctx context.Context, op, name string, port int, hash string) error {
+// captureBaseline saves the running emulator as the clean snapshot,
+// records it once the emulator lists it, and returns its identity
+// (baselineIdentity) for the driver data.
+func (d *Driver) captureBaseline(ctx context.Context, op, name string, port int, hash string) (string, error) {
 	serial := serialOf(port)
 	res, err := d.serialAdb(ctx, op, snapshotTimeout, serial, "emu", "avd", "snapshot", "save", baselineSnapshot)
 	if err := consoleFailed(res, err, "snapshot save"); err != nil {
-		return err
+		return "", err
 	}
 	res, err = d.serialAdb(ctx, op, callTimeout, serial, "emu", "avd", "snapshot", "list")
 	if err := consoleFailed(res, err, "snapshot list"); err != nil {
-		return err
+		return "", err
 	}
 	if !strings.Contains(string(res.Stdout), baselineSnapshot) {
-		return fmt.Errorf("the emulator does not list %s after saving it", baselineSnapshot)
+		return "", fmt.Errorf("the emulator does not list %s after saving it", baselineSnapshot)
+	}
+	id, err := baselineIdentity(filepath.Join(d.avdDir(name), "snapshots", baselineSnapshot))
+	if err != nil {
+		return "", err
 	}
 	b, _ := json.Marshal(baselineRecord{ConfigHash: hash, Snapshot: baselineSnapshot})
-	return os.WriteFile(filepath.Join(d.avdDir(name), baselineFile), b, 0o600)
+	return id, os.WriteFile(filepath.Join(d.avdDir(name), baselineFile), b, 0o600)
 }
 
 // Reclaim cleans a device after a lease by loading its clean snapshot, which
@@ -868,6 +960,19 @@ func (d *Driver) reclaim(ctx context.Context, dev driver.Device, full bool) (dri
 	}
 	if !d.hasBaseline(name, hash) {
 		return wipe("it has no current clean snapshot")
+	}
+	switch d.baselineState(name, dev) {
+	case baselineUnrecorded:
+		return wipe("its clean snapshot was saved before simlock recorded their identity")
+	case baselineChanged:
+		// Written since simlock saved it: a holder's doing, or another's
+		// behind simlock's back. It is never loaded; the device is
+		// stopped and its next boot wipes it, and the error quarantines
+		// it so the change is seen.
+		if _, err := wipe("its clean snapshot changed since simlock saved it"); err != nil {
+			return driver.ReclaimResult{}, err
+		}
+		return driver.ReclaimResult{}, crashf(op, "the clean snapshot %s of %s is not the one simlock saved (its files changed since); it was not loaded, and the device's next clean wipes it", baselineSnapshot, name)
 	}
 	if r == nil {
 		return driver.ReclaimResult{State: contract.DeviceShutdown, Strategy: "snapshot"}, nil

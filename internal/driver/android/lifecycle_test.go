@@ -1,8 +1,10 @@
 package android_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -584,6 +586,7 @@ func TestEmulatorLaunchOptions(t *testing.T) {
 			if err := under.Shutdown(ctx, ready); err != nil {
 				t.Fatal(err)
 			}
+			dev = ready // its driver data, as the registry keeps it
 			// A launch that lost its console port to a parallel test is
 			// retried on another port with the same arguments; it counts
 			// once.
@@ -617,4 +620,79 @@ func withoutPort(args []string) []string {
 		return args
 	}
 	return slices.Concat(args[:i], args[i+2:])
+}
+
+// The clean snapshot is loaded only while it is the one simlock saved. A
+// save over it (here through the emulator console directly, as a holder
+// could before adb emu avd snapshot was refused) makes the next clean
+// fail, so the device is quarantined, without loading it: the emulator is
+// stopped and the clean after that wipes the device and saves a new one.
+// A snapshot whose identity was never recorded is wiped, not trusted.
+func TestAChangedCleanSnapshotIsNeverLoaded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := ctxTimeout(t, 60*time.Second)
+	d := newDriver(t, f.opts)
+	dev := provision(t, ctx, d, driver.Request{Model: "Pixel 8"})
+	ready, err := d.MakeReady(ctx, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := d.Reclaim(ctx, ready); err != nil || res.Strategy != "snapshot" {
+		t.Fatalf("a clean of an untouched device: %+v, %v; want a snapshot load", res, err)
+	}
+
+	// The holder installs an implant and saves it as the clean snapshot.
+	install(t, d, ready.Address, "com.evil.implant")
+	poison := exec.Command(f.tool("adb"), "-P", strconv.Itoa(f.port), "-s", ready.Address, "emu", "avd", "snapshot", "save", "simlock_clean_baseline")
+	poison.Env = append(os.Environ(), f.shimEnv()...)
+	if out, err := poison.CombinedOutput(); err != nil || !strings.Contains(string(out), "OK") {
+		t.Fatalf("the console's snapshot save: %v %s", err, out)
+	}
+	loadsBefore := len(findCalls(t, f.shims, "adb", "snapshot", "load"))
+	res, err := d.Reclaim(ctx, ready)
+	if err == nil || !strings.Contains(err.Error(), "not the one simlock saved") {
+		t.Fatalf("the clean after the snapshot was saved over: %+v, %v; want an error saying the snapshot changed", res, err)
+	}
+	if n := len(findCalls(t, f.shims, "adb", "snapshot", "load")); n != loadsBefore {
+		t.Errorf("the changed snapshot was loaded (%d loads after the check)", n-loadsBefore)
+	}
+	if running(t, f, ready.Address) {
+		t.Errorf("the emulator still runs, implant and all, after the refused clean")
+	}
+	// The quarantine's retry: a wipe, then a boot that saves a new snapshot.
+	if res, err := d.Reclaim(ctx, ready); err != nil || res.Strategy != "wipe" {
+		t.Fatalf("the retried clean: %+v, %v; want a wipe", res, err)
+	}
+	again, err := d.MakeReady(ctx, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(packages(t, d, again.Address), "com.evil.implant") {
+		t.Errorf("the next tenant's device has the implant")
+	}
+	if res, err := d.Reclaim(ctx, again); err != nil || res.Strategy != "snapshot" {
+		t.Errorf("a clean with the new snapshot: %+v, %v; want a snapshot load", res, err)
+	}
+
+	// A device whose data records no identity (saved before they were
+	// recorded) is wiped rather than loaded.
+	var data map[string]any
+	if err := json.Unmarshal(again.Data, &data); err != nil || data["baselineId"] == nil {
+		t.Fatalf("driver data %s records no baselineId", again.Data)
+	}
+	delete(data, "baselineId")
+	legacy := again
+	legacy.Data, _ = json.Marshal(data)
+	if res, err := d.Reclaim(ctx, legacy); err != nil || res.Strategy != "wipe" {
+		t.Errorf("a clean of a device with no recorded snapshot identity: %+v, %v; want a wipe", res, err)
+	}
+}
+
+// running reports whether an emulator answers at serial.
+func running(t *testing.T, f *fixture, serial string) bool {
+	t.Helper()
+	c := exec.Command(f.tool("adb"), "-P", strconv.Itoa(f.port), "-s", serial, "get-state")
+	c.Env = append(os.Environ(), f.shimEnv()...)
+	return c.Run() == nil
 }

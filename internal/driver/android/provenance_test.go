@@ -1,6 +1,7 @@
 package android_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -124,9 +125,20 @@ func TestMarksAtProvisionAndAfterSimlocksOwnBootsAndCleans(t *testing.T) {
 	}
 
 	// A snapshot clean restores a snapshot, which must not lose the mark,
-	// even one captured before marks existed, with no mark in it.
+	// even one captured before marks existed, with no mark in it. (Such a
+	// snapshot is the one simlock saved: its files keep the size and time
+	// the driver recorded, or the driver would refuse to load it.)
 	before := filepath.Join(f.root, dev.ID+".avd", "snapshots", "simlock_clean_baseline", "shim-userdata.json")
-	if err := os.WriteFile(before, []byte(`{"packages":[]}`), 0o644); err != nil {
+	saved, err := os.Stat(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmarked := []byte(`{"packages":[]}`)
+	unmarked = append(unmarked, bytes.Repeat([]byte(" "), int(saved.Size())-len(unmarked))...)
+	if err := os.WriteFile(before, unmarked, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(before, saved.ModTime(), saved.ModTime()); err != nil {
 		t.Fatal(err)
 	}
 	res, err := d.Reclaim(ctx, ready)

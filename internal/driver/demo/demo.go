@@ -1084,7 +1084,7 @@ func (d *Driver) ListManaged(context.Context) (driver.Reality, error) {
 }
 
 // Passthrough refuses: simulated devices have no tool to run.
-func (d *Driver) Passthrough([]string) (driver.Command, error) {
+func (d *Driver) Passthrough(driver.Target, []string) (driver.Command, error) {
 	tool := "simctl"
 	if d.platform == contract.PlatformAndroid {
 		tool = "adb"

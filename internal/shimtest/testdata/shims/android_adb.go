@@ -36,9 +36,13 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //   - shell getprop sys.boot_completed | init.svc.bootanim |
 //     ro.boot.qemu.avd_name | ro.build.version.sdk, pm list packages -3,
 //     and echo 'TEXT' > PATH, cat PATH and rm PATH on the guest's files;
-//     several commands may be joined with ";" in one argument.
+//     several commands may be joined with ";" in one argument. shell hold
+//     FIFO runs until it is stopped and reports how on the host's FIFO
+//     (see androidShellOne).
 //   - emu kill, emu avd stop|name|path, emu avd snapshot save|list|load|delete.
-//   - install X.apk, uninstall PKG, get-serialno, get-state.
+//   - install X.apk, uninstall PKG, get-serialno, get-state, reboot (it
+//     says so), pull REMOTE [LOCAL] (a guest file written on the host) and
+//     push LOCAL REMOTE (a host file read into the guest).
 //   - anything else echoes its arguments and exits 0.
 func androidAdb(args []string) int {
 	port, listen := "", ""
@@ -118,7 +122,7 @@ options:
 		return androidStartServer(port)
 	case "kill-server":
 		return androidKillServer(port)
-	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state":
+	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state", "pull", "push", "reboot":
 		if !androidDial(port) && (setting("ADB_AUTOSTART") != "1" || androidStartServer(port) != 0) {
 			fmt.Fprintf(os.Stderr, "adb: cannot connect to daemon at tcp:127.0.0.1:%s: Connection refused\n", port)
 			return 1
@@ -193,7 +197,63 @@ options:
 		return androidInstall(*dev, rest[1:])
 	case "uninstall":
 		return androidUninstall(*dev, rest[1:])
+	case "pull":
+		return androidPull(*dev, rest[1:])
+	case "push":
+		return androidPush(*dev, rest[1:])
+	case "reboot":
+		fmt.Printf("emulator-%d rebooting\n", dev.Port)
 	}
+	return 0
+}
+
+// androidPull copies a guest file to the host, as adb pull does: to LOCAL,
+// or to the working directory under the file's name.
+func androidPull(e androidEmulator, args []string) int {
+	if len(args) == 0 || len(args) > 2 {
+		fmt.Fprintln(os.Stderr, "adb: usage: adb pull REMOTE [LOCAL]")
+		return 1
+	}
+	remote := args[0]
+	local := filepath.Base(remote)
+	if len(args) == 2 {
+		local = args[1]
+	}
+	var text string
+	var found bool
+	withLock(func() { text, found = androidLoadGuest(e.AvdDir).Files[remote] })
+	if !found {
+		fmt.Fprintf(os.Stderr, "adb: error: failed to stat remote object '%s': No such file or directory\n", remote)
+		return 1
+	}
+	if err := os.WriteFile(local, []byte(text), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", local, err)
+		return 1
+	}
+	fmt.Printf("%s: 1 file pulled\n", remote)
+	return 0
+}
+
+// androidPush copies a host file into the guest, as adb push does.
+func androidPush(e androidEmulator, args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "adb: usage: adb push LOCAL REMOTE")
+		return 1
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "adb: error: cannot stat '%s': No such file or directory\n", args[0])
+		return 1
+	}
+	withLock(func() {
+		g := androidLoadGuest(e.AvdDir)
+		if g.Files == nil {
+			g.Files = map[string]string{}
+		}
+		g.Files[args[1]] = string(b)
+		androidSaveGuest(e.AvdDir, g)
+	})
+	fmt.Printf("%s: 1 file pushed\n", args[0])
 	return 0
 }
 
@@ -255,6 +315,26 @@ func androidShellOne(e androidEmulator, cmd string) int {
 				return 0
 			}
 			return 1
+		case "hold":
+			// hold FIFO stands for a command that runs until it is
+			// stopped: it says ready, opens FIFO (a named pipe the test
+			// reads) and, told SIGTERM or SIGINT, writes "terminated" to
+			// it and exits 143. Killed, it writes nothing.
+			if len(words) != 2 {
+				break
+			}
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			fmt.Println("ready")
+			f, err := os.OpenFile(words[1], os.O_WRONLY, 0)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			<-sigs
+			fmt.Fprintln(f, "terminated")
+			f.Close()
+			return 143
 		case "rm":
 			path := words[len(words)-1]
 			withLock(func() {

@@ -21,6 +21,11 @@ package main
 //	simctl [--set DIR] spawn UDID /bin/sh -c SCRIPT  a booted device; see iosSpawn
 //	simctl [--set DIR] runtime list [-j]            the installed runtime disk images
 //	simctl [--set DIR] runtime delete IMAGE         the set makes no difference
+//	simctl [--set DIR] io|openurl|install|launch|… DEV …  DEV is a UDID or booted (the first
+//	                                                 booted device of the set); the device must
+//	                                                 be booted; prints the command with DEV
+//	                                                 resolved, and io DEV screenshot FILE writes
+//	                                                 FILE on the host
 //	simctl …anything else…                          prints its arguments, exits 0
 //	xcodebuild -version | -license check | -checkFirstLaunchStatus
 //	xcodebuild -downloadPlatform iOS [-buildVersion V]
@@ -332,9 +337,61 @@ func iosXcrun(args []string) int {
 	case "spawn":
 		return iosSpawn(set, rest)
 	}
+	if slices.Contains(iosDeviceVerbs, sub) {
+		return iosOnDevice(set, sub, rest)
+	}
 	// Everything else stands for the many read-only or app-level
 	// subcommands a passthrough may run: echo, so tests see what arrived.
 	fmt.Println("simctl " + strings.Join(args, " "))
+	return 0
+}
+
+// iosDeviceVerbs are the app-level subcommands whose first operand is a
+// device, which iosOnDevice resolves as simctl does.
+var iosDeviceVerbs = []string{"io", "openurl", "install", "uninstall", "launch", "terminate", "addmedia", "listapps",
+	"get_app_container", "privacy", "keychain", "push", "ui", "status_bar", "location", "getenv", "appinfo", "pbcopy", "pbpaste"}
+
+// iosOnDevice resolves the device operand (after the subcommand's options)
+// of an app-level subcommand as simctl does: a UDID of the set, or booted,
+// which is the first booted device of the set (whoever booted it); the
+// device must be booted. It then echoes the command with the UDID it
+// resolved, and `io DEV screenshot|recordVideo [--opt=…] FILE` writes FILE
+// on the host, as simctl does.
+func iosOnDevice(set, sub string, args []string) int {
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") {
+		i++
+	}
+	if i == len(args) {
+		fmt.Fprintf(os.Stderr, "Usage: simctl %s <device> ...\n", sub)
+		return 64
+	}
+	devs := iosDevices(set)
+	at := -1
+	if args[i] == "booted" {
+		at = slices.IndexFunc(devs, func(d iosDevice) bool { return d.State == "Booted" })
+		if at < 0 {
+			return iosFail(iosExitState, 405, "No devices are booted.")
+		}
+	} else if at = iosFind(devs, args[i]); at < 0 {
+		return iosInvalidDevice(args[i])
+	}
+	if devs[at].State != "Booted" {
+		return iosFail(iosExitState, 405, "Unable to lookup in current state: "+devs[at].State)
+	}
+	resolved := append(append(append([]string{sub}, args[:i]...), devs[at].UDID), args[i+1:]...)
+	if ops := args[i+1:]; sub == "io" && len(ops) >= 2 && (ops[0] == "screenshot" || ops[0] == "recordVideo") {
+		file := ops[len(ops)-1]
+		if file != "-" {
+			if err := os.WriteFile(file, []byte("PNG of "+devs[at].UDID+"\n"), 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Printf("Wrote screenshot to: %s\n", file)
+			return 0
+		}
+	}
+	fmt.Println("simctl " + strings.Join(resolved, " "))
 	return 0
 }
 
