@@ -39,6 +39,7 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //     several commands may be joined with ";" in one argument.
 //   - emu kill, emu avd stop|name|path, emu avd snapshot save|list|load|delete.
 //   - install X.apk, uninstall PKG, get-serialno, get-state.
+//   - push, pull and exec-out screencap -p (see android_files.go).
 //   - anything else echoes its arguments and exits 0.
 func androidAdb(args []string) int {
 	port, listen := "", ""
@@ -118,7 +119,7 @@ options:
 		return androidStartServer(port)
 	case "kill-server":
 		return androidKillServer(port)
-	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state":
+	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state", "push", "pull", "exec-out":
 		if !androidDial(port) && (setting("ADB_AUTOSTART") != "1" || androidStartServer(port) != 0) {
 			fmt.Fprintf(os.Stderr, "adb: cannot connect to daemon at tcp:127.0.0.1:%s: Connection refused\n", port)
 			return 1
@@ -193,6 +194,12 @@ options:
 		return androidInstall(*dev, rest[1:])
 	case "uninstall":
 		return androidUninstall(*dev, rest[1:])
+	case "push":
+		return androidPush(*dev, rest[1:])
+	case "pull":
+		return androidPull(*dev, rest[1:])
+	case "exec-out":
+		return androidExecOut(rest[1:])
 	}
 	return 0
 }
@@ -317,7 +324,7 @@ func androidInstall(e androidEmulator, args []string) int {
 		fmt.Fprintln(os.Stderr, "cmd: Can't find service: package")
 		return 1
 	}
-	pkg := strings.TrimSuffix(filepath.Base(apk), ".apk")
+	pkg := androidInstalledName(apk)
 	withLock(func() {
 		pkgs := androidUserdata(e.AvdDir)
 		if !slices.Contains(pkgs, pkg) {
