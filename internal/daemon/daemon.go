@@ -46,6 +46,7 @@ import (
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
+	"github.com/simlock/simlock/internal/transfer"
 )
 
 // Files under SIMLOCK_HOME.
@@ -158,6 +159,9 @@ type Daemon struct {
 	// startup.
 	tools map[contract.Platform][]contract.ToolVersion
 
+	// transfers are the file transfers in flight (files.go), set by Start.
+	transfers *transfer.Registry
+
 	// fleet is a gateway's workers (nil on a worker), set before ready
 	// closes.
 	fleet   *gateway.Fleet
@@ -229,6 +233,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		d.endLife()
 		return nil, err
 	}
+	// The home is ours now: what an earlier run staged goes.
+	d.transfers = d.newTransfers()
 	if err := d.listenHTTP(); err != nil {
 		d.ln.Close()
 		_ = os.Remove(SocketPath(d.opts.Home))
@@ -371,17 +377,19 @@ func (d *Daemon) converge(ctx context.Context) {
 	cfg := d.opts.Config
 	d.installer = d.newInstaller(db)
 	d.engine = leasing.New(leasing.Options{
-		Store:          db,
-		Drivers:        d.opts.Drivers,
-		Limits:         core.LimitsFrom(cfg, d.opts.Host),
-		ClassDefaults:  d.opts.ClassDefaults,
-		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
-		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
-		Logger:         d.log.With("module", "leasing"),
-		Publish:        d.bus.Publish,
-		LeaseEnded:     d.leaseEnded,
-		Installer:      d.installer,
-		DownloadPolicy: cfg.String("downloads.policy"),
+		Store:         db,
+		Drivers:       d.opts.Drivers,
+		Limits:        core.LimitsFrom(cfg, d.opts.Host),
+		ClassDefaults: d.opts.ClassDefaults,
+		DefaultTTL:    time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:        time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		Logger:        d.log.With("module", "leasing"),
+		Publish:       d.bus.Publish,
+		LeaseEnded:    d.leaseEnded,
+		// A lease's file transfers end before its device is cleaned.
+		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}},
+		Installer:            d.installer,
+		DownloadPolicy:       cfg.String("downloads.policy"),
 		Health: leasing.HealthPolicy{
 			Enabled:            cfg.Bool("health.enabled"),
 			ProbeInterval:      time.Duration(cfg.Int("health.probeIntervalMs")) * time.Millisecond,
@@ -598,6 +606,7 @@ func (d *Daemon) Stop(reason string) error {
 	d.ln.Close()
 	d.closeHTTP()
 	d.endLife()
+	d.transfers.Close()
 	<-d.ready
 	if d.installer != nil {
 		// Installs in flight stop; the requests waiting on them fail.
@@ -747,6 +756,12 @@ func (d *Daemon) unhold(s *session, id string) {
 
 // leaseEnded tells the sessions that hold a lease the daemon ended it.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
+	if d.fleet != nil {
+		// A gateway's relayed transfers of the lease end with it (a
+		// worker's end before its device is cleaned, as a lease-end
+		// participant).
+		go d.transfers.EndLease(context.Background(), l.ID)
+	}
 	d.mu.Lock()
 	set := d.holders[l.ID]
 	delete(d.holders, l.ID)

@@ -19,17 +19,9 @@ import (
 // caller that goes away does not stop the command: it runs to its end or
 // to exec.timeoutMs, its output dropped.
 func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
-	l, err := d.engine.Lease(c, in.LeaseID)
+	l, err := d.leaseToRun(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.ExecResult{}, err
-	}
-	if in.RequesterID != "" && in.RequesterID != l.Lease.RequesterID {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", in.LeaseID, in.RequesterID).
-			With("leaseId", in.LeaseID)
-	}
-	if c.Admin && l.Lease.OwnerID != c.Principal && in.RequesterID == "" {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
-			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
 	}
 	var platform contract.Platform
 	switch in.Tool {
@@ -77,6 +69,26 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)
 	}
 	return contract.ExecResult{ExitCode: code}, nil
+}
+
+// leaseToRun is the lease c may run a command on, or move files into and
+// out of: its own, or, for an admin, one whose requester it names (as a
+// gateway's uplink does for the owner it acts for). A requester named by
+// anyone must be the lease's.
+func (d *Daemon) leaseToRun(c leasing.Caller, leaseID, requesterID string) (contract.LeaseGetResult, error) {
+	l, err := d.engine.Lease(c, leaseID)
+	if err != nil {
+		return contract.LeaseGetResult{}, err
+	}
+	if requesterID != "" && requesterID != l.Lease.RequesterID {
+		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", leaseID, requesterID).
+			With("leaseId", leaseID)
+	}
+	if c.Admin && l.Lease.OwnerID != c.Principal && requesterID == "" {
+		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden,
+			"to act on someone else's lease, name its requester (requesterId)").With("leaseId", leaseID)
+	}
+	return l, nil
 }
 
 // bareShell reports whether adb args open an interactive shell: the shell

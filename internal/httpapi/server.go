@@ -47,7 +47,14 @@ type Options struct {
 	// Console, when set, answers GET and HEAD at every path outside /v1
 	// (the operator console); without it those paths are unknown routes.
 	Console http.Handler
+	// UploadIdle bounds the wait for the next byte of a file route's
+	// request body, and for the client to take the next chunk of its
+	// response (exec.transferIdleMs); 0 means DefaultUploadIdle.
+	UploadIdle time.Duration
 }
+
+// DefaultUploadIdle is Options.UploadIdle's default.
+const DefaultUploadIdle = 30 * time.Second
 
 // The default caps on open event streams, and on a body's arrival.
 const (
@@ -72,6 +79,7 @@ type Server struct {
 	closeOnce sync.Once
 
 	bodyTimeout                    time.Duration
+	uploadIdle                     time.Duration
 	maxStreams, maxStreamsPerToken int
 	streamsMu                      sync.Mutex
 	// streamsMu guards the counts below.
@@ -92,6 +100,7 @@ func New(opts Options) *Server {
 		closed:    make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+		uploadIdle:  cmp.Or(opts.UploadIdle, DefaultUploadIdle),
 		maxStreams:  cmp.Or(opts.MaxStreams, DefaultMaxStreams), maxStreamsPerToken: cmp.Or(opts.MaxStreamsPerToken, DefaultMaxStreamsPerToken),
 		streamsByToken: map[string]int{},
 	}
@@ -161,6 +170,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/leases/{id}/renew", accessAgent, s.renewLease)
 	s.handle("GET /v1/leases/{id}/events", accessAgent, s.streamLease)
 	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
+	s.handle("PUT /v1/leases/{id}/files", accessAgent, s.putFile)
+	s.handle("GET /v1/leases/{id}/files", accessAgent, s.getFile)
+	s.handle("POST /v1/leases/{id}/apps", accessAgent, s.installApp)
+	s.handle("GET /v1/leases/{id}/screenshot", accessAgent, s.getScreenshot)
 
 	s.handle("GET /v1/devices", accessOperator, s.listDevices)
 	s.handle("POST /v1/devices/{id}/retry", accessOperator, s.retryDevice)
