@@ -391,4 +391,3 @@ func (p stagingParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedL
 	}
 	return nil
 }
-

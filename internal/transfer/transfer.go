@@ -25,7 +25,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"sync"
 	"time"
 
@@ -163,7 +162,6 @@ func (r *Registry) Open(o Open, start Start) (contract.TransferInfo, error) {
 
 	r.mu.Lock()
 	e.busy = false
-	close(e.done)
 	ended := e.ended
 	if err != nil || ended || (o.Direction == contract.TransferDownload && size > r.opts.MaxBytes) {
 		r.removeLocked(e)
@@ -172,6 +170,9 @@ func (r *Registry) Open(o Open, start Start) (contract.TransferInfo, error) {
 		if sess != nil {
 			sess.Close()
 		}
+		// Closed once the session is: whoever waits for the call (the
+		// lease's end) finds its staging gone.
+		close(e.done)
 		switch {
 		case ended:
 			return contract.TransferInfo{}, contract.Errorf(contract.CodeUnknownLease, "lease %s ended while its transfer opened", o.LeaseID).With("leaseId", o.LeaseID)
@@ -186,6 +187,7 @@ func (r *Registry) Open(o Open, start Start) (contract.TransferInfo, error) {
 	}
 	e.idle = time.AfterFunc(r.opts.Idle, func() { r.expire(e) })
 	info := e.info
+	close(e.done)
 	r.mu.Unlock()
 	return info, nil
 }
@@ -255,7 +257,7 @@ func (e *entry) owner() string { return e.open.Owner }
 func (r *Registry) end(e *entry, finished bool) {
 	r.mu.Lock()
 	e.busy = false
-	close(e.done)
+	done := e.done
 	closing := e.ended || finished
 	if finished && !e.ended {
 		r.removeLocked(e)
@@ -268,6 +270,9 @@ func (r *Registry) end(e *entry, finished bool) {
 		e.cancel()
 		e.sess.Close()
 	}
+	// After the session closed: whoever waits for the call (the lease's
+	// end) finds what it held released.
+	close(done)
 }
 
 // callContext is ctx, ended also when the transfer ends.
@@ -322,7 +327,7 @@ func (r *Registry) failed(e *entry, err error) error {
 	r.mu.Lock()
 	ended := e.ended && e.ctx.Err() != nil
 	r.mu.Unlock()
-	if ended && !errors.As(err, new(*contract.Error)) {
+	if ended {
 		return unknown(e.id)
 	}
 	return err

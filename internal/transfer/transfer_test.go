@@ -21,6 +21,8 @@ type memSession struct {
 	closed    int
 	// block, when set, holds each Write until it is closed or ctx ends.
 	block chan struct{}
+	// closeTakes is how long Close takes (deleting a large staged file).
+	closeTakes time.Duration
 }
 
 func (m *memSession) Write(ctx context.Context, offset int64, data []byte) error {
@@ -51,6 +53,7 @@ func (m *memSession) Commit(_ context.Context, size int64) (contract.TransferRes
 }
 
 func (m *memSession) Close() {
+	time.Sleep(m.closeTakes)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed++
@@ -223,7 +226,7 @@ func TestAnIdleTransferIsAbandonedAndACallResetsItsBound(t *testing.T) {
 func TestTheEndOfALeaseAbortsItsTransfersAndWaitsForTheCallInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := transfer.New(transfer.Options{MaxBytes: 100, Idle: time.Minute})
-		busy := &memSession{block: make(chan struct{})}
+		busy := &memSession{block: make(chan struct{}), closeTakes: time.Second}
 		idle := &memSession{}
 		other := &memSession{}
 		busyID := upload(t, r, "a", "lse_1", nil, busy)
@@ -240,13 +243,14 @@ func TestTheEndOfALeaseAbortsItsTransfersAndWaitsForTheCallInFlight(t *testing.T
 			r.EndLease(context.Background(), "lse_1")
 			close(ended)
 		}()
-		synctest.Wait()
+		<-ended
+		// EndLease returned once what the call in flight held was
+		// released, not merely once the call returned.
+		if busy.closes() != 1 || idle.closes() != 1 {
+			t.Errorf("when EndLease returned, the lease's sessions had %d and %d closes, want 1 each", busy.closes(), idle.closes())
+		}
 		if err := <-writeErr; code(err) != contract.CodeUnknownTransfer {
 			t.Errorf("the write in flight: got %v, want UNKNOWN_TRANSFER", err)
-		}
-		<-ended
-		if busy.closes() != 1 || idle.closes() != 1 {
-			t.Errorf("the lease's sessions: %d and %d closes, want 1 each", busy.closes(), idle.closes())
 		}
 		if other.closes() != 0 || r.Len() != 1 {
 			t.Errorf("another lease's transfer was touched: %d closes, %d open", other.closes(), r.Len())
