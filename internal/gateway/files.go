@@ -142,13 +142,14 @@ func (r *relay) Read(ctx context.Context, offset int64, n int) ([]byte, error) {
 	if err != nil {
 		return nil, r.l.onWorker(r.e, err)
 	}
-	r.over = chunk.EOF
 	if len(chunk.Data) != n {
 		// The worker staged the size it announced; a chunk of another
-		// length is not that file.
+		// length is not that file, and what it says of its end is not
+		// believed either: its transfer is given back.
 		return nil, contract.Errorf(contract.CodeInternal, "worker %s answered %d bytes where %d were asked for", r.e.workerID, len(chunk.Data), n).
 			With("workerId", r.e.workerID)
 	}
+	r.over = chunk.EOF
 	return chunk.Data, nil
 }
 
