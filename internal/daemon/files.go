@@ -73,36 +73,36 @@ func (s *session) transferOp(req contract.Request, c leasing.Caller) (any, error
 			return nil, err
 		}
 		if d.fleet != nil {
-			return d.leasing.OpenTransfer(d.transfers, c, req.Op, &in)
+			return d.leasing.OpenTransfer(s.ctx, d.transfers, c, req.Op, &in)
 		}
-		return d.openFilesPut(c, in)
+		return d.openFilesPut(s.ctx, c, in)
 	case contract.OpFilesGet:
 		var in contract.FilesGetInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
 		if d.fleet != nil {
-			return d.leasing.OpenTransfer(d.transfers, c, req.Op, &in)
+			return d.leasing.OpenTransfer(s.ctx, d.transfers, c, req.Op, &in)
 		}
-		return d.openFilesGet(c, in)
+		return d.openFilesGet(s.ctx, c, in)
 	case contract.OpAppsInstall:
 		var in contract.AppInstallInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
 		if d.fleet != nil {
-			return d.leasing.OpenTransfer(d.transfers, c, req.Op, &in)
+			return d.leasing.OpenTransfer(s.ctx, d.transfers, c, req.Op, &in)
 		}
-		return d.openAppInstall(c, in)
+		return d.openAppInstall(s.ctx, c, in)
 	case contract.OpScreenshot:
 		var in contract.ScreenshotInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
 		if d.fleet != nil {
-			return d.leasing.OpenTransfer(d.transfers, c, req.Op, &in)
+			return d.leasing.OpenTransfer(s.ctx, d.transfers, c, req.Op, &in)
 		}
-		return d.openScreenshot(c, in)
+		return d.openScreenshot(s.ctx, c, in)
 	case contract.OpTransferWrite:
 		var in contract.TransferWriteInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -173,9 +173,9 @@ func (o *onDevice) stillLeased() error {
 
 // open registers a transfer of o's lease whose staging directory start
 // fills.
-func (o *onDevice) open(owner string, dir contract.TransferDirection, declared *int64, contentType string,
+func (o *onDevice) open(ctx context.Context, owner string, dir contract.TransferDirection, declared *int64, contentType string,
 	start func(ctx context.Context, stage string) (transfer.Session, int64, error)) (contract.TransferInfo, error) {
-	return o.d.transfers.Open(transfer.Open{Owner: owner, Lease: o.lease.ID, LeaseID: o.leaseID, Direction: dir, Declared: declared, ContentType: contentType},
+	return o.d.transfers.Open(ctx, transfer.Open{Owner: owner, Lease: o.lease.ID, LeaseID: o.leaseID, Direction: dir, Declared: declared, ContentType: contentType},
 		func(ctx context.Context) (transfer.Session, int64, error) {
 			if err := o.stillLeased(); err != nil {
 				return nil, 0, err
@@ -197,12 +197,12 @@ func (o *onDevice) open(owner string, dir contract.TransferDirection, declared *
 		})
 }
 
-func (d *Daemon) openFilesPut(c leasing.Caller, in contract.FilesPutInput) (contract.TransferInfo, error) {
+func (d *Daemon) openFilesPut(ctx context.Context, c leasing.Caller, in contract.FilesPutInput) (contract.TransferInfo, error) {
 	o, err := d.fileLease(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
-	return o.open(c.Principal, contract.TransferUpload, in.Size, "", func(_ context.Context, stage string) (transfer.Session, int64, error) {
+	return o.open(ctx, c.Principal, contract.TransferUpload, in.Size, "", func(_ context.Context, stage string) (transfer.Session, int64, error) {
 		return newUpload(stage, func(ctx context.Context, path string) (contract.TransferResult, error) {
 			if err := o.stillLeased(); err != nil {
 				return contract.TransferResult{}, err
@@ -215,13 +215,13 @@ func (d *Daemon) openFilesPut(c leasing.Caller, in contract.FilesPutInput) (cont
 	})
 }
 
-func (d *Daemon) openAppInstall(c leasing.Caller, in contract.AppInstallInput) (contract.TransferInfo, error) {
+func (d *Daemon) openAppInstall(ctx context.Context, c leasing.Caller, in contract.AppInstallInput) (contract.TransferInfo, error) {
 	o, err := d.fileLease(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
 	limit := d.opts.Config.Int("exec.maxUploadBytes")
-	return o.open(c.Principal, contract.TransferUpload, in.Size, "", func(_ context.Context, stage string) (transfer.Session, int64, error) {
+	return o.open(ctx, c.Principal, contract.TransferUpload, in.Size, "", func(_ context.Context, stage string) (transfer.Session, int64, error) {
 		return newUpload(stage, func(ctx context.Context, path string) (contract.TransferResult, error) {
 			app, err := appbundle.Inspect(path)
 			if err != nil {
@@ -269,12 +269,12 @@ func appFits(app appbundle.App, p contract.Platform) error {
 	return nil
 }
 
-func (d *Daemon) openFilesGet(c leasing.Caller, in contract.FilesGetInput) (contract.TransferInfo, error) {
+func (d *Daemon) openFilesGet(ctx context.Context, c leasing.Caller, in contract.FilesGetInput) (contract.TransferInfo, error) {
 	o, err := d.fileLease(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
-	return o.open(c.Principal, contract.TransferDownload, nil, "application/octet-stream", func(ctx context.Context, stage string) (transfer.Session, int64, error) {
+	return o.open(ctx, c.Principal, contract.TransferDownload, nil, "application/octet-stream", func(ctx context.Context, stage string) (transfer.Session, int64, error) {
 		dst := filepath.Join(stage, "download")
 		if err := o.files.PullFile(ctx, o.dev, in.Path, dst); err != nil {
 			return nil, 0, driver.ContractError(err)
@@ -283,12 +283,12 @@ func (d *Daemon) openFilesGet(c leasing.Caller, in contract.FilesGetInput) (cont
 	})
 }
 
-func (d *Daemon) openScreenshot(c leasing.Caller, in contract.ScreenshotInput) (contract.TransferInfo, error) {
+func (d *Daemon) openScreenshot(ctx context.Context, c leasing.Caller, in contract.ScreenshotInput) (contract.TransferInfo, error) {
 	o, err := d.fileLease(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
-	return o.open(c.Principal, contract.TransferDownload, nil, "image/png", func(ctx context.Context, stage string) (transfer.Session, int64, error) {
+	return o.open(ctx, c.Principal, contract.TransferDownload, nil, "image/png", func(ctx context.Context, stage string) (transfer.Session, int64, error) {
 		dst := filepath.Join(stage, "screenshot.png")
 		if err := o.files.Screenshot(ctx, o.dev, dst); err != nil {
 			return nil, 0, driver.ContractError(err)

@@ -24,13 +24,13 @@ import (
 // abortTimeout bounds the abort of a worker's transfer the gateway gave up.
 const abortTimeout = 5 * time.Second
 
-// OpenTransfer opens on the lease's worker the transfer op (device.files.put
+// OpenTransfer opens, until ctx ends, on the lease's worker the transfer op (device.files.put
 // or .get, device.apps.install, device.screenshot) asks for, in (the op's
 // input), and registers its relay in reg. The caller must own the lease, or
 // be an admin naming its requester (actsOn). The calls that touch the
 // device (a download's open, an upload's commit) are bounded by
 // gateway.execTimeoutMs, the others as any forwarded call.
-func (l *Leasing) OpenTransfer(reg *transfer.Registry, c queue.Caller, op contract.Op, in contract.Validator) (contract.TransferInfo, error) {
+func (l *Leasing) OpenTransfer(ctx context.Context, reg *transfer.Registry, c queue.Caller, op contract.Op, in contract.Validator) (contract.TransferInfo, error) {
 	o := transfer.Open{Owner: c.Principal, Direction: contract.TransferUpload}
 	var requesterID string
 	var fwd any
@@ -74,7 +74,7 @@ func (l *Leasing) OpenTransfer(reg *transfer.Registry, c queue.Caller, op contra
 	case *contract.ScreenshotInput:
 		w.LeaseID, w.RequesterID = e.workerLeaseID, onWorker
 	}
-	return reg.Open(o, func(ctx context.Context) (transfer.Session, int64, error) {
+	return reg.Open(ctx, o, func(ctx context.Context) (transfer.Session, int64, error) {
 		var info contract.TransferInfo
 		bound := callTimeout
 		if o.Direction == contract.TransferDownload {

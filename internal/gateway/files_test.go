@@ -93,19 +93,19 @@ func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 		id = l.idx.add("w1", "lse_w", false, "alice", "tok_alice", "")
 		return nil
 	})
+	ctx := context.Background()
 	reg := transfer.New(transfer.Options{MaxBytes: 1 << 20, Idle: time.Minute})
 	defer reg.Close()
 	alice := queue.Caller{Principal: "tok_alice"}
-	ctx := context.Background()
 
-	info, err := l.OpenTransfer(reg, alice, contract.OpFilesGet, &contract.FilesGetInput{LeaseID: id, Path: "/sdcard/x"})
+	info, err := l.OpenTransfer(ctx, reg, alice, contract.OpFilesGet, &contract.FilesGetInput{LeaseID: id, Path: "/sdcard/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reg.Read(ctx, "tok_alice", contract.TransferReadInput{TransferID: info.TransferID}); codeOf(err) != contract.CodeInternal {
 		t.Errorf("a read answered with 20 bytes of 10: got %v, want INTERNAL", err)
 	}
-	up, err := l.OpenTransfer(reg, alice, contract.OpFilesPut, &contract.FilesPutInput{LeaseID: id, Path: "/sdcard/y"})
+	up, err := l.OpenTransfer(ctx, reg, alice, contract.OpFilesPut, &contract.FilesPutInput{LeaseID: id, Path: "/sdcard/y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 		t.Errorf("the worker was asked %+v, want its own lease id and the requester as the uplink names it", open)
 	}
 	// Someone else on the gateway gets nowhere near the lease.
-	if _, err := l.OpenTransfer(reg, queue.Caller{Principal: "tok_bob"}, contract.OpScreenshot, &contract.ScreenshotInput{LeaseID: id}); codeOf(err) != contract.CodeForbidden {
+	if _, err := l.OpenTransfer(ctx, reg, queue.Caller{Principal: "tok_bob"}, contract.OpScreenshot, &contract.ScreenshotInput{LeaseID: id}); codeOf(err) != contract.CodeForbidden {
 		t.Errorf("bob's screenshot of alice's lease: got %v, want FORBIDDEN", err)
 	}
 }

@@ -82,7 +82,7 @@ func withDevice(h *harness, max int64) *device {
 			return nil, err
 		}
 		size := int64(s.buf.Len())
-		return d.reg.Open(transfer.Open{Owner: c.Token.ID, Lease: leaseID, LeaseID: leaseID, Direction: dir, Declared: declared, ContentType: ct},
+		return d.reg.Open(context.Background(), transfer.Open{Owner: c.Token.ID, Lease: leaseID, LeaseID: leaseID, Direction: dir, Declared: declared, ContentType: ct},
 			func(context.Context) (transfer.Session, int64, error) { return s, size, nil })
 	}
 	h.fake.on(contract.OpFilesPut, func(_ context.Context, c fakeCall, _ func(contract.Push)) (any, error) {

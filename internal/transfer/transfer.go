@@ -134,13 +134,14 @@ func (r *Registry) tooLarge(what string, n int64) error {
 
 // Open checks o against the bounds, reserves its place, runs start and
 // registers the session it makes. Nothing is started for a declared size
-// over MaxBytes or a lease with PerLease transfers open.
-func (r *Registry) Open(o Open, start Start) (contract.TransferInfo, error) {
+// over MaxBytes or a lease with PerLease transfers open. start's context
+// ends with ctx (the caller gone) as well as with the transfer.
+func (r *Registry) Open(ctx context.Context, o Open, start Start) (contract.TransferInfo, error) {
 	if o.Declared != nil && *o.Declared > r.opts.MaxBytes {
 		return contract.TransferInfo{}, r.tooLarge("the upload", *o.Declared)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &entry{id: newID(), open: o, ctx: ctx, cancel: cancel, busy: true, done: make(chan struct{})}
+	ectx, cancel := context.WithCancel(context.Background())
+	e := &entry{id: newID(), open: o, ctx: ectx, cancel: cancel, busy: true, done: make(chan struct{})}
 	e.info = contract.TransferInfo{TransferID: e.id, Direction: o.Direction, LeaseID: o.LeaseID, Size: o.Declared,
 		MaxBytes: r.opts.MaxBytes, ChunkBytes: contract.MaxTransferChunk, IdleMs: r.opts.Idle.Milliseconds(), ContentType: o.ContentType}
 	r.mu.Lock()
@@ -158,7 +159,9 @@ func (r *Registry) Open(o Open, start Start) (contract.TransferInfo, error) {
 	r.addLocked(e)
 	r.mu.Unlock()
 
-	sess, size, err := start(ctx)
+	sctx, stop := callContext(ctx, e)
+	sess, size, err := start(sctx)
+	stop()
 
 	r.mu.Lock()
 	e.busy = false

@@ -76,7 +76,7 @@ func size(n int64) *int64 { return &n }
 
 func upload(t *testing.T, r *transfer.Registry, owner, lease string, declared *int64, s *memSession) string {
 	t.Helper()
-	info, err := r.Open(transfer.Open{Owner: owner, Lease: lease, LeaseID: lease, Direction: contract.TransferUpload, Declared: declared},
+	info, err := r.Open(context.Background(), transfer.Open{Owner: owner, Lease: lease, LeaseID: lease, Direction: contract.TransferUpload, Declared: declared},
 		func(context.Context) (transfer.Session, int64, error) { return s, 0, nil })
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -138,7 +138,7 @@ func TestATransferIsItsOwnersOnly(t *testing.T) {
 func TestTheSizeBoundRefusesBeforeStartAndCutsAtTheLimit(t *testing.T) {
 	r := transfer.New(transfer.Options{MaxBytes: 10, Idle: time.Minute})
 	started := false
-	_, err := r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferUpload, Declared: size(11)},
+	_, err := r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferUpload, Declared: size(11)},
 		func(context.Context) (transfer.Session, int64, error) { started = true; return &memSession{}, 0, nil })
 	if code(err) != contract.CodeBodyTooLarge || started {
 		t.Fatalf("a declared size over the limit: got %v (started %v), want BODY_TOO_LARGE before start", err, started)
@@ -157,7 +157,7 @@ func TestTheSizeBoundRefusesBeforeStartAndCutsAtTheLimit(t *testing.T) {
 	}
 	// A download larger than the limit is refused once staged.
 	big := &memSession{}
-	_, err = r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
+	_, err = r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
 		func(context.Context) (transfer.Session, int64, error) { return big, 11, nil })
 	if code(err) != contract.CodeBodyTooLarge || big.closes() != 1 {
 		t.Errorf("a download over the limit: got %v, %d closes; want BODY_TOO_LARGE and its session closed", err, big.closes())
@@ -168,7 +168,7 @@ func TestADownloadEndsWithTheChunkThatReachesItsEnd(t *testing.T) {
 	r := transfer.New(transfer.Options{MaxBytes: 100, Idle: time.Minute})
 	s := &memSession{}
 	s.buf.WriteString("hello world")
-	info, err := r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload, ContentType: "image/png"},
+	info, err := r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload, ContentType: "image/png"},
 		func(context.Context) (transfer.Session, int64, error) { return s, 11, nil })
 	if err != nil || info.Size == nil || *info.Size != 11 || info.ContentType != "image/png" {
 		t.Fatalf("Open: %+v %v", info, err)
@@ -191,7 +191,7 @@ func TestADownloadEndsWithTheChunkThatReachesItsEnd(t *testing.T) {
 	}
 	// An empty download is one empty chunk with eof.
 	empty := &memSession{}
-	info, _ = r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
+	info, _ = r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
 		func(context.Context) (transfer.Session, int64, error) { return empty, 0, nil })
 	if c, err := r.Read(ctx, "a", contract.TransferReadInput{TransferID: info.TransferID}); err != nil || !c.EOF || len(c.Data) != 0 {
 		t.Errorf("empty download: %+v %v", c, err)
@@ -267,7 +267,7 @@ func TestALeaseEndedDuringTheStartLeavesNoTransfer(t *testing.T) {
 		s := &memSession{}
 		res := make(chan error, 1)
 		go func() {
-			_, err := r.Open(transfer.Open{Owner: "a", Lease: "l", LeaseID: "l", Direction: contract.TransferDownload},
+			_, err := r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", LeaseID: "l", Direction: contract.TransferDownload},
 				func(ctx context.Context) (transfer.Session, int64, error) {
 					<-ctx.Done() // a driver pull the lease's end cancels
 					return s, 0, ctx.Err()
@@ -289,7 +289,7 @@ func TestALeaseHasAtMostPerLeaseTransfers(t *testing.T) {
 	r := transfer.New(transfer.Options{MaxBytes: 100, Idle: time.Minute, PerLease: 2})
 	upload(t, r, "a", "l", nil, &memSession{})
 	id := upload(t, r, "a", "l", nil, &memSession{})
-	_, err := r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferUpload},
+	_, err := r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferUpload},
 		func(context.Context) (transfer.Session, int64, error) { return &memSession{}, 0, nil })
 	if code(err) != contract.CodeTooManyStreams {
 		t.Fatalf("a third transfer: got %v, want TOO_MANY_STREAMS", err)
@@ -304,7 +304,7 @@ func TestALeaseHasAtMostPerLeaseTransfers(t *testing.T) {
 func TestAFailedStartLeavesNothingOpen(t *testing.T) {
 	r := transfer.New(transfer.Options{MaxBytes: 100, Idle: time.Minute})
 	want := contract.Errorf(contract.CodeDeviceFileMissing, "no such file")
-	_, err := r.Open(transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
+	_, err := r.Open(context.Background(), transfer.Open{Owner: "a", Lease: "l", Direction: contract.TransferDownload},
 		func(context.Context) (transfer.Session, int64, error) { return nil, 0, want })
 	if !errors.Is(err, want) || r.Len() != 0 {
 		t.Errorf("got %v with %d open", err, r.Len())
