@@ -18,6 +18,7 @@ import (
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 // session describes how a command talks to the daemon.
@@ -38,7 +39,7 @@ func adminToken(cmd *cobra.Command, env Env, home string) string {
 	if t := env.Getenv("SIMLOCK_ADMIN_TOKEN"); t != "" {
 		return t
 	}
-	b, err := os.ReadFile(filepath.Join(home, "admin.token"))
+	b, err := homedir.ReadFile(filepath.Join(home, "admin.token"))
 	if err != nil {
 		return ""
 	}
@@ -175,11 +176,11 @@ func (ch *child) exitError(ctx context.Context, home string) error {
 // holds the home. The daemon says it listens by writing to a pipe it
 // inherits (--notify-fd), so nothing here polls.
 func launchDaemon(ctx context.Context, env Env, home string) (*child, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	if err := homedir.Prepare(home); err != nil {
+		return nil, err
 	}
 	outPath := filepath.Join(home, "daemon.out")
-	out, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	out, err := homedir.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("start daemon: %w", err)
 	}
@@ -276,7 +277,7 @@ func awaitListening(ctx context.Context, home string) error {
 // instant and could turn a daemon starting meanwhile away. An empty file
 // (a daemon between taking the lock and writing its pid) counts as alive.
 func holderAlive(lockPath string) bool {
-	b, err := os.ReadFile(lockPath)
+	b, err := homedir.ReadFile(lockPath)
 	if err != nil {
 		return false
 	}
@@ -333,7 +334,7 @@ func startupTimeout(ctx context.Context, home string) error {
 
 // readOut is what the daemon wrote to daemon.out.
 func readOut(home string) string {
-	b, _ := os.ReadFile(filepath.Join(home, "daemon.out"))
+	b, _ := homedir.ReadFile(filepath.Join(home, "daemon.out"))
 	return strings.TrimSpace(string(b))
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/logfile"
 )
 
@@ -53,8 +54,8 @@ func daemonRunCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(home, 0o700); err != nil {
-				return fail(fmt.Errorf("create SIMLOCK_HOME: %w", err))
+			if err := homedir.Prepare(home); err != nil {
+				return fail(err)
 			}
 			level, rotate := slog.LevelInfo, config.Default().Int("log.rotateBytes")
 			if cfg, err := config.Load(home); err == nil {
@@ -141,8 +142,8 @@ func (n startNotifier) Close() {
 
 // daemonOptions wires the real config, drivers and host facts.
 func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) (daemon.Options, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return daemon.Options{}, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	if err := homedir.Prepare(home); err != nil {
+		return daemon.Options{}, err
 	}
 	cfg, err := config.Load(home)
 	if err != nil {
@@ -358,7 +359,7 @@ func daemonLogsCmd(env Env) *cobra.Command {
 
 // tailFile prints the last n lines of path and returns the size read.
 func tailFile(w io.Writer, path string, n int) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := homedir.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -387,7 +388,7 @@ func followFile(ctx context.Context, w io.Writer, path string, offset int64) err
 			return nil
 		case <-t.C:
 		}
-		f, err := os.Open(path)
+		f, err := homedir.OpenFile(path, os.O_RDONLY, 0)
 		if err != nil {
 			continue
 		}

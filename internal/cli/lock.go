@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 // waitUnlocked waits until nobody holds the daemon's lock file.
 func waitUnlocked(ctx context.Context, path string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := homedir.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
 			return nil
 		}

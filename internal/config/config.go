@@ -24,6 +24,7 @@ import (
 
 	"github.com/simlock/simlock/internal/atomicfile"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 type kind int
@@ -294,7 +295,7 @@ func Path(home string) string { return filepath.Join(home, "config.json") }
 // Load reads home's config file over the defaults. A missing file is the
 // defaults.
 func Load(home string) (*Config, error) {
-	b, err := os.ReadFile(Path(home))
+	b, err := homedir.ReadFile(Path(home))
 	if errors.Is(err, os.ErrNotExist) {
 		return Default(), nil
 	}
@@ -694,7 +695,7 @@ func Set(home, key, value string) (any, error) {
 		return nil, err
 	}
 	doc := map[string]any{}
-	b, err := os.ReadFile(Path(home))
+	b, err := homedir.ReadFile(Path(home))
 	switch {
 	case err == nil:
 		dec := json.NewDecoder(strings.NewReader(string(b)))
@@ -722,7 +723,7 @@ func Set(home, key, value string) (any, error) {
 	if _, err := Parse(out); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	if err := homedir.Prepare(home); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
 	if err := atomicfile.Write(Path(home), append(out, '\n'), 0o600); err != nil {

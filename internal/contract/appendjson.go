@@ -43,6 +43,10 @@ func (d Device) AppendJSON(b []byte) []byte {
 		b = append(b, `,"leaseId":`...)
 		b = appendJSONString(b, d.LeaseID)
 	}
+	if d.LeaseKey != "" {
+		b = append(b, `,"leaseKey":`...)
+		b = appendJSONString(b, d.LeaseKey)
+	}
 	b = append(b, `,"createdAt":`...)
 	b = strconv.AppendInt(b, d.CreatedAt, 10)
 	b = append(b, `,"stateSince":`...)
@@ -72,6 +76,10 @@ func (d Device) AppendJSON(b []byte) []byte {
 func (l LeaseRecord) AppendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, l.ID)
+	if l.Key != "" {
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, l.Key)
+	}
 	b = append(b, `,"deviceId":`...)
 	b = appendJSONString(b, l.DeviceID)
 	b = append(b, `,"requesterId":`...)
@@ -89,6 +97,9 @@ func (l LeaseRecord) AppendJSON(b []byte) []byte {
 	if l.BoundPID != 0 {
 		b = append(b, `,"boundPid":`...)
 		b = strconv.AppendInt(b, int64(l.BoundPID), 10)
+	}
+	if l.IDChosenByRequester {
+		b = append(b, `,"idChosenByRequester":true`...)
 	}
 	if l.WorkerID != "" {
 		b = append(b, `,"workerId":`...)

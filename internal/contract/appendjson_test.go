@@ -24,16 +24,16 @@ func TestTheHandEncodersWriteWhatEncodingJSONWrites(t *testing.T) {
 		d := Device{ID: randomString(rng), DriverDeviceID: randomString(rng), Driver: randomString(rng),
 			Spec: DeviceSpec{Platform: Platform(randomString(rng)), Model: randomString(rng), OSVersion: randomString(rng),
 				ImageTag: randomString(rng)},
-			State: DeviceState(randomString(rng)), Address: randomString(rng), LeaseID: randomString(rng),
+			State: DeviceState(randomString(rng)), Address: randomString(rng), LeaseID: randomString(rng), LeaseKey: randomString(rng),
 			CreatedAt: rng.Int64N(1 << 45), StateSince: rng.Int64N(1<<45) - 1<<40, LastUsedAt: rng.Int64N(3),
 			TransitionAgeMs: rng.Int64N(3), Stalled: rng.IntN(2) == 0, WorkerID: randomString(rng)}
 		want, _ := json.Marshal(d)
 		if got := d.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("device:\n got %s\nwant %s", got, want)
 		}
-		l := LeaseRecord{ID: randomString(rng), DeviceID: randomString(rng), RequesterID: randomString(rng), OwnerID: randomString(rng),
+		l := LeaseRecord{ID: randomString(rng), Key: randomString(rng), DeviceID: randomString(rng), RequesterID: randomString(rng), OwnerID: randomString(rng),
 			GrantedAt: rng.Int64N(1 << 45), TTLMs: rng.Int64N(1 << 30), LastRenewedAt: -rng.Int64N(10), TTLDeadline: rng.Int64N(1 << 45),
-			BoundPID: rng.IntN(3), WorkerID: randomString(rng)}
+			BoundPID: rng.IntN(3), IDChosenByRequester: rng.IntN(2) == 0, WorkerID: randomString(rng)}
 		want, _ = json.Marshal(l)
 		if got := l.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("lease:\n got %s\nwant %s", got, want)

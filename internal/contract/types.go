@@ -128,9 +128,12 @@ type Device struct {
 	State          DeviceState `json:"state"`
 	Address        string      `json:"address,omitempty"`
 	LeaseID        string      `json:"leaseId,omitempty"`
-	CreatedAt      int64       `json:"createdAt"`
-	StateSince     int64       `json:"stateSince"`
-	LastUsedAt     int64       `json:"lastUsedAt,omitempty"`
+	// LeaseKey is the unique key of the lease that holds the device, when
+	// its id was chosen (see LeaseRecord.Key).
+	LeaseKey   string `json:"leaseKey,omitempty"`
+	CreatedAt  int64  `json:"createdAt"`
+	StateSince int64  `json:"stateSince"`
+	LastUsedAt int64  `json:"lastUsedAt,omitempty"`
 	// Slimmed is set while a slim device's slim pass is in effect: from
 	// the boot that applied it until a clean erases it.
 	Slimmed bool `json:"slimmed,omitempty"`
@@ -144,8 +147,16 @@ type Device struct {
 }
 
 // LeaseRecord is a held lease. Times are epoch milliseconds.
+//
+// ID is the lease's id as its owner names it: the one its request chose
+// (leaseId, unique only among its owner's leases), or else the daemon's
+// own, unique key. Key is that unique key when the id was chosen, so an
+// operator can name one of two owners' leases of the same chosen id;
+// UniqueKey is the key either way, what the store, the events and the
+// usage figures name the lease by.
 type LeaseRecord struct {
 	ID            string `json:"id"`
+	Key           string `json:"key,omitempty"`
 	DeviceID      string `json:"deviceId"`
 	RequesterID   string `json:"requesterId"`
 	OwnerID       string `json:"ownerId"`
@@ -161,6 +172,15 @@ type LeaseRecord struct {
 	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
 	// WorkerID names the worker the lease is on, in a gateway's lists.
 	WorkerID string `json:"workerId,omitempty"`
+}
+
+// UniqueKey is the lease's unique key on the daemon that granted it: Key
+// when its id was chosen, its id otherwise.
+func (l LeaseRecord) UniqueKey() string {
+	if l.Key != "" {
+		return l.Key
+	}
+	return l.ID
 }
 
 // GrantDevice is the device part of a grant.

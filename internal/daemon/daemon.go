@@ -41,12 +41,14 @@ import (
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
 	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
 	"github.com/simlock/simlock/internal/transfer"
+	"github.com/simlock/simlock/internal/wallclock"
 )
 
 // Files under SIMLOCK_HOME.
@@ -101,6 +103,13 @@ type Options struct {
 	// request's headers, and HTTPIdleTimeout how long a keep-alive
 	// connection may sit with nothing asked; 0 means 10 s and 2 min.
 	HTTPHeaderTimeout, HTTPIdleTimeout time.Duration
+	// StoreBusyTimeout is how long a write waits for a lock another
+	// process holds on the database (SQLite's busy_timeout); 0 means
+	// sqlite.DefaultBusyTimeout.
+	StoreBusyTimeout time.Duration
+	// ReadClock reads the wall and boot clocks, to see the wall clock
+	// jump; nil means wallclock.Read.
+	ReadClock func() wallclock.Reading
 }
 
 // DriverSetup is what SetupDrivers returns.
@@ -150,7 +159,7 @@ type Daemon struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	conns    map[*conn]struct{}
-	holders  map[string]map[*session]struct{} // lease id -> sessions holding or watching it
+	holders  map[string]map[*session]struct{} // lease key (UniqueKey) -> sessions holding or watching it
 	stopping bool
 	// pruneAt, lastPruned and prunedTotal are the event log's last prune
 	// (epoch ms) and what it and all prunes this run deleted.
@@ -220,8 +229,11 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Processes == nil {
 		opts.Processes = osProcesses{}
 	}
-	if err := os.MkdirAll(opts.Home, 0o700); err != nil {
-		return nil, fmt.Errorf("create SIMLOCK_HOME: %w", err)
+	if opts.ReadClock == nil {
+		opts.ReadClock = wallclock.Read
+	}
+	if err := homedir.Prepare(opts.Home); err != nil {
+		return nil, err
 	}
 	d := &Daemon{
 		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
@@ -254,12 +266,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 // socket accepts reads this start's token, never a missing or stale one.
 func (d *Daemon) claim() error {
 	lockPath := filepath.Join(d.opts.Home, LockName)
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := homedir.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open lock: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(lockPath)
+		b, _ := homedir.ReadFile(lockPath)
 		f.Close()
 		if pid := strings.TrimSpace(string(b)); pid != "" {
 			return fmt.Errorf("%w (pid %s)", ErrAlreadyRunning, pid)
@@ -376,16 +388,19 @@ func (d *Daemon) converge(ctx context.Context) {
 	}
 	cfg := d.opts.Config
 	d.installer = d.newInstaller(db)
+	skew, clockNow := d.clockAtStart(ctx)
 	d.engine = leasing.New(leasing.Options{
-		Store:         db,
-		Drivers:       d.opts.Drivers,
-		Limits:        core.LimitsFrom(cfg, d.opts.Host),
-		ClassDefaults: d.opts.ClassDefaults,
-		DefaultTTL:    time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
-		MaxTTL:        time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
-		Logger:        d.log.With("module", "leasing"),
-		Publish:       d.bus.Publish,
-		LeaseEnded:    d.leaseEnded,
+		StartClockSkew: skew,
+		StartClock:     toStore(clockNow),
+		Store:          db,
+		Drivers:        d.opts.Drivers,
+		Limits:         core.LimitsFrom(cfg, d.opts.Host),
+		ClassDefaults:  d.opts.ClassDefaults,
+		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
+		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		Logger:         d.log.With("module", "leasing"),
+		Publish:        d.bus.Publish,
+		LeaseEnded:     d.leaseEnded,
 		// A lease's file transfers end before its device is cleaned.
 		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}},
 		Installer:            d.installer,
@@ -443,7 +458,11 @@ func (d *Daemon) converge(ctx context.Context) {
 		return
 	}
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
-	d.bg.Add(3)
+	d.bg.Add(4)
+	go func() {
+		defer d.bg.Done()
+		d.watchClock(clockNow)
+	}()
 	go func() {
 		defer d.bg.Done()
 		d.joinGateway()
@@ -461,12 +480,18 @@ func (d *Daemon) converge(ctx context.Context) {
 // openStore opens the database, private to the user, and loads the tokens.
 func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	dbPath := filepath.Join(d.opts.Home, DBName)
+	// SQLite opens these itself, following links: none may be one.
+	if err := homedir.RefuseLinks(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal"); err != nil {
+		return nil, fmt.Errorf("open the database: %w", err)
+	}
 	// SQLite gives its -wal and -shm files the database file's mode: make
 	// it private before SQLite creates it.
-	if f, err := os.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600); err == nil {
-		f.Close()
+	f, err := homedir.OpenFile(dbPath, os.O_CREATE|os.O_RDONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the database: %w", err)
 	}
-	db, err := sqlite.Open(ctx, dbPath)
+	f.Close()
+	db, err := sqlite.OpenWith(ctx, dbPath, sqlite.Options{BusyTimeout: d.opts.StoreBusyTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -734,8 +759,8 @@ func (d *Daemon) dropSession(s *session) {
 	}
 }
 
-// holds records that session s holds or watches lease id, so it hears if
-// the daemon ends it.
+// holds records that session s holds or watches the lease with key id, so
+// it hears if the daemon ends it.
 func (d *Daemon) holds(s *session, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -754,7 +779,9 @@ func (d *Daemon) unhold(s *session, id string) {
 	delete(d.holders[id], s)
 }
 
-// leaseEnded tells the sessions that hold a lease the daemon ended it.
+// leaseEnded tells the sessions that hold a lease the daemon ended it: by
+// its key, which names it alone (two owners may each have chosen its id);
+// the notice names it by its id, as its owner does.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	if d.fleet != nil {
 		// A gateway's relayed transfers of the lease end with it (a
@@ -763,8 +790,8 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 		go d.transfers.EndLease(context.Background(), l.ID)
 	}
 	d.mu.Lock()
-	set := d.holders[l.ID]
-	delete(d.holders, l.ID)
+	set := d.holders[l.UniqueKey()]
+	delete(d.holders, l.UniqueKey())
 	d.mu.Unlock()
 	for c := range set {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
@@ -793,8 +820,8 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 // or was booted again.
 func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts int) {
 	d.mu.Lock()
-	set := make([]*session, 0, len(d.holders[l.ID]))
-	for s := range d.holders[l.ID] {
+	set := make([]*session, 0, len(d.holders[l.UniqueKey()]))
+	for s := range d.holders[l.UniqueKey()] {
 		set = append(set, s)
 	}
 	d.mu.Unlock()

@@ -118,7 +118,7 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err != nil {
 			return nil, err
 		}
-		s.d.holds(s, grant.Lease.ID)
+		s.d.holds(s, grant.Lease.UniqueKey())
 		return grant, nil
 	case contract.OpLeaseRenew:
 		var in contract.LeaseRenewInput
@@ -132,8 +132,11 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, err
 		}
 		// A session ending its own lease needs no news of it; any other
-		// session holding it hears lease-lost.
-		s.d.unhold(s, in.LeaseID)
+		// session holding it hears lease-lost. Sessions hold leases by
+		// key: the name resolves as the release will resolve it.
+		if key, err := e.Resolve(caller, in.LeaseID); err == nil {
+			s.d.unhold(s, key)
+		}
 		return e.Release(caller, in)
 	case contract.OpLeaseReleaseAll:
 		var in contract.Empty
@@ -271,11 +274,16 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		// Registered before the check, so an end right after it is heard.
-		s.d.holds(s, in.LeaseID)
-		l, err := e.Lease(caller, in.LeaseID)
+		// Held by its key, registered before the check, so an end right
+		// after it is heard.
+		key, err := e.Resolve(caller, in.LeaseID)
 		if err != nil {
-			s.d.unhold(s, in.LeaseID)
+			return nil, err
+		}
+		s.d.holds(s, key)
+		l, err := e.Lease(caller, key)
+		if err != nil {
+			s.d.unhold(s, key)
 			return nil, err
 		}
 		return contract.LeaseWatchResult{Lease: l.Lease}, nil
@@ -367,7 +375,11 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 			return nil, contract.Errorf(contract.CodeUnsupportedInWorkerMode,
 				"a worker token joins a worker to a gateway: create it on the gateway (this daemon is a worker)").With("operation", req.Op)
 		}
-		return s.d.tokens.create(s.ctx, in)
+		res, err := s.d.tokens.create(s.ctx, in)
+		if err == nil {
+			s.d.Emit("token.created", tokenEvent(res.Token, principal))
+		}
+		return res, err
 	case contract.OpTokenList:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -379,12 +391,23 @@ func (s *session) dispatch(call json.RawMessage, op contract.Op, raw json.RawMes
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		res, err := s.d.tokens.revoke(s.ctx, in.ID)
-		if err == nil && s.d.fleet != nil {
-			// An uplink opened with it ends now, not at its next check.
+		res, was, err := s.d.tokens.revoke(s.ctx, in.ID)
+		if err != nil {
+			return res, err
+		}
+		// What the token holds open ends now, not at its next request:
+		// its HTTP streams, long polls and commands, and on a gateway the
+		// uplinks it opened.
+		if s.d.api != nil {
+			s.d.api.EndToken(in.ID)
+		}
+		if s.d.fleet != nil {
 			s.d.fleet.CloseToken(s.ctx, in.ID)
 		}
-		return res, err
+		if res.Revoked {
+			s.d.Emit("token.revoked", tokenEvent(was, principal))
+		}
+		return res, nil
 	}
 	return nil, contract.Errorf(contract.CodeUnknownRequest, "operation %q has no handler", req.Op)
 }

@@ -41,7 +41,7 @@ func (d *Daemon) exec(s *session, c leasing.Caller, call json.RawMessage, in con
 		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
 			With("tool", in.Tool)
 	}
-	cmd, err := d.passthrough(leasing.Caller{Principal: l.Lease.OwnerID}, contract.PassthroughInput{Tool: in.Tool, Args: in.Args, LeaseID: in.LeaseID})
+	cmd, err := d.passthrough(leasing.Caller{Principal: l.Lease.OwnerID}, contract.PassthroughInput{Tool: in.Tool, Args: in.Args, LeaseID: l.Lease.UniqueKey()})
 	if err != nil {
 		return contract.ExecResult{}, err
 	}

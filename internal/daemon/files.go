@@ -52,10 +52,11 @@ func (d *Daemon) newTransfers() *transfer.Registry {
 	})
 }
 
-// leaseStaging is the staging directory of lease id: a hash, since a lease
-// id may hold characters a file name may not.
-func (d *Daemon) leaseStaging(id string) string {
-	sum := sha256.Sum256([]byte(id))
+// leaseStaging is the staging directory of the lease whose unique key is
+// key (two owners may each have chosen one id): a hash, since a key may
+// hold characters a file name may not.
+func (d *Daemon) leaseStaging(key string) string {
+	sum := sha256.Sum256([]byte(key))
 	return filepath.Join(d.stagingDir(), hex.EncodeToString(sum[:12]))
 }
 
@@ -132,7 +133,9 @@ func (s *session) transferOp(req contract.Request, c leasing.Caller) (any, error
 }
 
 // onDevice is what a transfer needs of its lease: the lease as it was when
-// the transfer opened, its device as the driver knows it, and the driver.
+// the transfer opened (its transfers and staging are keyed by its unique
+// key, which the lease's end names), its device as the driver knows it, and
+// the driver.
 type onDevice struct {
 	d     *Daemon
 	lease contract.LeaseRecord
@@ -164,7 +167,7 @@ func (d *Daemon) fileLease(c leasing.Caller, leaseID, requesterID string) (*onDe
 // its id since. Checked inside a transfer's call, after the registry
 // counted it in flight, so a lease that ends after the check waits for it.
 func (o *onDevice) stillLeased() error {
-	l, err := o.d.engine.Lease(leasing.Caller{Admin: true}, o.lease.ID)
+	l, err := o.d.engine.Lease(leasing.Caller{Admin: true}, o.lease.UniqueKey())
 	if err != nil || l.Lease.GrantedAt != o.lease.GrantedAt {
 		return contract.Errorf(contract.CodeUnknownLease, "lease %s has ended", o.leaseID).With("leaseId", o.leaseID)
 	}
@@ -175,12 +178,12 @@ func (o *onDevice) stillLeased() error {
 // fills.
 func (o *onDevice) open(ctx context.Context, owner string, dir contract.TransferDirection, declared *int64, contentType string,
 	start func(ctx context.Context, stage string) (transfer.Session, int64, error)) (contract.TransferInfo, error) {
-	return o.d.transfers.Open(ctx, transfer.Open{Owner: owner, Lease: o.lease.ID, LeaseID: o.leaseID, Direction: dir, Declared: declared, ContentType: contentType},
+	return o.d.transfers.Open(ctx, transfer.Open{Owner: owner, Lease: o.lease.UniqueKey(), LeaseID: o.leaseID, Direction: dir, Declared: declared, ContentType: contentType},
 		func(ctx context.Context) (transfer.Session, int64, error) {
 			if err := o.stillLeased(); err != nil {
 				return nil, 0, err
 			}
-			parent := o.d.leaseStaging(o.lease.ID)
+			parent := o.d.leaseStaging(o.lease.UniqueKey())
 			if err := os.MkdirAll(parent, 0o700); err != nil {
 				return nil, 0, contract.Errorf(contract.CodeInternal, "create the staging directory: %v", err)
 			}

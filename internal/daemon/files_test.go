@@ -323,3 +323,54 @@ func TestAStartDeletesWhatTheLastRunStaged(t *testing.T) {
 		t.Errorf("the last run's staging is still there: %v", err)
 	}
 }
+
+// Two owners who each chose the lease id build-42 each reach their own
+// device's files by it, and one's lease ending ends its own transfers and
+// only those: transfers and staging are keyed by the lease's unique key.
+func TestTwoOwnersOfOneChosenIDEachMoveTheirOwnFiles(t *testing.T) {
+	_, home := startDaemon(t, nil)
+	ctx := context.Background()
+	clients := map[string]*client.Client{}
+	grants := map[string]contract.LeaseGrant{}
+	for _, name := range []string{"a", "b"} {
+		c := dial(t, home, name, false)
+		g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformAndroid, LeaseID: "build-42"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PushFile(ctx, contract.FilesPutInput{LeaseID: "build-42", Path: "/sdcard/who"}, bytes.NewReader([]byte(name))); err != nil {
+			t.Fatalf("%s's push: %v", name, err)
+		}
+		clients[name], grants[name] = c, g
+	}
+	for name, c := range clients {
+		var got bytes.Buffer
+		if _, _, err := c.PullFile(ctx, contract.FilesGetInput{LeaseID: "build-42", Path: "/sdcard/who"}, into(&got)); err != nil || got.String() != name {
+			t.Errorf("%s pulled %q (%v), want its own %q", name, got.String(), err, name)
+		}
+	}
+	// Each has an upload open when a's lease ends.
+	open := map[string]string{}
+	for name, c := range clients {
+		var info contract.TransferInfo
+		if err := c.Call(ctx, contract.OpFilesPut, contract.FilesPutInput{LeaseID: "build-42", Path: "/sdcard/later"}, &info); err != nil {
+			t.Fatal(err)
+		}
+		open[name] = info.TransferID
+	}
+	events := subscribe(t, home)
+	if _, err := clients["a"].Release(ctx, "build-42"); err != nil {
+		t.Fatal(err)
+	}
+	awaitReclaimed(t, events, grants["a"].Device.ID)
+	write := func(name string) error {
+		var w contract.TransferWriteResult
+		return clients[name].Call(ctx, contract.OpTransferWrite, contract.TransferWriteInput{TransferID: open[name], Data: []byte("more")}, &w)
+	}
+	if err := write("a"); code(err) != contract.CodeUnknownTransfer {
+		t.Errorf("a's transfer after a's lease ended: got %v, want UNKNOWN_TRANSFER", err)
+	}
+	if err := write("b"); err != nil {
+		t.Errorf("b's transfer after a's lease of the same id ended: %v", err)
+	}
+}

@@ -88,6 +88,24 @@ func (s gatewayQueueStore) Request(ctx context.Context, id string) (contract.Lea
 	return s.d.db.Request(ctx, id)
 }
 
+// Emit commits one of the daemon's own events outside any other decision
+// and publishes it, in order with the rest of the log: through the engine
+// on a worker (which publishes under its decision lock), through emit on a
+// gateway. A failure is logged: the fact it records has happened anyway.
+// It is for operations, which run once startup has converged.
+func (d *Daemon) Emit(name string, payload map[string]any) {
+	switch {
+	case d.fleet != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.emit(ctx, name, payload); err != nil {
+			d.log.Error("could not record an event", "event", name, "err", err)
+		}
+	case d.engine != nil:
+		d.engine.Emit(name, payload)
+	}
+}
+
 // emit commits one of the daemon's own events and publishes it.
 func (d *Daemon) emit(ctx context.Context, event string, payload map[string]any) error {
 	b, err := json.Marshal(payload)

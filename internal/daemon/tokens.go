@@ -82,21 +82,39 @@ func (b *tokenBook) list() []contract.TokenRecord {
 	return out
 }
 
-// revoke deletes a token; its next request is refused.
-func (b *tokenBook) revoke(ctx context.Context, id string) (contract.TokenRevokeResult, error) {
+// revoke deletes a token; its next request is refused. It returns the
+// token as it was, for the token.revoked event (zero when there was none).
+func (b *tokenBook) revoke(ctx context.Context, id string) (contract.TokenRevokeResult, contract.TokenRecord, error) {
 	// Forget it first: from here on the secret no longer opens anything,
 	// even while the delete is being written.
 	b.mu.Lock()
+	var was contract.TokenRecord
 	if h, ok := b.hashOf[id]; ok {
+		was = b.byHash[h]
 		delete(b.byHash, h)
 		delete(b.hashOf, id)
 	}
 	b.mu.Unlock()
 	ok, err := b.db.DeleteToken(ctx, id)
 	if err != nil {
-		return contract.TokenRevokeResult{}, contract.Errorf(contract.CodeInternal, "revoke the token: %v", err)
+		return contract.TokenRevokeResult{}, was, contract.Errorf(contract.CodeInternal, "revoke the token: %v", err)
 	}
-	return contract.TokenRevokeResult{Revoked: ok}, nil
+	if was.ID == "" && ok {
+		// Stored but not in memory cannot happen; the id is all there is.
+		was.ID = id
+	}
+	return contract.TokenRevokeResult{Revoked: ok}, was, nil
+}
+
+// tokenEvent is the payload of token.created and token.revoked: the token
+// as the list shows it (never its secret or hash) and who acted, by the
+// principal of their session.
+func tokenEvent(t contract.TokenRecord, by string) map[string]any {
+	p := map[string]any{"tokenId": t.ID, "role": t.Role, "by": by}
+	if t.Label != "" {
+		p["label"] = t.Label
+	}
+	return p
 }
 
 func (b *tokenBook) lookup(secret string) (contract.TokenRecord, bool) {

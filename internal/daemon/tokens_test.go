@@ -1,7 +1,11 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +118,98 @@ func TestDoctorReportsAWarmPoolTargetThatCanNeverBeFilled(t *testing.T) {
 		}
 	}
 	t.Errorf("findings = %+v, want warm-pool-target-unreachable", res.Findings)
+}
+
+// Creating and revoking a token are events naming the token and who acted,
+// never its secret; revoking a token ends the HTTP streams it holds open
+// at once, the last event of each saying why. On a worker and a gateway.
+func TestTokenEventsAndRevocationEndsItsStreams(t *testing.T) {
+	for mode, raw := range map[string]string{
+		"worker":  `{"http":{"enabled":true,"port":0}}`,
+		"gateway": `{"mode":"gateway","http":{"enabled":true,"port":0}}`,
+	} {
+		t.Run(mode, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, home := startDaemon(t, cfg)
+			tokenEventsAndRevocation(t, d, home)
+		})
+	}
+}
+
+func tokenEventsAndRevocation(t *testing.T, d *Daemon, home string) {
+	ctx := context.Background()
+	admin := dial(t, home, "op-alice", true)
+	var made contract.TokenCreateResult
+	if err := admin.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenOperator, Label: "dash"}, &made); err != nil {
+		t.Fatal(err)
+	}
+
+	req, err := http.NewRequestWithContext(ctx, "GET", d.HTTPURL()+"/v1/events/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+made.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("event stream: %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != ": connected\n" {
+		t.Fatalf("stream start %q, %v", line, err)
+	}
+
+	var rev contract.TokenRevokeResult
+	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || !rev.Revoked {
+		t.Fatalf("revoke = %+v, %v", rev, err)
+	}
+	rest := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(br)
+		rest <- string(b)
+	}()
+	select {
+	case text := <-rest:
+		// Events committed before the revocation may come first; the
+		// stream's last frame says why it ended.
+		frames := strings.Split(strings.TrimSpace(text), "\n\n")
+		if last := frames[len(frames)-1]; !strings.HasPrefix(last, "event: error\n") || !strings.Contains(last, `"UNAUTHENTICATED"`) {
+			t.Errorf("the stream of a revoked token ended with %q, want an error event with UNAUTHENTICATED", last)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the event stream of a revoked token was still open a second after the revocation")
+	}
+
+	var evs contract.EventsReplayResult
+	if err := admin.Call(ctx, contract.OpEventsReplay, contract.EventsReplayInput{SinceTs: 1}, &evs); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"token.created": false, "token.revoked": false}
+	for _, ev := range evs.Events {
+		if _, ok := want[ev.Event]; !ok {
+			continue
+		}
+		want[ev.Event] = true
+		if strings.Contains(string(ev.Payload), made.Secret) || strings.Contains(string(ev.Payload), hashSecret(made.Secret)) {
+			t.Errorf("%s carries the secret or its hash: %s", ev.Event, ev.Payload)
+		}
+		var p map[string]any
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p["tokenId"] != made.Token.ID || p["role"] != "operator" || p["label"] != "dash" || p["by"] != "op-alice" {
+			t.Errorf("%s payload %v, want the token's id, role and label and who acted", ev.Event, p)
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("no %s event in the log", name)
+		}
+	}
 }

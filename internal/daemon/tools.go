@@ -27,20 +27,16 @@ func (d *Daemon) passthrough(c leasing.Caller, in contract.PassthroughInput) (co
 	}
 	args := in.Args
 	if in.LeaseID != "" {
-		var lease *contract.LeaseRecord
-		for _, l := range d.engine.Leases(c) {
-			if l.ID == in.LeaseID {
-				lease = &l
-				break
+		// The lease as the caller names it (a chosen id within its own
+		// leases, or a key); another's is not the caller's to know of.
+		lease, err := d.engine.Lease(c, in.LeaseID)
+		if err != nil {
+			if code := contract.AsError(err).Code; code == contract.CodeForbidden || code == contract.CodeUnknownLease {
+				return contract.PassthroughResult{}, contract.Errorf(contract.CodeUnknownLease, "no active lease %s of yours", in.LeaseID).With("leaseId", in.LeaseID)
 			}
+			return contract.PassthroughResult{}, err
 		}
-		if lease == nil {
-			return contract.PassthroughResult{}, contract.Errorf(contract.CodeUnknownLease, "no active lease %s of yours", in.LeaseID).With("leaseId", in.LeaseID)
-		}
-		for _, dev := range d.engine.Devices() {
-			if dev.ID != lease.DeviceID {
-				continue
-			}
+		if dev := lease.Device; dev.ID != "" {
 			if dev.Spec.Platform != platform {
 				return contract.PassthroughResult{}, contract.Errorf(contract.CodePassthroughRefused, "lease %s is on a %s device; %s drives %s devices", in.LeaseID, dev.Spec.Platform, in.Tool, platform).
 					With("leaseId", in.LeaseID)
@@ -138,7 +134,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		f := contract.Finding{Kind: "expired-lease", DeviceID: l.DeviceID,
 			Message: fmt.Sprintf("lease %s passed its deadline (%s) but its device is still leased", l.ID, time.UnixMilli(l.TTLDeadline).UTC().Format(time.RFC3339))}
 		if fix {
-			d.engine.ExpireNow(l.ID)
+			d.engine.ExpireNow(l.UniqueKey())
 			f.Fixed = true
 		} else {
 			f.Remedy = "simlock doctor --fix expires it"

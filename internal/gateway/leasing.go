@@ -105,7 +105,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 			}
 			return e.id, e.owner, true
 		},
-		LeaseHeld: func(id string) bool {
+		LeaseHeld: func(_, id string) bool {
 			_, ok := l.idx.get(id)
 			return ok
 		},

@@ -112,6 +112,10 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 					return nil
 				}
 			}
+			if revoked(ctx) {
+				sayRevoked(ctx, sw)
+				return nil
+			}
 			s.writeExecEnd(sw, tok, id, out)
 			return nil
 		case <-keepAlive.C:
@@ -121,6 +125,13 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 				}
 			}
 		case <-ctx.Done():
+			if revoked(ctx) {
+				if sw == nil {
+					return errTokenRevoked
+				}
+				sayRevoked(ctx, sw)
+				return nil
+			}
 			if !s.stopping() {
 				return nil // the client left
 			}

@@ -98,14 +98,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, tok contract.Tok
 	id := r.PathValue("id")
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
-	res, err := transfer.Send(ctx, s.callAsTransfer(tok), op, in, s.idleBody(w, r))
+	// r.Body is the route's streamed body (uploadBody): bounded, and cut
+	// with BODY_TOO_LARGE or BODY_TIMEOUT, which end the transfer.
+	res, err := transfer.Send(ctx, s.callAsTransfer(tok), op, in, r.Body)
 	if err != nil {
 		if s.stopping() {
 			err = errStopping()
 		}
 		// What is left of the body is not read: the connection ends
 		// with the answer.
-		w.Header().Set("Connection", "close")
+		cutBody(w)
 		return hideLease(tok, err, id)
 	}
 	s.writeJSON(w, http.StatusOK, res)

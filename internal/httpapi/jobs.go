@@ -135,6 +135,9 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, tok contract.
 				return nil
 			case sw == nil:
 				return s.beforeStream(err)
+			case revoked(ctx):
+				sayRevoked(ctx, sw)
+				return nil
 			default:
 				_ = sw.event("error", "", errorBody{asError(s.beforeStream(err))})
 				return nil

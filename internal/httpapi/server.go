@@ -9,6 +9,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,14 +48,20 @@ type Options struct {
 	// Console, when set, answers GET and HEAD at every path outside /v1
 	// (the operator console); without it those paths are unknown routes.
 	Console http.Handler
+	// MaxUploadBytes caps a file route's request body
+	// (exec.maxUploadBytes); 0 means DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// UploadIdle bounds the wait for the next byte of a file route's
 	// request body, and for the client to take the next chunk of its
 	// response (exec.transferIdleMs); 0 means DefaultUploadIdle.
 	UploadIdle time.Duration
 }
 
-// DefaultUploadIdle is Options.UploadIdle's default.
-const DefaultUploadIdle = 30 * time.Second
+// The defaults of the file routes' bounds.
+const (
+	DefaultMaxUploadBytes = 2 << 30
+	DefaultUploadIdle     = 30 * time.Second
+)
 
 // The default caps on open event streams, and on a body's arrival.
 const (
@@ -79,13 +86,29 @@ type Server struct {
 	closeOnce sync.Once
 
 	bodyTimeout                    time.Duration
+	maxUpload                      int64
 	uploadIdle                     time.Duration
 	maxStreams, maxStreamsPerToken int
 	streamsMu                      sync.Mutex
 	// streamsMu guards the counts below.
 	streams        int
 	streamsByToken map[string]int
+
+	liveMu sync.Mutex
+	// liveMu guards the fields below: the authenticated requests in
+	// flight, by token id, each with the cancel of its context, and the
+	// tokens EndToken ended (ids are never reused, so a request that
+	// authenticated just before its token ended is cut when it registers).
+	live      map[string]map[*liveRequest]struct{}
+	endedToks map[string]struct{}
+
+	// bodies holds the body policy of each route, by mux pattern.
+	// Written only while the routes are registered, before serving.
+	bodies map[string]bodyPolicy
 }
+
+// liveRequest is one authenticated request in flight.
+type liveRequest struct{ cancel context.CancelCauseFunc }
 
 // New returns a Server for opts.
 func New(opts Options) *Server {
@@ -100,9 +123,13 @@ func New(opts Options) *Server {
 		closed:    make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+		maxUpload:   cmp.Or(opts.MaxUploadBytes, DefaultMaxUploadBytes),
 		uploadIdle:  cmp.Or(opts.UploadIdle, DefaultUploadIdle),
 		maxStreams:  cmp.Or(opts.MaxStreams, DefaultMaxStreams), maxStreamsPerToken: cmp.Or(opts.MaxStreamsPerToken, DefaultMaxStreamsPerToken),
 		streamsByToken: map[string]int{},
+		live:           map[string]map[*liveRequest]struct{}{},
+		endedToks:      map[string]struct{}{},
+		bodies:         map[string]bodyPolicy{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -170,9 +197,9 @@ func (s *Server) routes() {
 	s.handle("POST /v1/leases/{id}/renew", accessAgent, s.renewLease)
 	s.handle("GET /v1/leases/{id}/events", accessAgent, s.streamLease)
 	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
-	s.handle("PUT /v1/leases/{id}/files", accessAgent, s.putFile)
+	s.handleBody("PUT /v1/leases/{id}/files", accessAgent, s.uploadBody(), s.putFile)
 	s.handle("GET /v1/leases/{id}/files", accessAgent, s.getFile)
-	s.handle("POST /v1/leases/{id}/apps", accessAgent, s.installApp)
+	s.handleBody("POST /v1/leases/{id}/apps", accessAgent, s.uploadBody(), s.installApp)
 	s.handle("GET /v1/leases/{id}/screenshot", accessAgent, s.getScreenshot)
 
 	s.handle("GET /v1/devices", accessOperator, s.listDevices)
@@ -210,19 +237,111 @@ func (s *Server) uplink(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handle registers an authenticated route whose body has the default
+// policy (MaxBody bytes, read whole within BodyTimeout before h runs).
 func (s *Server) handle(pattern string, acc access, h handlerFunc) {
+	s.handleBody(pattern, acc, s.defaultBody(), h)
+}
+
+// handleBody registers an authenticated route whose body has policy pol
+// (an upload streams its body: streamed, with its own max and idle bound).
+func (s *Server) handleBody(pattern string, acc access, pol bodyPolicy, h handlerFunc) {
+	s.bodies[pattern] = pol
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.authenticate(r)
 		if err == nil {
 			err = allowed(acc, tok)
 		}
 		if err == nil {
-			err = h(w, r, tok)
+			ctx, done := s.track(r.Context(), tok)
+			defer done()
+			r = r.WithContext(ctx)
+			if revoked(ctx) {
+				// Authenticated a moment before its token ended.
+				err = errTokenRevoked
+			} else {
+				err = h(w, r, tok)
+			}
+			if err != nil && revoked(ctx) {
+				// The call failed because its session was cut, not
+				// for a reason of its own.
+				err = errTokenRevoked
+			}
 		}
 		if err != nil {
+			if sb, ok := r.Body.(*streamBody); ok {
+				sb.finish() // a refusal does not wait for the rest of an upload
+			}
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// errTokenRevoked is what a request, stream or command of a token that was
+// revoked ends with (the last event of a stream, or the error answer).
+var errTokenRevoked = contract.Errorf(contract.CodeUnauthenticated, "the token was revoked")
+
+// revoked reports whether ctx, a request's or anything derived from it,
+// ended because EndToken ended its token.
+func revoked(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), errTokenRevoked)
+}
+
+// track gives an authenticated request of tok a context that EndToken
+// cancels, and registers it until done is called.
+func (s *Server) track(parent context.Context, tok contract.TokenRecord) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	lr := &liveRequest{cancel: cancel}
+	s.liveMu.Lock()
+	if _, ended := s.endedToks[tok.ID]; ended {
+		cancel(errTokenRevoked)
+	} else {
+		set := s.live[tok.ID]
+		if set == nil {
+			set = map[*liveRequest]struct{}{}
+			s.live[tok.ID] = set
+		}
+		set[lr] = struct{}{}
+	}
+	s.liveMu.Unlock()
+	return ctx, func() {
+		s.liveMu.Lock()
+		if set := s.live[tok.ID]; set != nil {
+			delete(set, lr)
+			if len(set) == 0 {
+				delete(s.live, tok.ID)
+			}
+		}
+		s.liveMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// EndToken ends everything the token with this id holds open: its event,
+// lease, request and job streams, its long polls and its commands end at
+// once, each stream with a last error event (UNAUTHENTICATED, "the token
+// was revoked") where it has started, a call not yet answered with that
+// error. The daemon calls it when the token is revoked; the token's
+// secret must already be refused by Backend.Authenticate, so nothing new
+// opens after it.
+func (s *Server) EndToken(id string) {
+	s.liveMu.Lock()
+	s.endedToks[id] = struct{}{}
+	set := s.live[id]
+	delete(s.live, id)
+	s.liveMu.Unlock()
+	for lr := range set {
+		lr.cancel(errTokenRevoked)
+	}
+}
+
+// sayRevoked ends a started stream whose token was revoked with an error
+// event saying so; a stream that ended for any other reason ends as it
+// did.
+func sayRevoked(ctx context.Context, sw *sseWriter) {
+	if revoked(ctx) {
+		_ = sw.event("error", "", errorBody{errTokenRevoked})
+	}
 }
 
 // allowed says whether tok may use a route of access acc. A worker token
@@ -257,9 +376,24 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 	return tok, nil
 }
 
-// ServeHTTP routes r. The mux's own 404 and 405 answers are plain text, so
-// requests no pattern matches are answered here instead, as JSON.
+// ServeHTTP routes r. Its body is taken first, by its route's policy (the
+// default for any request no route matches), so every route answers a body
+// that is too large or too slow the same way. The mux's own 404 and 405
+// answers are plain text, so requests no pattern matches are answered here
+// instead, as JSON.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	pol := s.defaultBody()
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		if p, ok := s.bodies[pattern]; ok {
+			pol = p
+		}
+	}
+	if !s.takeBody(w, r, pol) {
+		return
+	}
+	if sb, ok := r.Body.(*streamBody); ok {
+		defer sb.finish()
+	}
 	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.console.ServeHTTP(w, r)

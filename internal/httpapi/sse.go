@@ -168,6 +168,7 @@ func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 			if ctx.Err() == nil {
 				_ = sw.event("error", "", errorBody{asError(hideRequest(tok, err, id))})
 			}
+			sayRevoked(ctx, sw)
 			return nil
 		}
 	}
@@ -204,6 +205,7 @@ func (s *Server) streamLease(w http.ResponseWriter, r *http.Request, tok contrac
 	for {
 		select {
 		case <-ctx.Done():
+			sayRevoked(ctx, sw)
 			return nil
 		case <-q.overflow:
 			s.log.Warn("lease stream fell behind; ending it", "leaseId", id)
@@ -292,6 +294,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tok contra
 			if ctx.Err() == nil && !isWriteErr(err) {
 				_ = sw.event("error", "", errorBody{asError(err)})
 			}
+			sayRevoked(ctx, sw)
 			return nil
 		}
 		sent = max(sent, sub.LastSeq)
@@ -301,6 +304,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tok contra
 	for {
 		select {
 		case <-ctx.Done():
+			sayRevoked(ctx, sw)
 			return nil
 		case <-q.overflow:
 			s.log.Warn("event stream fell behind; ending it")

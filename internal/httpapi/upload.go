@@ -1,24 +1,22 @@
 package httpapi
 
 import (
-	"errors"
-	"io"
-	"net"
 	"net/http"
 	"time"
-
-	"github.com/simlock/simlock/internal/contract"
 )
 
-// A request body has a limit and a time bound, each the route's own. The
-// JSON bodies (decodeBody) have MaxBody and BodyTimeout: the whole body
-// within both. The file routes' bodies have exec.maxUploadBytes, which the
-// daemon applies to the declared length before any byte is read (the
-// length goes with the transfer's open) and to the bytes as they come, and
-// an idle bound in place of a total one, since a 2 GiB upload cannot arrive
-// in 10 s: the body fails BODY_TIMEOUT when no byte has come for
-// UploadIdle. A response the file routes stream has the same idle bound on
-// each write.
+// The file routes' bodies and answers. An upload's body (PUT …/files, POST
+// …/apps) has the streamed policy of uploadBody: at most exec.maxUploadBytes
+// (a declared length over it is refused before a byte is read, as for every
+// route, and the daemon applies the same limit to the transfer), and an idle
+// bound in place of a total one, since a 2 GiB upload cannot arrive in 10 s:
+// no byte for exec.transferIdleMs is BODY_TIMEOUT. A download (GET …/files,
+// …/screenshot) has the same idle bound on each write of its answer.
+
+// uploadBody is the body policy of the routes that take a file.
+func (s *Server) uploadBody() bodyPolicy {
+	return bodyPolicy{max: s.maxUpload, streamed: true, idle: s.uploadIdle}
+}
 
 // declaredLength is r's Content-Length when the client sent one.
 func declaredLength(r *http.Request) *int64 {
@@ -27,36 +25,6 @@ func declaredLength(r *http.Request) *int64 {
 	}
 	n := r.ContentLength
 	return &n
-}
-
-// idleBody reads a request body whose every read must bring a byte within
-// idle.
-type idleBody struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	body io.Reader
-	idle time.Duration
-}
-
-func (s *Server) idleBody(w http.ResponseWriter, r *http.Request) *idleBody {
-	return &idleBody{w: w, rc: http.NewResponseController(w), body: r.Body, idle: s.uploadIdle}
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.idle))
-	n, err := b.body.Read(p)
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		// The rest of the body is not waited for: the connection ends
-		// with the answer.
-		b.w.Header().Set("Connection", "close")
-		return n, contract.Errorf(contract.CodeBodyTimeout, "no byte of the request body arrived for %s", b.idle).
-			With("idleMs", b.idle.Milliseconds())
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		b.w.Header().Set("Connection", "close")
-		return n, contract.BadRequest("", "could not read the request body: %v", err)
-	}
-	return n, err
 }
 
 // idleWriter writes a streamed response whose every write must be taken

@@ -36,6 +36,10 @@ type leaseView struct {
 	Environment map[string]string `json:"environment,omitempty"`
 	// IDChosenByRequester: the request chose the lease's id (leaseId).
 	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
+	// Key is the lease's unique key when its id was chosen (unique only
+	// within its owner): an operator names one of two owners' leases of
+	// one id by it.
+	Key string `json:"key,omitempty"`
 	// Active is false when the view comes from a grant whose lease has
 	// ended; it is left out while the lease is held.
 	Active *bool `json:"active,omitempty"`
@@ -70,6 +74,7 @@ func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.Device
 		ExpiresAt:           isoTime(l.TTLDeadline),
 		TTLMs:               l.TTLMs,
 		IDChosenByRequester: l.IDChosenByRequester,
+		Key:                 l.Key,
 		Mode:                mode,
 	}
 }
@@ -143,9 +148,11 @@ func (s *Server) requestView(ctx context.Context, tok contract.TokenRecord, st c
 // grantedLease is the lease view of a granted request: the grant with the
 // lease's current deadline while it is held, marked inactive once it ended.
 func (s *Server) grantedLease(ctx context.Context, tok contract.TokenRecord, rec contract.LeaseRequestRecord) *leaseView {
+	// By the grant's key: a chosen id may name a later lease of the same
+	// owner by now, or, to an operator, another owner's.
 	leaseID := rec.LeaseID
-	if leaseID == "" && rec.Grant != nil {
-		leaseID = rec.Grant.Lease.ID
+	if rec.Grant != nil {
+		leaseID = rec.Grant.Lease.UniqueKey()
 	}
 	if leaseID == "" {
 		if rec.Grant == nil {

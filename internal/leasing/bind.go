@@ -43,15 +43,15 @@ func (e *Engine) Bind(c Caller, in contract.LeaseBindInput) (contract.LeaseRecor
 		return contract.LeaseRecord{}, contract.BadRequest("pid", "no process %d is running: %v", in.PID, err)
 	}
 	var out contract.LeaseRecord
-	err = e.do(func(tx *queue.Txn) error {
-		l, cerr := e.ownedLocked(c, in.LeaseID)
+	err = e.try(func(tx *queue.Txn) error {
+		l, cerr := e.findLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
 		}
 		nl := l.Lease
 		nl.BoundPID, nl.BoundPIDStartedAt = in.PID, started
 		e.putLease(tx, nl)
-		tx.Event("lease.bound", map[string]any{"leaseId": nl.ID, "deviceId": nl.DeviceID, "pid": in.PID})
+		tx.Event("lease.bound", leaseEvent(nl, map[string]any{"deviceId": nl.DeviceID, "pid": in.PID}))
 		out = nl.LeaseRecord
 		return nil
 	})
@@ -113,8 +113,8 @@ func (e *Engine) checkBound() {
 // changed.
 func (e *Engine) fileBound(l *lease) {
 	if l.BoundPID != 0 {
-		e.bound[l.ID] = l
+		e.bound[l.UniqueKey()] = l
 	} else {
-		delete(e.bound, l.ID)
+		delete(e.bound, l.UniqueKey())
 	}
 }

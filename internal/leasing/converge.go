@@ -79,7 +79,7 @@ func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
 			// quarantined before retries existed gets its first one now.
 			if d.QuarantineNextRetry == 0 && d.QuarantineAttempts < e.opts.Quarantine.MaxRetries {
 				e.changeDevice(tx, d, func(rec *store.Device) {
-					rec.QuarantineNextRetry = now() + e.opts.Quarantine.delay(rec.QuarantineAttempts).Milliseconds()
+					rec.QuarantineNextRetry = e.now() + e.opts.Quarantine.delay(rec.QuarantineAttempts).Milliseconds()
 				})
 			}
 			e.armQuarantineLocked(tx, d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
@@ -15,7 +16,7 @@ import (
 // move them on.
 func (e *Engine) Stalled() []contract.Device {
 	var out []contract.Device
-	t := now()
+	t := e.now()
 	e.view(func() {
 		e.reg.each(func(d *dev) bool {
 			if d.claim != claimNone || (d.State == contract.DeviceReclaiming && d.lease != "") {
@@ -34,7 +35,7 @@ func (e *Engine) Stalled() []contract.Device {
 // QuarantineStalled puts a stalled device in quarantine, where its clean is
 // retried; a device that moved on meanwhile is left alone.
 func (e *Engine) QuarantineStalled(id string) error {
-	return e.do(func(tx *queue.Txn) error {
+	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() || (d.State != contract.DeviceProvisioning && d.State != contract.DeviceReclaiming) {
 			return nil
@@ -44,14 +45,14 @@ func (e *Engine) QuarantineStalled(id string) error {
 	})
 }
 
-// ExpiredLeases lists active leases whose deadline has passed; the engine
-// expires them on its timers, so any found is a fault to report.
+// ExpiredLeases lists active leases more than a second past their expiry
+// (on the monotonic clock, as their timers count it); the engine expires
+// them on its timers, so any found is a fault to report.
 func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 	var out []contract.LeaseRecord
-	t := now()
 	e.view(func() {
 		for _, l := range e.leases {
-			if l.TTLDeadline < t-1000 {
+			if time.Since(l.expiry) > time.Second {
 				out = append(out, l.LeaseRecord)
 			}
 		}
@@ -60,10 +61,10 @@ func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 	return out
 }
 
-// ExpireNow ends a lease whose deadline passed.
+// ExpireNow ends the lease with key id if its deadline passed.
 func (e *Engine) ExpireNow(id string) {
-	_ = e.do(func(tx *queue.Txn) error {
-		if l, ok := e.leases[id]; ok && l.TTLDeadline < now() {
+	_ = e.try(func(tx *queue.Txn) error {
+		if l, ok := e.leases[id]; ok && !time.Now().Before(l.expiry) {
 			e.endLocked(tx, id, ReasonExpired)
 		}
 		return nil

@@ -19,7 +19,7 @@ func TestStalledTransitionIsFoundAndQuarantined(t *testing.T) {
 			d, _ := h.e.reg.get(g.Device.ID)
 			h.e.setState(tx, d, contract.DeviceReclaiming)
 			l := h.e.leases[g.Lease.ID].Lease
-			l.EndedAt = now()
+			l.EndedAt = time.Now().UnixMilli()
 			h.e.putLease(tx, l)
 			return nil
 		})

@@ -17,7 +17,7 @@ func (h dueHeap) Less(i, j int) bool {
 	if h[i].TTLDeadline != h[j].TTLDeadline {
 		return h[i].TTLDeadline < h[j].TTLDeadline
 	}
-	return h[i].ID < h[j].ID
+	return h[i].UniqueKey() < h[j].UniqueKey()
 }
 func (h dueHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
@@ -73,7 +73,7 @@ func (e *Engine) soonestDue(ps ...contract.Platform) *lease {
 		if len(h) == 0 {
 			continue
 		}
-		if l := h[0]; first == nil || l.TTLDeadline < first.TTLDeadline || (l.TTLDeadline == first.TTLDeadline && l.ID < first.ID) {
+		if l := h[0]; first == nil || l.TTLDeadline < first.TTLDeadline || (l.TTLDeadline == first.TTLDeadline && l.UniqueKey() < first.UniqueKey()) {
 			first = l
 		}
 	}
@@ -102,7 +102,8 @@ func (e *Engine) queueWait(p contract.Platform, block core.Block) *contract.Leas
 		return nil
 	}
 	if l := e.soonestDue(scope...); l != nil {
-		w.LeaseID, w.Holder, w.EndsAt = l.ID, l.RequesterID, l.TTLDeadline
+		// By its key: the id its owner chose is the owner's alone.
+		w.LeaseID, w.Holder, w.EndsAt = l.UniqueKey(), l.RequesterID, l.TTLDeadline
 	}
 	return &contract.LeaseProgress{Stage: contract.StageQueued, Wait: &w}
 }

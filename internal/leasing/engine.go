@@ -130,6 +130,21 @@ type Options struct {
 	// nothing more, and its owner should stop (the next start converges
 	// from the database). It is called in a goroutine of its own.
 	Fatal func(error)
+	// Wall is the wall clock: the times the engine stores and shows, and
+	// the stored deadlines it compares with them. Nil means time.Now.
+	// What a running lease's expiry waits on is the monotonic clock,
+	// whatever Wall says (see ClockJumped).
+	Wall func() time.Time
+	// StartClockSkew is how far the wall clock jumped beyond real time
+	// since the last run, when that is known and a jump (wallclock.Skew):
+	// Start moves the stored deadlines and times by it before it decides
+	// anything, so a jump forward expires nothing early and a jump back
+	// keeps nothing late, and records clock.jumped. Zero for none.
+	StartClockSkew time.Duration
+	// StartClock, when set, is the clock reading Start stores with its
+	// first decision: the one the stored times are in step with from then
+	// on.
+	StartClock *store.Clock
 }
 
 // Caller is who calls an operation.
@@ -150,8 +165,11 @@ type Engine struct {
 	work sync.WaitGroup
 
 	reg         *registry
-	leases      map[string]*lease // active only
+	leases      map[string]*lease // active only, by unique key
 	byRequester map[string]*lease
+	// chosen files the active leases whose id was chosen, by that id and
+	// their owner: a chosen id is unique only within its owner.
+	chosen map[string]map[string]*lease
 	// bound are the active leases bound to a process (lease.bind).
 	bound      map[string]*lease
 	leaseOrder list.List // of *lease, in (grantedAt, id) order
@@ -180,8 +198,15 @@ type Engine struct {
 // lease is an active lease.
 type lease struct {
 	store.Lease
-	timer *time.Timer
-	at    *list.Element
+	// expiry is when the lease expires on the monotonic clock: set from
+	// its deadline when the deadline is set (grant, renewal, start, a
+	// clock jump moving it), so a wall clock that jumps later moves
+	// neither it nor its timer. armed counts the timers armed for it: a
+	// timer that fires for an older count does nothing.
+	expiry time.Time
+	armed  uint64
+	timer  *time.Timer
+	at     *list.Element
 	// plat is its device's platform (an index in contract.Platforms) and
 	// due its place in that platform's dueHeap, -1 when in none.
 	plat, due int
@@ -231,6 +256,9 @@ func New(opts Options) *Engine {
 	if opts.DeviceHealth == nil {
 		opts.DeviceHealth = func(contract.LeaseRecord, string, int) {}
 	}
+	if opts.Wall == nil {
+		opts.Wall = time.Now
+	}
 	if opts.DefaultTTL <= 0 {
 		opts.DefaultTTL = 15 * time.Minute
 	}
@@ -241,6 +269,7 @@ func New(opts Options) *Engine {
 	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
 		reg: newRegistry(opts.Limits), leases: map[string]*lease{}, byRequester: map[string]*lease{}, bound: map[string]*lease{},
+		chosen:   map[string]map[string]*lease{},
 		removing: map[string]bool{}, health: map[string]*healthState{}, noReclaim: map[string]bool{},
 		warm:   newWarmState(),
 		timers: map[string]*time.Timer{}, catalogs: map[contract.Platform]driver.Catalog{}, slimRefused: map[string]bool{},
@@ -250,9 +279,8 @@ func New(opts Options) *Engine {
 		Store:   engineStore{e},
 		Placer:  e,
 		LeaseOf: e.leaseOfLocked,
-		LeaseHeld: func(id string) bool {
-			_, ok := e.leases[id]
-			return ok
+		LeaseHeld: func(owner, id string) bool {
+			return e.chosen[id][owner] != nil
 		},
 		Gate:    e.gateLocked,
 		Seal:    e.sealLocked,
@@ -264,7 +292,18 @@ func New(opts Options) *Engine {
 	return e
 }
 
-func now() int64 { return time.Now().UnixMilli() }
+// now is the wall clock, epoch milliseconds.
+func (e *Engine) now() int64 { return e.opts.Wall().UnixMilli() }
+
+// untilWall is how long until the wall time at (epoch ms), as a duration
+// to wait for.
+func (e *Engine) untilWall(at int64) time.Duration {
+	return time.Duration(at-e.now()) * time.Millisecond
+}
+
+// monoAt is the wall time at (epoch ms) on the monotonic clock: the
+// instant that many milliseconds from now.
+func (e *Engine) monoAt(at int64) time.Time { return time.Now().Add(e.untilWall(at)) }
 
 func newID(prefix string) string {
 	var b [8]byte
@@ -272,8 +311,15 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// do runs one decision (see queue.Do).
+// do runs one decision that must happen: driver work that finished, a
+// timer that fired (see queue.Do: it waits for the store's write lock as
+// long as it takes).
 func (e *Engine) do(f func(tx *queue.Txn) error) error { return e.q.Do(f) }
+
+// try runs one decision a caller waits on (see queue.Try): a store locked
+// by another process past its bound fails the call with INTERNAL, having
+// changed nothing.
+func (e *Engine) try(f func(tx *queue.Txn) error) error { return e.q.Try(f) }
 
 // view reads state under the decision lock.
 func (e *Engine) view(f func()) { e.q.View(f) }
@@ -332,6 +378,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		for _, l := range snap.Leases {
 			e.addLeaseLocked(l)
 		}
+		if skew := e.opts.StartClockSkew; skew != 0 {
+			// Before anything compares a stored time with the clock.
+			e.shiftClockLocked(tx, skew, "start")
+		}
+		e.pending.clock = e.opts.StartClock
 		for _, rec := range snap.Requests {
 			tx.SettleStale(rec, "daemon-restarted")
 		}
@@ -344,12 +395,12 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	err = e.do(func(tx *queue.Txn) error {
-		t := now()
+		t := e.now()
 		var expired []string
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			l := el.Value.(*lease)
 			if l.TTLDeadline <= t {
-				expired = append(expired, l.ID)
+				expired = append(expired, l.UniqueKey())
 				continue
 			}
 			e.armLocked(tx, l)
@@ -397,16 +448,22 @@ func (e *Engine) goWork(f func()) {
 // work in flight (reclaims included) until ctx ends; then it cancels what
 // is left.
 func (e *Engine) Shutdown(ctx context.Context, reason string) error {
-	err := e.do(func(tx *queue.Txn) error {
-		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+	stop := func() {
 		e.stopping = true
 		// Participant waits end now: a stop waits for the cleans, not for
 		// them.
 		e.cutEndsLocked(errStopping)
+	}
+	// A stop does not wait on a database another process holds: past the
+	// bound it goes on without its event.
+	err := e.try(func(tx *queue.Txn) error {
+		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+		stop()
 		return nil
 	})
 	if err != nil {
 		e.log.Warn("could not record daemon.stopping", "err", err)
+		e.view(stop)
 	}
 	// Waiters hear at once that the daemon is going; the records stay
 	// open, like every request still open at the end, and the next start

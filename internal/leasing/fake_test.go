@@ -52,7 +52,7 @@ func (m *memStore) Commit(_ context.Context, c store.Change) ([]contract.Event, 
 		m.devices[d.ID] = d
 	}
 	for _, l := range c.Leases {
-		m.leases[l.ID] = l
+		m.leases[l.UniqueKey()] = l
 	}
 	for _, r := range c.Requests {
 		m.requests[r.ID] = r

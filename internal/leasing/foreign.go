@@ -121,7 +121,7 @@ func (e *Engine) Foreign(ctx context.Context, fix bool) ([]Foreign, error) {
 		return nil, nil
 	}
 	var out []Foreign
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		out = out[:0]
 		quarantined := map[string]bool{}
 		for _, f := range found {

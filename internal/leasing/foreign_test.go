@@ -95,7 +95,7 @@ func TestLegacyLeasedDeviceIsNotDrift(t *testing.T) {
 		if _, err := drv.MakeReady(context.Background(), driver.Device{ID: "legacy-udid"}); err != nil {
 			t.Fatal(err)
 		}
-		t0 := now()
+		t0 := time.Now().UnixMilli()
 		st.devices["dev_legacy"] = store.Device{ID: "dev_legacy", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1",
 			Driver: "demo", State: contract.DeviceReady, DriverDeviceID: "legacy-udid", Address: "legacy-udid",
 			DriverData: []byte(`{"model":"iPhone 17","osVersion":"26.1"}`), CreatedAt: t0, StateSince: t0, LastUsedAt: t0}

@@ -86,7 +86,7 @@ func (e *Engine) reapIdle() {
 // first used too recently: a device's idle time is at most the time since
 // its last use.
 func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupAction {
-	t := now()
+	t := e.now()
 	var out []contract.CleanupAction
 	deleteAfter := e.opts.Idle.DeleteAfter
 	if pressure {

@@ -3,6 +3,7 @@ package leasing
 import (
 	"context"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -11,10 +12,13 @@ import (
 	"github.com/simlock/simlock/internal/store"
 )
 
-// armLocked (re)starts l's expiry timer from its stored deadline, once tx
-// has committed.
+// armLocked (re)starts l's expiry timer, once tx has committed, for its
+// expiry on the monotonic clock: a wall clock that jumps meanwhile neither
+// hastens nor delays it.
 func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
-	id, deadline := l.ID, l.TTLDeadline
+	id := l.UniqueKey()
+	l.armed++
+	armed := l.armed
 	tx.After(func() {
 		if l.timer != nil {
 			l.timer.Stop()
@@ -22,11 +26,10 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 		if e.leases[id] != l {
 			return // ended in the same decision
 		}
-		l.timer = time.AfterFunc(time.Until(time.UnixMilli(deadline)), func() {
+		l.timer = time.AfterFunc(time.Until(l.expiry), func() {
 			_ = e.do(func(tx *queue.Txn) error {
-				// A renew moves the deadline and re-arms; a stale timer
-				// does nothing.
-				if l, ok := e.leases[id]; ok && l.TTLDeadline == deadline {
+				// A renew re-arms; a timer it replaced does nothing.
+				if e.leases[id] == l && l.armed == armed {
 					e.endLocked(tx, id, ReasonExpired)
 				}
 				return nil
@@ -35,25 +38,87 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 	})
 }
 
-// ownedLocked finds a lease the caller may act on. Another owner's lease is
-// FORBIDDEN for agents; admins act on any.
-func (e *Engine) ownedLocked(c Caller, id string) (*lease, *contract.Error) {
-	l, ok := e.leases[id]
-	if !ok {
-		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
+// findLocked resolves the lease a caller names, and checks the caller may
+// act on it. A name is, in this order: an id the caller itself chose for
+// one of its leases (a chosen id is unique only within its owner); a
+// lease's unique key; for an admin, an id another owner chose, when only
+// one active lease has it (two or more are BAD_REQUEST listing their keys,
+// so the admin names one by its key). An agent naming another owner's
+// lease by its key is FORBIDDEN, unless that lease's id was chosen: a
+// chosen id is never told to another owner, so its lease is UNKNOWN_LEASE,
+// as is any name that resolves to nothing.
+func (e *Engine) findLocked(c Caller, name string) (*lease, *contract.Error) {
+	unknown := func() (*lease, *contract.Error) {
+		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", name).With("leaseId", name)
 	}
-	if !c.Admin && l.OwnerID != c.Principal {
-		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
+	if l := e.chosen[name][c.Principal]; l != nil && c.Principal != "" {
+		return l, nil
 	}
-	return l, nil
+	if l, ok := e.leases[name]; ok {
+		switch {
+		case c.Admin || l.OwnerID == c.Principal:
+			return l, nil
+		case l.IDChosenByRequester:
+			return unknown()
+		}
+		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", name).With("leaseId", name)
+	}
+	if !c.Admin {
+		return unknown()
+	}
+	owners := e.chosen[name]
+	switch len(owners) {
+	case 0:
+		return unknown()
+	case 1:
+		for _, l := range owners {
+			return l, nil
+		}
+	}
+	keys := make([]string, 0, len(owners))
+	for _, l := range owners {
+		keys = append(keys, l.UniqueKey())
+	}
+	sort.Strings(keys)
+	return nil, contract.BadRequest("leaseId", "%d active leases of different owners have the id %s: name one by its key (%s)",
+		len(keys), name, strings.Join(keys, ", ")).With("leaseId", name).With("keys", keys)
+}
+
+// Resolve is the unique key of the lease c names (see findLocked), for a
+// frontend that keeps track of leases by key.
+func (e *Engine) Resolve(c Caller, name string) (string, error) {
+	var key string
+	var cerr *contract.Error
+	e.view(func() {
+		var l *lease
+		if l, cerr = e.findLocked(c, name); cerr == nil {
+			key = l.UniqueKey()
+		}
+	})
+	if cerr != nil {
+		return "", cerr
+	}
+	return key, nil
+}
+
+// leaseEvent is the payload of a lease event: the lease named by its
+// unique key (leaseId), which pairs a grant with its end in the usage
+// figures however many owners chose one id, with the id its owner chose
+// beside it (chosenLeaseId), and the fields given.
+func leaseEvent(l store.Lease, fields map[string]any) map[string]any {
+	fields["leaseId"] = l.UniqueKey()
+	if l.IDChosenByRequester {
+		fields["chosenLeaseId"] = l.ID
+	}
+	return fields
 }
 
 // Renew moves a lease's deadline to now plus ttlMs, or plus its stored width
 // when ttlMs is 0. A given ttlMs becomes the stored width.
 func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRecord, error) {
 	var out contract.LeaseRecord
-	err := e.do(func(tx *queue.Txn) error {
-		l, cerr := e.ownedLocked(c, in.LeaseID)
+	err := e.try(func(tx *queue.Txn) error {
+		l, cerr := e.findLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
 		}
@@ -65,10 +130,11 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 			}
 			nl.TTLMs = ttl.Milliseconds()
 		}
-		t := now()
+		mono, t := time.Now(), e.now()
 		nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
 		e.putLease(tx, nl)
-		tx.Event("lease.renewed", map[string]any{"leaseId": nl.ID, "ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs})
+		l.expiry = mono.Add(time.Duration(nl.TTLMs) * time.Millisecond)
+		tx.Event("lease.renewed", leaseEvent(nl, map[string]any{"ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs}))
 		e.armLocked(tx, l)
 		out = nl.LeaseRecord
 		return nil
@@ -80,13 +146,13 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 // is reclaiming; the clean runs in the background and then the queue moves.
 func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
 	var res contract.ReleaseResult
-	err := e.do(func(tx *queue.Txn) error {
-		l, cerr := e.ownedLocked(c, in.LeaseID)
+	err := e.try(func(tx *queue.Txn) error {
+		l, cerr := e.findLocked(c, in.LeaseID)
 		if cerr != nil {
 			return cerr
 		}
-		res = contract.ReleaseResult{LeaseID: in.LeaseID, DeviceID: l.DeviceID, Released: true}
-		e.endLocked(tx, l.ID, ReasonExplicit)
+		res = contract.ReleaseResult{LeaseID: l.ID, DeviceID: l.DeviceID, Released: true}
+		e.endLocked(tx, l.UniqueKey(), ReasonExplicit)
 		return nil
 	})
 	return res, err
@@ -98,7 +164,7 @@ func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseRe
 // is made from it).
 func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), ReasonKilled, false)
 		res.Released = e.endAllLocked(tx, ReasonKilled)
 		return nil
@@ -120,16 +186,16 @@ func (e *Engine) endAllLocked(tx *queue.Txn, reason string) []string {
 	return ids
 }
 
-// endLocked ends a lease in tx; once committed, its holders are told and the
-// device's clean starts (after its lease-end participants, when there are
-// any). Every lease end goes through here.
+// endLocked ends the lease with key id in tx; once committed, its holders
+// are told and the device's clean starts (after its lease-end
+// participants, when there are any). Every lease end goes through here.
 func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 	l, ok := e.leases[id]
 	if !ok {
 		return
 	}
 	ended := l.Lease
-	ended.EndedAt, ended.EndReason = now(), reason
+	ended.EndedAt, ended.EndReason = e.now(), reason
 	e.putLease(tx, ended)
 	if d, ok := e.reg.get(ended.DeviceID); ok && d.State == contract.DeviceLeased {
 		e.changeDevice(tx, d, func(r *store.Device) {
@@ -140,9 +206,9 @@ func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 		})
 	}
 	if reason == ReasonExpired {
-		tx.Event("lease.expired", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "ownerId": ended.OwnerID})
+		tx.Event("lease.expired", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "ownerId": ended.OwnerID}))
 	} else {
-		tx.Event("lease.released", map[string]any{"leaseId": id, "deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID})
+		tx.Event("lease.released", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID}))
 	}
 	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, reason) })
 	e.stopRecoveryLocked(ended.DeviceID)

@@ -33,7 +33,7 @@ const nukePoll = 100 * time.Millisecond
 func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
 	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}, Stopped: []string{}}
 	var inflight []chan struct{}
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		if e.stopping || !e.started {
 			return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
 		}
@@ -55,7 +55,7 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 	if err := waitAll(ctx, inflight); err != nil {
 		return res, fmt.Errorf("wait for reclaims in flight: %w", err)
 	}
-	err = e.do(func(tx *queue.Txn) error {
+	err = e.try(func(tx *queue.Txn) error {
 		res.Released = e.endAllLocked(tx, ReasonKilled)
 		inflight = e.reclaimsLocked()
 		return nil

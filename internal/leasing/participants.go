@@ -15,6 +15,7 @@ import (
 // EndedLease is a lease that has just ended, as a lease-end participant
 // hears of it.
 type EndedLease struct {
+	// LeaseID is the lease's unique key, as its events carry it.
 	LeaseID string
 	OwnerID string
 	// DeviceID is simlock's device id, as lease.released carries it.
@@ -129,7 +130,7 @@ func (e *Engine) afterEndLocked(tx *queue.Txn, l store.Lease, reason string) {
 		}
 		return
 	}
-	ended := EndedLease{LeaseID: l.ID, OwnerID: l.OwnerID, DeviceID: l.DeviceID, Reason: reason}
+	ended := EndedLease{LeaseID: l.UniqueKey(), OwnerID: l.OwnerID, DeviceID: l.DeviceID, Reason: reason}
 	if ok {
 		ended.Platform = d.Platform
 	}

@@ -53,7 +53,7 @@ func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block
 		// The head sees a device being cleaned that fits it as what it
 		// waits for.
 		if d := e.reg.soonestClean(n.want, e.catalogs[n.want.Platform]); d != nil {
-			eta := d.StateSince + e.estimate(d.Platform, driver.OpReclaim, d.spec()) - now()
+			eta := d.StateSince + e.estimate(d.Platform, driver.OpReclaim, d.spec()) - e.now()
 			b.Stage = &contract.LeaseProgress{Stage: contract.StageReclaiming, EtaMs: max(eta, 0)}
 		}
 		return queue.Start{}, b
@@ -311,15 +311,18 @@ func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason strin
 
 // grantLocked leases device d to w, in tx.
 func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source contract.GrantSource) {
-	t := now()
+	t := e.now()
 	ttl := w.TTLMs()
-	id, chosen := w.ChosenLeaseID(), true
-	if id == "" {
-		id, chosen = newID("lse_"), false
+	// Every lease has a key of the daemon's own, unique among every
+	// lease it ever granted; a chosen id is its owner's name for it,
+	// unique only among the owner's leases.
+	id, key, chosen := newID("lse_"), "", false
+	if c := w.ChosenLeaseID(); c != "" {
+		id, key, chosen = c, id, true
 	}
 	rec := store.Lease{
 		LeaseRecord: contract.LeaseRecord{
-			ID: id, DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
+			ID: id, Key: key, DeviceID: d.ID, RequesterID: w.Requester(), OwnerID: w.Owner(),
 			GrantedAt: t, TTLMs: ttl, LastRenewedAt: t, TTLDeadline: t + ttl, IDChosenByRequester: chosen,
 		},
 		RequestID: w.ID(),
@@ -348,9 +351,9 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	e.putLease(tx, rec)
 	e.countGrantLocked(tx, d.Platform, source)
 	tx.Grant(w, grant)
-	tx.Event("lease.granted", map[string]any{
-		"leaseId": rec.ID, "deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
+	tx.Event("lease.granted", leaseEvent(rec, map[string]any{
+		"deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
 		"mode": grantMode(d),
-	})
-	e.armLocked(tx, e.leases[rec.ID])
+	}))
+	e.armLocked(tx, e.leases[rec.UniqueKey()])
 }

@@ -55,7 +55,7 @@ func (e *Engine) quarantineLocked(tx *queue.Txn, d *dev, reason string, payload 
 		r.State = contract.DeviceQuarantined
 		r.Address = ""
 		r.QuarantineAttempts = 0
-		r.QuarantineNextRetry = now() + e.opts.Quarantine.delay(0).Milliseconds()
+		r.QuarantineNextRetry = e.now() + e.opts.Quarantine.delay(0).Milliseconds()
 	})
 	p := map[string]any{"deviceId": d.ID, "reason": reason}
 	for k, v := range payload {
@@ -77,7 +77,7 @@ func (e *Engine) armQuarantineLocked(tx *queue.Txn, d *dev) {
 		if t, ok := e.timers[key]; ok {
 			t.Stop()
 		}
-		wait := time.Until(time.UnixMilli(d.QuarantineNextRetry))
+		wait := e.untilWall(d.QuarantineNextRetry)
 		e.timers[key] = time.AfterFunc(max(wait, 0), func() { e.retryQuarantined(d) })
 	})
 }
@@ -111,7 +111,7 @@ func (e *Engine) retryQuarantined(d *dev) {
 func (e *Engine) RetryDevice(id string) (contract.Device, error) {
 	var out contract.Device
 	var cerr *contract.Error
-	err := e.do(func(tx *queue.Txn) error {
+	err := e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		switch {
 		case !ok || d.at == nil || d.State == contract.DeviceDeleted:
@@ -180,7 +180,7 @@ func (e *Engine) runQuarantineRetry(d *dev, rec store.Device) {
 		case err != nil:
 			e.changeDevice(tx, d, func(r *store.Device) {
 				r.QuarantineAttempts = attempt
-				r.QuarantineNextRetry = now() + e.opts.Quarantine.delay(attempt).Milliseconds()
+				r.QuarantineNextRetry = e.now() + e.opts.Quarantine.delay(attempt).Milliseconds()
 			})
 			tx.Event("device.quarantine-retry-failed", map[string]any{"deviceId": d.ID, "attempt": attempt, "error": err.Error(), "nextRetryAt": d.QuarantineNextRetry})
 			e.armQuarantineLocked(tx, d)

@@ -39,7 +39,10 @@ func (c claim) releasing() bool { return c == claimEviction || c == claimDestroy
 type dev struct {
 	store.Device
 	claim claim
-	lease string // the active lease on it, if any
+	lease string // the active lease on it, if any, by its unique key
+	// leaseID is that lease's id as its owner names it (its chosen id,
+	// or its key).
+	leaseID string
 	// stuck devices failed to stop or delete: never chosen to make room
 	// again until the daemon restarts.
 	stuck bool

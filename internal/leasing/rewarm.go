@@ -85,7 +85,7 @@ func (e *Engine) rewarmLocked(tx *queue.Txn, plans []warmPlan) {
 		}
 	}
 	_, depth := e.q.CountsLocked()
-	t := now()
+	t := e.now()
 	window := e.opts.Idle.ShutdownAfter.Milliseconds()
 	for _, p := range contract.Platforms() {
 		v := e.reg.victims[victimKey{contract.DeviceShutdown, p}]

@@ -58,7 +58,7 @@ func (e *Engine) reclaimed(tx *queue.Txn, d *dev, res driver.ReclaimResult, chan
 	}
 	e.changeDevice(tx, d, func(r *store.Device) {
 		r.State = state
-		r.LastUsedAt = now()
+		r.LastUsedAt = e.now()
 		r.DeferredReclaim = false
 		r.Slimmed = false
 		if state == contract.DeviceShutdown {

@@ -74,7 +74,7 @@ func (e *Engine) armStallLocked(tx *queue.Txn, d *dev) {
 		if t, ok := e.timers[key]; ok {
 			t.Stop()
 		}
-		wait := time.Until(time.UnixMilli(since + e.stallThresholdMs(d) + 1))
+		wait := e.untilWall(since + e.stallThresholdMs(d) + 1)
 		e.timers[key] = time.AfterFunc(max(wait, 0), func() { e.reportStall(d, state, since) })
 	})
 }
@@ -91,7 +91,7 @@ func (e *Engine) reportStall(d *dev, state contract.DeviceState, since int64) {
 		}
 		tx.Event("device.stalled-transition-detected", map[string]any{
 			"deviceId": d.ID, "platform": d.Platform, "state": d.State,
-			"transitionAgeMs": max(now()-since, 0), "thresholdMs": e.stallThresholdMs(d),
+			"transitionAgeMs": max(e.now()-since, 0), "thresholdMs": e.stallThresholdMs(d),
 			"inFlight": d.claim != claimNone,
 		})
 		return nil

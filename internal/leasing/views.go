@@ -44,7 +44,7 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 			return
 		}
 		s.Devices = make([]contract.Device, 0, e.reg.len())
-		t := now()
+		t := e.now()
 		e.reg.each(func(d *dev) bool {
 			s.Devices = append(s.Devices, e.withTransition(deviceView(d), d, t))
 			return true
@@ -74,7 +74,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 		b = slices.Grow(b, e.reg.len()*360+len(e.leases)*260+32)
 		b = append(b, `"devices":[`...)
 		first := true
-		t := now()
+		t := e.now()
 		e.reg.each(func(d *dev) bool {
 			if !first {
 				b = append(b, ',')
@@ -87,7 +87,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 				// transition's age has moved on since it was made.
 				v := e.withTransition(deviceView(d), d, t)
 				if hide {
-					v.LeaseID = ""
+					v.LeaseID, v.LeaseKey = "", ""
 				}
 				b = v.AppendJSON(b)
 				return true
@@ -142,12 +142,12 @@ func (e *Engine) LeasesPage(c Caller, after *contract.ListCursor, limit int) ([]
 		}
 		for ; el != nil; el = el.Next() {
 			l := el.Value.(*lease)
-			if (after != nil && after.Passed(l.GrantedAt, l.ID)) || (!c.Admin && l.OwnerID != c.Principal) {
+			if (after != nil && after.Passed(l.GrantedAt, l.UniqueKey())) || (!c.Admin && l.OwnerID != c.Principal) {
 				continue
 			}
 			if limit > 0 && len(out) == limit {
 				last := out[len(out)-1]
-				next = contract.ListCursor{At: last.GrantedAt, ID: last.ID}.String()
+				next = contract.ListCursor{At: last.GrantedAt, ID: last.UniqueKey()}.String()
 				return
 			}
 			out = append(out, l.LeaseRecord)
@@ -206,9 +206,18 @@ func (e *Engine) WaitingList() []contract.WaitingRequest { return e.q.Waiting(Ca
 func deviceView(d *dev) contract.Device {
 	return contract.Device{
 		ID: d.ID, DriverDeviceID: d.DriverDeviceID, Driver: d.Driver, Spec: d.spec(), State: d.State,
-		Address: d.Address, LeaseID: d.lease, CreatedAt: d.CreatedAt, StateSince: d.StateSince,
+		Address: d.Address, LeaseID: d.leaseID, LeaseKey: keyIfChosen(d.leaseID, d.lease), CreatedAt: d.CreatedAt, StateSince: d.StateSince,
 		LastUsedAt: d.LastUsedAt, Slimmed: d.Slimmed,
 	}
+}
+
+// keyIfChosen is a lease's key when it differs from its id (the id was
+// chosen), "" otherwise.
+func keyIfChosen(id, key string) string {
+	if key == id {
+		return ""
+	}
+	return key
 }
 
 // Lease reads an active lease and its device.
@@ -217,7 +226,7 @@ func (e *Engine) Lease(c Caller, id string) (contract.LeaseGetResult, error) {
 	var cerr *contract.Error
 	e.view(func() {
 		var l *lease
-		if l, cerr = e.ownedLocked(c, id); cerr != nil {
+		if l, cerr = e.findLocked(c, id); cerr != nil {
 			return
 		}
 		res = contract.LeaseGetResult{Lease: l.LeaseRecord, RequestID: l.RequestID}
@@ -288,7 +297,7 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 // deleted (device.deleted, initiator doctor). A leased or busy device is
 // never touched.
 func (e *Engine) MarkMissing(id string) error {
-	return e.do(func(tx *queue.Txn) error {
+	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() {
 			return nil

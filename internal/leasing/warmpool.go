@@ -390,7 +390,7 @@ func (e *Engine) runWarm(d *dev, target int, create bool) {
 		}
 		e.booted(tx, d, ready, func(r *store.Device) {
 			r.State = contract.DeviceReady
-			r.LastUsedAt = now()
+			r.LastUsedAt = e.now()
 		})
 		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds(), "initiator": "warm-pool"})
 		return nil

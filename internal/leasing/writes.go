@@ -17,6 +17,7 @@ import (
 type pendingWrites struct {
 	devices []store.Device
 	leases  []store.Lease
+	clock   *store.Clock
 	devAt   map[string]int
 	leaseAt map[string]int
 	before  store.Before
@@ -47,21 +48,22 @@ func (p *pendingWrites) lease(l store.Lease, stored *store.Lease) {
 		p.devAt, p.leaseAt = map[string]int{}, map[string]int{}
 		p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
 	}
-	if i, ok := p.leaseAt[l.ID]; ok {
+	key := l.UniqueKey()
+	if i, ok := p.leaseAt[key]; ok {
 		p.leases[i] = l
 		return
 	}
-	p.leaseAt[l.ID] = len(p.leases)
+	p.leaseAt[key] = len(p.leases)
 	p.leases = append(p.leases, l)
 	if stored != nil {
-		p.before.Leases[l.ID] = *stored
+		p.before.Leases[key] = *stored
 	}
 }
 
 // take hands over what is pending and starts afresh.
 func (p *pendingWrites) take() store.Change {
-	c := store.Change{Devices: p.devices, Leases: p.leases, Before: p.before}
-	p.devices, p.leases = nil, nil
+	c := store.Change{Devices: p.devices, Leases: p.leases, Clock: p.clock, Before: p.before}
+	p.devices, p.leases, p.clock = nil, nil, nil
 	clear(p.devAt)
 	clear(p.leaseAt)
 	p.before = store.Before{Devices: map[string]store.Device{}, Leases: map[string]store.Lease{}}
@@ -74,16 +76,51 @@ func (p *pendingWrites) take() store.Change {
 type engineStore struct{ e *Engine }
 
 func (s engineStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
-	c := s.e.pending.take()
-	c.Requests = w.Requests
-	if len(c.Devices)+len(c.Leases)+len(c.Requests)+len(w.Events) == 0 {
+	c := s.e.change(w)
+	if c.Empty() {
 		return nil, nil
 	}
+	return s.e.opts.Store.Commit(ctx, c)
+}
+
+// Reserve takes the store's write lock ahead of a decision when the store
+// can (store.Reserver: SQLite); with one that cannot, there is nothing to
+// take, and the decision commits as it ends.
+func (s engineStore) Reserve(ctx context.Context) (queue.Reservation, error) {
+	r, ok := s.e.opts.Store.(store.Reserver)
+	if !ok {
+		return nil, nil
+	}
+	res, err := r.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return engineReservation{e: s.e, res: res}, nil
+}
+
+// engineReservation commits a decision under the store's reservation: the
+// queue's records and events with the engine's rows, as engineStore does.
+type engineReservation struct {
+	e   *Engine
+	res store.Reservation
+}
+
+func (r engineReservation) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	return r.res.Commit(ctx, r.e.change(w))
+}
+
+func (r engineReservation) Release() { r.res.Release() }
+
+// change is one decision's Change: the rows pending in the engine with the
+// queue's records and events.
+func (e *Engine) change(w queue.Writes) store.Change {
+	c := e.pending.take()
+	c.Requests = w.Requests
 	c.Events = make([]store.NewEvent, len(w.Events))
 	for i, ev := range w.Events {
 		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
-	return s.e.opts.Store.Commit(ctx, c)
+	return c
 }
 
 func (s engineStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
@@ -103,7 +140,7 @@ func (e *Engine) changeDevice(tx *queue.Txn, d *dev, f func(d *store.Device)) {
 	e.reg.update(d, func(d *dev) {
 		f(&d.Device)
 		if d.State != from {
-			d.StateSince = now()
+			d.StateSince = e.now()
 		}
 	})
 	if err := core.CheckTransition(d.ID, from, d.State); err != nil {
@@ -125,7 +162,7 @@ func (e *Engine) setState(tx *queue.Txn, d *dev, to contract.DeviceState) {
 
 // newDevice records a device about to be created, in tx.
 func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *dev {
-	t := now()
+	t := e.now()
 	d := e.reg.add(store.Device{
 		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag, Mode: spec.Mode,
 		Driver: e.opts.Drivers[spec.Platform].Name(), State: contract.DeviceProvisioning,
@@ -158,14 +195,18 @@ func (e *Engine) setStuck(d *dev, stuck bool) {
 
 // addLeaseLocked registers an active lease.
 func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
-	l := &lease{Lease: rec, due: -1}
-	e.leases[l.ID] = l
+	l := &lease{Lease: rec, due: -1, expiry: e.monoAt(rec.TTLDeadline)}
+	key := l.UniqueKey()
+	e.leases[key] = l
 	e.byRequester[l.RequesterID] = l
+	if l.IDChosenByRequester {
+		e.nameLocked(l)
+	}
 	e.fileBound(l)
 	after := e.leaseOrder.Back()
 	for after != nil {
 		a := after.Value.(*lease)
-		if a.GrantedAt < l.GrantedAt || (a.GrantedAt == l.GrantedAt && a.ID < l.ID) {
+		if a.GrantedAt < l.GrantedAt || (a.GrantedAt == l.GrantedAt && a.UniqueKey() < key) {
 			break
 		}
 		after = after.Prev()
@@ -176,16 +217,38 @@ func (e *Engine) addLeaseLocked(rec store.Lease) *lease {
 		l.at = e.leaseOrder.InsertAfter(l, after)
 	}
 	if d, ok := e.reg.get(l.DeviceID); ok {
-		e.reg.update(d, func(d *dev) { d.lease = l.ID })
+		e.reg.update(d, func(d *dev) { d.lease, d.leaseID = key, l.ID })
 		e.dueAdd(l, d.Platform)
 	}
 	return l
 }
 
+// nameLocked files a lease by the id its owner chose: unique within the
+// owner, and what findLocked resolves first.
+func (e *Engine) nameLocked(l *lease) {
+	owners := e.chosen[l.ID]
+	if owners == nil {
+		owners = map[string]*lease{}
+		e.chosen[l.ID] = owners
+	}
+	owners[l.OwnerID] = l
+}
+
+// unnameLocked forgets what nameLocked filed.
+func (e *Engine) unnameLocked(l *lease) {
+	if owners := e.chosen[l.ID]; owners[l.OwnerID] == l {
+		delete(owners, l.OwnerID)
+		if len(owners) == 0 {
+			delete(e.chosen, l.ID)
+		}
+	}
+}
+
 // putLease writes a lease in tx: a new one is registered, an ended one
 // forgotten, with its device's link to it.
 func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
-	l, ok := e.leases[rec.ID]
+	key := rec.UniqueKey()
+	l, ok := e.leases[key]
 	var was *store.Lease
 	if ok {
 		stored := l.Lease
@@ -200,15 +263,16 @@ func (e *Engine) putLease(tx *queue.Txn, rec store.Lease) {
 		if l.timer != nil {
 			l.timer.Stop()
 		}
-		delete(e.leases, rec.ID)
-		delete(e.bound, rec.ID)
+		delete(e.leases, key)
+		delete(e.bound, key)
 		if e.byRequester[rec.RequesterID] == l {
 			delete(e.byRequester, rec.RequesterID)
 		}
+		e.unnameLocked(l)
 		e.leaseOrder.Remove(l.at)
 		e.dueRemove(l)
-		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == rec.ID {
-			e.reg.update(d, func(d *dev) { d.lease = "" })
+		if d, ok := e.reg.get(rec.DeviceID); ok && d.lease == key {
+			e.reg.update(d, func(d *dev) { d.lease, d.leaseID = "", "" })
 		}
 		tx.Kick()
 	case ok:

@@ -5,6 +5,7 @@ package logfile
 
 import (
 	"fmt"
+	"github.com/simlock/simlock/internal/homedir"
 	"os"
 	"sync"
 )
@@ -36,7 +37,7 @@ func Open(path string, maxBytes int64) (*File, error) {
 }
 
 func (l *File) open() error {
-	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := homedir.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}

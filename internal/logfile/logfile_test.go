@@ -2,11 +2,14 @@ package logfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 func TestALogWrittenPastItsBoundRotatesAndKeepsAFewFiles(t *testing.T) {
@@ -103,5 +106,29 @@ func TestALogThatCannotRotateKeepsEveryLine(t *testing.T) {
 	l.Close()
 	if b, _ := os.ReadFile(path); len(b) != 10*len(line) {
 		t.Errorf("the live file holds %d bytes, want all %d written: a failed rotation lost lines", len(b), 10*len(line))
+	}
+}
+
+// A log file that is a symbolic link is refused: the daemon's log lines
+// never go to the file it points to.
+func TestALogThatIsALinkIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "theirs")
+	if err := os.WriteFile(target, []byte("theirs\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "daemon.log")
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(path, 0); !errors.Is(err, homedir.ErrSymlink) {
+		if l != nil {
+			l.Write([]byte("a line\n"))
+			l.Close()
+		}
+		t.Errorf("Open of a link: %v, want ErrSymlink", err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "theirs\n" {
+		t.Errorf("the link's target now holds %q", b)
 	}
 }

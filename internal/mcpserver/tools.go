@@ -42,7 +42,7 @@ type leaseInput struct {
 	AllowDownload  bool                 `json:"allowDownload,omitempty" jsonschema:"download the OS runtime if it is not installed (takes 10 to 20 minutes; progress shows a downloading stage); without it a missing runtime fails with RUNTIME_MISSING"`
 	WaitSeconds    *int64               `json:"waitSeconds,omitempty" jsonschema:"longest this call waits before answering pending (default 45, at most 55); the request keeps its place, continue with wait_for_lease"`
 	IdempotencyKey string               `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice: repeating a call with the same key returns the same request instead of making a second one"`
-	LeaseID        string               `json:"leaseId,omitempty" jsonschema:"the id the lease is to have, of your choice: 1 to 64 ASCII letters, digits, _ and -, starting with a letter or digit; LEASE_ID_TAKEN while another active lease or waiting request has it"`
+	LeaseID        string               `json:"leaseId,omitempty" jsonschema:"the id the lease is to have, of your choice: 1 to 64 ASCII letters, digits, _ and -, starting with a letter or digit; LEASE_ID_TAKEN while another active lease or waiting request of yours has it; another agent may choose the same id for its own lease"`
 }
 
 func (in *leaseInput) request() contract.LeaseRequestInput {

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/simlock/simlock/internal/homedir"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ type Instance struct {
 // LoadInstance reads home's instance, creating it the first time.
 func LoadInstance(home string) (Instance, error) {
 	path := filepath.Join(home, InstanceName)
-	b, err := os.ReadFile(path)
+	b, err := homedir.ReadFile(path)
 	if err == nil {
 		var in Instance
 		if err := json.Unmarshal(b, &in); err != nil || in.ID == "" {
@@ -61,7 +62,16 @@ func LoadInstance(home string) (Instance, error) {
 	in := Instance{ID: "ins_" + hex.EncodeToString(id[:]), CreatedAt: time.Now().UnixMilli()}
 	b, _ = json.Marshal(in)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	_ = os.Remove(tmp)
+	f, err := homedir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
 		return Instance{}, fmt.Errorf("write instance: %w", err)
 	}
 	// Link, not rename: if another process created it first, keep theirs.

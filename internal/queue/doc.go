@@ -19,18 +19,26 @@
 //
 // # The decision step
 //
-// Every decision — the queue's and the owner's — runs in [Queue.Do] under
-// one lock, as one [Txn]: the decision changes memory at once (so the rest
-// of it reads its own writes), collects its records and events, and, before
-// it commits, the queue serves the line if the decision may have made room
-// (the owner calls [Txn.Kick]). Then one Store commit writes it all. Only
-// after that commit is anyone told anything: events are published, waiters
-// woken, progress pushed, slow work started. A commit that fails is fatal:
-// the queue answers every waiter with INTERNAL, refuses every later
-// decision and tells the owner (Options.Fatal), who stops; the next start
-// converges from the database, which holds only what was committed. So no
-// decision needs an undo, and no caller ever hears of a decision that was
-// not saved.
+// Every decision — the queue's and the owner's — runs in [Queue.Do] or
+// [Queue.Try] under one lock, as one [Txn]: the decision changes memory at
+// once (so the rest of it reads its own writes), collects its records and
+// events, and, before it commits, the queue serves the line if the
+// decision may have made room (the owner calls [Txn.Kick]). Then one Store
+// commit writes it all. Only after that commit is anyone told anything:
+// events are published, waiters woken, progress pushed, slow work started.
+//
+// A store that can ([Reserver]: the worker's SQLite store) gives the
+// decision its write lock before the decision lock is taken, so a
+// database locked by another process is met before anything changes: a
+// caller's decision ([Queue.Try]) then fails with INTERNAL, that call
+// only, and one that must happen ([Queue.Do]: a timer fired, driver work
+// finished) waits, trying again, until the lock is had. Reads under the
+// decision lock go on meanwhile. A commit that fails all the same (the
+// disk, not the lock) is fatal: the queue answers every waiter with
+// INTERNAL, refuses every later decision and tells the owner
+// (Options.Fatal), who stops; the next start converges from the database,
+// which holds only what was committed. So no decision needs an undo, and no
+// caller ever hears of a decision that was not saved.
 //
 // # Serving and head blocking
 //

@@ -100,6 +100,22 @@ type Store interface {
 	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
 }
 
+// Reserver is a Store that can take its write lock before a decision is
+// made (see store.Reserver): Do and Try then change nothing until the lock
+// is held, so a store locked by another process delays or refuses a
+// decision, and never fails one already made in memory.
+type Reserver interface {
+	Reserve(ctx context.Context) (Reservation, error)
+}
+
+// Reservation is the store's write lock held for one decision: Commit
+// writes the decision under it and gives it back; Release gives it back
+// unused. Either may be called more than once; only the first counts.
+type Reservation interface {
+	Commit(ctx context.Context, w Writes) ([]contract.Event, error)
+	Release()
+}
+
 // Options configure a Queue. Store, Placer and LeaseOf are required.
 type Options struct {
 	Store  Store
@@ -107,9 +123,10 @@ type Options struct {
 	// LeaseOf names the active lease a requester holds, if any, and its
 	// owner; one lease or one open request per requester.
 	LeaseOf func(requester string) (leaseID, ownerID string, ok bool)
-	// LeaseHeld reports whether an active lease has the id; a request
-	// that chooses it is LEASE_ID_TAKEN. Nil means none ever is.
-	LeaseHeld func(leaseID string) bool
+	// LeaseHeld reports whether an active lease of owner has the chosen
+	// id; a request of that owner that chooses it is LEASE_ID_TAKEN. A
+	// chosen id is unique only within its owner. Nil means none ever is.
+	LeaseHeld func(owner, leaseID string) bool
 	// Gate, when set, refuses new requests before anything is stored (a
 	// nuke in progress).
 	Gate func() *contract.Error
@@ -128,6 +145,10 @@ type Options struct {
 	Logger *slog.Logger
 	// CommitTimeout bounds one commit; 30 s when 0.
 	CommitTimeout time.Duration
+	// ReserveTimeout bounds one wait for a Reserver's write lock: a
+	// caller's decision (Try) waits once, then fails; a decision that
+	// must happen (Do) tries again until it is had. 10 s when 0.
+	ReserveTimeout time.Duration
 }
 
 // Queue is the request book and the fair line. Make one with New.
@@ -138,22 +159,31 @@ type Queue struct {
 	mu sync.Mutex
 	// mu is the decision lock: it guards the fields below, and the owner's
 	// state too (the owner reads and writes it only in Do and View).
-	open        map[string]*Waiter // open requests by id
-	byRequester map[string]*Waiter // open request of each requester
-	byKey       map[reqKey]*Waiter // open requests with an idempotency key
-	byChosen    map[string]*Waiter // open requests that chose their lease's id
-	all         list               // open requests in arrival order
-	line        list               // waiters in line, all platforms, in arrival order
-	lines       []*platformLine    // one line per platform, in first-seen order
-	seq         uint64             // last arrival number handed out
-	revs        uint64             // last revision handed out
+	open        map[string]*Waiter    // open requests by id
+	byRequester map[string]*Waiter    // open request of each requester
+	byKey       map[reqKey]*Waiter    // open requests with an idempotency key
+	byChosen    map[chosenKey]*Waiter // open requests that chose their lease's id
+	all         list                  // open requests in arrival order
+	line        list                  // waiters in line, all platforms, in arrival order
+	lines       []*platformLine       // one line per platform, in first-seen order
+	seq         uint64                // last arrival number handed out
+	revs        uint64                // last revision handed out
 	lastDepth   int
 	stopping    bool
 	broken      error
 	tx          *Txn // the decision in progress, nil between decisions
+
+	// closed is closed by Close: a decision still waiting for the store's
+	// write lock then gives up.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 type reqKey struct{ requester, key string }
+
+// chosenKey is a chosen lease id within its owner, the scope it is unique
+// in.
+type chosenKey struct{ owner, id string }
 
 // platformLine is one platform's waiters in line, in arrival order.
 type platformLine struct {
@@ -178,25 +208,94 @@ func New(opts Options) *Queue {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 30 * time.Second
 	}
+	if opts.ReserveTimeout <= 0 {
+		opts.ReserveTimeout = 10 * time.Second
+	}
 	return &Queue{
-		opts: opts, log: opts.Logger,
-		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[string]*Waiter{},
+		opts: opts, log: opts.Logger, closed: make(chan struct{}),
+		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[chosenKey]*Waiter{},
 		all: list{at: allLinks}, line: list{at: lineLinks},
 	}
 }
 
-// Do runs one decision: f changes state through tx, the queue serves the
-// line if f kicked it, everything tx holds is committed in one transaction,
-// and only then is anyone told. f's error is returned after its writes
-// commit, so a decision that refuses should refuse before it writes. A
-// failed commit is fatal (see the package doc) and returns INTERNAL.
+// Do runs one decision that must happen (a timer that fired, driver work
+// that finished): f changes state through tx, the queue serves the line
+// if f kicked it, everything tx holds is committed in one transaction, and
+// only then is anyone told. f's error is returned after its writes commit,
+// so a decision that refuses should refuse before it writes. With a
+// Reserver store, the store's write lock is taken first, outside the
+// decision lock, and waited for as long as it takes: tried again, each
+// wait bounded by ReserveTimeout, until it is had or the queue is closed
+// (then f does not run, and Do returns DAEMON_STOPPING). A failed commit
+// is fatal (see the package doc) and returns INTERNAL.
 func (q *Queue) Do(f func(tx *Txn) error) error {
+	res, err := q.reserveUntilHad()
+	if err != nil {
+		return err
+	}
+	return q.decide(res, f)
+}
+
+// Try is Do for a decision a caller waits on (a renewal, a release, a new
+// request): it waits for a Reserver store's write lock once, at most
+// ReserveTimeout, and when it is not had then (another process holds the
+// database), nothing is decided and it returns INTERNAL saying so, to this
+// caller only: the queue goes on deciding.
+func (q *Queue) Try(f func(tx *Txn) error) error {
+	res, err := q.reserve()
+	if err != nil {
+		q.log.Warn("a decision was refused: the store's write lock could not be had", "err", err)
+		return contract.Errorf(contract.CodeInternal, "nothing was changed: %v; try again", err)
+	}
+	return q.decide(res, f)
+}
+
+// reserve takes a Reserver store's write lock, waiting at most
+// ReserveTimeout; with another store it has nothing to take (nil).
+func (q *Queue) reserve() (Reservation, error) {
+	r, ok := q.opts.Store.(Reserver)
+	if !ok {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.opts.ReserveTimeout)
+	defer cancel()
+	return r.Reserve(ctx)
+}
+
+// reserveUntilHad is reserve tried again, with a growing pause, until the
+// lock is had or the queue is closed.
+func (q *Queue) reserveUntilHad() (Reservation, error) {
+	pause := 100 * time.Millisecond
+	for {
+		res, err := q.reserve()
+		if err == nil {
+			return res, nil
+		}
+		q.log.Warn("a decision waits: the store's write lock could not be had", "err", err, "retryIn", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-q.closed:
+			t.Stop()
+			return nil, contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped")
+		case <-t.C:
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// decide runs f as one decision under the decision lock, committing it
+// under res when there is one.
+func (q *Queue) decide(res Reservation, f func(tx *Txn) error) error {
+	if res != nil {
+		defer res.Release() // a decision that panicked, or a broken queue
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.broken != nil {
 		return q.brokenError()
 	}
 	tx := q.beginLocked()
+	tx.res = res
 	ferr := f(tx)
 	if err := q.finishLocked(tx); err != nil {
 		return err
@@ -249,7 +348,13 @@ func (q *Queue) finishLocked(tx *Txn) error {
 		w.Requests = append(w.Requests, wt.rec)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), q.opts.CommitTimeout)
-	evs, err := q.opts.Store.Commit(ctx, w)
+	var evs []contract.Event
+	var err error
+	if tx.res != nil {
+		evs, err = tx.res.Commit(ctx, w)
+	} else {
+		evs, err = q.opts.Store.Commit(ctx, w)
+	}
 	cancel()
 	if err != nil {
 		q.failLocked(tx, err)
@@ -283,7 +388,7 @@ func (q *Queue) failLocked(tx *Txn, err error) {
 	for _, w := range q.open {
 		w.answer(cerr)
 	}
-	q.open, q.byRequester, q.byKey, q.byChosen = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}, map[string]*Waiter{}
+	q.open, q.byRequester, q.byKey, q.byChosen = map[string]*Waiter{}, map[string]*Waiter{}, map[reqKey]*Waiter{}, map[chosenKey]*Waiter{}
 	go q.opts.Fatal(err)
 }
 
@@ -305,8 +410,10 @@ func (q *Queue) Stop() {
 }
 
 // Close answers every open request with DAEMON_STOPPING without settling
-// it, as after a crash.
+// it, as after a crash; a decision still waiting for the store's write
+// lock gives up.
 func (q *Queue) Close() {
+	q.closeOnce.Do(func() { close(q.closed) })
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.stopping = true
@@ -435,8 +542,8 @@ func (q *Queue) forgetLocked(w *Waiter) {
 	if k := w.rec.IdempotencyKey; k != "" && q.byKey[reqKey{w.rec.RequesterID, k}] == w {
 		delete(q.byKey, reqKey{w.rec.RequesterID, k})
 	}
-	if id := w.rec.ChosenLeaseID; id != "" && q.byChosen[id] == w {
-		delete(q.byChosen, id)
+	if id := w.rec.ChosenLeaseID; id != "" && q.byChosen[chosenKey{w.rec.OwnerID, id}] == w {
+		delete(q.byChosen, chosenKey{w.rec.OwnerID, id})
 	}
 }
 

@@ -136,7 +136,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 		if err := q.busyLocked(a.Caller, requester); err != nil {
 			return nil, err
 		}
-		return nil, q.chosenTakenLocked(a.Input.LeaseID)
+		return nil, q.chosenTakenLocked(ownerOf(a, requester), a.Input.LeaseID)
 	}
 	q.mu.Lock()
 	t, err := check(nil)
@@ -146,7 +146,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 	}
 	res := resolve(ctx)
 
-	err = q.Do(func(tx *Txn) error {
+	err = q.Try(func(tx *Txn) error {
 		var err error
 		if t, err = check(tx); t != nil || err != nil {
 			return err
@@ -220,15 +220,26 @@ func (q *Queue) busyLocked(c Caller, requester string) error {
 }
 
 // chosenTakenLocked refuses a lease id an active lease or an open request
-// holds already.
-func (q *Queue) chosenTakenLocked(id string) error {
+// of the same owner holds already. Another owner's of the same id is no
+// matter, and is never told: a chosen id is unique only within its owner.
+func (q *Queue) chosenTakenLocked(owner, id string) error {
 	if id == "" {
 		return nil
 	}
-	if q.byChosen[id] != nil || (q.opts.LeaseHeld != nil && q.opts.LeaseHeld(id)) {
-		return contract.Errorf(contract.CodeLeaseIDTaken, "lease id %s is taken: an active lease or a waiting request holds it", id).With("leaseId", id)
+	if q.byChosen[chosenKey{owner, id}] != nil || (q.opts.LeaseHeld != nil && q.opts.LeaseHeld(owner, id)) {
+		return contract.Errorf(contract.CodeLeaseIDTaken, "lease id %s is taken: an active lease or a waiting request of yours holds it", id).With("leaseId", id)
 	}
 	return nil
+}
+
+// ownerOf is whom a's request is made for, the owner of the lease it is
+// granted: the caller's principal (on a worker, the owner a gateway named),
+// or the requester when there is none.
+func ownerOf(a Ask, requester string) string {
+	if a.Caller.Principal != "" {
+		return a.Caller.Principal
+	}
+	return requester
 }
 
 // replay answers a repeat of a settled request with what it answered then.
@@ -264,10 +275,7 @@ func idempotencyConflict(key string) *contract.Error {
 
 // createLocked stores a new request and acts on its resolution.
 func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.RequestSpec, res Resolution) *Ticket {
-	owner := a.Caller.Principal
-	if owner == "" {
-		owner = requester
-	}
+	owner := ownerOf(a, requester)
 	w := &Waiter{
 		rec: contract.LeaseRequestRecord{
 			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey, ChosenLeaseID: a.Input.LeaseID,
@@ -288,7 +296,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 		q.byKey[reqKey{requester, k}] = w
 	}
 	if id := a.Input.LeaseID; id != "" {
-		q.byChosen[id] = w
+		q.byChosen[chosenKey{owner, id}] = w
 	}
 	q.insertOpenLocked(w)
 	tx.write(w)
@@ -385,7 +393,7 @@ func (q *Queue) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInp
 	}
 	var res contract.LeaseCancelResult
 	askStore := false
-	err := q.Do(func(tx *Txn) error {
+	err := q.Try(func(tx *Txn) error {
 		var w *Waiter
 		if in.RequestID != "" {
 			w = q.open[in.RequestID]

@@ -12,6 +12,7 @@ import (
 // A Txn is valid only inside the Do that made it.
 type Txn struct {
 	q       *Queue
+	res     Reservation // the store's write lock, when the store reserves
 	events  []contract.Event
 	written []*Waiter // records to write, each once
 	stale   []contract.LeaseRequestRecord

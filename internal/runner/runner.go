@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/simlock/simlock/internal/homedir"
 	"io"
 	"os"
 	"os/exec"
@@ -153,7 +154,7 @@ func (OS) Start(c Cmd, logPath string) (Process, error) {
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if logPath != "" {
-		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		f, err := homedir.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", c.Path, err)
 		}

@@ -24,6 +24,12 @@
 //   - Serial commits: Changes are applied one at a time, in the order of the
 //     calls, so the order of seqs is the order of decisions.
 //
+// A backend may also let a decision take its write lock before it is made
+// ([Reserver]): the lease engine then changes nothing in memory until the
+// lock is held, so a database locked by another process fails the one call
+// that met it, and no decision is ever made that could not be saved for
+// want of the lock.
+//
 // Records are stored as given. A backend refuses only what would corrupt it
 // or make a later read fail (an empty ID, malformed JSON); it does not check
 // state transitions.
@@ -33,7 +39,9 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -94,9 +102,13 @@ type NewEvent struct {
 // at all. See the package documentation for what a backend guarantees.
 type Change struct {
 	Devices  []Device                      // upserted by ID; the last of an ID wins
-	Leases   []Lease                       // upserted by ID; the last of an ID wins
+	Leases   []Lease                       // upserted by UniqueKey; the last of a key wins
 	Requests []contract.LeaseRequestRecord // upserted by ID (record JSON + indexed columns); the last of an ID wins
 	Events   []NewEvent                    // appended in order, all of them
+	// Clock, when set, replaces the stored clock reading: the decision
+	// that moves the stored times after the wall clock jumped writes the
+	// reading they are in step with, in the same transaction.
+	Clock *Clock
 	// Before holds, for devices and leases the caller knows are stored, the
 	// version stored now. A backend then writes only the columns that
 	// differ (a renewal changes three columns of one lease row and no
@@ -105,7 +117,8 @@ type Change struct {
 	Before Before
 }
 
-// Before is what a Change's rows were before it, by id.
+// Before is what a Change's rows were before it, by id (a lease by its
+// UniqueKey).
 type Before struct {
 	Devices map[string]Device
 	Leases  map[string]Lease
@@ -113,8 +126,42 @@ type Before struct {
 
 // Empty reports whether c writes nothing.
 func (c Change) Empty() bool {
-	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0
+	return len(c.Devices) == 0 && len(c.Leases) == 0 && len(c.Requests) == 0 && len(c.Events) == 0 && c.Clock == nil
 }
+
+// Clock is a clock reading the stored times are in step with: the wall
+// clock, and real time since the machine booted with the boot's id (see
+// internal/wallclock).
+type Clock struct {
+	WallMs int64
+	BootNs int64
+	BootID string
+}
+
+// Reserver is a backend that can take its write lock ahead of a decision,
+// so that the decision is made only once nothing can stop it from being
+// saved: a lock another process holds on the database is then met before
+// anything changes, and is the failure of that one call, not of a decision
+// already made in memory.
+type Reserver interface {
+	// Reserve takes the write lock, waiting for another holder at most
+	// the backend's own bound (SQLite's busy_timeout) or until ctx ends.
+	// An error that is another holder's lock wraps ErrBusy.
+	Reserve(ctx context.Context) (Reservation, error)
+}
+
+// Reservation is the write lock held for one decision. Commit writes the
+// decision under it, as a Commit would, and gives it back; Release gives
+// it back unused. Either may be called more than once; only the first
+// counts. A Reservation is used by one goroutine.
+type Reservation interface {
+	Commit(ctx context.Context, c Change) ([]contract.Event, error)
+	Release()
+}
+
+// ErrBusy is another process's lock on the database, still held when the
+// wait for it ended.
+var ErrBusy = errors.New("the database is locked by another process")
 
 // Snapshot is what a starting daemon loads.
 type Snapshot struct {

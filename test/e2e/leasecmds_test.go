@@ -57,28 +57,51 @@ func TestTheLeaseSubcommandsCancelAWaitingRequestListOnesOwnLeasesAndKeyARequest
 	}
 }
 
-// A chosen lease id: the lease has it, a second request for it is
-// LEASE_ID_TAKEN while the lease lives, it is free once released, and a
-// gateway issues it as is and finds it by its table alone.
+// A chosen lease id: the lease has it, it is its owner's alone (another
+// agent may choose it too, and each renews and releases its own by it),
+// another request of the same owner for it is LEASE_ID_TAKEN while the
+// lease lives, it is free once released, and a gateway issues it as is
+// and finds it by its table alone.
 func TestAChosenLeaseIDIsTheLeasesIDTakenWhileItLivesAndRoutedByTheGateway(t *testing.T) {
 	t.Parallel()
-	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}, fastDemo...)...)
+	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "3"}, fastDemo...)...)
 	r := h.run("lease", "--platform", "ios", "--agent-id", "a", "--lease-id", "ui-tests-42", "--detach")
 	if r.code != 0 || !strings.Contains(r.stdout, `"idChosenByRequester":true`) {
 		t.Fatalf("a lease with a chosen id\n%s", r)
 	}
-	if g := parseGrant(t, r.stdout); g.Lease.ID != "ui-tests-42" {
-		t.Fatalf("the lease's id is %s, want the chosen ui-tests-42", g.Lease.ID)
+	ga := parseGrant(t, r.stdout)
+	if ga.Lease.ID != "ui-tests-42" {
+		t.Fatalf("the lease's id is %s, want the chosen ui-tests-42", ga.Lease.ID)
 	}
-	expectFailure(t, h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "ui-tests-42", "--detach"), 13, "LEASE_ID_TAKEN")
+	r = h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "ui-tests-42", "--detach")
+	if r.code != 0 {
+		t.Fatalf("another agent choosing the same id\n%s", r)
+	}
+	if gb := parseGrant(t, r.stdout); gb.Lease.ID != "ui-tests-42" || gb.Device.ID == ga.Device.ID {
+		t.Fatalf("agent b's lease %s on %s, want its own ui-tests-42", gb.Lease.ID, gb.Device.ID)
+	}
+	// The same owner, from another of its requesters.
+	rc := h.dial()
+	rc.call("1", "hello", map[string]any{"protocol": map[string]int{"min": 1, "max": 1}, "principal": "a"})
+	if f := rc.call("2", "lease.request", map[string]any{"platform": "ios", "requesterId": "a/second", "leaseId": "ui-tests-42", "noWait": true}); f.code() != "LEASE_ID_TAKEN" {
+		t.Errorf("agent a choosing its own lease's id again: %s, want LEASE_ID_TAKEN", f.raw)
+	}
 	expectFailure(t, h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "has.a.dot", "--detach"), 2, "BAD_REQUEST")
-	if r := h.run("lease", "renew", "ui-tests-42"); r.code != 0 {
-		t.Errorf("renew by the chosen id\n%s", r)
+	for _, agent := range []string{"a", "b"} {
+		if r := h.run("lease", "renew", "ui-tests-42", "--agent-id", agent); r.code != 0 {
+			t.Errorf("renew by the chosen id as %s\n%s", agent, r)
+		}
 	}
-	if r := h.run("release", "ui-tests-42"); r.code != 0 {
+	if r := h.run("release", "ui-tests-42", "--agent-id", "a"); r.code != 0 {
 		t.Fatalf("release by the chosen id\n%s", r)
 	}
-	if r := h.run("lease", "--platform", "ios", "--agent-id", "b", "--lease-id", "ui-tests-42", "--detach"); r.code != 0 {
+	if ls := h.leases(); len(ls) != 1 {
+		t.Errorf("%d leases after a released its ui-tests-42, want b's kept", len(ls))
+	}
+	if r := h.run("release", "ui-tests-42", "--agent-id", "b"); r.code != 0 {
+		t.Fatalf("release by the chosen id as b\n%s", r)
+	}
+	if r := h.run("lease", "--platform", "ios", "--agent-id", "a", "--lease-id", "ui-tests-42", "--detach"); r.code != 0 {
 		t.Errorf("the chosen id once its lease ended\n%s", r)
 	}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/shirou/gopsutil/v4/process"
 
 	"github.com/simlock/simlock/internal/atomicfile"
+	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/runner"
 )
 
@@ -364,7 +365,7 @@ func processCmdline(ctx context.Context, pid int) []string {
 }
 
 func readServerRecord(home string) (serverRecord, bool) {
-	b, err := os.ReadFile(filepath.Join(home, serverRecordName))
+	b, err := homedir.ReadFile(filepath.Join(home, serverRecordName))
 	if err != nil {
 		return serverRecord{}, false
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 // stateFormat is the version of the snapshot's layout. A snapshot of another
@@ -245,7 +246,7 @@ func (f *stateFile) appendLocked(lines []journalLine) error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	j, err := os.OpenFile(f.journal, os.O_WRONLY|os.O_APPEND, 0)
+	j, err := homedir.OpenFile(f.journal, os.O_WRONLY|os.O_APPEND, 0)
 	if err == nil {
 		_, err = j.Write(buf.Bytes())
 		if cerr := j.Close(); err == nil {
@@ -328,7 +329,7 @@ func (d *Driver) compactLocked() error {
 // emptyJournal truncates the journal at path, creating it with mode 0600
 // if it is not there.
 func emptyJournal(path string) error {
-	j, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	j, err := homedir.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -422,7 +423,7 @@ type world struct {
 // journal.
 func (d *Driver) load() error {
 	f := d.file
-	b, err := os.ReadFile(f.path)
+	b, err := homedir.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// An empty world. A journal left without its snapshot (removed
 		// to start afresh) continues a world that is gone; it is emptied
@@ -459,7 +460,7 @@ func (d *Driver) load() error {
 // damage.
 func (d *Driver) replay(w *world) error {
 	path := d.file.journal
-	b, err := os.ReadFile(path)
+	b, err := homedir.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -23,7 +23,7 @@ const (
 FROM devices WHERE state <> ? ORDER BY created_at, id`
 	loadLeases = `SELECT id, device_id, request_id, requester_id, owner_id,
 	granted_at, ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason,
-	bound_pid, bound_pid_started_at, id_chosen
+	bound_pid, bound_pid_started_at, id_chosen, chosen_id
 FROM leases WHERE ended_at = 0 ORDER BY granted_at, id`
 	loadRequests = `SELECT record FROM lease_requests
 WHERE state NOT IN ` + terminalStates + ` ORDER BY created_at, rowid`
@@ -107,10 +107,15 @@ func (db *DB) loadLeases(ctx context.Context, tx *sql.Tx) ([]store.Lease, error)
 	var ls []store.Lease
 	for rows.Next() {
 		var l store.Lease
-		if err := rows.Scan(&l.ID, &l.DeviceID, &l.RequestID, &l.RequesterID, &l.OwnerID,
+		var key, chosen string
+		if err := rows.Scan(&key, &l.DeviceID, &l.RequestID, &l.RequesterID, &l.OwnerID,
 			&l.GrantedAt, &l.TTLMs, &l.LastRenewedAt, &l.TTLDeadline, &l.EndedAt,
-			&l.EndReason, &l.BoundPID, &l.BoundPIDStartedAt, &l.IDChosenByRequester); err != nil {
+			&l.EndReason, &l.BoundPID, &l.BoundPIDStartedAt, &l.IDChosenByRequester, &chosen); err != nil {
 			return nil, err
+		}
+		l.ID = key
+		if l.IDChosenByRequester && chosen != "" && chosen != key {
+			l.ID, l.Key = chosen, key
 		}
 		ls = append(ls, l)
 	}

@@ -41,6 +41,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/simlock/simlock/internal/store"
 
@@ -67,6 +68,10 @@ type DB struct {
 	events                    eventStmts
 	// us are the usage rollup's statements (usage.go).
 	us usageStmts
+
+	// bg tracks the statement preparations a reserved commit left for
+	// later (warm); Close waits for them.
+	bg sync.WaitGroup
 
 	// floorMu guards floorSeeded, which records that CommitFloor's scratch
 	// rows exist, and floorLast, the scratch lease as last written.
@@ -101,9 +106,32 @@ type stmts struct {
 // the API's concurrency without holding many file handles.
 const readConns = 4
 
+// Options tune Open; the zero value is the defaults.
+type Options struct {
+	// BusyTimeout is how long a connection waits for a lock another
+	// process holds on the database before it gives up with SQLITE_BUSY
+	// (busy_timeout); 5 s when 0.
+	BusyTimeout time.Duration
+}
+
+// DefaultBusyTimeout is Options.BusyTimeout's default.
+const DefaultBusyTimeout = 5 * time.Second
+
+var _ store.Reserver = (*DB)(nil)
+
 // Open opens the database at path, creating it if needed, and brings its
 // schema up to date. It fails if the database was written by a newer build.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with opts.
+func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
+	wait := opts.BusyTimeout
+	if wait <= 0 {
+		wait = DefaultBusyTimeout
+	}
+	busyPragma := fmt.Sprintf("busy_timeout(%d)", wait.Milliseconds())
 	if path == "" {
 		return nil, errors.New("store: open: empty path")
 	}
@@ -119,7 +147,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// database/sql may replace a connection at any time and the replacement
 	// must be configured the same way.
 	wq := url.Values{}
-	wq.Add("_pragma", "busy_timeout(5000)")
+	wq.Add("_pragma", busyPragma)
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", "synchronous(NORMAL)")
 	wq.Add("_pragma", "foreign_keys(on)")
@@ -140,7 +168,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 
 	rq := url.Values{}
-	rq.Add("_pragma", "busy_timeout(5000)")
+	rq.Add("_pragma", busyPragma)
 	// Readers must never write; query_only makes a mistake fail loudly.
 	rq.Set("_query_only", "1")
 	uri.RawQuery = rq.Encode()
@@ -216,6 +244,7 @@ func (db *DB) prepare(ctx context.Context) error {
 // Close closes the database. Everything committed is already durable; Close
 // does not need to run for it to stay so.
 func (db *DB) Close() error {
+	db.bg.Wait()
 	var errs []error
 	for _, s := range db.all {
 		errs = append(errs, s.Close())

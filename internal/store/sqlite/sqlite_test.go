@@ -1251,6 +1251,59 @@ func TestALeasesBindingIsStoredAndLoadedAndAnUnbindingToo(t *testing.T) {
 	}
 }
 
+// A chosen id is unique only within its owner: two owners' leases of one
+// chosen id are stored under their own keys and loaded each with its id
+// and key; a lease stored before keys (its chosen id its key) loads as it
+// was; and an ended lease's row is never overwritten by a later lease of
+// the same chosen id.
+func TestLeasesOfOneChosenIDAreStoredUnderTheirKeys(t *testing.T) {
+	db, _ := openTemp(t)
+	a, b := lease("lse_aaaa", "d1", 1), lease("lse_bbbb", "d2", 2)
+	for _, l := range []*store.Lease{&a, &b} {
+		l.Key, l.ID, l.IDChosenByRequester = l.ID, "build-42", true
+	}
+	a.OwnerID, b.OwnerID = "alice", "bob"
+	commit(t, db, store.Change{Devices: []store.Device{device("d1", 1), device("d2", 2), device("d3", 3)}, Leases: []store.Lease{a, b}})
+	got := load(t, db).Leases
+	if len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("loaded %+v, want %+v and %+v", got, a, b)
+	}
+	// Alice's ends; her next lease of the same chosen id is a new row.
+	was := a
+	a.EndedAt, a.EndReason = 10, "explicit"
+	c := lease("lse_cccc", "d3", 11)
+	c.Key, c.ID, c.IDChosenByRequester, c.OwnerID = c.ID, "build-42", true, "alice"
+	commit(t, db, store.Change{Leases: []store.Lease{a, c}, Before: store.Before{Leases: map[string]store.Lease{was.Key: was}}})
+	if n := count(t, db, "leases"); n != 3 {
+		t.Fatalf("%d lease rows, want 3: a chosen id's next lease overwrote the ended one", n)
+	}
+	if got := load(t, db).Leases; len(got) != 2 || got[0] != b || got[1] != c {
+		t.Fatalf("active leases %+v, want bob's and alice's new one", got)
+	}
+}
+
+// A lease whose chosen id was its primary key before migration 0016 keeps
+// it as both its id and its key.
+func TestALeaseStoredBeforeKeysKeepsItsChosenID(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	raw := rawAtSchema(t, path, 15)
+	for _, q := range []string{
+		`INSERT INTO devices (id, platform, model, os_version, driver, driver_device_id, state, created_at, state_since) VALUES ('d1', 'ios', 'iPhone 17', '26.1', 'demo', 'u1', 'leased', 1, 1)`,
+		`INSERT INTO leases (id, device_id, requester_id, owner_id, granted_at, ttl_ms, last_renewed_at, ttl_deadline, id_chosen) VALUES ('old-7', 'd1', 'carol', 'carol', 12, 1000, 12, 1012, 1)`,
+		`PRAGMA user_version = 15`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	db := openAt(t, path)
+	got := load(t, db).Leases
+	if len(got) != 1 || got[0].ID != "old-7" || got[0].Key != "" || !got[0].IDChosenByRequester || got[0].UniqueKey() != "old-7" {
+		t.Fatalf("a lease stored before keys loads as %+v, want id old-7, chosen, its own key", got)
+	}
+}
+
 func TestALeaseWhoseIDItsRequesterChoseIsLoadedSayingSo(t *testing.T) {
 	db, _ := openTemp(t)
 	chosen, made := lease("ui-tests-42", "d1", 1), lease("l2", "d2", 2)

@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
@@ -34,8 +38,8 @@ ON CONFLICT (id) DO UPDATE SET
 	image_tag = excluded.image_tag, mode = excluded.mode, slimmed = excluded.slimmed`
 
 	upsertLease = `INSERT INTO leases (id, device_id, request_id, requester_id, owner_id, granted_at,
-	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ttl_ms, last_renewed_at, ttl_deadline, ended_at, end_reason, bound_pid, bound_pid_started_at, id_chosen, chosen_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET
 	device_id = excluded.device_id, request_id = excluded.request_id,
 	requester_id = excluded.requester_id, owner_id = excluded.owner_id,
@@ -43,7 +47,7 @@ ON CONFLICT (id) DO UPDATE SET
 	last_renewed_at = excluded.last_renewed_at, ttl_deadline = excluded.ttl_deadline,
 	ended_at = excluded.ended_at, end_reason = excluded.end_reason,
 	bound_pid = excluded.bound_pid, bound_pid_started_at = excluded.bound_pid_started_at,
-	id_chosen = excluded.id_chosen`
+	id_chosen = excluded.id_chosen, chosen_id = excluded.chosen_id`
 
 	upsertRequest = `INSERT INTO lease_requests (id, requester_id, idempotency_key, state,
 	created_at, settled_at, record)
@@ -67,46 +71,16 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	if c.Empty() {
 		return nil, nil
 	}
-	c.Devices = lastOfEach(c.Devices, func(d store.Device) string { return d.ID })
-	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.ID })
-	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
 	// Everything that can be checked, encoded or prepared is done before
 	// the write lock is taken, so the lock is held only for the SQL.
-	records, err := check(c)
+	c, p, err := db.plan(ctx, c, false)
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
-	rows, err := db.planRows(ctx, c)
-	if err != nil {
-		return nil, fmt.Errorf("store: commit: %w", err)
-	}
-	events, err := db.planEvents(ctx, c.Events)
-	if err != nil {
-		return nil, fmt.Errorf("store: commit: %w", err)
-	}
-
 	var out []contract.Event
 	err = db.write(ctx, func(tx *sql.Tx) error {
-		// Devices before leases (rows is in that order), so a lease may
-		// name a device created by the same Change.
-		for _, r := range rows {
-			res, err := tx.StmtContext(ctx, r.stmt).ExecContext(ctx, r.args...)
-			if err != nil {
-				return fmt.Errorf("%s: %w", r.what, err)
-			}
-			if r.update {
-				if n, err := res.RowsAffected(); err != nil || n != 1 {
-					return fmt.Errorf("%s: %w", r.what, errNotStored)
-				}
-			}
-		}
-		if err := db.putRequests(ctx, tx, c.Requests, records); err != nil {
-			return err
-		}
-		if out, err = appendEvents(ctx, tx, c.Events, events); err != nil {
-			return err
-		}
-		return db.rollUp(ctx, tx, out)
+		out, err = db.apply(ctx, tx, c, p)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
@@ -114,20 +88,203 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	return out, nil
 }
 
+// Reserve takes the write lock for one decision: it begins the writer's
+// transaction (BEGIN IMMEDIATE), waiting for another process's lock at
+// most busy_timeout, or until ctx ends; such a lock still held then is
+// store.ErrBusy. Until the Reservation's Commit or Release, every other
+// write of this DB waits for it.
+func (db *DB) Reserve(ctx context.Context) (store.Reservation, error) {
+	// database/sql rolls a transaction back when the context it began
+	// with ends: that context must last as long as the reservation, and
+	// ctx bounds only the wait.
+	txCtx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := db.w.BeginTx(txCtx, nil)
+	if !stop() {
+		if err == nil {
+			_ = tx.Rollback()
+			err = ctx.Err()
+		}
+		cancel()
+		return nil, fmt.Errorf("store: reserve the write lock: %w", err)
+	}
+	if err != nil {
+		cancel()
+		if busy(err) {
+			return nil, fmt.Errorf("store: reserve the write lock: %w (%w)", store.ErrBusy, err)
+		}
+		return nil, fmt.Errorf("store: reserve the write lock: %w", err)
+	}
+	return &reservation{db: db, tx: tx, cancel: cancel}, nil
+}
+
+// busy reports whether err is SQLite's SQLITE_BUSY: another connection's
+// lock outlasted busy_timeout.
+func busy(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// reservation is a write transaction begun ahead of its decision.
+type reservation struct {
+	db     *DB
+	tx     *sql.Tx
+	cancel context.CancelFunc // ends the transaction's context
+	done   bool
+}
+
+// Commit writes c under the reservation, as DB.Commit would, and ends it.
+// Statements not prepared yet run as SQL, and are prepared for the next
+// commit once the writer is free.
+func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Event, error) {
+	if r.done {
+		return nil, errors.New("store: commit: the reservation has ended")
+	}
+	r.done = true
+	defer r.cancel()
+	if c.Empty() {
+		return nil, ignoreDone(r.tx.Rollback())
+	}
+	c, p, err := r.db.plan(ctx, c, true)
+	if err == nil {
+		var out []contract.Event
+		if out, err = r.db.apply(ctx, r.tx, c, p); err == nil {
+			if err = r.tx.Commit(); err == nil {
+				r.db.warm(p.cold)
+				return out, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("store: commit: %w", errors.Join(err, ignoreDone(r.tx.Rollback())))
+}
+
+// Release gives the write lock back unused.
+func (r *reservation) Release() {
+	if r.done {
+		return
+	}
+	r.done = true
+	_ = r.tx.Rollback()
+	r.cancel()
+}
+
+// warm prepares, in the background, the statements a reserved commit ran
+// as SQL: the writer is free by then, or soon.
+func (db *DB) warm(cold []func(context.Context)) {
+	if len(cold) == 0 {
+		return
+	}
+	db.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, f := range cold {
+			f(ctx)
+		}
+	})
+}
+
+// commitPlan is what a commit writes, worked out before it writes: the
+// request records encoded, the device and lease statements, the event
+// inserts, and, for a reserved commit, the statements it runs as SQL for
+// want of prepared ones.
+type commitPlan struct {
+	records []string
+	rows    []rowWrite
+	events  []stmtOrSQL
+	cold    []func(context.Context)
+}
+
+// stmtOrSQL is a prepared statement, or, when there was none, its SQL.
+type stmtOrSQL struct {
+	stmt  *sql.Stmt
+	query string
+}
+
+// exec runs it in tx.
+func (s stmtOrSQL) exec(ctx context.Context, tx *sql.Tx, args ...any) (sql.Result, error) {
+	if s.stmt != nil {
+		return tx.StmtContext(ctx, s.stmt).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, s.query, args...)
+}
+
+// plan checks and encodes c, one row per id (the last version), and finds
+// its statements: prepared on the writer when they are not yet, or, when
+// reserved (the writer is this commit's already), run as SQL.
+func (db *DB) plan(ctx context.Context, c store.Change, reserved bool) (store.Change, commitPlan, error) {
+	c.Devices = lastOfEach(c.Devices, func(d store.Device) string { return d.ID })
+	c.Leases = lastOfEach(c.Leases, func(l store.Lease) string { return l.UniqueKey() })
+	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
+	var p commitPlan
+	var err error
+	if p.records, err = check(c); err != nil {
+		return c, p, err
+	}
+	if p.rows, err = db.planRows(ctx, c, reserved, &p.cold); err != nil {
+		return c, p, err
+	}
+	p.events, err = db.planEvents(ctx, c.Events, reserved, &p.cold)
+	return c, p, err
+}
+
+// apply writes c in tx by plan p and returns its events with their seqs.
+func (db *DB) apply(ctx context.Context, tx *sql.Tx, c store.Change, p commitPlan) ([]contract.Event, error) {
+	// Devices before leases (rows is in that order), so a lease may name
+	// a device created by the same Change.
+	for _, r := range p.rows {
+		res, err := r.st.exec(ctx, tx, r.args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.what, err)
+		}
+		if r.update {
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return nil, fmt.Errorf("%s: %w", r.what, errNotStored)
+			}
+		}
+	}
+	if err := db.putRequests(ctx, tx, c.Requests, p.records); err != nil {
+		return nil, err
+	}
+	if c.Clock != nil {
+		if err := putClock(ctx, tx, *c.Clock); err != nil {
+			return nil, err
+		}
+	}
+	out, err := appendEvents(ctx, tx, c.Events, p.events)
+	if err != nil {
+		return nil, err
+	}
+	return out, db.rollUp(ctx, tx, out)
+}
+
 // errNotStored is a Change.Before naming a row the database does not hold.
 var errNotStored = errors.New("not stored, though the change says it is")
 
 // rowWrite is one device or lease statement of a commit.
 type rowWrite struct {
-	stmt   *sql.Stmt
+	st     stmtOrSQL
 	args   []any
 	update bool // an update by id: exactly one row must change
 	what   string
 }
 
+// narrow is the update of mask's columns by n: prepared, or, reserved and
+// not prepared yet, its SQL, with its preparation added to cold.
+func (db *DB) narrow(ctx context.Context, n *narrowStmts, mask uint32, reserved bool, cold *[]func(context.Context)) (stmtOrSQL, error) {
+	if !reserved {
+		st, err := n.get(ctx, db.w, mask)
+		return stmtOrSQL{stmt: st}, err
+	}
+	if st := n.peek(mask); st != nil {
+		return stmtOrSQL{stmt: st}, nil
+	}
+	*cold = append(*cold, func(ctx context.Context) { _, _ = n.get(ctx, db.w, mask) })
+	return stmtOrSQL{query: n.query(mask)}, nil
+}
+
 // planRows turns c's devices and leases into statements: whole upserts, or
 // updates of the changed columns of rows c.Before names.
-func (db *DB) planRows(ctx context.Context, c store.Change) ([]rowWrite, error) {
+func (db *DB) planRows(ctx context.Context, c store.Change, reserved bool, cold *[]func(context.Context)) ([]rowWrite, error) {
 	out := make([]rowWrite, 0, len(c.Devices)+len(c.Leases))
 	for _, d := range c.Devices {
 		now := deviceValues(d)
@@ -137,47 +294,56 @@ func (db *DB) planRows(ctx context.Context, c store.Change) ([]rowWrite, error) 
 			if mask == 0 {
 				continue
 			}
-			st, err := db.narrowDevice.get(ctx, db.w, mask)
+			st, err := db.narrow(ctx, &db.narrowDevice, mask, reserved, cold)
 			if err != nil {
 				return nil, err
 			}
-			w.stmt, w.args, w.update = st, append(masked(mask, now), d.ID), true
+			w.st, w.args, w.update = st, append(masked(mask, now), d.ID), true
 		} else {
-			w.stmt, w.args = db.st.upsertDevice, append([]any{d.ID}, now...)
+			w.st, w.args = stmtOrSQL{stmt: db.st.upsertDevice}, append([]any{d.ID}, now...)
 		}
 		out = append(out, w)
 	}
 	for _, l := range c.Leases {
 		now := leaseValues(l)
-		w := rowWrite{what: "lease " + l.ID}
-		if was, ok := c.Before.Leases[l.ID]; ok {
+		key := l.UniqueKey()
+		w := rowWrite{what: "lease " + key}
+		if was, ok := c.Before.Leases[key]; ok {
 			mask := changedMask(leaseValues(was), now)
 			if mask == 0 {
 				continue
 			}
-			st, err := db.narrowLease.get(ctx, db.w, mask)
+			st, err := db.narrow(ctx, &db.narrowLease, mask, reserved, cold)
 			if err != nil {
 				return nil, err
 			}
-			w.stmt, w.args, w.update = st, append(masked(mask, now), l.ID), true
+			w.st, w.args, w.update = st, append(masked(mask, now), key), true
 		} else {
-			w.stmt, w.args = db.st.upsertLease, append([]any{l.ID}, now...)
+			w.st, w.args = stmtOrSQL{stmt: db.st.upsertLease}, append([]any{key}, now...)
 		}
 		out = append(out, w)
 	}
 	return out, nil
 }
 
-// planEvents prepares the inserts that append es: one per maxEventRows.
-func (db *DB) planEvents(ctx context.Context, es []store.NewEvent) ([]*sql.Stmt, error) {
-	var out []*sql.Stmt
+// planEvents finds the inserts that append es: one per maxEventRows.
+func (db *DB) planEvents(ctx context.Context, es []store.NewEvent, reserved bool, cold *[]func(context.Context)) ([]stmtOrSQL, error) {
+	var out []stmtOrSQL
 	for len(es) > 0 {
 		n := min(len(es), maxEventRows)
-		st, err := db.events.get(ctx, db.w, n)
-		if err != nil {
-			return nil, err
+		switch st := db.events.peek(n); {
+		case st != nil:
+			out = append(out, stmtOrSQL{stmt: st})
+		case reserved:
+			*cold = append(*cold, func(ctx context.Context) { _, _ = db.events.get(ctx, db.w, n) })
+			out = append(out, stmtOrSQL{query: db.events.query(n)})
+		default:
+			st, err := db.events.get(ctx, db.w, n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, stmtOrSQL{stmt: st})
 		}
-		out = append(out, st)
 		es = es[n:]
 	}
 	return out, nil
@@ -203,10 +369,10 @@ func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRe
 	return nil
 }
 
-// appendEvents appends es in order, in the inserts planEvents prepared, and
+// appendEvents appends es in order, by the inserts planEvents found, and
 // returns them with their seqs. A multi-row insert under the one writer
 // gives its rows consecutive seqs, the last of which it reports.
-func appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent, stmts []*sql.Stmt) ([]contract.Event, error) {
+func appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent, stmts []stmtOrSQL) ([]contract.Event, error) {
 	out := make([]contract.Event, 0, len(es))
 	for _, st := range stmts {
 		n := min(len(es), maxEventRows)
@@ -216,7 +382,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, es []store.NewEvent, stmts []
 		for _, e := range batch {
 			args = append(args, e.ID, e.Timestamp, e.Event, nullJSON(e.Payload))
 		}
-		res, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		res, err := st.exec(ctx, tx, args...)
 		if err != nil {
 			return nil, fmt.Errorf("events %s…: %w", batch[0].ID, err)
 		}
