@@ -181,6 +181,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		eventsCmd(env), daemonCmd(env), benchCmd(env), configCmd(env), tokenCmd(env), workerCmd(env), componentCmd(env), demoCmd(env), cleanupCmd(env), nukeCmd(env), mcpCmd(env), retryCmd(env),
 		jobCmd(env), statsCmd(env),
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
+		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
 	)
 	return root
 }

@@ -131,6 +131,12 @@ var codes = map[Code]codeInfo{
 	CodeWorkerConnected:          {2, http.StatusConflict},
 	CodeWorkerUnreachable:        {1, http.StatusServiceUnavailable},
 	CodeTooManyWorkers:           {11, http.StatusServiceUnavailable},
+
+	CodeUnknownTransfer:   {1, http.StatusNotFound},
+	CodeDevicePathRefused: {2, http.StatusUnprocessableEntity},
+	CodeDeviceFileMissing: {1, http.StatusNotFound},
+	CodeInvalidApp:        {2, http.StatusUnprocessableEntity},
+	CodeAppInstallFailed:  {1, http.StatusUnprocessableEntity},
 }
 
 // Codes lists every code in the table.

@@ -47,6 +47,13 @@ var inputs = []func() Validator{
 	func() Validator { return new(CleanupRunInput) },
 	func() Validator { return new(NukeInput) },
 	func() Validator { return new(Empty) },
+	func() Validator { return new(FilesPutInput) },
+	func() Validator { return new(FilesGetInput) },
+	func() Validator { return new(AppInstallInput) },
+	func() Validator { return new(ScreenshotInput) },
+	func() Validator { return new(TransferIDInput) },
+	func() Validator { return new(TransferWriteInput) },
+	func() Validator { return new(TransferReadInput) },
 }
 
 // FuzzOperationInputs feeds every operation's input decoder anything. It
@@ -60,6 +67,8 @@ func FuzzOperationInputs(f *testing.F) {
 		`{"kind":"leases","limit":2,"after":"x"}`, `{"afterSeq":-1,"limit":10001}`, `{"tool":"simctl","args":["list"],"stdin":"x"}`,
 		`{"platform":"android","component":"system-images;android-35;google_apis;arm64-v8a"}`, `{"TTLMS":5}`, `{"ttlMs":5,"ttlMs":6}`,
 		`{"platform":"ios"} {}`, `[1]`, `{"platform":"ios","version":"26.4","workers":"all"}`, `{"platform":"ios","version":"26","workers":["a","a"]}`, `"all"`, `{"jobId":"job_1","limit":3}`, `{"ttlMs":1e400}`, `{"requesterId":"\u0000"}`, "{\"model\":\"\xff\"}",
+		`{"leaseId":"lse_1","path":"/sdcard/x.txt","size":3}`, `{"leaseId":"lse_1","path":"@com.example/Documents/../x"}`,
+		`{"transferId":"tr_1","offset":0,"data":"aGk="}`, `{"transferId":"tr_1","offset":5,"max":262145}`,
 	} {
 		f.Add(uint8(0), []byte(seed))
 	}

@@ -129,6 +129,15 @@ var ops = map[Op]OpInfo{
 	OpWorkerDrain:   {AdminOnly: true},
 	OpWorkerUndrain: {AdminOnly: true},
 	OpWorkerRemove:  {AdminOnly: true},
+
+	OpFilesPut:       {},
+	OpFilesGet:       {},
+	OpAppsInstall:    {},
+	OpScreenshot:     {},
+	OpTransferWrite:  {},
+	OpTransferRead:   {},
+	OpTransferCommit: {},
+	OpTransferAbort:  {},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

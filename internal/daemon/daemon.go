@@ -47,6 +47,7 @@ import (
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
+	"github.com/simlock/simlock/internal/transfer"
 	"github.com/simlock/simlock/internal/wallclock"
 )
 
@@ -169,6 +170,9 @@ type Daemon struct {
 	// startup.
 	tools map[contract.Platform][]contract.ToolVersion
 
+	// transfers are the file transfers in flight (files.go), set by Start.
+	transfers *transfer.Registry
+
 	// fleet is a gateway's workers (nil on a worker), set before ready
 	// closes.
 	fleet   *gateway.Fleet
@@ -243,6 +247,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		d.endLife()
 		return nil, err
 	}
+	// The home is ours now: what an earlier run staged goes.
+	d.transfers = d.newTransfers()
 	if err := d.listenHTTP(); err != nil {
 		d.ln.Close()
 		_ = os.Remove(SocketPath(d.opts.Home))
@@ -403,8 +409,10 @@ func (d *Daemon) converge(ctx context.Context) {
 		Logger:         d.log.With("module", "leasing"),
 		Publish:        d.bus.Publish,
 		LeaseEnded:     d.leaseEnded,
-		Installer:      d.installer,
-		DownloadPolicy: cfg.String("downloads.policy"),
+		// A lease's file transfers end before its device is cleaned.
+		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}},
+		Installer:            d.installer,
+		DownloadPolicy:       cfg.String("downloads.policy"),
 		Health: leasing.HealthPolicy{
 			Enabled:            cfg.Bool("health.enabled"),
 			ProbeInterval:      time.Duration(cfg.Int("health.probeIntervalMs")) * time.Millisecond,
@@ -628,6 +636,7 @@ func (d *Daemon) Stop(reason string) error {
 	d.ln.Close()
 	d.closeHTTP()
 	d.endLife()
+	d.transfers.Close()
 	<-d.ready
 	if d.installer != nil {
 		// Installs in flight stop; the requests waiting on them fail.
@@ -780,6 +789,12 @@ func (d *Daemon) unhold(s *session, id string) {
 // and only those that may hold it (its owner's, and admins'); the notice
 // names it by its id, as its owner does.
 func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
+	if d.fleet != nil {
+		// A gateway's relayed transfers of the lease end with it (a
+		// worker's end before its device is cleaned, as a lease-end
+		// participant).
+		go d.transfers.EndLease(context.Background(), l.ID)
+	}
 	d.mu.Lock()
 	var told []*session
 	for s := range d.holders[l.UniqueKey()] {

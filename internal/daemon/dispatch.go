@@ -299,6 +299,9 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 			return nil, err
 		}
 		return contract.LeaseWatchResult{Lease: l.Lease}, nil
+	case contract.OpFilesPut, contract.OpFilesGet, contract.OpAppsInstall, contract.OpScreenshot,
+		contract.OpTransferWrite, contract.OpTransferRead, contract.OpTransferCommit, contract.OpTransferAbort:
+		return s.transferOp(req, caller)
 	case contract.OpDeviceExec:
 		var in contract.ExecInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

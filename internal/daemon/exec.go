@@ -27,17 +27,9 @@ const execStopGrace = 5 * time.Second
 // execStopGrace. Its stdin is the caller's whole input, closed once
 // written. A lease runs at most exec.maxConcurrent commands at once.
 func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
-	l, err := d.engine.Lease(c, in.LeaseID)
+	l, err := d.leaseToRun(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.ExecResult{}, err
-	}
-	if in.RequesterID != "" && in.RequesterID != l.Lease.RequesterID {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", in.LeaseID, in.RequesterID).
-			With("leaseId", in.LeaseID)
-	}
-	if c.Admin && l.Lease.OwnerID != c.Principal && in.RequesterID == "" {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
-			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
 	}
 	if in.Tool != "simctl" && in.Tool != "adb" {
 		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", clip(in.Tool)).
@@ -128,6 +120,26 @@ func (x *execSlots) take(owner, lease string, limit int) (release func(), ok boo
 			}
 		})
 	}, true
+}
+
+// leaseToRun is the lease c may run a command on, or move files into and
+// out of: its own, or, for an admin, one whose requester it names (as a
+// gateway's uplink does for the owner it acts for). A requester named by
+// anyone must be the lease's.
+func (d *Daemon) leaseToRun(c leasing.Caller, leaseID, requesterID string) (contract.LeaseGetResult, error) {
+	l, err := d.engine.Lease(c, leaseID)
+	if err != nil {
+		return contract.LeaseGetResult{}, err
+	}
+	if requesterID != "" && requesterID != l.Lease.RequesterID {
+		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", leaseID, requesterID).
+			With("leaseId", leaseID)
+	}
+	if c.Admin && l.Lease.OwnerID != c.Principal && requesterID == "" {
+		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden,
+			"to act on someone else's lease, name its requester (requesterId)").With("leaseId", leaseID)
+	}
+	return l, nil
 }
 
 // bareShell reports whether adb args open an interactive shell: the shell

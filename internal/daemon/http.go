@@ -32,7 +32,9 @@ func (d *Daemon) listenHTTP() error {
 	d.consoleURL = consoleURL(ln.Addr())
 	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http"),
 		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken")),
-		Console: console.Handler()})
+		Console:        console.Handler(),
+		MaxUploadBytes: cfg.Int("exec.maxUploadBytes"),
+		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,

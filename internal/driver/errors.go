@@ -74,6 +74,9 @@ func ContractError(err error) *contract.Error {
 		missing *RuntimeMissingError
 		boot    *BootTimeoutError
 		cerr    *contract.Error
+		pathNo  *PathRefusedError
+		nofile  *FileMissingError
+		instNo  *InstallFailedError
 	)
 	switch {
 	case errors.As(err, &cerr):
@@ -102,6 +105,12 @@ func ContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodePassthroughRefused, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):
 		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", "boot-timeout")
+	case errors.As(err, &pathNo):
+		return contract.Errorf(contract.CodeDevicePathRefused, "%s", pathNo.Error()).With("path", pathNo.Path)
+	case errors.As(err, &nofile):
+		return contract.Errorf(contract.CodeDeviceFileMissing, "%s", nofile.Error()).With("path", nofile.Path)
+	case errors.As(err, &instNo):
+		return contract.Errorf(contract.CodeAppInstallFailed, "%s", instNo.Error())
 	}
 	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
 }

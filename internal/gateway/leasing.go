@@ -656,9 +656,6 @@ func (l *Leasing) releaseOnWorker(workerID, leaseID string) {
 	}
 }
 
-// owned finds a gateway lease the caller may act on, as the index resolves
-// the id the caller named (leaseIndex.resolve): a chosen id within the
-// caller's own leases.
 // Resolve names the gateway lease the caller calls name by its key, which
 // names it alone: the name sessions hold it by.
 func (l *Leasing) Resolve(c queue.Caller, name string) (string, error) {
@@ -669,6 +666,9 @@ func (l *Leasing) Resolve(c queue.Caller, name string) (string, error) {
 	return e.key, nil
 }
 
+// owned finds a gateway lease the caller may act on, as the index resolves
+// the id the caller named (leaseIndex.resolve): a chosen id within the
+// caller's own leases.
 func (l *Leasing) owned(c queue.Caller, id string) (*indexed, error) {
 	var e *indexed
 	var err error
@@ -676,17 +676,40 @@ func (l *Leasing) owned(c queue.Caller, id string) (*indexed, error) {
 	return e, err
 }
 
+// actsOn finds a gateway lease the caller may run a command on, or move
+// files into and out of: its own, or, for an admin, one whose requester it
+// names, as on a worker. A requester named by anyone must be the lease's.
+func (l *Leasing) actsOn(c queue.Caller, id, requesterID string) (*indexed, error) {
+	e, err := l.owned(c, id)
+	if err != nil {
+		return nil, err
+	}
+	if requesterID != "" && requesterID != e.requester {
+		return nil, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", id, requesterID).With("leaseId", id)
+	}
+	if c.Admin && e.owner != c.Principal && requesterID == "" {
+		return nil, contract.Errorf(contract.CodeForbidden,
+			"to act on someone else's lease, name its requester (requesterId)").With("leaseId", id)
+	}
+	return e, nil
+}
+
 // forward runs call on the lease's worker: a transport failure is
 // WORKER_UNREACHABLE, the worker's UNKNOWN_LEASE forgets the lease (the
 // gateway's record is provably wrong), and the worker's other refusals
 // are forwarded as they are.
 func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.Client) error) error {
+	return l.forwardWithin(context.Background(), callTimeout, e, call)
+}
+
+// forwardWithin is forward bounded by timeout, and ended by parent.
+func (l *Leasing) forwardWithin(parent context.Context, timeout time.Duration, e *indexed, call func(ctx context.Context, c *client.Client) error) error {
 	c := l.f.clientOf(e.workerID)
 	if c == nil {
 		return contract.Errorf(contract.CodeWorkerUnreachable, "worker %s is not connected; lease %s is kept until its TTL passes on the worker", e.workerID, e.id).
 			With("workerId", e.workerID).With("leaseId", e.id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	err := call(ctx, c)
 	if err == nil {
@@ -879,17 +902,9 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 // worker stops the command; so it does past the gateway's backstop
 // (ExecTimeout, EXEC_TIMEOUT), and for a caller too far behind.
 func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInput, started func(), output func(contract.ExecOutput)) (contract.ExecResult, error) {
-	e, err := l.owned(c, in.LeaseID)
+	e, err := l.actsOn(c, in.LeaseID, in.RequesterID)
 	if err != nil {
 		return contract.ExecResult{}, err
-	}
-	if in.RequesterID != "" && in.RequesterID != e.requester {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", in.LeaseID, in.RequesterID).
-			With("leaseId", in.LeaseID)
-	}
-	if c.Admin && e.owner != c.Principal && in.RequesterID == "" {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeForbidden,
-			"to run a command on someone else's lease, name its requester (requesterId)").With("leaseId", in.LeaseID)
 	}
 	cl := l.f.clientOf(e.workerID)
 	if cl == nil {

@@ -48,7 +48,20 @@ type Options struct {
 	// Console, when set, answers GET and HEAD at every path outside /v1
 	// (the operator console); without it those paths are unknown routes.
 	Console http.Handler
+	// MaxUploadBytes caps a file route's request body
+	// (exec.maxUploadBytes); 0 means DefaultMaxUploadBytes.
+	MaxUploadBytes int64
+	// UploadIdle bounds the wait for the next byte of a file route's
+	// request body, and for the client to take the next chunk of its
+	// response (exec.transferIdleMs); 0 means DefaultUploadIdle.
+	UploadIdle time.Duration
 }
+
+// The defaults of the file routes' bounds.
+const (
+	DefaultMaxUploadBytes = 2 << 30
+	DefaultUploadIdle     = 30 * time.Second
+)
 
 // The default caps on open event streams, and on a body's arrival.
 const (
@@ -73,6 +86,8 @@ type Server struct {
 	closeOnce sync.Once
 
 	bodyTimeout                    time.Duration
+	maxUpload                      int64
+	uploadIdle                     time.Duration
 	maxStreams, maxStreamsPerToken int
 	streamsMu                      sync.Mutex
 	// streamsMu guards the counts below.
@@ -108,6 +123,8 @@ func New(opts Options) *Server {
 		closed:    make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
+		maxUpload:   cmp.Or(opts.MaxUploadBytes, DefaultMaxUploadBytes),
+		uploadIdle:  cmp.Or(opts.UploadIdle, DefaultUploadIdle),
 		maxStreams:  cmp.Or(opts.MaxStreams, DefaultMaxStreams), maxStreamsPerToken: cmp.Or(opts.MaxStreamsPerToken, DefaultMaxStreamsPerToken),
 		streamsByToken: map[string]int{},
 		live:           map[string]map[*liveRequest]struct{}{},
@@ -180,6 +197,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/leases/{id}/renew", accessAgent, s.renewLease)
 	s.handle("GET /v1/leases/{id}/events", accessAgent, s.streamLease)
 	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
+	s.handleBody("PUT /v1/leases/{id}/files", accessAgent, s.uploadBody(), s.putFile)
+	s.handle("GET /v1/leases/{id}/files", accessAgent, s.getFile)
+	s.handleBody("POST /v1/leases/{id}/apps", accessAgent, s.uploadBody(), s.installApp)
+	s.handle("GET /v1/leases/{id}/screenshot", accessAgent, s.getScreenshot)
 
 	s.handle("GET /v1/devices", accessOperator, s.listDevices)
 	s.handle("POST /v1/devices/{id}/retry", accessOperator, s.retryDevice)

@@ -202,6 +202,10 @@ type device struct {
 	// slimmed is whether a slim device's pass is in effect: from the boot
 	// that ran it until a clean erases it.
 	slimmed bool
+	// files and apps are what a lease holder put on the device (see
+	// files.go), until a clean wipes them.
+	files map[string][]byte
+	apps  map[string]contract.AppKind
 }
 
 // upLocked ends, for rec, a boot that came up on its own: one no MakeReady
@@ -777,6 +781,9 @@ func (d *Driver) endReclaim(dev driver.Device) (driver.ReclaimResult, error) {
 		token = driver.NewMarkToken()
 	}
 	rec.durable, rec.erasable = token, token
+	// An erase and a snapshot restore alike take what the lease holder
+	// put on the device.
+	rec.files, rec.apps = nil, nil
 	if d.platform == contract.PlatformIOS {
 		d.freePort(id, rec)
 		rec.state = stateShutdown

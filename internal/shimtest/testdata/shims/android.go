@@ -608,6 +608,8 @@ func androidPrintPackages(pkgs []string) {
 type androidGuest struct {
 	Packages []string          `json:"packages"`
 	Files    map[string]string `json:"files,omitempty"`
+	// Blobs are the files adb push wrote, byte for byte.
+	Blobs map[string][]byte `json:"blobs,omitempty"`
 }
 
 func androidLoadGuest(dir string) androidGuest {

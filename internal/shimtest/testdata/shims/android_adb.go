@@ -41,8 +41,9 @@ const androidAdbVersion = "Android Debug Bridge version 1.0.41\nVersion 36.0.0-1
 //     (see androidShellOne).
 //   - emu kill, emu avd stop|name|path, emu avd snapshot save|list|load|delete.
 //   - install X.apk, uninstall PKG, get-serialno, get-state, reboot (it
-//     says so), pull REMOTE [LOCAL] (a guest file written on the host) and
-//     push LOCAL REMOTE (a host file read into the guest).
+//     says so).
+//   - push, pull (a guest file written on the host: REMOTE [LOCAL]) and
+//     exec-out screencap -p (see android_files.go).
 //   - anything else echoes its arguments and exits 0.
 func androidAdb(args []string) int {
 	port, listen := "", ""
@@ -122,7 +123,7 @@ options:
 		return androidStartServer(port)
 	case "kill-server":
 		return androidKillServer(port)
-	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state", "pull", "push", "reboot":
+	case "devices", "shell", "emu", "install", "uninstall", "get-serialno", "get-state", "push", "pull", "exec-out", "reboot":
 		if !androidDial(port) && (setting("ADB_AUTOSTART") != "1" || androidStartServer(port) != 0) {
 			fmt.Fprintf(os.Stderr, "adb: cannot connect to daemon at tcp:127.0.0.1:%s: Connection refused\n", port)
 			return 1
@@ -197,63 +198,15 @@ options:
 		return androidInstall(*dev, rest[1:])
 	case "uninstall":
 		return androidUninstall(*dev, rest[1:])
-	case "pull":
-		return androidPull(*dev, rest[1:])
 	case "push":
 		return androidPush(*dev, rest[1:])
+	case "pull":
+		return androidPull(*dev, rest[1:])
+	case "exec-out":
+		return androidExecOut(rest[1:])
 	case "reboot":
 		fmt.Printf("emulator-%d rebooting\n", dev.Port)
 	}
-	return 0
-}
-
-// androidPull copies a guest file to the host, as adb pull does: to LOCAL,
-// or to the working directory under the file's name.
-func androidPull(e androidEmulator, args []string) int {
-	if len(args) == 0 || len(args) > 2 {
-		fmt.Fprintln(os.Stderr, "adb: usage: adb pull REMOTE [LOCAL]")
-		return 1
-	}
-	remote := args[0]
-	local := filepath.Base(remote)
-	if len(args) == 2 {
-		local = args[1]
-	}
-	var text string
-	var found bool
-	withLock(func() { text, found = androidLoadGuest(e.AvdDir).Files[remote] })
-	if !found {
-		fmt.Fprintf(os.Stderr, "adb: error: failed to stat remote object '%s': No such file or directory\n", remote)
-		return 1
-	}
-	if err := os.WriteFile(local, []byte(text), 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", local, err)
-		return 1
-	}
-	fmt.Printf("%s: 1 file pulled\n", remote)
-	return 0
-}
-
-// androidPush copies a host file into the guest, as adb push does.
-func androidPush(e androidEmulator, args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "adb: usage: adb push LOCAL REMOTE")
-		return 1
-	}
-	b, err := os.ReadFile(args[0])
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "adb: error: cannot stat '%s': No such file or directory\n", args[0])
-		return 1
-	}
-	withLock(func() {
-		g := androidLoadGuest(e.AvdDir)
-		if g.Files == nil {
-			g.Files = map[string]string{}
-		}
-		g.Files[args[1]] = string(b)
-		androidSaveGuest(e.AvdDir, g)
-	})
-	fmt.Printf("%s: 1 file pushed\n", args[0])
 	return 0
 }
 
@@ -397,7 +350,7 @@ func androidInstall(e androidEmulator, args []string) int {
 		fmt.Fprintln(os.Stderr, "cmd: Can't find service: package")
 		return 1
 	}
-	pkg := strings.TrimSuffix(filepath.Base(apk), ".apk")
+	pkg := androidInstalledName(apk)
 	withLock(func() {
 		pkgs := androidUserdata(e.AvdDir)
 		if !slices.Contains(pkgs, pkg) {

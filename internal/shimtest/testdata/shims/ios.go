@@ -19,6 +19,7 @@ package main
 //	simctl [--set DIR] erase UDID|all               the device must be shut down
 //	simctl [--set DIR] delete UDID|all|unavailable  the device must be shut down
 //	simctl [--set DIR] spawn UDID /bin/sh -c SCRIPT  a booted device; see iosSpawn
+//	simctl --set DIR install|listapps|get_app_container|io …  see ios_files.go
 //	simctl [--set DIR] runtime list [-j]            the installed runtime disk images
 //	simctl [--set DIR] runtime delete IMAGE         the set makes no difference
 //	simctl [--set DIR] io|openurl|install|launch|… DEV …  DEV is a UDID or booted (the first
@@ -336,6 +337,14 @@ func iosXcrun(args []string) int {
 		return iosRuntimeCmd(rest)
 	case "spawn":
 		return iosSpawn(set, rest)
+	case "install":
+		return iosInstallApp(set, rest)
+	case "listapps":
+		return iosListApps(set, rest)
+	case "get_app_container":
+		return iosGetAppContainer(set, rest)
+	case "io":
+		return iosIO(set, rest)
 	}
 	if slices.Contains(iosDeviceVerbs, sub) {
 		return iosOnDevice(set, sub, rest)

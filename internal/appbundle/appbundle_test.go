@@ -1,0 +1,173 @@
+package appbundle_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/simlock/simlock/internal/appbundle"
+	"github.com/simlock/simlock/internal/appbundle/apptest"
+	"github.com/simlock/simlock/internal/contract"
+)
+
+func TestInspectTellsAppsApartByContent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body []byte
+		kind contract.AppKind
+		id   string
+		app  string
+	}{
+		{"apk", apptest.APK("com.example.notes"), contract.AppAPK, "com.example.notes", ""},
+		{"apk with a UTF-8 pool", apptest.APKUTF8("org.sample.app"), contract.AppAPK, "org.sample.app", ""},
+		{"ipa", apptest.IPA("com.example.Todo", "Todo"), contract.AppIPA, "com.example.Todo", "Todo.app"},
+		{"zipped app", apptest.AppZip("com.example.Maps", "Maps"), contract.AppZip, "com.example.Maps", "Maps.app"},
+		{"zipped app with a binary plist", apptest.Zip(map[string][]byte{"B.app/Info.plist": apptest.BinaryPlist("com.example.bin"), "B.app/B": []byte("x")}),
+			contract.AppZip, "com.example.bin", "B.app"},
+		{"apk whose manifest is unreadable", apptest.Zip(map[string][]byte{"AndroidManifest.xml": []byte("<manifest package='x'/>")}), contract.AppAPK, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app, err := appbundle.InspectReader(bytes.NewReader(tc.body), int64(len(tc.body)))
+			if err != nil {
+				t.Fatalf("InspectReader: %v", err)
+			}
+			if app.Kind != tc.kind || app.ID != tc.id || app.Name != tc.app {
+				t.Errorf("got kind %q id %q name %q, want %q %q %q", app.Kind, app.ID, app.Name, tc.kind, tc.id, tc.app)
+			}
+		})
+	}
+}
+
+func TestInspectRefusesWhatIsNotAnApp(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"empty":             {},
+		"text":              []byte("hello, this is not an app"),
+		"a png":             {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 0},
+		"a zip of files":    apptest.Zip(map[string][]byte{"readme.txt": []byte("hi")}),
+		"two apps":          apptest.Zip(map[string][]byte{"A.app/Info.plist": apptest.Plist("a"), "B.app/Info.plist": apptest.Plist("b")}),
+		"an app too deep":   apptest.Zip(map[string][]byte{"x/y/A.app/Info.plist": apptest.Plist("a")}),
+		"a plist not a dir": apptest.Zip(map[string][]byte{"Info.plist": apptest.Plist("a")}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := appbundle.InspectReader(bytes.NewReader(body), int64(len(body)))
+			var inv *appbundle.InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("got %v, want an *InvalidError", err)
+			}
+		})
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "upload")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestExtractAppUnpacksTheBundleOnly(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"ipa": apptest.IPA("com.example.Todo", "Todo"),
+		"app": apptest.AppZip("com.example.Todo", "Todo"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			zipPath := writeTemp(t, body)
+			app, err := appbundle.Inspect(zipPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			got, err := appbundle.ExtractApp(zipPath, app, dir, 1<<20)
+			if err != nil {
+				t.Fatalf("ExtractApp: %v", err)
+			}
+			if got != filepath.Join(dir, "Todo.app") {
+				t.Errorf("bundle at %s, want %s", got, filepath.Join(dir, "Todo.app"))
+			}
+			b, err := os.ReadFile(filepath.Join(got, "Info.plist"))
+			if err != nil || !bytes.Contains(b, []byte("com.example.Todo")) {
+				t.Errorf("Info.plist: %q %v", b, err)
+			}
+			st, err := os.Stat(filepath.Join(got, "App"))
+			if err != nil || st.Mode().Perm()&0o100 == 0 {
+				t.Errorf("the executable lost its mode: %v %v", st, err)
+			}
+		})
+	}
+}
+
+func TestExtractAppRefusesLinksAndNamesThatLeaveTheBundle(t *testing.T) {
+	for name, body := range map[string][]byte{
+		"absolute link":  apptest.AppZipWithLink("a", "A", "secret", "/etc/passwd"),
+		"climbing link":  apptest.AppZipWithLink("a", "A", "sub/secret", "../../x"),
+		"climbing name":  apptest.Zip(map[string][]byte{"A.app/Info.plist": apptest.Plist("a"), "A.app/../../evil": []byte("x")}),
+		"backslash name": apptest.Zip(map[string][]byte{"A.app/Info.plist": apptest.Plist("a"), `A.app/..\evil`: []byte("x")}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			zipPath := writeTemp(t, body)
+			app, err := appbundle.Inspect(zipPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "stage")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			_, err = appbundle.ExtractApp(zipPath, app, dir, 1<<20)
+			var inv *appbundle.InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("got %v, want an *InvalidError", err)
+			}
+			if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+				t.Errorf("something was written beside the staging dir: %v", entries)
+			}
+		})
+	}
+	t.Run("a link that descends is kept", func(t *testing.T) {
+		zipPath := writeTemp(t, apptest.AppZipWithLink("a", "A", "Current", "Versions/A"))
+		app, _ := appbundle.Inspect(zipPath)
+		got, err := appbundle.ExtractApp(zipPath, app, t.TempDir(), 1<<20)
+		if err != nil {
+			t.Fatalf("ExtractApp: %v", err)
+		}
+		if l, err := os.Readlink(filepath.Join(got, "Current")); err != nil || l != "Versions/A" {
+			t.Errorf("link: %q %v", l, err)
+		}
+	})
+}
+
+func TestExtractAppStopsAtTheLimit(t *testing.T) {
+	big := bytes.Repeat([]byte("a"), 4096)
+	zipPath := writeTemp(t, apptest.Zip(map[string][]byte{"A.app/Info.plist": apptest.Plist("a"), "A.app/big": big}))
+	app, _ := appbundle.Inspect(zipPath)
+	_, err := appbundle.ExtractApp(zipPath, app, t.TempDir(), 1024)
+	if !appbundle.ErrTooLarge(err) {
+		t.Fatalf("got %v, want the limit's error", err)
+	}
+}
+
+// FuzzInspect feeds Inspect anything: it never panics, and a refusal is an
+// *InvalidError.
+func FuzzInspect(f *testing.F) {
+	for _, seed := range [][]byte{
+		apptest.APK("com.example"), apptest.APKUTF8("a.b"), apptest.IPA("x.y", "X"), apptest.AppZip("x", "Y"),
+		apptest.Zip(map[string][]byte{"B.app/Info.plist": apptest.BinaryPlist("com.example.bin")}),
+		apptest.Zip(map[string][]byte{"AndroidManifest.xml": apptest.Manifest("p", false)[:40]}), {}, []byte("PK\x03\x04"),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, err := appbundle.InspectReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			var inv *appbundle.InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("an untyped refusal: %v", err)
+			}
+		}
+	})
+}
