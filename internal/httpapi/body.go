@@ -105,10 +105,70 @@ func (s *Server) refuseBody(w http.ResponseWriter, r *http.Request, ce *contract
 }
 
 // cutBody marks the connection to close after the answer and makes any
-// further read of the body fail at once.
+// further read of the body fail at once; ServeHTTP then closes it by
+// lingering (see lingerWriter).
 func cutBody(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	for {
+		switch x := w.(type) {
+		case *lingerWriter:
+			x.cut = true
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
+}
+
+// How long, and for how many bytes, a connection whose body was refused
+// lingers after its answer.
+const (
+	lingerFor = 5 * time.Second
+	lingerMax = 4 << 20
+)
+
+// lingerWriter is the ResponseWriter ServeHTTP hands on. When the request's
+// body was refused (cut), the connection is closed by lingering: the
+// answer sent whole, the sending side shut (the client reads the answer,
+// then the end of the stream), and what the client still sends of its body
+// read and dropped for at most lingerFor or lingerMax bytes before the
+// close. A plain close with the client's bytes unread resets the
+// connection, and a client still writing its body (a declared length over
+// the limit, answered before a byte of it is read) then meets the reset
+// instead of the answer.
+type lingerWriter struct {
+	http.ResponseWriter
+	cut bool
+}
+
+func (w *lingerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish lingers over the connection of a refused body. It runs before
+// ServeHTTP returns (a connection can be taken over only then); an answer
+// without a declared length is left to net/http, which ends it properly.
+func (w *lingerWriter) finish() {
+	if !w.cut || w.Header().Get("Content-Length") == "" {
+		return
+	}
+	rc := http.NewResponseController(w.ResponseWriter)
+	if rc.Flush() != nil {
+		return
+	}
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		return
+	}
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	go func() {
+		defer conn.Close()
+		_ = conn.SetReadDeadline(time.Now().Add(lingerFor))
+		_, _ = io.Copy(io.Discard, io.LimitReader(conn, lingerMax))
+	}()
 }
 
 // streamBody is a streamed route's body: at most max bytes, each read

@@ -190,3 +190,37 @@ func TestAWholeBodyIsServedOnAKeptConnection(t *testing.T) {
 		}
 	}
 }
+
+// A client that sends its whole body at once reads the refusal of it, not
+// a reset: a body over the limit, declared or not, is answered 413 while
+// the client is still writing it, and the connection lingers, reading and
+// dropping the rest, until the client has the answer.
+func TestARefusedBodyIsAnsweredToAClientStillSendingIt(t *testing.T) {
+	h := newHarness(t, httpapi.Options{})
+	body := strings.Repeat("x", 4<<20)
+	for i := range 40 {
+		declared := i%2 == 0
+		var rd io.Reader = strings.NewReader(body)
+		if !declared {
+			rd = io.MultiReader(rd) // no length known: sent chunked
+		}
+		req, err := http.NewRequest("POST", h.srv.URL+"/v1/lease-requests", rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+agentSecret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := h.client.Do(req)
+		if err != nil {
+			t.Fatalf("request %d (declared %v): %v, want the 413 answer", i, declared, err)
+		}
+		var got struct {
+			Error struct{ Code contract.Code } `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || got.Error.Code != contract.CodeBodyTooLarge || err != nil {
+			t.Fatalf("request %d (declared %v): %d %s (%v), want 413 BODY_TOO_LARGE", i, declared, resp.StatusCode, got.Error.Code, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -27,9 +28,11 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		body, _ = json.Marshal(errorBody{contract.Errorf(contract.CodeInternal, "could not encode the response")})
 	}
+	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
 }
 
 // writeError answers with err as {"error":{...}} and the status of its code.

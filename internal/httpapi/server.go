@@ -381,7 +381,10 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 // that is too large or too slow the same way. The mux's own 404 and 405
 // answers are plain text, so requests no pattern matches are answered here
 // instead, as JSON.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	lw := &lingerWriter{ResponseWriter: rw}
+	defer lw.finish()
+	var w http.ResponseWriter = lw
 	pol := s.defaultBody()
 	if _, pattern := s.mux.Handler(r); pattern != "" {
 		if p, ok := s.bodies[pattern]; ok {
