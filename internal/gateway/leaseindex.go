@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -219,48 +218,36 @@ func (x *leaseIndex) ofRequester(requester string) (*indexed, bool) {
 	return e, ok
 }
 
-// chosenHeld reports whether any owner holds a lease with the chosen id.
-func (x *leaseIndex) chosenHeld(id string) bool { return len(x.byChosen[id]) > 0 }
-
 // heldBy reports whether owner holds a lease with the chosen id: the
 // scope in which a chosen id is taken.
 func (x *leaseIndex) heldBy(owner, id string) bool {
 	return x.byChosen[id][owner] != nil
 }
 
-// resolve finds the lease the caller names id, within what the caller may
-// name: a key (<workerId>.<workerLeaseId>) names one lease for anyone, and
-// a lease of another owner's is FORBIDDEN; a chosen id is looked up within
-// the caller's own leases, so another owner's is UNKNOWN_LEASE, which
-// tells the caller nothing of it. An admin's chosen id that is not its own
-// names the one lease of that id, or, when several owners chose it, is
-// refused naming their keys.
+// resolve finds the lease the caller names id, and checks the caller may
+// act on it, by the rule a worker's engine uses too
+// (contract.ResolveLeaseName): a chosen id within the caller's own leases,
+// then a key (<workerId>.<workerLeaseId>); for an admin, another owner's
+// chosen id when only one lease has it.
 func (x *leaseIndex) resolve(c queue.Caller, id string) (*indexed, error) {
-	unknown := contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
-	if e, ok := x.byKey[id]; ok {
-		if !c.Admin && e.owner != c.Principal {
-			return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", id).With("leaseId", id)
-		}
-		return e, nil
+	e, cerr := contract.ResolveLeaseName[*indexed](c.Principal, c.Admin, id, x)
+	if cerr != nil {
+		return nil, cerr
 	}
-	of := x.byChosen[id]
-	if e, ok := of[c.Principal]; ok {
-		return e, nil
-	}
-	if !c.Admin || len(of) == 0 {
-		return nil, unknown
-	}
-	keys := make([]string, 0, len(of))
-	var e *indexed
-	for _, e = range of {
-		keys = append(keys, e.key)
-	}
-	if len(of) == 1 {
-		return e, nil
-	}
-	slices.Sort(keys)
-	return nil, contract.BadRequest("leaseId", "%d owners chose the lease id %s; name the one meant by its key: %s", len(of), id, strings.Join(keys, ", ")).
-		With("leaseKeys", keys)
+	return e, nil
+}
+
+// ByKey, ChosenBy and Name are the index as contract.ResolveLeaseName
+// reads it; the decision lock must be held.
+func (x *leaseIndex) ByKey(key string) (*indexed, bool) {
+	e, ok := x.byKey[key]
+	return e, ok
+}
+
+func (x *leaseIndex) ChosenBy(id string) map[string]*indexed { return x.byChosen[id] }
+
+func (x *leaseIndex) Name(e *indexed) contract.LeaseName {
+	return contract.LeaseName{Key: e.key, Owner: e.owner, Chosen: e.chosen != ""}
 }
 
 // remove forgets a lease and stages the end of its grant record: it ended,

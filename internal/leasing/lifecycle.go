@@ -3,7 +3,6 @@ package leasing
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -39,49 +38,26 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 }
 
 // findLocked resolves the lease a caller names, and checks the caller may
-// act on it. A name is, in this order: an id the caller itself chose for
-// one of its leases (a chosen id is unique only within its owner); a
-// lease's unique key; for an admin, an id another owner chose, when only
-// one active lease has it (two or more are BAD_REQUEST listing their keys,
-// so the admin names one by its key). An agent naming another owner's
-// lease by its key is FORBIDDEN, unless that lease's id was chosen: a
-// chosen id is never told to another owner, so its lease is UNKNOWN_LEASE,
-// as is any name that resolves to nothing.
+// act on it, by the rule every surface of a worker and a gateway shares
+// (contract.ResolveLeaseName): a chosen id within the caller's own leases,
+// then a key.
 func (e *Engine) findLocked(c Caller, name string) (*lease, *contract.Error) {
-	unknown := func() (*lease, *contract.Error) {
-		return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s", name).With("leaseId", name)
-	}
-	if l := e.chosen[name][c.Principal]; l != nil && c.Principal != "" {
-		return l, nil
-	}
-	if l, ok := e.leases[name]; ok {
-		switch {
-		case c.Admin || l.OwnerID == c.Principal:
-			return l, nil
-		case l.IDChosenByRequester:
-			return unknown()
-		}
-		return nil, contract.Errorf(contract.CodeForbidden, "lease %s belongs to another owner", name).With("leaseId", name)
-	}
-	if !c.Admin {
-		return unknown()
-	}
-	owners := e.chosen[name]
-	switch len(owners) {
-	case 0:
-		return unknown()
-	case 1:
-		for _, l := range owners {
-			return l, nil
-		}
-	}
-	keys := make([]string, 0, len(owners))
-	for _, l := range owners {
-		keys = append(keys, l.UniqueKey())
-	}
-	sort.Strings(keys)
-	return nil, contract.BadRequest("leaseId", "%d active leases of different owners have the id %s: name one by its key (%s)",
-		len(keys), name, strings.Join(keys, ", ")).With("leaseId", name).With("keys", keys)
+	return contract.ResolveLeaseName[*lease](c.Principal, c.Admin, name, leaseNames{e})
+}
+
+// leaseNames are the engine's active leases as contract.ResolveLeaseName
+// reads them; the decision lock must be held.
+type leaseNames struct{ e *Engine }
+
+func (n leaseNames) ByKey(key string) (*lease, bool) {
+	l, ok := n.e.leases[key]
+	return l, ok
+}
+
+func (n leaseNames) ChosenBy(id string) map[string]*lease { return n.e.chosen[id] }
+
+func (leaseNames) Name(l *lease) contract.LeaseName {
+	return contract.LeaseName{Key: l.UniqueKey(), Owner: l.OwnerID, Chosen: l.IDChosenByRequester}
 }
 
 // Resolve is the unique key of the lease c names (see findLocked), for a
