@@ -220,6 +220,37 @@ func (p *page) click(what, selector string) {
 	p.do("click "+what, chromedp.Click(chromedp.CSS(selector)))
 }
 
+// clickUntil clicks the element selector finds until js holds, and fails
+// the test like waitFor past the bound. A page that redraws the view under
+// the click (as it does when it reconnects and reads everything again)
+// may drop one; the next poll clicks the element drawn since. Clicks are a
+// second apart, so a slow navigation is not clicked over.
+func (p *page) clickUntil(what, selector string, bound time.Duration, js string) {
+	p.t.Helper()
+	deadline := time.Now().Add(bound)
+	var clickedAt time.Time
+	var lastErr error
+	for {
+		var ok bool
+		err := p.eval(js, &ok)
+		if err == nil && ok {
+			return
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: not seen within %s (last check: %v)\nthe page showed:\n%s", what, bound, lastErr, p.shows())
+		}
+		if time.Since(clickedAt) >= time.Second {
+			var clicked bool
+			_ = p.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, selector), &clicked)
+			if clicked {
+				clickedAt = time.Now()
+			}
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // tab follows a tab's link in the page.
 func (p *page) tab(name string) {
 	p.t.Helper()

@@ -150,8 +150,10 @@ func TestTheConsoleFollowsAnInstallJobAndShowsAFailedOneWhereItBroke(t *testing.
 	h.must("make installs fail", "config", "set", "drivers.demo.fail", `["install"]`)
 	h.startDaemon()
 	p.waitFor("connected again", 30*time.Second, `document.querySelector('#status-box').dataset.state === 'connected'`)
-	p.click("the row's worker link to the worker page", fmt.Sprintf(`table.job-rows tr[data-worker-id=%q] td a`, self))
-	p.waitFor("the worker page, its Installs listing no job (the android one succeeded)", 10*time.Second,
+	// The page reads everything again once it reconnects, which may
+	// redraw the job view under the click.
+	p.clickUntil("the row's worker link to the worker page, its Installs listing no job (the android one succeeded)",
+		fmt.Sprintf(`table.job-rows tr[data-worker-id=%q] td a`, self), 10*time.Second,
 		fmt.Sprintf(`location.pathname === '/workers/%s' && !!document.querySelector('.view[data-view=worker]') && document.querySelectorAll('table.jobs tr[data-job-id]').length === 0`, self))
 	p.must("install the row reader", jobRowJS, nil)
 	bad := h.start("component", "install", "ios", "26.4", "--progress", "none")
