@@ -46,7 +46,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		if !validID(req.ID) || req.Op == "" {
 			t.Fatalf("%q taken with id %q and op %q", frame, req.ID, req.Op)
 		}
-		again, err := json.Marshal(req)
+		again, err := wire.Encode(req)
 		if err != nil {
 			t.Fatalf("%q: the request taken does not encode: %v", frame, err)
 		}

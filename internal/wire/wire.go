@@ -103,9 +103,14 @@ func (w *Writer) WriteRaw(b []byte) error {
 
 // Encode makes one frame of v, newline included.
 func Encode(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	// Not HTML-escaped, as json.Marshal would: a frame is no HTML, and an
+	// id a client sent (a raw JSON value the daemon echoes) then comes
+	// back byte for byte, "&" as "&" rather than "\u0026".
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	return b.Bytes(), nil
 }
