@@ -128,3 +128,40 @@ func TestALockedDatabaseFailsTheCallNotTheDaemon(t *testing.T) {
 		t.Errorf("the engine stopped deciding: %v", err)
 	}
 }
+
+// On a gateway too, a database another process holds locked fails the
+// call that needed it, and only that call: the fleet queue decides nothing
+// it could not save, so once the lock is given back the same request is
+// decided as ever, and the gateway never stops.
+func TestALockedDatabaseFailsTheGatewaysCallNotItsQueue(t *testing.T) {
+	gcfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, home := startDaemonOpts(t, Options{Config: gcfg, StoreBusyTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	agent := dial(t, home, "agent-a", false)
+	if _, err := agent.StatusWith(ctx, contract.StatusGetInput{WaitReady: true}); err != nil {
+		t.Fatal(err)
+	}
+	ask := contract.LeaseRequestInput{Platform: contract.PlatformIOS, NoWait: true}
+	_, before := agent.RequestLease(ctx, ask, nil)
+	if code(before) == "" || code(before) == contract.CodeInternal {
+		t.Fatalf("a request to a gateway with no worker: %v, want its refusal", before)
+	}
+
+	release := outsideLock(t, filepath.Join(home, DBName))
+	if _, err := agent.RequestLease(ctx, ask, nil); code(err) != contract.CodeInternal || !strings.Contains(err.Error(), "locked by another process") {
+		t.Errorf("a request while another process holds the gateway's database: %v, want INTERNAL saying the database is locked", err)
+	}
+	release()
+
+	if _, err := agent.RequestLease(ctx, ask, nil); code(err) != code(before) {
+		t.Errorf("the same request once the lock was given back: %v, want %s as before the lock", err, code(before))
+	}
+	select {
+	case <-gw.Stopped():
+		t.Fatal("the gateway stopped because another process held its database")
+	default:
+	}
+}

@@ -67,12 +67,9 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 type gatewayQueueStore struct{ d *Daemon }
 
 func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
-	if len(w.Requests)+len(w.Events)+len(grants)+len(ended) == 0 {
+	c, empty := leasingChange(w, grants, ended)
+	if empty {
 		return nil, nil
-	}
-	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events)), Grants: grants, EndedGrants: ended}
-	for i, ev := range w.Events {
-		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
 	s.d.appendMu.Lock()
 	defer s.d.appendMu.Unlock()
@@ -82,6 +79,67 @@ func (s gatewayQueueStore) Commit(ctx context.Context, w queue.Writes, grants []
 	}
 	s.d.bus.Publish(evs...)
 	return evs, nil
+}
+
+// leasingChange is one decision of the fleet queue as the store writes it.
+func leasingChange(w queue.Writes, grants []store.Grant, ended []string) (c store.Change, empty bool) {
+	if len(w.Requests)+len(w.Events)+len(grants)+len(ended) == 0 {
+		return store.Change{}, true
+	}
+	c = store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events)), Grants: grants, EndedGrants: ended}
+	for i, ev := range w.Events {
+		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
+	}
+	return c, false
+}
+
+// Reserve takes, for one decision of the fleet queue, the lock that orders
+// the gateway's log with the relayed events and then the database's write
+// lock, in the order emit and relay take them: a database another process
+// locks is then met before anything is decided, and fails that call only
+// (the queue's Try), never the queue.
+func (s gatewayQueueStore) Reserve(ctx context.Context) (gateway.LeasingReservation, error) {
+	s.d.appendMu.Lock()
+	res, err := s.d.db.Reserve(ctx)
+	if err != nil {
+		s.d.appendMu.Unlock()
+		return nil, err
+	}
+	return &gatewayReservation{d: s.d, res: res}, nil
+}
+
+var _ gateway.LeasingReserver = gatewayQueueStore{}
+
+// gatewayReservation is a fleet queue decision's hold on the log's order
+// and the database's write lock; it is used by one goroutine.
+type gatewayReservation struct {
+	d    *Daemon
+	res  store.Reservation
+	done bool
+}
+
+func (r *gatewayReservation) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
+	if r.done {
+		return nil, errors.New("commit: the reservation has ended")
+	}
+	r.done = true
+	defer r.d.appendMu.Unlock()
+	c, _ := leasingChange(w, grants, ended)
+	evs, err := r.res.Commit(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	r.d.bus.Publish(evs...)
+	return evs, nil
+}
+
+func (r *gatewayReservation) Release() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.res.Release()
+	r.d.appendMu.Unlock()
 }
 
 func (s gatewayQueueStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {

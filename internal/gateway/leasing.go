@@ -33,6 +33,24 @@ type LeasingStore interface {
 	Grants(ctx context.Context) ([]store.Grant, error)
 }
 
+// LeasingReserver is a LeasingStore that can take its write lock ahead of
+// a decision (the gateway's SQLite store): the fleet queue then changes
+// nothing until the lock is had, so a database another process locks
+// delays or refuses a decision, and never fails one already made in
+// memory (see queue.Reserver).
+type LeasingReserver interface {
+	Reserve(ctx context.Context) (LeasingReservation, error)
+}
+
+// LeasingReservation is the store's write lock held for one decision:
+// Commit writes it, as LeasingStore.Commit would, and gives the lock back;
+// Release gives it back unused. Either may be called more than once; only
+// the first counts.
+type LeasingReservation interface {
+	Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error)
+	Release()
+}
+
 // LeasingOptions configure a gateway's leasing.
 type LeasingOptions struct {
 	// Store keeps the request records, the queue's events and the grant
@@ -161,6 +179,35 @@ func (s leasingStore) Commit(ctx context.Context, w queue.Writes) ([]contract.Ev
 	puts, ends := s.l.idx.take()
 	return s.l.opts.Store.Commit(ctx, w, puts, ends)
 }
+
+// Reserve takes the store's write lock for the decision to come, when the
+// store can (LeasingReserver); with one that cannot, there is nothing to
+// take and the decision commits as it ends.
+func (s leasingStore) Reserve(ctx context.Context) (queue.Reservation, error) {
+	r, ok := s.l.opts.Store.(LeasingReserver)
+	if !ok {
+		return nil, nil
+	}
+	res, err := r.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return leasingReservation{l: s.l, res: res}, nil
+}
+
+// leasingReservation commits a decision with the grant records the index
+// staged in it, under the lock reserved for it.
+type leasingReservation struct {
+	l   *Leasing
+	res LeasingReservation
+}
+
+func (r leasingReservation) Commit(ctx context.Context, w queue.Writes) ([]contract.Event, error) {
+	puts, ends := r.l.idx.take()
+	return r.res.Commit(ctx, w, puts, ends)
+}
+
+func (r leasingReservation) Release() { r.res.Release() }
 
 func (s leasingStore) RequestByKey(ctx context.Context, requesterID, key string) (contract.LeaseRequestRecord, bool, error) {
 	return s.l.opts.Store.RequestByKey(ctx, requesterID, key)
@@ -307,7 +354,15 @@ func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 }
 
 // Close stops the queue: waiting requests fail DAEMON_STOPPING.
-func (l *Leasing) Close() { l.q.Stop() }
+func (l *Leasing) Close() {
+	l.q.Stop()
+	// Requests dispatched and still in flight are answered too, but not
+	// settled: the next start settles them as gateway-restarted. A
+	// decision still waiting for the store's write lock (a worker's view
+	// that changed as its uplink closed) gives up rather than wait for a
+	// database that is closing.
+	l.q.Close()
+}
 
 func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
 	ttl, cerr := queue.TTLFor(in.TTLMs, l.opts.DefaultTTL, l.opts.MaxTTL, "ttlMs")
