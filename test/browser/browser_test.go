@@ -158,6 +158,13 @@ func (p *page) must(what, js string, out any) {
 // test fails saying what did not show, and what the page showed instead.
 func (p *page) waitFor(what string, bound time.Duration, js string) {
 	p.t.Helper()
+	p.poll(what, bound, js, nil)
+}
+
+// poll evaluates js until it returns true, running between (when set)
+// after each check that did not hold, and fails the test past the bound.
+func (p *page) poll(what string, bound time.Duration, js string, between func()) {
+	p.t.Helper()
 	deadline := time.Now().Add(bound)
 	var lastErr error
 	for {
@@ -169,6 +176,9 @@ func (p *page) waitFor(what string, bound time.Duration, js string) {
 		lastErr = err
 		if time.Now().After(deadline) {
 			p.t.Fatalf("%s: not seen within %s (last check: %v)\nthe page showed:\n%s", what, bound, lastErr, p.shows())
+		}
+		if between != nil {
+			between()
 		}
 		time.Sleep(pollEvery)
 	}
@@ -227,28 +237,17 @@ func (p *page) click(what, selector string) {
 // second apart, so a slow navigation is not clicked over.
 func (p *page) clickUntil(what, selector string, bound time.Duration, js string) {
 	p.t.Helper()
-	deadline := time.Now().Add(bound)
 	var clickedAt time.Time
-	var lastErr error
-	for {
-		var ok bool
-		err := p.eval(js, &ok)
-		if err == nil && ok {
+	p.poll(what, bound, js, func() {
+		if time.Since(clickedAt) < time.Second {
 			return
 		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not seen within %s (last check: %v)\nthe page showed:\n%s", what, bound, lastErr, p.shows())
+		var clicked bool
+		_ = p.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, selector), &clicked)
+		if clicked {
+			clickedAt = time.Now()
 		}
-		if time.Since(clickedAt) >= time.Second {
-			var clicked bool
-			_ = p.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, selector), &clicked)
-			if clicked {
-				clickedAt = time.Now()
-			}
-		}
-		time.Sleep(pollEvery)
-	}
+	})
 }
 
 // tab follows a tab's link in the page.
