@@ -7,8 +7,9 @@
 // .app bundle of an .ipa or a zipped .app into a directory, confined to it.
 //
 // Everything here reads untrusted bytes: every length is checked against
-// what is there, every loop is bounded by the input, and nothing it writes
-// leaves the directory it was given. The functions are pure but for the
+// what is there, every loop is bounded by the input, listing an archive
+// reads a bounded part of it (so its memory is bounded whatever the
+// upload's size), and nothing it writes leaves the directory it was given. The functions are pure but for the
 // files they are told to read or write, and safe for concurrent use.
 package appbundle
 
@@ -48,9 +49,68 @@ func (e *InvalidError) Error() string { return "not an app: " + e.Reason }
 const (
 	// maxEntries bounds the entries of an archive.
 	maxEntries = 200000
+	// maxDirectory bounds the bytes of an archive's central directory read
+	// to list its entries. Listing holds every entry in memory, some 250
+	// bytes each however short its record (46 bytes at least), so it is
+	// this bound, not the upload's size, that bounds that memory: under
+	// 100 MB for a directory of bare records, where a 2 GiB upload of them
+	// would take 12 GB. 16 MiB lists about 100,000 entries with the names
+	// an app's files have.
+	maxDirectory = 16 << 20
 	// maxManifest bounds the manifest or Info.plist read into memory.
 	maxManifest = 4 << 20
 )
+
+// errDirectoryTooLarge ends the listing of an archive past maxDirectory.
+var errDirectoryTooLarge = errors.New("appbundle: the archive's directory is larger than its bound")
+
+// openZip lists the entries of the zip of size bytes in r, reading at most
+// maxDirectory bytes to do it (archive/zip reads every record there is
+// before a count could be checked), and refuses more than maxEntries.
+func openZip(r io.ReaderAt, size int64) (*zip.Reader, error) {
+	br := &boundedReaderAt{r: r, left: maxDirectory}
+	zr, err := zip.NewReader(br, size)
+	switch {
+	case errors.Is(err, errDirectoryTooLarge):
+		return nil, &InvalidError{Reason: fmt.Sprintf("the archive's directory is larger than %d MiB, more entries than an app holds", maxDirectory>>20)}
+	case err != nil:
+		return nil, &InvalidError{Reason: "it is not a zip archive; an app is an .apk, an .ipa or a zipped .app"}
+	}
+	// The entries' contents are read through br too, without a bound of
+	// its own: each entry's copy has its own.
+	br.left = -1
+	if len(zr.File) > maxEntries {
+		return nil, &InvalidError{Reason: fmt.Sprintf("the archive has %d entries, more than %d", len(zr.File), maxEntries)}
+	}
+	return zr, nil
+}
+
+// boundedReaderAt reads at most left bytes of r in all, then fails with
+// errDirectoryTooLarge; a negative left is no bound. It is used from one
+// goroutine at a time.
+type boundedReaderAt struct {
+	r    io.ReaderAt
+	left int64
+}
+
+func (b *boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if b.left < 0 {
+		return b.r.ReadAt(p, off)
+	}
+	if b.left == 0 {
+		return 0, errDirectoryTooLarge
+	}
+	short := int64(len(p)) > b.left
+	if short {
+		p = p[:b.left]
+	}
+	n, err := b.r.ReadAt(p, off)
+	b.left -= int64(n)
+	if err == nil && short {
+		err = errDirectoryTooLarge
+	}
+	return n, err
+}
 
 // Inspect says what app the file at p is.
 func Inspect(p string) (App, error) {
@@ -68,12 +128,9 @@ func Inspect(p string) (App, error) {
 
 // InspectReader says what app the size bytes of r are.
 func InspectReader(r io.ReaderAt, size int64) (App, error) {
-	zr, err := zip.NewReader(r, size)
+	zr, err := openZip(r, size)
 	if err != nil {
-		return App{}, &InvalidError{Reason: "it is not a zip archive; an app is an .apk, an .ipa or a zipped .app"}
-	}
-	if len(zr.File) > maxEntries {
-		return App{}, &InvalidError{Reason: fmt.Sprintf("the archive has %d entries, more than %d", len(zr.File), maxEntries)}
+		return App{}, err
 	}
 	byName := make(map[string]*zip.File, len(zr.File))
 	var bundles []string
@@ -137,11 +194,19 @@ func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error
 	if app.bundle == "" {
 		return "", fmt.Errorf("appbundle: %s app has no bundle to extract", app.Kind)
 	}
-	zr, err := zip.OpenReader(zipPath)
+	zf, err := os.Open(zipPath)
 	if err != nil {
-		return "", &InvalidError{Reason: "it is not a zip archive"}
+		return "", err
 	}
-	defer zr.Close()
+	defer zf.Close()
+	st, err := zf.Stat()
+	if err != nil {
+		return "", err
+	}
+	zr, err := openZip(zf, st.Size())
+	if err != nil {
+		return "", err
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return "", err

@@ -2,6 +2,7 @@ package appbundle_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -170,4 +171,52 @@ func FuzzInspect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bytes.Reader
+	n int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+// bareDirectory is a zip whose central directory holds n entries of
+// nothing: the smallest an entry can be (46 bytes), the most memory per
+// byte a zip reader spends on it (about 256 bytes each).
+func bareDirectory(n int) []byte {
+	var b bytes.Buffer
+	for range n {
+		var h [46]byte
+		binary.LittleEndian.PutUint32(h[0:], 0x02014b50)
+		b.Write(h[:])
+	}
+	dirLen := b.Len()
+	var end [22]byte
+	binary.LittleEndian.PutUint32(end[0:], 0x06054b50)
+	binary.LittleEndian.PutUint16(end[8:], uint16(n))
+	binary.LittleEndian.PutUint16(end[10:], uint16(n))
+	binary.LittleEndian.PutUint32(end[12:], uint32(dirLen))
+	b.Write(end[:])
+	return b.Bytes()
+}
+
+// An archive whose directory claims more entries than any app holds is
+// refused before it is read whole: a 2 GiB upload of bare entries would
+// otherwise take some 12 GB of the daemon's memory to list.
+func TestInspectReadsABoundedDirectory(t *testing.T) {
+	body := bareDirectory(800_000) // 37 MB of directory
+	r := &countingReader{r: bytes.NewReader(body)}
+	_, err := appbundle.InspectReader(r, int64(len(body)))
+	var inv *appbundle.InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("got %v, want an *InvalidError", err)
+	}
+	if r.n > 20<<20 {
+		t.Errorf("Inspect read %d bytes of a %d-byte directory before refusing it; want at most 20 MiB", r.n, len(body))
+	}
 }
