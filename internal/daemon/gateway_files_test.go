@@ -82,7 +82,7 @@ func fleetOfTwo(t *testing.T) (gwHome string, drivers map[string]*demo.Driver) {
 func pullFromWorker(t *testing.T, d *demo.Driver, deviceID, path string) ([]byte, error) {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "direct")
-	if err := d.PullFile(context.Background(), driver.Device{ID: deviceID}, path, dst); err != nil {
+	if err := d.PullFile(context.Background(), driver.Device{ID: deviceID}, path, dst, 1<<30); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(dst)

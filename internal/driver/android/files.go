@@ -11,6 +11,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/runner"
 )
 
 var _ driver.Files = (*Driver)(nil)
@@ -24,6 +25,11 @@ const (
 	// transferTimeout bounds one push, pull or install: a large file over
 	// adb takes minutes; the lease's end cancels sooner.
 	transferTimeout = 30 * time.Minute
+	// pullWatch is how often a pull's file is measured while adb writes
+	// it: adb pull copies whatever the path is (a character device such as
+	// /dev/zero without end, a directory whole), so it is stopped once
+	// what it wrote passes the bound, by about what it writes in this long.
+	pullWatch = 50 * time.Millisecond
 )
 
 // pngSignature starts every PNG.
@@ -74,9 +80,9 @@ func (d *Driver) PushFile(ctx context.Context, dev driver.Device, src, path stri
 	return nil
 }
 
-// PullFile runs adb pull of path to dst. A path that names a directory is
-// refused: a pull is of one file.
-func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst string) error {
+// PullFile runs adb pull of path to dst, stopped once dst is larger than
+// max or a directory: a pull is of one file, of at most max bytes.
+func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst string, max int64) error {
 	if err := checkPath(path); err != nil {
 		return err
 	}
@@ -84,11 +90,17 @@ func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst stri
 	if err != nil {
 		return err
 	}
-	res, err := d.serialAdb(ctx, opFiles, transferTimeout, serial, "pull", path, dst)
+	res, refused, err := d.pullWatched(ctx, serial, path, dst, max)
+	if refused != nil {
+		_ = os.RemoveAll(dst)
+		return refused
+	}
 	if err != nil {
+		_ = os.RemoveAll(dst)
 		return err
 	}
 	if res.ExitCode != 0 {
+		_ = os.RemoveAll(dst)
 		out := outputOf(res)
 		if strings.Contains(out, "No such file or directory") || strings.Contains(out, "does not exist") {
 			return &driver.FileMissingError{Path: path}
@@ -99,9 +111,54 @@ func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst stri
 	if err != nil {
 		return crash(opFiles, fmt.Errorf("adb pull left no file: %w", err))
 	}
-	if !st.Mode().IsRegular() {
+	if err := pulledWithin(path, st, max); err != nil {
 		_ = os.RemoveAll(dst)
+		return err
+	}
+	return nil
+}
+
+// pullWatched runs adb pull of path to dst, measuring dst every pullWatch
+// meanwhile: once it breaks pulledWithin, adb is stopped and refused says
+// why.
+func (d *Driver) pullWatched(ctx context.Context, serial, path, dst string, max int64) (res runner.Result, refused, err error) {
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(pullWatch)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-tick.C:
+			}
+			if st, err := os.Lstat(dst); err == nil {
+				if refused = pulledWithin(path, st, max); refused != nil {
+					stop()
+					return
+				}
+			}
+		}
+	}()
+	res, err = d.serialAdb(pctx, opFiles, transferTimeout, serial, "pull", path, dst)
+	stop()
+	<-watched
+	return res, refused, err
+}
+
+// pulledWithin refuses what a pull of path left (st) when it is not one
+// file of at most max bytes.
+func pulledWithin(path string, st os.FileInfo, max int64) error {
+	switch {
+	case st.IsDir():
 		return &driver.PathRefusedError{Path: path, Reason: "it is a directory, not a file"}
+	case !st.Mode().IsRegular():
+		return &driver.PathRefusedError{Path: path, Reason: "it is not a regular file"}
+	case st.Size() > max:
+		return &driver.FileTooLargeError{Path: path, Max: max}
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package main
 // adb's file commands, on a running emulator's guest:
 //
 //	adb push LOCAL REMOTE        REMOTE absolute; /system, /vendor and /proc are read-only
-//	adb pull REMOTE LOCAL        a file pushed, or written by `adb shell echo`
+//	adb pull REMOTE LOCAL        a file pushed, or written by `adb shell echo`;
+//	                             a directory of them, recursively; /dev/zero,
+//	                             which has no end, until adb is stopped
 //	adb exec-out screencap -p    a small PNG on stdout
 //
 // Pushed files are kept, byte for byte, in the guest's user data beside the
@@ -67,8 +69,24 @@ func androidPull(e androidEmulator, args []string) int {
 	if len(args) == 2 {
 		local = args[1]
 	}
+	if remote == "/dev/zero" {
+		// adb pulls a character device as a file, reading until it
+		// ends: this one never does.
+		f, err := os.Create(local)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", local, err)
+			return 1
+		}
+		zeros := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(zeros); err != nil {
+				return 1
+			}
+		}
+	}
 	var b []byte
 	found := false
+	under := map[string][]byte{}
 	withLock(func() {
 		g := androidLoadGuest(e.AvdDir)
 		if blob, ok := g.Blobs[remote]; ok {
@@ -76,7 +94,28 @@ func androidPull(e androidEmulator, args []string) int {
 		} else if text, ok := g.Files[remote]; ok {
 			b, found = []byte(text), true
 		}
+		for p, blob := range g.Blobs {
+			if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(remote, "/")+"/"); ok {
+				under[rel] = blob
+			}
+		}
 	})
+	if !found && len(under) > 0 {
+		// A directory: adb makes LOCAL one and pulls what it holds.
+		for rel, blob := range under {
+			p := filepath.Join(local, filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", p, err)
+				return 1
+			}
+			if err := os.WriteFile(p, blob, 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", p, err)
+				return 1
+			}
+		}
+		fmt.Printf("%s/: %d files pulled, 0 skipped.\n", remote, len(under))
+		return 0
+	}
 	if !found {
 		fmt.Fprintf(os.Stderr, "adb: error: failed to stat remote object '%s': No such file or directory\n", remote)
 		return 1
