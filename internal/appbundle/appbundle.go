@@ -22,6 +22,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -189,7 +190,7 @@ func readEntry(f *zip.File) ([]byte, error) {
 // returns the bundle's path. It writes only inside dir (through os.Root),
 // refuses entry names that would leave the bundle, symlinks whose target
 // leaves it, and more than limit bytes in all. Entries outside the bundle
-// are skipped.
+// are skipped. What the archive is to blame for is an *InvalidError.
 func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error) {
 	if app.bundle == "" {
 		return "", fmt.Errorf("appbundle: %s app has no bundle to extract", app.Kind)
@@ -229,7 +230,7 @@ func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error
 		switch mode := f.Mode(); {
 		case mode.IsDir() || strings.HasSuffix(rel, "/"):
 			if err := root.MkdirAll(target, 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 		case mode&os.ModeSymlink != 0:
 			link, err := readEntry(f)
@@ -240,14 +241,14 @@ func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error
 				return "", err
 			}
 			if err := root.MkdirAll(path.Dir(target), 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 			if err := root.Symlink(string(link), target); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 		case mode.IsRegular():
 			if err := root.MkdirAll(path.Dir(target), 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 			n, err := writeEntry(root, target, f, mode.Perm()&0o755|0o600, left)
 			if err != nil {
@@ -277,19 +278,33 @@ func writeEntry(root *os.Root, target string, f *zip.File, perm os.FileMode, lef
 	defer rc.Close()
 	out, err := root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return 0, err
+		return 0, unpackError(f.Name, err)
 	}
 	n, err := io.Copy(out, io.LimitReader(rc, left+1))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return n, &InvalidError{Reason: fmt.Sprintf("%s: %v", clip(f.Name), err)}
+		return n, unpackError(f.Name, err)
 	}
 	if n > left {
 		return n, errTooLarge
 	}
 	return n, nil
+}
+
+// unpackError is the error of laying out the archive's entry name: the
+// archive's own fault (a name twice, a file where a directory must be, a
+// link that loops, a name the file system refuses, bytes that do not
+// decompress) is an *InvalidError; the machine's (out of space or file
+// descriptors, an I/O error) is returned as it is.
+func unpackError(name string, err error) error {
+	for _, machine := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EROFS} {
+		if errors.Is(err, machine) {
+			return err
+		}
+	}
+	return &InvalidError{Reason: fmt.Sprintf("%s cannot be unpacked: %v", clip(name), err)}
 }
 
 // checkEntryName refuses a name inside the bundle that is absolute, has a
