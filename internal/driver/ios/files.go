@@ -25,9 +25,10 @@ var _ driver.Files = (*Driver)(nil)
 // path "/a/b" is <root>/<UDID>/data/a/b, and "@<bundle id>/a/b" is a/b in
 // the app's data container (which `simctl get_app_container … data` names,
 // and which must lie inside that same data directory). Every open goes
-// through an os.Root at that directory, so neither ".." nor a symlink a
-// tenant planted (through the app, or an earlier push) leads outside it;
-// such a path is refused. The device's erasable provenance mark,
+// through an os.Root at the data directory (an app's container is opened
+// through it too), so neither ".." nor a symlink a tenant planted (through
+// the app, or an earlier push), the container itself included, leads
+// outside it; such a path is refused. The device's erasable provenance mark,
 // <data>/simlock-mark.json, is refused too. Apps are installed with
 // `simctl install` from a bundle unpacked in the daemon's scratch
 // directory, and screenshots taken with `simctl io … screenshot` into the
@@ -59,26 +60,38 @@ func (d *Driver) openDeviceRoot(ctx context.Context, dev driver.Device, p string
 		return nil, "", &driver.CrashError{Op: opFiles, Err: err}
 	}
 	data := d.dataDir(udid)
-	dir, inside := data, strings.TrimPrefix(p, "/")
-	if bundle, rest, ok := contract.SplitAppPath(p); ok {
+	inside := strings.TrimPrefix(p, "/")
+	bundle, rest, inApp := contract.SplitAppPath(p)
+	var rel string
+	if inApp {
 		out, err := d.simctl(ctx, opFiles, commandTimeout, nil, "get_app_container", udid, bundle, "data")
 		if err != nil {
 			return nil, "", &driver.PathRefusedError{Path: p, Reason: "no app " + bundle + " with a data container is installed on the device"}
 		}
 		container := strings.TrimSpace(string(out))
-		rel, err := filepath.Rel(data, container)
+		rel, err = filepath.Rel(data, container)
 		if err != nil || !filepath.IsAbs(container) || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return nil, "", &driver.PathRefusedError{Path: p, Reason: "the app's container is not inside the device's data directory"}
 		}
-		dir, inside = container, rest
+		inside = rest
 	} else if inside == markFile {
 		return nil, "", &driver.PathRefusedError{Path: p, Reason: "it is simlock's own provenance mark"}
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := os.OpenRoot(data)
 	if err != nil {
 		return nil, "", crash(opFiles, "open the device's directory: %w", err)
 	}
-	return root, inside, nil
+	if !inApp {
+		return root, inside, nil
+	}
+	// Through the data directory's root, so a container that is a link
+	// (an app may replace its own) leads nowhere outside it.
+	defer root.Close()
+	app, err := root.OpenRoot(rel)
+	if err != nil {
+		return nil, "", refused(p, err, false)
+	}
+	return app, inside, nil
 }
 
 // refused is the error of a failed open or create of device path p in the

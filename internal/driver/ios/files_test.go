@@ -202,3 +202,33 @@ func TestAPullIsBoundedAndAFIFOIsRefusedWithoutWaiting(t *testing.T) {
 		t.Fatal("a pull or push of a FIFO still waits after 10 s")
 	}
 }
+
+// An app's data container is reached from the device's data directory,
+// never by its host path: a container an app replaced with a link out of
+// the device leads nowhere.
+func TestAContainerLinkedOutOfTheDeviceIsRefused(t *testing.T) {
+	h := newHarness(t)
+	dev := h.boot(t, h.provision(t, "iPhone 16", "18.6"))
+	h.install(t, dev, apptest.IPA("com.example.Todo", "Todo"))
+	container := strings.TrimSpace(h.xcrun(t, "simctl", "--set", h.root, "get_app_container", dev.ID, "com.example.Todo", "data"))
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("the host's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(container); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, container); err != nil {
+		t.Fatal(err)
+	}
+	var refused *driver.PathRefusedError
+	if err := h.d.PullFile(t.Context(), dev, "@com.example.Todo/secret", filepath.Join(t.TempDir(), "x"), 1<<20); !errors.As(err, &refused) {
+		t.Errorf("a pull through a container linked out: got %v, want *PathRefusedError", err)
+	}
+	if err := h.d.PushFile(t.Context(), dev, stage(t, []byte("planted")), "@com.example.Todo/planted"); !errors.As(err, &refused) {
+		t.Errorf("a push through a container linked out: got %v, want *PathRefusedError", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a push reached the host through the container: %v", err)
+	}
+}
