@@ -3,7 +3,9 @@ package android
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +32,10 @@ const (
 	// /dev/zero without end, a directory whole), so it is stopped once
 	// what it wrote passes the bound, by about what it writes in this long.
 	pullWatch = 50 * time.Millisecond
+	// maxScreenshot bounds a screenshot's PNG: a real screen's is a few
+	// MiB, and more is no screenshot (a screencap a rooted tenant put in
+	// place could write without end), so the call is cut there.
+	maxScreenshot = 64 << 20
 )
 
 // pngSignature starts every PNG.
@@ -187,29 +193,111 @@ func (d *Driver) InstallApp(ctx context.Context, dev driver.Device, up driver.Ap
 	return contract.InstalledApp{Kind: contract.AppAPK, ID: up.ID}, nil
 }
 
-// Screenshot runs adb exec-out screencap -p, whose output is the PNG.
+// Screenshot runs adb exec-out screencap -p, whose output is the PNG,
+// streamed to dst and cut past maxScreenshot.
 func (d *Driver) Screenshot(ctx context.Context, dev driver.Device, dst string) error {
 	serial, err := d.serialFor(ctx, dev)
 	if err != nil {
 		return err
 	}
-	res, err := d.serialAdb(ctx, opFiles, callTimeout, serial, "exec-out", "screencap", "-p")
-	if err := succeeded(res, err, opFiles, "adb exec-out screencap"); err != nil {
+	if err := d.superviseServer(ctx, opFiles); err != nil {
 		return err
-	}
-	if !bytes.HasPrefix(res.Stdout, pngSignature) {
-		return crashf(opFiles, "screencap did not answer a PNG: %q", lastLines(string(res.Stdout[:min(len(res.Stdout), 200)])))
 	}
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return crash(opFiles, err)
 	}
-	_, err = f.Write(res.Stdout)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	err = d.screencap(ctx, serial, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = crash(opFiles, cerr)
+	}
+	if err == nil {
+		err = isPNG(dst)
 	}
 	if err != nil {
+		_ = os.Remove(dst)
+		return err
+	}
+	return nil
+}
+
+// streamer is a runner that hands a program's output on as it comes
+// (runner.OS).
+type streamer interface {
+	Stream(ctx context.Context, c runner.Cmd, stdout, stderr io.Writer) (exitCode int, err error)
+}
+
+// screencap writes the output of adb exec-out screencap -p to w, stopping
+// it past maxScreenshot bytes; a runner that cannot stream has its output
+// collected first.
+func (d *Driver) screencap(ctx context.Context, serial string, w io.Writer) error {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	out := &cappedWriter{w: w, left: maxScreenshot, stop: stop}
+	var stderr bytes.Buffer
+	errs := &cappedWriter{w: &stderr, left: 64 << 10, drop: true}
+	cmd := runner.Cmd{Path: d.sdk.adb, Args: d.adbArgs([]string{"-s", serial, "exec-out", "screencap", "-p"}), Env: d.adbEnv, Timeout: callTimeout}
+	var code int
+	var err error
+	if s, ok := d.run.(streamer); ok {
+		code, err = s.Stream(sctx, cmd, out, errs)
+	} else {
+		var res runner.Result
+		res, err = d.run.Run(sctx, cmd)
+		code = res.ExitCode
+		_, _ = errs.Write(res.Stderr)
+		if err == nil {
+			_, _ = out.Write(res.Stdout)
+		}
+	}
+	d.log.Debug("ran", "cmd", cmd.String(), "exit", code, "err", err)
+	switch {
+	case out.over:
+		return crashf(opFiles, "adb exec-out screencap wrote more than %d MiB, which no screen's PNG is", maxScreenshot>>20)
+	case err != nil:
 		return crash(opFiles, err)
+	case code != 0:
+		return crashf(opFiles, "adb exec-out screencap exited with code %d: %s", code, lastLines(stderr.String()))
+	}
+	return nil
+}
+
+// cappedWriter passes at most left bytes on to w; past that it fails and
+// calls stop, or, with drop, takes what comes and keeps none of it.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+	drop bool
+	over bool
+	stop func()
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		if c.drop {
+			return len(p), nil
+		}
+		if c.stop != nil {
+			c.stop()
+		}
+		return 0, errors.New("output over its bound")
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}
+
+// isPNG refuses a screenshot file that does not start as a PNG does.
+func isPNG(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return crash(opFiles, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(pngSignature))
+	n, _ := io.ReadFull(f, head)
+	if !bytes.Equal(head[:n], pngSignature) || n < len(pngSignature) {
+		return crashf(opFiles, "screencap did not answer a PNG: %q", head[:n])
 	}
 	return nil
 }

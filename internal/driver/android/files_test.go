@@ -184,3 +184,31 @@ func TestAPullIsBoundedWhatever(t *testing.T) {
 		t.Errorf("a pull of exactly its bound: %v", err)
 	}
 }
+
+// A screenshot is streamed to its file and cut past a bound no screen's PNG
+// reaches: a screencap a rooted tenant replaced cannot fill the daemon's
+// memory.
+func TestAScreenshotIsCutPastItsBound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := d.Passthrough(driver.Target{Device: dev}, []string{"shell", "echo 'flood' > /system/bin/screencap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runCommand(t, cmd); res.ExitCode != 0 {
+		t.Fatalf("replacing screencap: %s", res.Stderr)
+	}
+	dst := filepath.Join(t.TempDir(), "shot.png")
+	if err := d.Screenshot(ctx, dev, dst); err == nil {
+		t.Errorf("a 96 MiB screenshot was taken")
+	}
+	if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused screenshot left its file: %v", err)
+	}
+}

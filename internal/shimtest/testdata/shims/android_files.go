@@ -6,7 +6,9 @@ package main
 //	adb pull REMOTE LOCAL        a file pushed, or written by `adb shell echo`;
 //	                             a directory of them, recursively; /dev/zero,
 //	                             which has no end, until adb is stopped
-//	adb exec-out screencap -p    a small PNG on stdout
+//	adb exec-out screencap -p    a small PNG on stdout; 96 MiB of one when
+//	                             the guest has a /system/bin/screencap of
+//	                             its own (one a rooted tenant put there)
 //
 // Pushed files are kept, byte for byte, in the guest's user data beside the
 // files adb shell writes, so a snapshot holds them and a snapshot load or a
@@ -128,9 +130,21 @@ func androidPull(e androidEmulator, args []string) int {
 	return 0
 }
 
-func androidExecOut(args []string) int {
+func androidExecOut(e androidEmulator, args []string) int {
 	if strings.Join(args, " ") != "screencap -p" {
 		fmt.Println(strings.Join(args, " "))
+		return 0
+	}
+	var replaced bool
+	withLock(func() { _, replaced = androidLoadGuest(e.AvdDir).Files["/system/bin/screencap"] })
+	if replaced {
+		os.Stdout.Write([]byte("\x89PNG\r\n\x1a\n"))
+		zeros := make([]byte, 1<<20)
+		for range 96 {
+			if _, err := os.Stdout.Write(zeros); err != nil {
+				return 1
+			}
+		}
 		return 0
 	}
 	img := image.NewRGBA(image.Rect(0, 0, 4, 8))
