@@ -7,8 +7,9 @@
 // .app bundle of an .ipa or a zipped .app into a directory, confined to it.
 //
 // Everything here reads untrusted bytes: every length is checked against
-// what is there, every loop is bounded by the input, and nothing it writes
-// leaves the directory it was given. The functions are pure but for the
+// what is there, every loop is bounded by the input, listing an archive
+// reads a bounded part of it (so its memory is bounded whatever the
+// upload's size), and nothing it writes leaves the directory it was given. The functions are pure but for the
 // files they are told to read or write, and safe for concurrent use.
 package appbundle
 
@@ -21,6 +22,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -48,9 +50,68 @@ func (e *InvalidError) Error() string { return "not an app: " + e.Reason }
 const (
 	// maxEntries bounds the entries of an archive.
 	maxEntries = 200000
+	// maxDirectory bounds the bytes of an archive's central directory read
+	// to list its entries. Listing holds every entry in memory, some 250
+	// bytes each however short its record (46 bytes at least), so it is
+	// this bound, not the upload's size, that bounds that memory: under
+	// 100 MB for a directory of bare records, where a 2 GiB upload of them
+	// would take 12 GB. 16 MiB lists about 100,000 entries with the names
+	// an app's files have.
+	maxDirectory = 16 << 20
 	// maxManifest bounds the manifest or Info.plist read into memory.
 	maxManifest = 4 << 20
 )
+
+// errDirectoryTooLarge ends the listing of an archive past maxDirectory.
+var errDirectoryTooLarge = errors.New("appbundle: the archive's directory is larger than its bound")
+
+// openZip lists the entries of the zip of size bytes in r, reading at most
+// maxDirectory bytes to do it (archive/zip reads every record there is
+// before a count could be checked), and refuses more than maxEntries.
+func openZip(r io.ReaderAt, size int64) (*zip.Reader, error) {
+	br := &boundedReaderAt{r: r, left: maxDirectory}
+	zr, err := zip.NewReader(br, size)
+	switch {
+	case errors.Is(err, errDirectoryTooLarge):
+		return nil, &InvalidError{Reason: fmt.Sprintf("the archive's directory is larger than %d MiB, more entries than an app holds", maxDirectory>>20)}
+	case err != nil:
+		return nil, &InvalidError{Reason: "it is not a zip archive; an app is an .apk, an .ipa or a zipped .app"}
+	}
+	// The entries' contents are read through br too, without a bound of
+	// its own: each entry's copy has its own.
+	br.left = -1
+	if len(zr.File) > maxEntries {
+		return nil, &InvalidError{Reason: fmt.Sprintf("the archive has %d entries, more than %d", len(zr.File), maxEntries)}
+	}
+	return zr, nil
+}
+
+// boundedReaderAt reads at most left bytes of r in all, then fails with
+// errDirectoryTooLarge; a negative left is no bound. It is used from one
+// goroutine at a time.
+type boundedReaderAt struct {
+	r    io.ReaderAt
+	left int64
+}
+
+func (b *boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if b.left < 0 {
+		return b.r.ReadAt(p, off)
+	}
+	if b.left == 0 {
+		return 0, errDirectoryTooLarge
+	}
+	short := int64(len(p)) > b.left
+	if short {
+		p = p[:b.left]
+	}
+	n, err := b.r.ReadAt(p, off)
+	b.left -= int64(n)
+	if err == nil && short {
+		err = errDirectoryTooLarge
+	}
+	return n, err
+}
 
 // Inspect says what app the file at p is.
 func Inspect(p string) (App, error) {
@@ -68,12 +129,9 @@ func Inspect(p string) (App, error) {
 
 // InspectReader says what app the size bytes of r are.
 func InspectReader(r io.ReaderAt, size int64) (App, error) {
-	zr, err := zip.NewReader(r, size)
+	zr, err := openZip(r, size)
 	if err != nil {
-		return App{}, &InvalidError{Reason: "it is not a zip archive; an app is an .apk, an .ipa or a zipped .app"}
-	}
-	if len(zr.File) > maxEntries {
-		return App{}, &InvalidError{Reason: fmt.Sprintf("the archive has %d entries, more than %d", len(zr.File), maxEntries)}
+		return App{}, err
 	}
 	byName := make(map[string]*zip.File, len(zr.File))
 	var bundles []string
@@ -132,16 +190,24 @@ func readEntry(f *zip.File) ([]byte, error) {
 // returns the bundle's path. It writes only inside dir (through os.Root),
 // refuses entry names that would leave the bundle, symlinks whose target
 // leaves it, and more than limit bytes in all. Entries outside the bundle
-// are skipped.
+// are skipped. What the archive is to blame for is an *InvalidError.
 func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error) {
 	if app.bundle == "" {
 		return "", fmt.Errorf("appbundle: %s app has no bundle to extract", app.Kind)
 	}
-	zr, err := zip.OpenReader(zipPath)
+	zf, err := os.Open(zipPath)
 	if err != nil {
-		return "", &InvalidError{Reason: "it is not a zip archive"}
+		return "", err
 	}
-	defer zr.Close()
+	defer zf.Close()
+	st, err := zf.Stat()
+	if err != nil {
+		return "", err
+	}
+	zr, err := openZip(zf, st.Size())
+	if err != nil {
+		return "", err
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return "", err
@@ -164,7 +230,7 @@ func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error
 		switch mode := f.Mode(); {
 		case mode.IsDir() || strings.HasSuffix(rel, "/"):
 			if err := root.MkdirAll(target, 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 		case mode&os.ModeSymlink != 0:
 			link, err := readEntry(f)
@@ -175,14 +241,14 @@ func ExtractApp(zipPath string, app App, dir string, limit int64) (string, error
 				return "", err
 			}
 			if err := root.MkdirAll(path.Dir(target), 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 			if err := root.Symlink(string(link), target); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 		case mode.IsRegular():
 			if err := root.MkdirAll(path.Dir(target), 0o755); err != nil {
-				return "", err
+				return "", unpackError(f.Name, err)
 			}
 			n, err := writeEntry(root, target, f, mode.Perm()&0o755|0o600, left)
 			if err != nil {
@@ -212,19 +278,33 @@ func writeEntry(root *os.Root, target string, f *zip.File, perm os.FileMode, lef
 	defer rc.Close()
 	out, err := root.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return 0, err
+		return 0, unpackError(f.Name, err)
 	}
 	n, err := io.Copy(out, io.LimitReader(rc, left+1))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return n, &InvalidError{Reason: fmt.Sprintf("%s: %v", clip(f.Name), err)}
+		return n, unpackError(f.Name, err)
 	}
 	if n > left {
 		return n, errTooLarge
 	}
 	return n, nil
+}
+
+// unpackError is the error of laying out the archive's entry name: the
+// archive's own fault (a name twice, a file where a directory must be, a
+// link that loops, a name the file system refuses, bytes that do not
+// decompress) is an *InvalidError; the machine's (out of space or file
+// descriptors, an I/O error) is returned as it is.
+func unpackError(name string, err error) error {
+	for _, machine := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EROFS} {
+		if errors.Is(err, machine) {
+			return err
+		}
+	}
+	return &InvalidError{Reason: fmt.Sprintf("%s cannot be unpacked: %v", clip(name), err)}
 }
 
 // checkEntryName refuses a name inside the bundle that is absolute, has a

@@ -1,10 +1,13 @@
 package appbundle_test
 
 import (
+	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/simlock/simlock/internal/appbundle"
@@ -170,4 +173,101 @@ func FuzzInspect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bytes.Reader
+	n int64
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+// bareDirectory is a zip whose central directory holds n entries of
+// nothing: the smallest an entry can be (46 bytes), the most memory per
+// byte a zip reader spends on it (about 256 bytes each).
+func bareDirectory(n int) []byte {
+	var b bytes.Buffer
+	for range n {
+		var h [46]byte
+		binary.LittleEndian.PutUint32(h[0:], 0x02014b50)
+		b.Write(h[:])
+	}
+	dirLen := b.Len()
+	var end [22]byte
+	binary.LittleEndian.PutUint32(end[0:], 0x06054b50)
+	binary.LittleEndian.PutUint16(end[8:], uint16(n))
+	binary.LittleEndian.PutUint16(end[10:], uint16(n))
+	binary.LittleEndian.PutUint32(end[12:], uint32(dirLen))
+	b.Write(end[:])
+	return b.Bytes()
+}
+
+// An archive whose directory claims more entries than any app holds is
+// refused before it is read whole: a 2 GiB upload of bare entries would
+// otherwise take some 12 GB of the daemon's memory to list.
+func TestInspectReadsABoundedDirectory(t *testing.T) {
+	body := bareDirectory(800_000) // 37 MB of directory
+	r := &countingReader{r: bytes.NewReader(body)}
+	_, err := appbundle.InspectReader(r, int64(len(body)))
+	var inv *appbundle.InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("got %v, want an *InvalidError", err)
+	}
+	if r.n > 20<<20 {
+		t.Errorf("Inspect read %d bytes of a %d-byte directory before refusing it; want at most 20 MiB", r.n, len(body))
+	}
+}
+
+// entry is one entry of an archive a test lays out in order.
+type entry struct {
+	name, body string
+	link       bool
+}
+
+func zipInOrder(entries ...entry) []byte {
+	var b bytes.Buffer
+	w := zip.NewWriter(&b)
+	for _, e := range entries {
+		h := &zip.FileHeader{Name: e.name, Method: zip.Store}
+		h.SetMode(0o644)
+		if e.link {
+			h.SetMode(0o777 | os.ModeSymlink)
+		}
+		f, _ := w.CreateHeader(h)
+		_, _ = f.Write([]byte(e.body))
+	}
+	_ = w.Close()
+	return b.Bytes()
+}
+
+// An archive whose entries cannot all be laid out (a name twice, a file
+// where a directory must be, a link that loops, a name the file system
+// takes no such) is the uploader's to fix: INVALID_APP, never INTERNAL.
+func TestExtractAppRefusesALayoutThatCannotBeUnpacked(t *testing.T) {
+	plist := entry{name: "A.app/Info.plist", body: string(apptest.Plist("a"))}
+	for name, body := range map[string][]byte{
+		"a name twice":          zipInOrder(plist, entry{name: "A.app/x", body: "1"}, entry{name: "A.app/x", body: "2"}),
+		"a file as a directory": zipInOrder(plist, entry{name: "A.app/x", body: "1"}, entry{name: "A.app/x/y", body: "2"}),
+		"a link that loops":     zipInOrder(plist, entry{name: "A.app/l", body: "l", link: true}, entry{name: "A.app/l/f", body: "2"}),
+		"a NUL in a name":       zipInOrder(plist, entry{name: "A.app/a\x00b", body: "1"}),
+		"a name too long":       zipInOrder(plist, entry{name: "A.app/" + strings.Repeat("n", 300), body: "1"}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			zipPath := writeTemp(t, body)
+			app, err := appbundle.Inspect(zipPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = appbundle.ExtractApp(zipPath, app, t.TempDir(), 1<<20)
+			var inv *appbundle.InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("got %v, want an *InvalidError", err)
+			}
+		})
+	}
 }

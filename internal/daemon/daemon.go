@@ -793,7 +793,7 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 		// A gateway's relayed transfers of the lease end with it (a
 		// worker's end before its device is cleaned, as a lease-end
 		// participant).
-		go d.transfers.EndLease(context.Background(), l.ID)
+		go d.transfers.EndLease(context.Background(), l.UniqueKey())
 	}
 	d.mu.Lock()
 	var told []*session

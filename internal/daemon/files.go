@@ -277,9 +277,10 @@ func (d *Daemon) openFilesGet(ctx context.Context, c leasing.Caller, in contract
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
+	limit := d.opts.Config.Int("exec.maxUploadBytes")
 	return o.open(ctx, c.Principal, contract.TransferDownload, nil, "application/octet-stream", func(ctx context.Context, stage string) (transfer.Session, int64, error) {
 		dst := filepath.Join(stage, "download")
-		if err := o.files.PullFile(ctx, o.dev, in.Path, dst); err != nil {
+		if err := o.files.PullFile(ctx, o.dev, in.Path, dst, limit); err != nil {
 			return nil, 0, driver.ContractError(err)
 		}
 		return newDownload(stage, dst)

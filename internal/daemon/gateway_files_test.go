@@ -17,6 +17,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
+	"github.com/simlock/simlock/internal/transfer"
 )
 
 // fleetOfTwo starts a gateway and two workers of one running Android device
@@ -81,7 +82,7 @@ func fleetOfTwo(t *testing.T) (gwHome string, drivers map[string]*demo.Driver) {
 func pullFromWorker(t *testing.T, d *demo.Driver, deviceID, path string) ([]byte, error) {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "direct")
-	if err := d.PullFile(context.Background(), driver.Device{ID: deviceID}, path, dst); err != nil {
+	if err := d.PullFile(context.Background(), driver.Device{ID: deviceID}, path, dst, 1<<30); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(dst)
@@ -164,5 +165,61 @@ func TestFilesThroughAGatewayReachTheLeasesWorkerOnly(t *testing.T) {
 	var back bytes.Buffer
 	if _, _, err := alice.c.PullFile(ctx, contract.FilesGetInput{LeaseID: alice.g.Lease.ID, Path: "/sdcard/none"}, into(&back)); code(err) != contract.CodeDeviceFileMissing {
 		t.Errorf("a missing file through the gateway: got %v, want DEVICE_FILE_NOT_FOUND", err)
+	}
+}
+
+// Two owners who each chose the lease id build-42 through a gateway keep
+// their transfers apart there: one's open transfers do not count against
+// the other's lease, and one's lease ending ends its own transfers only.
+// The gateway keys them by the lease's unique key, as a worker does.
+func TestThroughAGatewayTwoOwnersOfOneChosenIDKeepTheirOwnTransfers(t *testing.T) {
+	gwHome, _ := fleetOfTwo(t)
+	ctx := context.Background()
+	events := subscribe(t, gwHome)
+	clients := map[string]*client.Client{}
+	grants := map[string]contract.LeaseGrant{}
+	for _, name := range []string{"a", "b"} {
+		c := dial(t, gwHome, name, false)
+		g, err := c.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformAndroid, LeaseID: "build-42"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[name], grants[name] = c, g
+	}
+	open := func(name string) (string, error) {
+		var info contract.TransferInfo
+		err := clients[name].Call(ctx, contract.OpFilesPut, contract.FilesPutInput{LeaseID: "build-42", Path: "/sdcard/later"}, &info)
+		return info.TransferID, err
+	}
+	write := func(name, id string) error {
+		var w contract.TransferWriteResult
+		return clients[name].Call(ctx, contract.OpTransferWrite, contract.TransferWriteInput{TransferID: id, Data: []byte("more")}, &w)
+	}
+	var aID string
+	for i := range transfer.DefaultPerLease {
+		id, err := open("a")
+		if err != nil {
+			t.Fatalf("a's transfer %d: %v", i+1, err)
+		}
+		aID = id
+	}
+	bID, err := open("b")
+	if err != nil {
+		t.Fatalf("b's transfer while a has %d open on its own build-42: %v", transfer.DefaultPerLease, err)
+	}
+	if _, err := clients["a"].Release(ctx, "build-42"); err != nil {
+		t.Fatal(err)
+	}
+	// The worker reclaims a's device after it told the gateway the lease
+	// ended.
+	awaitReclaimed(t, events, grants["a"].Device.ID)
+	// An abort is the gateway's own answer, never forwarded: the gateway
+	// ended a's transfers with its lease, not merely its worker.
+	var res contract.TransferAbortResult
+	if err := clients["a"].Call(ctx, contract.OpTransferAbort, contract.TransferIDInput{TransferID: aID}, &res); code(err) != contract.CodeUnknownTransfer {
+		t.Errorf("a's transfer on the gateway after a's lease ended: got %+v %v, want UNKNOWN_TRANSFER", res, err)
+	}
+	if err := write("b", bID); err != nil {
+		t.Errorf("b's transfer after a's lease of the same id ended: %v", err)
 	}
 }

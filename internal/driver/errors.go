@@ -77,6 +77,7 @@ func ContractError(err error) *contract.Error {
 		pathNo  *PathRefusedError
 		nofile  *FileMissingError
 		instNo  *InstallFailedError
+		tooBig  *FileTooLargeError
 	)
 	switch {
 	case errors.As(err, &cerr):
@@ -111,6 +112,8 @@ func ContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeDeviceFileMissing, "%s", nofile.Error()).With("path", nofile.Path)
 	case errors.As(err, &instNo):
 		return contract.Errorf(contract.CodeAppInstallFailed, "%s", instNo.Error())
+	case errors.As(err, &tooBig):
+		return contract.Errorf(contract.CodeBodyTooLarge, "%s", tooBig.Error()).With("path", tooBig.Path).With("maxBytes", tooBig.Max)
 	}
 	return contract.Errorf(contract.CodeInternal, "%s", err.Error())
 }

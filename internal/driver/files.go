@@ -26,9 +26,11 @@ type Files interface {
 	// directories it needs.
 	PushFile(ctx context.Context, dev Device, src, path string) error
 	// PullFile copies path on dev to dst, a file that does not exist yet
-	// in a directory the daemon owns. A path that is not there is
-	// *FileMissingError.
-	PullFile(ctx context.Context, dev Device, path, dst string) error
+	// in a directory the daemon owns, writing at most about max bytes
+	// there: a file larger than max (or one with no end, such as a
+	// device's /dev/zero) is *FileTooLargeError, with dst deleted. A path
+	// that is not there is *FileMissingError.
+	PullFile(ctx context.Context, dev Device, path, dst string, max int64) error
 	// InstallApp installs the app in up on dev. up.App says what it is,
 	// and is of the driver's platform. A refusal of the platform's
 	// installer is *InstallFailedError.
@@ -66,6 +68,17 @@ type FileMissingError struct {
 }
 
 func (e *FileMissingError) Error() string { return "no file " + e.Path + " on the device" }
+
+// FileTooLargeError is a pull of a device file larger than the bound the
+// daemon set (exec.maxUploadBytes).
+type FileTooLargeError struct {
+	Path string
+	Max  int64
+}
+
+func (e *FileTooLargeError) Error() string {
+	return fmt.Sprintf("device file %s is larger than exec.maxUploadBytes (%d bytes)", e.Path, e.Max)
+}
 
 // InstallFailedError is an app the platform's installer refused.
 type InstallFailedError struct {

@@ -60,7 +60,9 @@ func (l *Leasing) OpenTransfer(ctx context.Context, reg *transfer.Registry, c qu
 	if err != nil {
 		return contract.TransferInfo{}, err
 	}
-	o.Lease = e.id
+	// Keyed by the lease's unique key, which its end names: two owners
+	// may each have chosen the id it goes by.
+	o.Lease = e.key
 	// The worker knows the lease by its own id, and its requester as the
 	// gateway's uplink names it.
 	onWorker := l.idx.prefix + e.requester

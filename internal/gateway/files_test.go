@@ -16,9 +16,9 @@ import (
 )
 
 // lyingFiles is a worker whose file transfers say more than they were
-// asked: a download announced as 10 bytes answers a read with 20, and a
-// write is acknowledged with a count it never got. It records what the
-// gateway asked of it.
+// asked: a download announced as 10 bytes answers a read with 20, one of
+// /huge is announced as a TiB, and a write is acknowledged with a count it
+// never got. It records what the gateway asked of it.
 type lyingFiles struct {
 	mu    sync.Mutex
 	calls []contract.Request
@@ -45,7 +45,12 @@ func (w *lyingFiles) serve(conn net.Conn) {
 		case contract.OpHello:
 			answer(req.ID, contract.HelloResult{Protocol: 1, Daemon: contract.VersionRange{Min: 1, Max: 1}, Role: contract.RoleAdmin})
 		case contract.OpFilesGet, contract.OpFilesPut:
-			answer(req.ID, contract.TransferInfo{TransferID: "tr_worker", Size: &ten, ChunkBytes: contract.MaxTransferChunk})
+			size := ten
+			var in contract.FilesGetInput
+			if json.Unmarshal(req.Input, &in) == nil && in.Path == "/huge" {
+				size = 1 << 40
+			}
+			answer(req.ID, contract.TransferInfo{TransferID: "tr_worker", Size: &size, ChunkBytes: contract.MaxTransferChunk})
 		case contract.OpTransferRead:
 			answer(req.ID, contract.TransferChunk{Data: make([]byte, 20), EOF: true})
 		case contract.OpTransferWrite:
@@ -109,6 +114,9 @@ func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 	if _, err := reg.Read(ctx, "tok_alice", contract.TransferReadInput{TransferID: info.TransferID}); codeOf(err) != contract.CodeInternal {
 		t.Errorf("a read answered with 20 bytes of 10: got %v, want INTERNAL", err)
 	}
+	if _, err := l.OpenTransfer(ctx, reg, alice, contract.OpFilesGet, &contract.FilesGetInput{LeaseID: id, Path: "/huge"}); codeOf(err) != contract.CodeBodyTooLarge {
+		t.Errorf("a download the worker announced as a TiB: got %v, want BODY_TOO_LARGE", err)
+	}
 	up, err := l.OpenTransfer(ctx, reg, alice, contract.OpFilesPut, &contract.FilesPutInput{LeaseID: id, Path: "/sdcard/y"})
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +133,8 @@ func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 			aborts++
 		}
 	}
-	if aborts != 2 {
-		t.Errorf("the worker's transfers were given back %d times, want 2 (ops %v)", aborts, w.ops())
+	if aborts != 3 {
+		t.Errorf("the worker's transfers were given back %d times, want 3 (ops %v)", aborts, w.ops())
 	}
 	w.mu.Lock()
 	var open contract.FilesGetInput

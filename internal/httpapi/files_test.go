@@ -308,3 +308,33 @@ func TestTheTransferCallsAreTheContractsOwn(t *testing.T) {
 		t.Errorf("open %v", in)
 	}
 }
+
+// A download whose client stops taking bytes is cut once a write of it
+// waits exec.transferIdleMs, and its transfer aborted: a slow reader
+// holds the staged file no longer than that.
+func TestADownloadTheClientStopsReadingIsCutAndItsTransferAborted(t *testing.T) {
+	h := newHarness(t, httpapi.Options{UploadIdle: 200 * time.Millisecond})
+	d := withDevice(h, 64<<20)
+	// More than the socket buffers between the server and a client that
+	// reads nothing hold.
+	d.files["/sdcard/big"] = make([]byte, 16<<20)
+	aborted := make(chan struct{}, 1)
+	h.fake.on(contract.OpTransferAbort, func(_ context.Context, c fakeCall, _ func(contract.Push)) (any, error) {
+		defer func() { aborted <- struct{}{} }()
+		return d.reg.Abort(c.Token.ID, decodeInput[contract.TransferIDInput](h.t, c).TransferID)
+	})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/leases/lse_1/files?path=/sdcard/big HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", agentSecret)
+	select {
+	case <-aborted:
+	case <-time.After(testTimeout):
+		t.Fatalf("a download nobody reads is still open after %s (%d transfers open)", testTimeout, d.reg.Len())
+	}
+	if n := d.reg.Len(); n != 0 {
+		t.Errorf("%d transfers open after the download was cut", n)
+	}
+}

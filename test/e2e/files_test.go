@@ -261,12 +261,13 @@ func TestFilesOnTheIOSStandIn(t *testing.T) {
 
 // On the Android stand-in: files round-trip through adb push and pull, the
 // app is listed by pm, a screenshot is a PNG, every call pinned to the
-// leased emulator.
+// leased emulator; a pull of what has no end (/dev/zero) stops at
+// exec.maxUploadBytes.
 func TestFilesOnTheAndroidStandIn(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
 	port := freePort(t)
-	h := newHome(t, "drivers.android.adbServerPort", port)
+	h := newHome(t, "drivers.android.adbServerPort", port, "exec.maxUploadBytes", "4194304")
 	h.withShims(e, "android")
 	g := h.leaseDetached("droid-files", "android")
 
@@ -296,6 +297,10 @@ func TestFilesOnTheAndroidStandIn(t *testing.T) {
 	}
 	expectFailure(t, h.run("push", apk, "/data/local/tmp/simlock-mark.json", "--agent-id", "droid-files"), 2, "DEVICE_PATH_REFUSED")
 	expectFailure(t, h.run("pull", "/sdcard/none", "-", "--agent-id", "droid-files"), 1, "DEVICE_FILE_NOT_FOUND")
+	expectFailure(t, h.run("pull", "/dev/zero", "-", "--agent-id", "droid-files"), 2, "BODY_TOO_LARGE")
+	if left := stagedFiles(h); len(left) != 0 {
+		t.Errorf("a refused pull left %v staged", left)
+	}
 }
 
 // Through a gateway with two workers: each agent's file reaches its own

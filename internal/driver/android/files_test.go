@@ -2,6 +2,7 @@ package android_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"image/png"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/appbundle"
 	"github.com/simlock/simlock/internal/appbundle/apptest"
@@ -49,14 +51,14 @@ func TestFilesReachTheLeasedEmulatorOnly(t *testing.T) {
 		t.Fatalf("PushFile: %v", err)
 	}
 	dst := filepath.Join(t.TempDir(), "pulled")
-	if err := d.PullFile(ctx, dev, "/sdcard/Download/blob.bin", dst); err != nil {
+	if err := d.PullFile(ctx, dev, "/sdcard/Download/blob.bin", dst, 1<<30); err != nil {
 		t.Fatalf("PullFile: %v", err)
 	}
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, want) {
 		t.Errorf("pulled %d bytes, not the %d pushed", len(got), len(want))
 	}
 	var missing *driver.FileMissingError
-	if err := d.PullFile(ctx, other, "/sdcard/Download/blob.bin", filepath.Join(t.TempDir(), "x")); !errors.As(err, &missing) {
+	if err := d.PullFile(ctx, other, "/sdcard/Download/blob.bin", filepath.Join(t.TempDir(), "x"), 1<<30); !errors.As(err, &missing) {
 		t.Errorf("the other emulator has the file: %v", err)
 	}
 
@@ -118,7 +120,7 @@ func TestFilesRefuseSimlocksMarkAndAppPaths(t *testing.T) {
 		if err := d.PushFile(ctx, dev, stage(t, []byte("x")), p); !errors.As(err, &refused) {
 			t.Errorf("push %s: got %v, want *PathRefusedError", p, err)
 		}
-		if err := d.PullFile(ctx, dev, p, filepath.Join(t.TempDir(), "x")); !errors.As(err, &refused) {
+		if err := d.PullFile(ctx, dev, p, filepath.Join(t.TempDir(), "x"), 1<<30); !errors.As(err, &refused) {
 			t.Errorf("pull %s: got %v, want *PathRefusedError", p, err)
 		}
 	}
@@ -135,5 +137,78 @@ func TestFilesRefuseSimlocksMarkAndAppPaths(t *testing.T) {
 	var failed *driver.InstallFailedError
 	if _, err := d.InstallApp(ctx, dev, driver.AppUpload{App: appbundle.App{Kind: contract.AppIPA}, Path: stage(t, nil), Scratch: t.TempDir()}); !errors.As(err, &failed) {
 		t.Errorf("an ipa on android: got %v, want *InstallFailedError", err)
+	}
+}
+
+// A pull writes about its bound at most, whatever the device has at the
+// path: a file larger than it, a character device with no end (adb pulls
+// /dev/zero until it is stopped), or a directory (adb pulls it whole) are
+// refused, and nothing is left where the pull wrote.
+func TestAPullIsBoundedWhatever(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.PushFile(ctx, dev, stage(t, make([]byte, 3<<20)), "/sdcard/Download/big.bin"); err != nil {
+		t.Fatal(err)
+	}
+	var tooBig *driver.FileTooLargeError
+	var refused *driver.PathRefusedError
+	for _, tc := range []struct {
+		path string
+		want any
+	}{
+		{"/sdcard/Download/big.bin", &tooBig},
+		{"/dev/zero", &tooBig},
+		{"/sdcard/Download", &refused},
+	} {
+		dst := filepath.Join(t.TempDir(), "pulled")
+		// Well past what the bound takes to be seen; a pull that is not
+		// stopped fails here rather than at adb's own half hour.
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := d.PullFile(cctx, dev, tc.path, dst, 1<<20)
+		cancel()
+		if !errors.As(err, tc.want) {
+			t.Errorf("pull %s bounded at 1 MiB: got %v, want %T", tc.path, err, tc.want)
+		}
+		if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pull %s left what it wrote: %v", tc.path, err)
+		}
+	}
+	dst := filepath.Join(t.TempDir(), "pulled")
+	if err := d.PullFile(ctx, dev, "/sdcard/Download/big.bin", dst, 3<<20); err != nil {
+		t.Errorf("a pull of exactly its bound: %v", err)
+	}
+}
+
+// A screenshot is streamed to its file and cut past a bound no screen's PNG
+// reaches: a screencap a rooted tenant replaced cannot fill the daemon's
+// memory.
+func TestAScreenshotIsCutPastItsBound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := d.Passthrough(driver.Target{Device: dev}, []string{"shell", "echo 'flood' > /system/bin/screencap"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := runCommand(t, cmd); res.ExitCode != 0 {
+		t.Fatalf("replacing screencap: %s", res.Stderr)
+	}
+	dst := filepath.Join(t.TempDir(), "shot.png")
+	if err := d.Screenshot(ctx, dev, dst); err == nil {
+		t.Errorf("a 96 MiB screenshot was taken")
+	}
+	if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused screenshot left its file: %v", err)
 	}
 }

@@ -34,7 +34,12 @@ func (d *Driver) adb(ctx context.Context, op string, timeout time.Duration, args
 	if err := d.superviseServer(ctx, op); err != nil {
 		return runner.Result{}, err
 	}
-	return d.call(ctx, op, d.sdk.adb, timeout, nil, append([]string{"-P", strconv.Itoa(d.port)}, args...)...)
+	return d.call(ctx, op, d.sdk.adb, timeout, nil, d.adbArgs(args)...)
+}
+
+// adbArgs is args of an adb call against the private server.
+func (d *Driver) adbArgs(args []string) []string {
+	return append([]string{"-P", strconv.Itoa(d.port)}, args...)
 }
 
 // serialAdb runs adb for one emulator.

@@ -119,8 +119,9 @@ func readBounded(p string) ([]byte, error) {
 	return b, nil
 }
 
-// PullFile writes what the device keeps at path to dst.
-func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst string) error {
+// PullFile writes what the device keeps at path to dst, when it is at most
+// max bytes.
+func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst string, max int64) error {
 	d.mu.Lock()
 	rec, err := d.runningLocked(dev)
 	if err == nil {
@@ -137,6 +138,8 @@ func (d *Driver) PullFile(ctx context.Context, dev driver.Device, path, dst stri
 		return err
 	case !ok:
 		return &driver.FileMissingError{Path: path}
+	case int64(len(b)) > max:
+		return &driver.FileTooLargeError{Path: path, Max: max}
 	}
 	return writeNew(dst, b)
 }

@@ -34,11 +34,15 @@ func TestDemoFilesRoundTripAndAReclaimWipesThem(t *testing.T) {
 				t.Fatalf("PushFile: %v", err)
 			}
 			dst := filepath.Join(t.TempDir(), "pulled")
-			if err := d.PullFile(t.Context(), dev, "/sdcard/a.bin", dst); err != nil {
+			if err := d.PullFile(t.Context(), dev, "/sdcard/a.bin", dst, 1<<30); err != nil {
 				t.Fatalf("PullFile: %v", err)
 			}
 			if got, _ := os.ReadFile(dst); !bytes.Equal(got, want) {
 				t.Fatalf("pulled %d bytes, not the %d pushed", len(got), len(want))
+			}
+			var tooBig *driver.FileTooLargeError
+			if err := d.PullFile(t.Context(), dev, "/sdcard/a.bin", filepath.Join(t.TempDir(), "short"), int64(len(want)-1)); !errors.As(err, &tooBig) {
+				t.Errorf("a pull one byte over its bound: got %v, want *FileTooLargeError", err)
 			}
 			app, err := d.InstallApp(t.Context(), dev, driver.AppUpload{App: appbundle.App{Kind: contract.AppAPK, ID: "com.example.notes"}})
 			if err != nil || app.ID != "com.example.notes" {
@@ -52,7 +56,7 @@ func TestDemoFilesRoundTripAndAReclaimWipesThem(t *testing.T) {
 			}
 			dev = boot(t, d, dev)
 			var missing *driver.FileMissingError
-			if err := d.PullFile(t.Context(), dev, "/sdcard/a.bin", filepath.Join(t.TempDir(), "again")); !errors.As(err, &missing) {
+			if err := d.PullFile(t.Context(), dev, "/sdcard/a.bin", filepath.Join(t.TempDir(), "again"), 1<<30); !errors.As(err, &missing) {
 				t.Errorf("after a reclaim the file is still there: %v", err)
 			}
 			if got := d.Apps(dev.ID); len(got) != 0 {
@@ -83,7 +87,7 @@ func TestDemoFilesRefuseWhatThePlatformDoesNotServe(t *testing.T) {
 			if err := tc.d.PushFile(t.Context(), tc.dev, src, tc.path); !errors.As(err, &refused) {
 				t.Errorf("push: got %v, want *PathRefusedError", err)
 			}
-			if err := tc.d.PullFile(t.Context(), tc.dev, tc.path, filepath.Join(t.TempDir(), "out")); !errors.As(err, &refused) {
+			if err := tc.d.PullFile(t.Context(), tc.dev, tc.path, filepath.Join(t.TempDir(), "out"), 1<<30); !errors.As(err, &refused) {
 				t.Errorf("pull: got %v, want *PathRefusedError", err)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/simlock/simlock/internal/appbundle"
@@ -24,13 +25,17 @@ var _ driver.Files = (*Driver)(nil)
 // path "/a/b" is <root>/<UDID>/data/a/b, and "@<bundle id>/a/b" is a/b in
 // the app's data container (which `simctl get_app_container … data` names,
 // and which must lie inside that same data directory). Every open goes
-// through an os.Root at that directory, so neither ".." nor a symlink a
-// tenant planted (through the app, or an earlier push) leads outside it;
-// such a path is refused. The device's erasable provenance mark,
+// through an os.Root at the data directory (an app's container is opened
+// through it too), so neither ".." nor a symlink a tenant planted (through
+// the app, or an earlier push), the container itself included, leads
+// outside it; such a path is refused. The device's erasable provenance mark,
 // <data>/simlock-mark.json, is refused too. Apps are installed with
 // `simctl install` from a bundle unpacked in the daemon's scratch
 // directory, and screenshots taken with `simctl io … screenshot` into the
 // daemon's staging file: simctl is only ever given paths the daemon owns.
+// A file is opened without waiting (O_NONBLOCK), and only a regular one is
+// read or written: a FIFO an app made would otherwise hold the open until
+// someone wrote to it.
 const (
 	opFiles = "files"
 	// installTimeout bounds simctl install: a large app is copied whole.
@@ -55,26 +60,38 @@ func (d *Driver) openDeviceRoot(ctx context.Context, dev driver.Device, p string
 		return nil, "", &driver.CrashError{Op: opFiles, Err: err}
 	}
 	data := d.dataDir(udid)
-	dir, inside := data, strings.TrimPrefix(p, "/")
-	if bundle, rest, ok := contract.SplitAppPath(p); ok {
+	inside := strings.TrimPrefix(p, "/")
+	bundle, rest, inApp := contract.SplitAppPath(p)
+	var rel string
+	if inApp {
 		out, err := d.simctl(ctx, opFiles, commandTimeout, nil, "get_app_container", udid, bundle, "data")
 		if err != nil {
 			return nil, "", &driver.PathRefusedError{Path: p, Reason: "no app " + bundle + " with a data container is installed on the device"}
 		}
 		container := strings.TrimSpace(string(out))
-		rel, err := filepath.Rel(data, container)
+		rel, err = filepath.Rel(data, container)
 		if err != nil || !filepath.IsAbs(container) || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 			return nil, "", &driver.PathRefusedError{Path: p, Reason: "the app's container is not inside the device's data directory"}
 		}
-		dir, inside = container, rest
+		inside = rest
 	} else if inside == markFile {
 		return nil, "", &driver.PathRefusedError{Path: p, Reason: "it is simlock's own provenance mark"}
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := os.OpenRoot(data)
 	if err != nil {
 		return nil, "", crash(opFiles, "open the device's directory: %w", err)
 	}
-	return root, inside, nil
+	if !inApp {
+		return root, inside, nil
+	}
+	// Through the data directory's root, so a container that is a link
+	// (an app may replace its own) leads nowhere outside it.
+	defer root.Close()
+	app, err := root.OpenRoot(rel)
+	if err != nil {
+		return nil, "", refused(p, err, false)
+	}
+	return app, inside, nil
 }
 
 // refused is the error of a failed open or create of device path p in the
@@ -109,9 +126,13 @@ func (d *Driver) PushFile(ctx context.Context, dev driver.Device, src, p string)
 		return crash(opFiles, "open the staged file: %w", err)
 	}
 	defer in.Close()
-	out, err := root.OpenFile(inside, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	out, err := root.OpenFile(inside, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
 	if err != nil {
 		return refused(p, err, false)
+	}
+	if err := regular(p, out); err != nil {
+		out.Close()
+		return err
 	}
 	_, err = io.Copy(out, contextReader{ctx, in})
 	if cerr := out.Close(); err == nil {
@@ -123,35 +144,55 @@ func (d *Driver) PushFile(ctx context.Context, dev driver.Device, src, p string)
 	return nil
 }
 
-// PullFile copies path in the device's tree to dst.
-func (d *Driver) PullFile(ctx context.Context, dev driver.Device, p, dst string) error {
+// regular refuses an opened device file that is not a regular file.
+func regular(p string, f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return crash(opFiles, "stat %s: %w", p, err)
+	}
+	switch {
+	case st.IsDir():
+		return &driver.PathRefusedError{Path: p, Reason: "it is a directory, not a file"}
+	case !st.Mode().IsRegular():
+		return &driver.PathRefusedError{Path: p, Reason: "it is not a regular file (" + st.Mode().Type().String() + ")"}
+	}
+	return nil
+}
+
+// PullFile copies path in the device's tree to dst, at most max bytes of
+// it: a file that is, or grows, larger is refused and dst deleted.
+func (d *Driver) PullFile(ctx context.Context, dev driver.Device, p, dst string, max int64) error {
 	root, inside, err := d.openDeviceRoot(ctx, dev, p)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	in, err := root.Open(inside)
+	in, err := root.OpenFile(inside, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return refused(p, err, true)
 	}
 	defer in.Close()
-	st, err := in.Stat()
-	if err != nil {
-		return crash(opFiles, "stat %s: %w", p, err)
+	if err := regular(p, in); err != nil {
+		return err
 	}
-	if !st.Mode().IsRegular() {
-		return &driver.PathRefusedError{Path: p, Reason: "it is a directory, not a file"}
+	if st, err := in.Stat(); err == nil && st.Size() > max {
+		return &driver.FileTooLargeError{Path: p, Max: max}
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return crash(opFiles, "create the staging file: %w", err)
 	}
-	_, err = io.Copy(out, contextReader{ctx, in})
+	n, err := io.Copy(out, io.LimitReader(contextReader{ctx, in}, max+1))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
+	switch {
+	case err != nil:
+		_ = os.Remove(dst)
 		return crash(opFiles, "read %s: %w", p, err)
+	case n > max:
+		_ = os.Remove(dst)
+		return &driver.FileTooLargeError{Path: p, Max: max}
 	}
 	return nil
 }

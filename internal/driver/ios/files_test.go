@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/appbundle"
 	"github.com/simlock/simlock/internal/appbundle/apptest"
@@ -51,7 +53,7 @@ func TestFilesRoundTripInTheDataDirectoryAndAnAppsContainer(t *testing.T) {
 			t.Fatalf("PushFile %s: %v", p, err)
 		}
 		dst := filepath.Join(t.TempDir(), "pulled")
-		if err := h.d.PullFile(t.Context(), dev, p, dst); err != nil {
+		if err := h.d.PullFile(t.Context(), dev, p, dst, 1<<30); err != nil {
 			t.Fatalf("PullFile %s: %v", p, err)
 		}
 		if got, _ := os.ReadFile(dst); !bytes.Equal(got, body) {
@@ -77,7 +79,7 @@ func TestFilesRoundTripInTheDataDirectoryAndAnAppsContainer(t *testing.T) {
 		t.Errorf("the container holds %q %v", b, err)
 	}
 	var missing *driver.FileMissingError
-	if err := h.d.PullFile(t.Context(), dev, "/nothing/here", filepath.Join(t.TempDir(), "x")); !errors.As(err, &missing) {
+	if err := h.d.PullFile(t.Context(), dev, "/nothing/here", filepath.Join(t.TempDir(), "x"), 1<<30); !errors.As(err, &missing) {
 		t.Errorf("a missing file: got %v, want *FileMissingError", err)
 	}
 }
@@ -99,7 +101,7 @@ func TestFilesNeverLeaveTheDevicesTree(t *testing.T) {
 	}
 	var refusedErr *driver.PathRefusedError
 	for _, p := range []string{"/out-file", "/out-dir/host-secret", "/simlock-mark.json", "@com.example.absent/Documents/x"} {
-		if err := h.d.PullFile(t.Context(), dev, p, filepath.Join(t.TempDir(), "x")); !errors.As(err, &refusedErr) {
+		if err := h.d.PullFile(t.Context(), dev, p, filepath.Join(t.TempDir(), "x"), 1<<30); !errors.As(err, &refusedErr) {
 			t.Errorf("pull %s: got %v, want *PathRefusedError", p, err)
 		}
 		if err := h.d.PushFile(t.Context(), dev, stage(t, []byte("overwritten")), p); !errors.As(err, &refusedErr) {
@@ -153,5 +155,80 @@ func TestScreenshotIsAPNGOfTheLeasedDevice(t *testing.T) {
 	calls := h.simctlCalls(t, from)
 	if len(calls) != 1 || strings.Join(calls[0].Args[3:], " ") != "io "+dev.ID+" screenshot --type=png "+dst {
 		t.Errorf("calls %v", calls)
+	}
+}
+
+// A pull copies at most its bound, and a FIFO a tenant's app made in its
+// device is refused at once: opening one would wait for a writer that
+// never comes, holding the transfer and a thread of the daemon.
+func TestAPullIsBoundedAndAFIFOIsRefusedWithoutWaiting(t *testing.T) {
+	h := newHarness(t)
+	dev := h.boot(t, h.provision(t, "iPhone 16", "18.6"))
+	data := filepath.Join(h.root, dev.ID, "data")
+	if err := os.WriteFile(filepath.Join(data, "big.bin"), make([]byte, 2<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "x")
+	var tooBig *driver.FileTooLargeError
+	if err := h.d.PullFile(t.Context(), dev, "/big.bin", dst, 1<<20); !errors.As(err, &tooBig) {
+		t.Errorf("a pull of 2 MiB bounded at 1 MiB: got %v, want *FileTooLargeError", err)
+	}
+	if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused pull left its file: %v", err)
+	}
+	if err := h.d.PullFile(t.Context(), dev, "/big.bin", dst, 2<<20); err != nil {
+		t.Errorf("a pull of exactly its bound: %v", err)
+	}
+
+	if err := syscall.Mkfifo(filepath.Join(data, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan [2]error, 1)
+	go func() {
+		pull := h.d.PullFile(t.Context(), dev, "/pipe", filepath.Join(t.TempDir(), "y"), 1<<20)
+		push := h.d.PushFile(t.Context(), dev, stage(t, []byte("x")), "/pipe")
+		done <- [2]error{pull, push}
+	}()
+	select {
+	case errs := <-done:
+		var refused *driver.PathRefusedError
+		for i, op := range []string{"pull", "push"} {
+			if !errors.As(errs[i], &refused) {
+				t.Errorf("a %s of a FIFO: got %v, want *PathRefusedError", op, errs[i])
+			}
+		}
+	case <-time.After(10 * time.Second):
+		// The goroutine stays blocked in open(2); the test ends anyway.
+		t.Fatal("a pull or push of a FIFO still waits after 10 s")
+	}
+}
+
+// An app's data container is reached from the device's data directory,
+// never by its host path: a container an app replaced with a link out of
+// the device leads nowhere.
+func TestAContainerLinkedOutOfTheDeviceIsRefused(t *testing.T) {
+	h := newHarness(t)
+	dev := h.boot(t, h.provision(t, "iPhone 16", "18.6"))
+	h.install(t, dev, apptest.IPA("com.example.Todo", "Todo"))
+	container := strings.TrimSpace(h.xcrun(t, "simctl", "--set", h.root, "get_app_container", dev.ID, "com.example.Todo", "data"))
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("the host's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(container); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, container); err != nil {
+		t.Fatal(err)
+	}
+	var refused *driver.PathRefusedError
+	if err := h.d.PullFile(t.Context(), dev, "@com.example.Todo/secret", filepath.Join(t.TempDir(), "x"), 1<<20); !errors.As(err, &refused) {
+		t.Errorf("a pull through a container linked out: got %v, want *PathRefusedError", err)
+	}
+	if err := h.d.PushFile(t.Context(), dev, stage(t, []byte("planted")), "@com.example.Todo/planted"); !errors.As(err, &refused) {
+		t.Errorf("a push through a container linked out: got %v, want *PathRefusedError", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "planted")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a push reached the host through the container: %v", err)
 	}
 }

@@ -203,7 +203,7 @@ options:
 	case "pull":
 		return androidPull(*dev, rest[1:])
 	case "exec-out":
-		return androidExecOut(rest[1:])
+		return androidExecOut(*dev, rest[1:])
 	case "reboot":
 		fmt.Printf("emulator-%d rebooting\n", dev.Port)
 	}

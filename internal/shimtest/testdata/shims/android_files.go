@@ -3,8 +3,12 @@ package main
 // adb's file commands, on a running emulator's guest:
 //
 //	adb push LOCAL REMOTE        REMOTE absolute; /system, /vendor and /proc are read-only
-//	adb pull REMOTE LOCAL        a file pushed, or written by `adb shell echo`
-//	adb exec-out screencap -p    a small PNG on stdout
+//	adb pull REMOTE LOCAL        a file pushed, or written by `adb shell echo`;
+//	                             a directory of them, recursively; /dev/zero,
+//	                             which has no end, until adb is stopped
+//	adb exec-out screencap -p    a small PNG on stdout; 96 MiB of one when
+//	                             the guest has a /system/bin/screencap of
+//	                             its own (one a rooted tenant put there)
 //
 // Pushed files are kept, byte for byte, in the guest's user data beside the
 // files adb shell writes, so a snapshot holds them and a snapshot load or a
@@ -67,8 +71,24 @@ func androidPull(e androidEmulator, args []string) int {
 	if len(args) == 2 {
 		local = args[1]
 	}
+	if remote == "/dev/zero" {
+		// adb pulls a character device as a file, reading until it
+		// ends: this one never does.
+		f, err := os.Create(local)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", local, err)
+			return 1
+		}
+		zeros := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(zeros); err != nil {
+				return 1
+			}
+		}
+	}
 	var b []byte
 	found := false
+	under := map[string][]byte{}
 	withLock(func() {
 		g := androidLoadGuest(e.AvdDir)
 		if blob, ok := g.Blobs[remote]; ok {
@@ -76,7 +96,28 @@ func androidPull(e androidEmulator, args []string) int {
 		} else if text, ok := g.Files[remote]; ok {
 			b, found = []byte(text), true
 		}
+		for p, blob := range g.Blobs {
+			if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(remote, "/")+"/"); ok {
+				under[rel] = blob
+			}
+		}
 	})
+	if !found && len(under) > 0 {
+		// A directory: adb makes LOCAL one and pulls what it holds.
+		for rel, blob := range under {
+			p := filepath.Join(local, filepath.FromSlash(rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", p, err)
+				return 1
+			}
+			if err := os.WriteFile(p, blob, 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "adb: error: cannot create '%s': %v\n", p, err)
+				return 1
+			}
+		}
+		fmt.Printf("%s/: %d files pulled, 0 skipped.\n", remote, len(under))
+		return 0
+	}
 	if !found {
 		fmt.Fprintf(os.Stderr, "adb: error: failed to stat remote object '%s': No such file or directory\n", remote)
 		return 1
@@ -89,9 +130,21 @@ func androidPull(e androidEmulator, args []string) int {
 	return 0
 }
 
-func androidExecOut(args []string) int {
+func androidExecOut(e androidEmulator, args []string) int {
 	if strings.Join(args, " ") != "screencap -p" {
 		fmt.Println(strings.Join(args, " "))
+		return 0
+	}
+	var replaced bool
+	withLock(func() { _, replaced = androidLoadGuest(e.AvdDir).Files["/system/bin/screencap"] })
+	if replaced {
+		os.Stdout.Write([]byte("\x89PNG\r\n\x1a\n"))
+		zeros := make([]byte, 1<<20)
+		for range 96 {
+			if _, err := os.Stdout.Write(zeros); err != nil {
+				return 1
+			}
+		}
 		return 0
 	}
 	img := image.NewRGBA(image.Rect(0, 0, 4, 8))
