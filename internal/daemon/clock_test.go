@@ -99,18 +99,21 @@ func TestAStartAfterTheClockJumpedKeepsLeasesWithTimeLeft(t *testing.T) {
 // A jump of the wall clock while the daemon runs is seen within a check
 // and told to the engine: clock.jumped (at running) moves the lease's
 // deadline by it, and the reading after the jump is stored with it. The
-// clock is a test's, which jumps an hour forward.
+// clock is a test's, which jumps an hour forward, for the engine's times
+// and the daemon's readings alike.
 func TestAClockJumpWhileRunningIsSeenAndRecorded(t *testing.T) {
 	var jumped atomic.Bool
 	boot := time.Now() // the machine's boot, as the test's clock has it
-	read := func() wallclock.Reading {
-		r := wallclock.Reading{WallMs: time.Now().UnixMilli(), BootNs: time.Since(boot).Nanoseconds(), BootID: "test-boot"}
+	wall := func() time.Time {
 		if jumped.Load() {
-			r.WallMs += int64(time.Hour / time.Millisecond)
+			return time.Now().Add(time.Hour)
 		}
-		return r
+		return time.Now()
 	}
-	d, home := startDaemonOpts(t, Options{ReadClock: read, Drivers: demoDrivers(t)})
+	read := func() wallclock.Reading {
+		return wallclock.Reading{WallMs: wall().UnixMilli(), BootNs: time.Since(boot).Nanoseconds(), BootID: "test-boot"}
+	}
+	d, home := startDaemonOpts(t, Options{ReadClock: read, Wall: wall, Drivers: demoDrivers(t)})
 	g, err := dial(t, home, "agent", false).RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformIOS, TTLMs: 30 * 60_000}, nil)
 	if err != nil {
 		t.Fatal(err)

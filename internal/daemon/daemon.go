@@ -110,6 +110,10 @@ type Options struct {
 	// ReadClock reads the wall and boot clocks, to see the wall clock
 	// jump; nil means wallclock.Read.
 	ReadClock func() wallclock.Reading
+	// Wall is the wall clock the engine keeps its times in, the one
+	// ReadClock reads; nil means time.Now. A test that jumps one jumps
+	// both.
+	Wall func() time.Time
 }
 
 // DriverSetup is what SetupDrivers returns.
@@ -398,6 +402,7 @@ func (d *Daemon) converge(ctx context.Context) {
 	d.installer = d.newInstaller(db)
 	skew, clockNow := d.clockAtStart(ctx)
 	d.engine = leasing.New(leasing.Options{
+		Wall:           d.opts.Wall,
 		StartClockSkew: skew,
 		StartClock:     toStore(clockNow),
 		Store:          db,

@@ -38,6 +38,7 @@ func (d *Daemon) listenHTTP() error {
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
 		// A keep-alive connection with nothing asked of it for this long
 		// is closed; the body of a request has its own bound (decodeBody).
 		IdleTimeout: d.opts.HTTPIdleTimeout,
@@ -51,6 +52,12 @@ func (d *Daemon) listenHTTP() error {
 	d.log.Info("http api listening", "url", d.httpURL)
 	return nil
 }
+
+// httpMaxHeaderBytes bounds a request's line and headers, read before its
+// token is checked: a bearer token and a file route's path take a few
+// hundred bytes, and net/http's own default (1 MiB) would let anyone who
+// reaches the port hold that much per connection.
+const httpMaxHeaderBytes = 64 << 10
 
 // consoleURL is the console's address for a listener on addr: a listener
 // on every address is reached at localhost; an IPv6 host is bracketed.

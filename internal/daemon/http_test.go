@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -80,4 +81,45 @@ func TestTheConsoleURLNamesAHostABrowserCanOpen(t *testing.T) {
 			t.Errorf("consoleURL(%s) = %q, want %q", addr, got, want)
 		}
 	}
+}
+
+// A request whose headers pass 64 KiB is refused (431) before its token is
+// looked at, and its connection closed; the daemon goes on serving.
+func TestHTTPHeadersOverTheirBoundAreRefused(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"http":{"enabled":true,"port":0}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := startDaemon(t, cfg)
+	addr := strings.TrimPrefix(d.httpURL, "http://")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	// 80 KiB of headers in lines of 1 KiB; the server may answer before
+	// it has read them all.
+	go func() {
+		_, _ = io.WriteString(conn, "GET /v1/healthz HTTP/1.1\r\nHost: x\r\n")
+		for i := range 80 {
+			if _, err := fmt.Fprintf(conn, "X-Pad-%d: %s\r\n", i, strings.Repeat("a", 1000)); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(conn, "\r\n")
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("80 KiB of headers: no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("80 KiB of headers: %d, want 431", resp.StatusCode)
+	}
+	ok, err := http.Get(d.HTTPURL() + "/v1/healthz")
+	if err != nil || ok.StatusCode != http.StatusOK {
+		t.Fatalf("healthz after the refusal: %v, %v", ok, err)
+	}
+	ok.Body.Close()
 }

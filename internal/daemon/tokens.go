@@ -25,6 +25,10 @@ const tokenPrefix = "slk_"
 type tokenBook struct {
 	db *sqlite.DB
 
+	// revokeMu serializes revocations: one whose delete fails puts its
+	// token back, which must not undo another's delete of the same token.
+	revokeMu sync.Mutex
+
 	mu     sync.Mutex
 	byHash map[string]contract.TokenRecord
 	hashOf map[string]string // token id -> hash
@@ -84,12 +88,17 @@ func (b *tokenBook) list() []contract.TokenRecord {
 
 // revoke deletes a token; its next request is refused. It returns the
 // token as it was, for the token.revoked event (zero when there was none).
+// A delete that cannot be written changes nothing: the token is known
+// again, as it is still stored.
 func (b *tokenBook) revoke(ctx context.Context, id string) (contract.TokenRevokeResult, contract.TokenRecord, error) {
+	b.revokeMu.Lock()
+	defer b.revokeMu.Unlock()
 	// Forget it first: from here on the secret no longer opens anything,
 	// even while the delete is being written.
 	b.mu.Lock()
 	var was contract.TokenRecord
-	if h, ok := b.hashOf[id]; ok {
+	h, known := b.hashOf[id]
+	if known {
 		was = b.byHash[h]
 		delete(b.byHash, h)
 		delete(b.hashOf, id)
@@ -97,7 +106,12 @@ func (b *tokenBook) revoke(ctx context.Context, id string) (contract.TokenRevoke
 	b.mu.Unlock()
 	ok, err := b.db.DeleteToken(ctx, id)
 	if err != nil {
-		return contract.TokenRevokeResult{}, was, contract.Errorf(contract.CodeInternal, "revoke the token: %v", err)
+		if known {
+			b.mu.Lock()
+			b.byHash[h], b.hashOf[id] = was, h
+			b.mu.Unlock()
+		}
+		return contract.TokenRevokeResult{}, was, contract.Errorf(contract.CodeInternal, "revoke the token: %v; nothing was changed, try again", err)
 	}
 	if was.ID == "" && ok {
 		// Stored but not in memory cannot happen; the id is all there is.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +212,41 @@ func tokenEventsAndRevocation(t *testing.T, d *Daemon, home string) {
 		if !seen {
 			t.Errorf("no %s event in the log", name)
 		}
+	}
+}
+
+// A revocation that cannot be saved (another process holds the database)
+// fails with INTERNAL and changes nothing: the token still opens what it
+// opened and is still listed, as it would be again after a restart, rather
+// than refused until one. Made again once the lock is gone, it revokes.
+func TestARevocationThatCannotBeSavedChangesNothing(t *testing.T) {
+	d, home := startDaemonOpts(t, Options{StoreBusyTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	admin := dial(t, home, "op", true)
+	var made contract.TokenCreateResult
+	if err := admin.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenAgent, Label: "ci"}, &made); err != nil {
+		t.Fatal(err)
+	}
+	back := httpBackend{d}
+
+	release := outsideLock(t, filepath.Join(home, DBName))
+	var rev contract.TokenRevokeResult
+	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); code(err) != contract.CodeInternal {
+		t.Fatalf("revoke while another process holds the database: %+v, %v; want INTERNAL", rev, err)
+	}
+	if _, ok := back.Authenticate(ctx, made.Secret); !ok {
+		t.Error("a revocation that failed left the token refused: it is still stored, and opens everything again after a restart")
+	}
+	var list contract.TokenListResult
+	if err := admin.Call(ctx, contract.OpTokenList, contract.Empty{}, &list); err != nil || len(list.Tokens) != 1 {
+		t.Errorf("tokens listed after a revocation that failed: %+v, %v; want the token still there", list.Tokens, err)
+	}
+	release()
+
+	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || !rev.Revoked {
+		t.Fatalf("revoke once the lock is given back: %+v, %v", rev, err)
+	}
+	if _, ok := back.Authenticate(ctx, made.Secret); ok {
+		t.Error("a revoked secret still authenticates")
 	}
 }

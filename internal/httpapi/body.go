@@ -141,6 +141,7 @@ const (
 // instead of the answer.
 type lingerWriter struct {
 	http.ResponseWriter
+	s   *Server
 	cut bool
 }
 
@@ -161,14 +162,52 @@ func (w *lingerWriter) finish() {
 	if err != nil {
 		return
 	}
+	// A hijacked connection is http.Server's no more, and its Shutdown
+	// would leave it be: the server's Close ends it.
+	if !w.s.linger(conn) {
+		conn.Close()
+		return
+	}
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
 	go func() {
-		defer conn.Close()
+		defer w.s.unlinger(conn)
 		_ = conn.SetReadDeadline(time.Now().Add(lingerFor))
 		_, _ = io.Copy(io.Discard, io.LimitReader(conn, lingerMax))
 	}()
+}
+
+// linger registers conn as lingering, until unlinger; false once the
+// server is closed.
+func (s *Server) linger(conn net.Conn) bool {
+	s.lingerMu.Lock()
+	defer s.lingerMu.Unlock()
+	if s.stopping() {
+		return false
+	}
+	s.lingering[conn] = struct{}{}
+	s.lingers.Add(1)
+	return true
+}
+
+// unlinger closes conn and forgets it.
+func (s *Server) unlinger(conn net.Conn) {
+	s.lingerMu.Lock()
+	delete(s.lingering, conn)
+	s.lingerMu.Unlock()
+	conn.Close()
+	s.lingers.Done()
+}
+
+// endLingering closes every lingering connection, which ends its
+// goroutine at once.
+func (s *Server) endLingering() {
+	s.lingerMu.Lock()
+	defer s.lingerMu.Unlock()
+	for conn := range s.lingering {
+		conn.Close()
+	}
 }
 
 // streamBody is a streamed route's body: at most max bytes, each read

@@ -119,3 +119,41 @@ func TestAStreamedRouteBoundsItsBodyAsItReads(t *testing.T) {
 		t.Errorf("the handler read %d bytes, want 20", n)
 	}
 }
+
+// A refused body's connection lingers only while the server serves: Close
+// ends it at once, so a daemon that stops leaves neither the connection
+// nor its goroutine behind for the rest of the linger.
+func TestCloseEndsALingeringConnection(t *testing.T) {
+	s := New(Options{Backend: oneToken{}})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/lease-requests HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer slk_a\r\nContent-Length: 100000\r\n\r\n{")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a declared 100000-byte body: %v, %v; want 413", resp, err)
+	}
+	// The end of the answer's stream: the server shut its side, and
+	// lingers over the client's, which stays open.
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("reading to the end of the answer: %v", err)
+	}
+
+	s.Close()
+	done := make(chan struct{})
+	go func() {
+		s.lingers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(lingerFor / 2):
+		t.Fatalf("the refused body's connection still lingered %s after Close", lingerFor/2)
+	}
+}

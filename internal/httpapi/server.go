@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -105,6 +106,13 @@ type Server struct {
 	// bodies holds the body policy of each route, by mux pattern.
 	// Written only while the routes are registered, before serving.
 	bodies map[string]bodyPolicy
+
+	lingerMu sync.Mutex
+	// lingerMu guards lingering: the connections of refused bodies that
+	// linger before they close (lingerWriter), which Close ends; lingers
+	// counts their goroutines.
+	lingering map[net.Conn]struct{}
+	lingers   sync.WaitGroup
 }
 
 // liveRequest is one authenticated request in flight.
@@ -130,6 +138,7 @@ func New(opts Options) *Server {
 		live:           map[string]map[*liveRequest]struct{}{},
 		endedToks:      map[string]struct{}{},
 		bodies:         map[string]bodyPolicy{},
+		lingering:      map[net.Conn]struct{}{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -148,10 +157,14 @@ func New(opts Options) *Server {
 }
 
 // Close ends every open event stream promptly and makes new ones answer 503
-// DAEMON_STOPPING. Plain requests are not affected. It is safe to call more
-// than once.
+// DAEMON_STOPPING, and closes the connections of refused bodies still
+// lingering. Plain requests are not affected. It is safe to call more than
+// once.
 func (s *Server) Close() {
+	s.lingerMu.Lock()
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.lingerMu.Unlock()
+	s.endLingering()
 }
 
 func (s *Server) stopping() bool {
@@ -382,7 +395,7 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 // answers are plain text, so requests no pattern matches are answered here
 // instead, as JSON.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	lw := &lingerWriter{ResponseWriter: rw}
+	lw := &lingerWriter{ResponseWriter: rw, s: s}
 	defer lw.finish()
 	var w http.ResponseWriter = lw
 	pol := s.defaultBody()

@@ -15,10 +15,11 @@ import (
 // stores at, the clock reading they are in step with from then on (nil
 // keeps the stored one): what each measures stays the same real time, now
 // told in the clock's new time. It changes no lease's expiry, which runs
-// on the monotonic clock already; it keeps the times compared with the
-// wall clock (a device's idle time, a quarantine's next retry, a stall's
-// start) and the deadlines shown and stored (which the next start compares
-// with the clock) in step with it.
+// on the monotonic clock already: each lease's deadline is told again from
+// it. It keeps the times compared with the wall clock (a device's idle
+// time, a quarantine's next retry, a stall's start) and the deadlines
+// shown and stored (which the next start compares with the clock) in step
+// with it.
 func (e *Engine) ClockJumped(skew time.Duration, at *store.Clock) {
 	_ = e.do(func(tx *queue.Txn) error {
 		e.shiftClockLocked(tx, skew, "running")
@@ -29,11 +30,17 @@ func (e *Engine) ClockJumped(skew time.Duration, at *store.Clock) {
 
 // shiftClockLocked moves, in tx, every active lease's deadline and last
 // renewal and every device's state-since, last use and next quarantine
-// retry by skew, and records clock.jumped (at: start or running). Each
-// lease's expiry is set again from its moved deadline, which puts it where
-// it was for a jump while running and where it belongs for one found at
-// start, and its timer armed again; a stall timer is armed again from the
-// moved state-since.
+// retry by skew, and records clock.jumped (at: start or running), then
+// arms the timers again from the moved times.
+//
+// A lease's expiry is the truth its deadline is told from. While running,
+// it is on the monotonic clock already, and the deadline is told again
+// from it in the clock's new time (its last renewal moving with it): a
+// lease granted or renewed between the jump and this decision (the clocks
+// are read once a second) has its deadline in the new time already, and
+// moving it by skew would expire it early or keep it late. At start, the
+// stored deadline is all there is: it moves by skew, and the expiry is set
+// from it.
 func (e *Engine) shiftClockLocked(tx *queue.Txn, skew time.Duration, at string) {
 	ms := skew.Milliseconds()
 	ids := make([]string, 0, len(e.leases))
@@ -44,10 +51,16 @@ func (e *Engine) shiftClockLocked(tx *queue.Txn, skew time.Duration, at string) 
 	for _, id := range ids {
 		l := e.leases[id]
 		nl := l.Lease
-		nl.TTLDeadline += ms
-		nl.LastRenewedAt += ms
+		moved := ms
+		if at == "running" {
+			moved = e.wallAt(l.expiry) - nl.TTLDeadline
+		}
+		nl.TTLDeadline += moved
+		nl.LastRenewedAt += moved
 		e.putLease(tx, nl)
-		l.expiry = e.monoAt(nl.TTLDeadline)
+		if at != "running" {
+			l.expiry = e.monoAt(nl.TTLDeadline)
+		}
 		e.armLocked(tx, l)
 	}
 	var devs []*dev

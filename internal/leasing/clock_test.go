@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/simlock/simlock/internal/contract"
 )
 
 // jumpable is a wall clock that runs with the bubble's time, set off by a
@@ -137,4 +139,55 @@ func TestAClockJumpFoundAtStartMovesDeadlinesInsteadOfExpiring(t *testing.T) {
 			t.Fatal("the lease outlived its ten minutes")
 		}
 	})
+}
+
+// A lease renewed after the wall clock jumped but before the engine is told
+// of the jump (the daemon reads its clocks once a second) has its deadline
+// in the clock's new time already: clock.jumped must not move it a second
+// time. Its expiry stays where the renewal put it, ten minutes on, and its
+// shown deadline stays on it. Moved by the skew, a jump back an hour would
+// expire it at once and a jump forward keep it an hour late.
+func TestALeaseRenewedBeforeAJumpIsToldKeepsItsExpiry(t *testing.T) {
+	for _, jump := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(jump.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var wall jumpable
+				st := newMemStore()
+				h := build(t, st, fixed(2), nil, nil, func(_ *harness, o *Options) { o.Wall = wall.now })
+				in := ios
+				in.TTLMs = tenMinutes.Milliseconds()
+				g := h.mustGrant(h.acquire("a", in))
+
+				time.Sleep(time.Minute)
+				wall.jump(jump)
+				time.Sleep(200 * time.Millisecond)
+				renewed, err := h.e.Renew(Caller{Principal: "a"}, contract.LeaseRenewInput{LeaseID: g.Lease.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				renewedAt := time.Now()
+				time.Sleep(800 * time.Millisecond)
+				h.e.ClockJumped(jump, nil)
+				synctest.Wait()
+
+				leases := h.e.Leases(Caller{Admin: true})
+				if len(leases) != 1 {
+					t.Fatalf("the wall clock jumped %s: the lease renewed after the jump ended when the jump was told", jump)
+				}
+				if leases[0].TTLDeadline != renewed.TTLDeadline {
+					t.Errorf("deadline after clock.jumped: %d, want %d, where the renewal after the jump put it", leases[0].TTLDeadline, renewed.TTLDeadline)
+				}
+				time.Sleep(time.Until(renewedAt.Add(tenMinutes)) - time.Millisecond)
+				synctest.Wait()
+				if n := len(h.e.Leases(Caller{Admin: true})); n != 1 {
+					t.Fatalf("the wall clock jumped %s: the lease expired before the ten minutes of its renewal", jump)
+				}
+				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				if n := len(h.e.Leases(Caller{Admin: true})); n != 0 {
+					t.Fatalf("the wall clock jumped %s: the lease outlived the ten minutes of its renewal", jump)
+				}
+			})
+		})
+	}
 }

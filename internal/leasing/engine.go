@@ -305,6 +305,12 @@ func (e *Engine) untilWall(at int64) time.Duration {
 // instant that many milliseconds from now.
 func (e *Engine) monoAt(at int64) time.Time { return time.Now().Add(e.untilWall(at)) }
 
+// wallAt is monoAt's inverse: the instant mono on the monotonic clock as
+// wall time, epoch milliseconds.
+func (e *Engine) wallAt(mono time.Time) int64 {
+	return e.opts.Wall().Add(time.Until(mono)).UnixMilli()
+}
+
 func newID(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])

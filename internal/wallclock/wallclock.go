@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"time"
 
 	"github.com/simlock/simlock/internal/atomicfile"
@@ -42,15 +43,25 @@ const Threshold = time.Second
 
 // Skew is how far the wall clock moved beyond real time from prev to now:
 // positive when it jumped forward (wall time passed that did not), negative
-// when it went back. ok is false when the readings cannot be compared:
-// another boot, an unknown one, or a boot clock that went back.
+// when it went back, at most a Duration's range either way. ok is false
+// when the readings cannot be compared: another boot, an unknown one, or a
+// boot clock that went back.
 func Skew(prev, now Reading) (skew time.Duration, ok bool) {
 	if prev.BootID == "" || prev.BootID != now.BootID || now.BootNs < prev.BootNs {
 		return 0, false
 	}
-	wall := time.Duration(now.WallMs-prev.WallMs) * time.Millisecond
-	real := time.Duration(now.BootNs - prev.BootNs)
-	return (wall - real).Round(time.Millisecond), true
+	// In milliseconds: a wall clock set centuries away moves it further
+	// than a Duration holds, and must not wrap round to the other sign.
+	wallMs := now.WallMs - prev.WallMs
+	realMs := time.Duration(now.BootNs - prev.BootNs).Round(time.Millisecond).Milliseconds()
+	skewMs := wallMs - realMs
+	switch {
+	case skewMs > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64, true
+	case skewMs < int64(math.MinInt64/time.Millisecond):
+		return math.MinInt64, true
+	}
+	return time.Duration(skewMs) * time.Millisecond, true
 }
 
 // Jumped reports whether a skew is a jump (at least Threshold either way).

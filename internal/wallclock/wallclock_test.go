@@ -1,6 +1,7 @@
 package wallclock
 
 import (
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ func TestSkew(t *testing.T) {
 		{"NTP slew, half a second in a day", at(86_400_500, 24*time.Hour, "b1"), 500 * time.Millisecond, true, false},
 		{"a step of exactly the threshold", at(11_000, 10*time.Second, "b1"), time.Second, true, true},
 		{"asleep an hour: both clocks count it", at(hour, time.Hour, "b1"), 0, true, false},
+		{"wall forward 300 years, past a Duration", at(10_000+300*365*24*hour, 10*time.Second, "b1"), math.MaxInt64, true, true},
+		{"wall back 300 years, past a Duration", at(10_000-300*365*24*hour, 10*time.Second, "b1"), math.MinInt64, true, true},
 		{"another boot", at(10_000, 10*time.Second, "b2"), 0, false, false},
 		{"the boot clock went back", at(10_000, -10*time.Second, "b1"), 0, false, false},
 	} {
