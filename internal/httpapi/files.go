@@ -89,13 +89,23 @@ func (s *Server) installApp(w http.ResponseWriter, r *http.Request, tok contract
 }
 
 // upload streams r's body as the transfer op opens and answers what its
-// commit did. A declared length over the daemon's limit is refused before
+// commit did. A transfer is a stream: it takes a place under
+// http.maxStreams and the token's http.maxStreamsPerToken until it ends,
+// as an exec does. A declared length over the daemon's limit is refused before
 // any byte is read.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord, op contract.Op, in any) error {
 	if s.stopping() {
 		return errStopping()
 	}
 	id := r.PathValue("id")
+	release, err := s.openStream(tok)
+	if err != nil {
+		// Refused before the body is read: the connection ends with the
+		// answer rather than carry the rest of it.
+		cutBody(w)
+		return err
+	}
+	defer release()
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
 	// r.Body is the route's streamed body (uploadBody): bounded, and cut
@@ -138,7 +148,8 @@ func (s *Server) getScreenshot(w http.ResponseWriter, r *http.Request, tok contr
 	return s.download(w, r, tok, contract.OpScreenshot, contract.ScreenshotInput{LeaseID: r.PathValue("id"), RequesterID: requester}, "")
 }
 
-// download streams the transfer op opens as the response. Until it has
+// download streams the transfer op opens as the response, in a place
+// under the stream caps as an upload. Until it has
 // opened, a refusal is an ordinary JSON error; after, the status and the
 // length are sent, and a failure ends the connection short of that length.
 func (s *Server) download(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord, op contract.Op, in any, name string) error {
@@ -146,10 +157,15 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, tok contract.T
 		return errStopping()
 	}
 	id := r.PathValue("id")
+	release, err := s.openStream(tok)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
 	started := false
-	_, _, err := transfer.Receive(ctx, s.callAsTransfer(tok), op, in, func(info contract.TransferInfo) (io.Writer, error) {
+	_, _, err = transfer.Receive(ctx, s.callAsTransfer(tok), op, in, func(info contract.TransferInfo) (io.Writer, error) {
 		h := w.Header()
 		h.Set("Content-Type", info.ContentType)
 		if info.Size != nil {

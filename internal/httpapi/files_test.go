@@ -338,3 +338,38 @@ func TestADownloadTheClientStopsReadingIsCutAndItsTransferAborted(t *testing.T) 
 		t.Errorf("%d transfers open after the download was cut", n)
 	}
 }
+
+// A file transfer is a stream, as an exec is: past the token's
+// http.maxStreamsPerToken, a push, a pull, an install and a screenshot are
+// each TOO_MANY_STREAMS before anything is asked of the daemon, and a
+// place given back serves the next one.
+func TestFileTransfersCountAgainstTheStreamCaps(t *testing.T) {
+	h := newHarness(t, httpapi.Options{KeepAlive: time.Minute, MaxStreams: 8, MaxStreamsPerToken: 1})
+	withDevice(h, 8<<20)
+	h.fake.answer(contract.OpLeaseWatch, contract.LeaseWatchResult{}, nil)
+	ctx, closeStream := context.WithCancel(t.Context())
+	newSSEReader(t, h.send(h.request(ctx, "GET", "/v1/leases/lse_1/events", agentSecret, ""))).expectConnected()
+	before := h.fake.callCount()
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+	}{
+		{"PUT", "/v1/leases/lse_1/files?path=/sdcard/a", []byte("abc")},
+		{"GET", "/v1/leases/lse_1/files?path=/sdcard/a", nil},
+		{"POST", "/v1/leases/lse_1/apps", []byte("PK\x03\x04 an apk")},
+		{"GET", "/v1/leases/lse_1/screenshot", nil},
+	} {
+		if e := readError(t, h.raw(c.method, c.path, agentSecret, c.body), contract.CodeTooManyStreams); e["maxStreamsPerToken"] != float64(1) {
+			t.Errorf("%s %s past the token's cap: %v, want TOO_MANY_STREAMS naming maxStreamsPerToken 1", c.method, c.path, e)
+		}
+	}
+	if n := h.fake.callCount(); n != before {
+		t.Errorf("refused transfers asked the daemon %d times, want never", n-before)
+	}
+	closeStream()
+	h.waitEnded("/v1/leases/lse_1/events")
+	resp := h.raw("GET", "/v1/leases/lse_1/screenshot", agentSecret, nil)
+	if _, _ = io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+		t.Errorf("a screenshot once the stream closed: %d, want 200", resp.StatusCode)
+	}
+}
