@@ -79,6 +79,11 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; %s was stopped", in.Tool)
 	case err != nil && d.life.Err() != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping; %s was stopped", in.Tool)
+	case err != nil && s.remote:
+		// The error names the tool's path on this machine, which is not
+		// a remote caller's to learn: the log keeps it.
+		d.log.Warn("a command could not run", "tool", in.Tool, "leaseId", in.LeaseID, "err", err)
+		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "%s could not run on the device's machine; its daemon log says why", in.Tool)
 	case err != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)
 	}
