@@ -300,3 +300,39 @@ func TestCallCancelReachesNoOtherSessionsCall(t *testing.T) {
 		t.Errorf("the exec of the session nobody else may cancel: %v", err)
 	}
 }
+
+// A lease's end stops its commands before its device is cleaned, whoever
+// ends it: a command that ran on would reach a device that is no longer
+// its holder's. The call answers UNKNOWN_LEASE; the device's clean comes
+// after the command has ended.
+func TestALeasesEndStopsItsCommands(t *testing.T) {
+	p := fifo(t)
+	_, home := startShellDaemon(t, `trap 'echo term > "`+p+`"; exit 143' TERM; echo ready; while :; do sleep 0.05; done`, nil)
+	ctx := context.Background()
+	c, g := execLease(t, home)
+	evs, _, err := dial(t, home, "watcher", true).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startExec(t, ctx, c, g.Lease.ID)
+	got := readFifo(p)
+	if _, err := c.Release(ctx, g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s := within(t, got, "the command after its lease ended"); s != "term\n" {
+		t.Errorf("the command said %q, want term: it ran on after its lease ended", s)
+	}
+	for drained := false; !drained; {
+		select {
+		case ev := <-evs:
+			if ev.Event == "device.reclaimed" {
+				t.Errorf("the device was cleaned (%s) before its lease's command ended", ev.Event)
+			}
+		default:
+			drained = true
+		}
+	}
+	if err := <-done; code(err) != contract.CodeUnknownLease {
+		t.Errorf("the exec of a lease that ended: %v, want UNKNOWN_LEASE", err)
+	}
+}
