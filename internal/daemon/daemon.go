@@ -414,8 +414,9 @@ func (d *Daemon) converge(ctx context.Context) {
 		Logger:         d.log.With("module", "leasing"),
 		Publish:        d.bus.Publish,
 		LeaseEnded:     d.leaseEnded,
-		// A lease's file transfers end before its device is cleaned.
-		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}},
+		// A lease's file transfers and commands end before its device
+		// is cleaned.
+		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}, execParticipant{d}},
 		Installer:            d.installer,
 		DownloadPolicy:       cfg.String("downloads.policy"),
 		Health: leasing.HealthPolicy{

@@ -25,7 +25,9 @@ const execStopGrace = 5 * time.Second
 // the call was cancelled with call.cancel, as a gateway does when its own
 // caller goes) the command is stopped: SIGTERM, then SIGKILL after
 // execStopGrace. Its stdin is the caller's whole input, closed once
-// written. A lease runs at most exec.maxConcurrent commands at once.
+// written. A lease runs at most exec.maxConcurrent commands at once, and
+// its commands end with it: the lease's end stops them (execParticipant)
+// before its device is cleaned, and the call answers UNKNOWN_LEASE.
 func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call json.RawMessage, in contract.ExecInput) (contract.ExecResult, error) {
 	l, err := d.leaseToRun(c, in.LeaseID, in.RequesterID)
 	if err != nil {
@@ -43,14 +45,24 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 		return contract.ExecResult{}, contract.Errorf(contract.CodePassthroughRefused, "adb shell without a command needs a terminal; pass the command to run, as in adb shell getprop").
 			With("tool", in.Tool)
 	}
+	// The command ends with its call, its lease, or the daemon.
+	run, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(d.life, func() { stop(errDaemonStopping) })()
 	limit := int(d.opts.Config.Int("exec.maxConcurrent"))
-	release, ok := d.execs.take(l.Lease.OwnerID, l.Lease.UniqueKey(), limit)
+	lease := execKey{l.Lease.OwnerID, l.Lease.UniqueKey()}
+	release, ok := d.execs.take(lease, limit, stop)
 	if !ok {
 		return contract.ExecResult{}, contract.Errorf(contract.CodeTooManyStreams,
 			"lease %s already runs %d commands, the most one lease may (exec.maxConcurrent); wait for one to end", in.LeaseID, limit).
 			With("leaseId", in.LeaseID).With("maxConcurrent", limit)
 	}
 	defer release()
+	// A lease's end stops the commands it finds holding a slot; one that
+	// ended between the check above and the slot is seen here.
+	if _, err := d.engine.Lease(c, lease.lease); err != nil {
+		return contract.ExecResult{}, leaseEndedError(in.LeaseID, in.Tool, "was not run")
+	}
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
 	key := "exec.timeoutMs"
 	if t := time.Duration(in.TimeoutMs) * time.Millisecond; t > 0 && t < timeout {
@@ -62,10 +74,6 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 	} else {
 		rc.Stdin = []byte{} // never the daemon's own stdin
 	}
-	// The command ends with its call, or with the daemon.
-	run, stop := context.WithCancel(ctx)
-	defer stop()
-	defer context.AfterFunc(d.life, stop)()
 	s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
 	out := &chunker{s: s, call: call}
 	code, err := runner.OS{}.Stream(run, rc, out.stream("stdout"), out.stream("stderr"))
@@ -77,49 +85,110 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 			With("timeoutMs", timeout.Milliseconds())
 	case err != nil && ctx.Err() != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; %s was stopped", in.Tool)
+	case err != nil && errors.Is(context.Cause(run), errLeaseEnded):
+		return contract.ExecResult{}, leaseEndedError(in.LeaseID, in.Tool, "was stopped")
 	case err != nil && d.life.Err() != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping; %s was stopped", in.Tool)
+	case err != nil && s.remote:
+		// The error names the tool's path on this machine, which is not
+		// a remote caller's to learn: the log keeps it.
+		d.log.Warn("a command could not run", "tool", in.Tool, "leaseId", in.LeaseID, "err", err)
+		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "%s could not run on the device's machine; its daemon log says why", in.Tool)
 	case err != nil:
 		return contract.ExecResult{}, contract.Errorf(contract.CodeInternal, "run %s: %v", in.Tool, err)
 	}
 	return contract.ExecResult{ExitCode: code}, nil
 }
 
-// execSlots counts the device.exec commands running per lease, against
-// exec.maxConcurrent. Its zero value is ready; it is safe for concurrent
-// use.
+// Causes of a command's stop other than its caller's going.
+var (
+	errLeaseEnded     = errors.New("the lease ended")
+	errDaemonStopping = errors.New("the daemon is stopping")
+)
+
+// leaseEndedError answers an exec whose lease ended.
+func leaseEndedError(leaseID, tool, what string) error {
+	return contract.Errorf(contract.CodeUnknownLease, "lease %s ended; %s %s", leaseID, tool, what).With("leaseId", leaseID)
+}
+
+// execSlots holds the device.exec commands running per lease: at most
+// exec.maxConcurrent each, and each stoppable when its lease ends. Its
+// zero value is ready; it is safe for concurrent use.
 type execSlots struct {
 	mu sync.Mutex
 	// mu guards running.
-	running map[execKey]int
+	running map[execKey]map[*execRun]struct{}
 }
 
-// execKey names a lease: its owner and id (an id a requester chose is
-// unique only within its owner's).
+// execKey names a lease: its owner and unique key.
 type execKey struct{ owner, lease string }
 
-// take claims one of limit slots of the lease; release gives it back (once).
-func (x *execSlots) take(owner, lease string, limit int) (release func(), ok bool) {
-	k := execKey{owner, lease}
+// execRun is one command in a slot: stop ends it, done is closed once it
+// has given its slot back.
+type execRun struct {
+	stop context.CancelCauseFunc
+	done chan struct{}
+}
+
+// take claims one of limit slots of lease for a command that stop ends;
+// release gives it back (once).
+func (x *execSlots) take(lease execKey, limit int, stop context.CancelCauseFunc) (release func(), ok bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.running[k] >= limit {
+	if len(x.running[lease]) >= limit {
 		return nil, false
 	}
 	if x.running == nil {
-		x.running = map[execKey]int{}
+		x.running = map[execKey]map[*execRun]struct{}{}
 	}
-	x.running[k]++
+	if x.running[lease] == nil {
+		x.running[lease] = map[*execRun]struct{}{}
+	}
+	r := &execRun{stop: stop, done: make(chan struct{})}
+	x.running[lease][r] = struct{}{}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			x.mu.Lock()
 			defer x.mu.Unlock()
-			if x.running[k]--; x.running[k] <= 0 {
-				delete(x.running, k)
+			delete(x.running[lease], r)
+			if len(x.running[lease]) == 0 {
+				delete(x.running, lease)
 			}
+			close(r.done)
 		})
 	}, true
+}
+
+// endLease stops the commands of lease and waits until they have given
+// their slots back (each has execStopGrace after SIGTERM), or ctx ends.
+func (x *execSlots) endLease(ctx context.Context, lease execKey) {
+	x.mu.Lock()
+	runs := make([]*execRun, 0, len(x.running[lease]))
+	for r := range x.running[lease] {
+		runs = append(runs, r)
+	}
+	x.mu.Unlock()
+	for _, r := range runs {
+		r.stop(errLeaseEnded)
+	}
+	for _, r := range runs {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// execParticipant stops a lease's commands when the lease ends, before its
+// device is cleaned: a command of a lease that ended reaches a device that
+// is no longer its holder's.
+type execParticipant struct{ d *Daemon }
+
+func (p execParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedLease) error {
+	p.d.execs.endLease(ctx, execKey{ended.OwnerID, ended.LeaseID})
+	return nil
 }
 
 // leaseToRun is the lease c may run a command on, or move files into and

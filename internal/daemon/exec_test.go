@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -227,4 +228,46 @@ func execLease(t *testing.T, home string) (*client.Client, contract.LeaseGrant) 
 		t.Fatal(err)
 	}
 	return c, g
+}
+
+// missingToolDriver is a demo driver whose passthrough names a tool that
+// is not there, at path.
+type missingToolDriver struct {
+	*demo.Driver
+	path string
+}
+
+func (d missingToolDriver) Passthrough(driver.Target, []string) (driver.Command, error) {
+	return driver.Command{Tool: "simctl", Path: d.path}, nil
+}
+
+// A tool that cannot run is INTERNAL; the error names the tool's path on
+// the daemon's machine to a local caller, never to a remote one.
+func TestAToolThatCannotRunNamesNoHostPathToARemoteCaller(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sdk", "xcrun")
+	drivers := map[contract.Platform]driver.Driver{}
+	for _, p := range contract.Platforms() {
+		d, err := demo.New(demo.Options{Platform: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drivers[p] = missingToolDriver{Driver: d, path: path}
+	}
+	_, home := startDaemonWith(t, nil, drivers)
+	ctx := context.Background()
+	c, g := execLease(t, home)
+	in := contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", Args: []string{"list"}}
+	_, err := c.Exec(ctx, in, func(contract.ExecOutput) {})
+	if code(err) != contract.CodeInternal || !strings.Contains(err.Error(), path) {
+		t.Errorf("exec of a missing tool over the socket: %v, want INTERNAL naming %s", err, path)
+	}
+	confined, err := client.Dial(ctx, SocketPath(home), contract.HelloInput{Principal: "a", Remote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer confined.Close()
+	_, err = confined.Exec(ctx, in, func(contract.ExecOutput) {})
+	if code(err) != contract.CodeInternal || strings.Contains(err.Error(), filepath.Dir(path)) {
+		t.Errorf("exec of a missing tool for a remote caller: %v, want INTERNAL naming no path of the daemon's machine", err)
+	}
 }

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -255,5 +257,82 @@ func TestALeaseRunsAtMostExecMaxConcurrentCommands(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(ran); strings.Contains(string(b), "third") {
 		t.Errorf("the refused command ran: %q", b)
+	}
+}
+
+// call.cancel names a call of its own session only: another session, of
+// the same principal or an admin, naming every id the first could have
+// used cancels nothing, and the first session's command runs to its end.
+func TestCallCancelReachesNoOtherSessionsCall(t *testing.T) {
+	p, gate := fifo(t), fifo(t)
+	_, home := startShellDaemon(t, `trap 'echo term > "`+p+`"; exit 143' TERM; echo ready; read x < "`+gate+`"; echo done > "`+p+`"`, nil)
+	ctx := context.Background()
+	c, g := execLease(t, home)
+	done := startExec(t, ctx, c, g.Lease.ID)
+	got := readFifo(p)
+	for _, other := range []*client.Client{dial(t, home, "a", false), dial(t, home, "op", true)} {
+		for n := 1; n <= 64; n++ {
+			for _, id := range []string{strconv.Quote(strconv.Itoa(n)), strconv.Itoa(n)} {
+				var res contract.CallCancelResult
+				if err := other.Call(ctx, contract.OpCallCancel, contract.CallCancelInput{ID: json.RawMessage(id)}, &res); err != nil {
+					t.Fatalf("call.cancel %s from another session: %v", id, err)
+				}
+				if res.Cancelled {
+					t.Errorf("call.cancel %s from another session answered cancelled: it reached a call that is not its own", id)
+				}
+			}
+		}
+	}
+	// Opened read-write, the pipe takes the line whether or not the
+	// command is still there to read it.
+	w, err := os.OpenFile(gate, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := io.WriteString(w, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	if s := within(t, got, "the command after other sessions' call.cancel"); s != "done\n" {
+		t.Errorf("the command said %q, want done: another session's call.cancel stopped it", s)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the exec of the session nobody else may cancel: %v", err)
+	}
+}
+
+// A lease's end stops its commands before its device is cleaned, whoever
+// ends it: a command that ran on would reach a device that is no longer
+// its holder's. The call answers UNKNOWN_LEASE; the device's clean comes
+// after the command has ended.
+func TestALeasesEndStopsItsCommands(t *testing.T) {
+	p := fifo(t)
+	_, home := startShellDaemon(t, `trap 'echo term > "`+p+`"; exit 143' TERM; echo ready; while :; do sleep 0.05; done`, nil)
+	ctx := context.Background()
+	c, g := execLease(t, home)
+	evs, _, err := dial(t, home, "watcher", true).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startExec(t, ctx, c, g.Lease.ID)
+	got := readFifo(p)
+	if _, err := c.Release(ctx, g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s := within(t, got, "the command after its lease ended"); s != "term\n" {
+		t.Errorf("the command said %q, want term: it ran on after its lease ended", s)
+	}
+	for drained := false; !drained; {
+		select {
+		case ev := <-evs:
+			if ev.Event == "device.reclaimed" {
+				t.Errorf("the device was cleaned (%s) before its lease's command ended", ev.Event)
+			}
+		default:
+			drained = true
+		}
+	}
+	if err := <-done; code(err) != contract.CodeUnknownLease {
+		t.Errorf("the exec of a lease that ended: %v, want UNKNOWN_LEASE", err)
 	}
 }

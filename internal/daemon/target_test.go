@@ -76,18 +76,13 @@ func TestPassthroughWithoutALeaseUsesTheCallersOnlyLease(t *testing.T) {
 // it is: the socket is local; HTTP, a session confined by its hello
 // (simlock mcp) and a gateway's uplink are remote.
 func TestExecTellsTheDriverWhetherItsCallerIsRemote(t *testing.T) {
-	home := startExecDaemon(t, `echo "$SIMLOCK_TARGET"`, nil)
+	d, home := startShellDaemon(t, `echo "$SIMLOCK_TARGET"`, nil)
 	ctx := context.Background()
 	c, g := execLease(t, home)
 	want := g.Device.DriverDeviceID + " " + g.Device.Address
 	run := func(c *client.Client) string {
 		t.Helper()
-		var out collected
-		res, err := c.Exec(ctx, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", Args: []string{"list"}}, out.add)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec: %+v, %v", res, err)
-		}
-		return strings.TrimSpace(out.text("stdout"))
+		return execTarget(t, c, contract.ExecInput{LeaseID: g.Lease.ID, Tool: "simctl", Args: []string{"list"}})
 	}
 	if got := run(c); got != want+" local" {
 		t.Errorf("exec over the socket: target %q, want %q", got, want+" local")
@@ -108,6 +103,37 @@ func TestExecTellsTheDriverWhetherItsCallerIsRemote(t *testing.T) {
 	if code(err) != contract.CodePassthroughRefused || !strings.Contains(err.Error(), "device.exec") {
 		t.Errorf("device.passthrough on a remote session: %+v, %v; want PASSTHROUGH_REFUSED pointing at device.exec", res, err)
 	}
+
+	// A gateway's uplink is remote though its hello does not say so: it
+	// forwards the commands of callers on other machines.
+	up := dialUplink(t, d)
+	if !up.Hello().Remote {
+		t.Errorf("the gateway's uplink session: the hello's answer does not say it is remote")
+	}
+	ug, err := up.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS, RequesterID: "gw:ins_gw:agent-1", Owner: "tok_alice"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uwant := ug.Device.DriverDeviceID + " " + ug.Device.Address + " remote"
+	if got := execTarget(t, up, contract.ExecInput{LeaseID: ug.Lease.ID, RequesterID: ug.Lease.RequesterID, Tool: "simctl", Args: []string{"list"}}); got != uwant {
+		t.Errorf("exec forwarded by a gateway: target %q, want %q", got, uwant)
+	}
+	err = up.Call(ctx, contract.OpPassthrough, contract.PassthroughInput{Tool: "simctl", Args: []string{"list"}}, &res)
+	if code(err) != contract.CodePassthroughRefused {
+		t.Errorf("device.passthrough on a gateway's uplink: %+v, %v; want PASSTHROUGH_REFUSED", res, err)
+	}
+}
+
+// execTarget runs in over c and returns what the shellDriver's command
+// printed: the target it was given.
+func execTarget(t *testing.T, c *client.Client, in contract.ExecInput) string {
+	t.Helper()
+	var out collected
+	res, err := c.Exec(context.Background(), in, out.add)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", res, err)
+	}
+	return strings.TrimSpace(out.text("stdout"))
 }
 
 // An HTTP session is remote: its exec reaches the driver as a remote

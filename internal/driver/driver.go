@@ -64,7 +64,8 @@ type Driver interface {
 	// t's device, or refuses it with *PassthroughRefusedError: a command
 	// that would reach another device, the host's plumbing or the clean
 	// baseline, and, for a remote t, one that names a file of this
-	// machine. It runs nothing and is a pure function of t and args.
+	// machine or opens a port on it. It runs nothing and is a pure
+	// function of t and args.
 	Passthrough(t Target, args []string) (Command, error)
 	// ToolVersions reports the versions of the platform tools in use.
 	ToolVersions(ctx context.Context) ([]ToolVersion, error)
@@ -102,8 +103,9 @@ type Target struct {
 	Device Device
 	// Remote says the caller is not on this machine, or must be treated as
 	// if it were not (HTTP, MCP, a gateway's forward): no argument may
-	// name a file of this machine. A caller on the local socket, the
-	// daemon's own user, keeps host paths.
+	// name a file of this machine, nor open a port on it that only a
+	// caller on it could use. A caller on the local socket, the daemon's
+	// own user, keeps host paths.
 	Remote bool
 }
 

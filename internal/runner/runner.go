@@ -11,13 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/simlock/simlock/internal/homedir"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/simlock/simlock/internal/homedir"
 )
 
 // Cmd is one program invocation. It is never run through a shell.

@@ -184,6 +184,8 @@ func TestOverHTTPAnAgentReachesItsOwnEmulatorAndNothingElse(t *testing.T) {
 		`["emu","avd","snapshot","delete","simlock_clean_baseline"]`,
 		`["emu","kill"]`,
 		`["forward","localfilesystem:/tmp/simlock-sock","tcp:1"]`,
+		`["forward","tcp:40000","tcp:5555"]`,
+		`["forward","--remove-all"]`,
 	} {
 		r := a.exec(secretB, idB, `{"tool":"adb","args":`+args+`}`)
 		r.refused(t, "B runs adb "+args)

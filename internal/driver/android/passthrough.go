@@ -43,9 +43,15 @@ type adbVerb struct {
 	// (push's source, pull's destination, an APK to install, a bugreport
 	// written to the working directory): a local caller's only.
 	hostFiles bool
+	// hostPorts: the command listens on a port of this machine, which
+	// only a caller on it can connect to: a local caller's only.
+	hostPorts bool
 	// check refuses what the command's own arguments would reach beyond
 	// the device ("" passes).
 	check func(args []string) string
+	// rewrite, when set, is what the arguments become once check passed
+	// them.
+	rewrite func(args []string) []string
 }
 
 // adbVerbs is an allow-list, not a deny-list: adb gains commands with its
@@ -74,7 +80,7 @@ var adbVerbs = map[string]adbVerb{
 	"root":                  {device: true},
 	"unroot":                {device: true},
 	"reboot":                {device: true, check: bareReboot},
-	"forward":               {device: true, check: checkForward},
+	"forward":               {device: true, hostPorts: true, check: checkForward, rewrite: noRebind},
 	"reverse":               {device: true, check: checkReverse},
 	"emu":                   {device: true, check: checkEmu},
 	"push":                  {device: true, hostFiles: true},
@@ -127,10 +133,12 @@ var waitFor = regexp.MustCompile(`^wait-for(-(usb|local|any))?-(device|recovery|
 // any server selector (-H, -P, -L) or other global option, is refused; the
 // lease's own -s is accepted and not repeated. Commands are an allow-list
 // (adbVerbs); forward and reverse keep tcp: on the host side (adb reverse
-// tcp:8081 tcp:8081 is how a bundler reaches the app), emu only the
+// tcp:8081 tcp:8081 is how a bundler reaches the app), forward never
+// moves or drops another lease's (checkForward, noRebind), emu only the
 // console commands that act on the emulator alone (emuCommands). For a
 // remote t, a command that names a file of this machine is refused with
-// the routes that move files instead (driver.FileRoutes).
+// the routes that move files instead (driver.FileRoutes), and forward,
+// whose port on this machine it could not reach, is refused.
 func adbArgs(t driver.Target, args []string) (out []string, serial string, err error) {
 	refuse := func(format string, a ...any) ([]string, string, error) {
 		return nil, "", &driver.PassthroughRefusedError{Tool: "adb", Message: fmt.Sprintf(format, a...)}
@@ -200,10 +208,16 @@ func adbArgs(t driver.Target, args []string) (out []string, serial string, err e
 	if v.hostFiles && t.Remote {
 		return refuse("adb %s reads or writes a file on simlock's machine, which a remote caller may not name: %s", verb, driver.FileRoutes)
 	}
+	if v.hostPorts && t.Remote {
+		return refuse("adb %s listens on a port of simlock's machine, which only a caller on that machine can connect to", verb)
+	}
 	if v.check != nil {
 		if why := v.check(rest); why != "" {
 			return refuse("%s", why)
 		}
+	}
+	if v.rewrite != nil {
+		rest = v.rewrite(rest)
 	}
 	if !v.device {
 		return append([]string{verb}, rest...), "", nil
@@ -266,10 +280,26 @@ func deviceSpec(verb, spec string) string {
 }
 
 // checkForward allows forward [--no-rebind] tcp:<port> <device socket>,
-// --remove tcp:<port>, --remove-all and --list: the first socket is the
-// host's.
+// --remove tcp:<port> and --list: the first socket is the host's. The
+// host's forwards are one table of simlock's server, whatever -s says:
+// --remove-all would drop every lease's, so it is refused, and a forward
+// is never rebound (noRebind).
 func checkForward(args []string) string {
+	if len(args) > 0 && args[0] == "--remove-all" {
+		return "adb forward --remove-all is refused: simlock's server keeps one table of forwards for every lease's emulator, and it would remove them all; remove yours with adb forward --remove tcp:<port>"
+	}
 	return checkSockets("forward", args, true)
+}
+
+// noRebind makes a forward fail on a port already forwarded rather than
+// take it: adb would otherwise move the port, whichever emulator it
+// forwarded to (another lease's included), to this one. Removing and
+// listing are left as they are.
+func noRebind(args []string) []string {
+	if len(args) == 0 || args[0] == "--no-rebind" || args[0] == "--list" || args[0] == "--remove" || args[0] == "--remove-all" {
+		return args
+	}
+	return append([]string{"--no-rebind"}, args...)
 }
 
 // checkReverse allows reverse [--no-rebind] <device socket> tcp:<port>,

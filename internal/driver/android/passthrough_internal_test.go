@@ -44,7 +44,7 @@ func TestAdbArgsPinsTheLeasesEmulator(t *testing.T) {
 		{"push locally", leased, []string{"push", "/tmp/a", "/data/local/tmp/a"}, pinned("push", "/tmp/a", "/data/local/tmp/a")},
 		{"pull locally", leased, []string{"pull", "/data/local/tmp/a", "/tmp/a"}, pinned("pull", "/data/local/tmp/a", "/tmp/a")},
 		{"reverse for a bundler", remote, []string{"reverse", "tcp:8081", "tcp:8081"}, pinned("reverse", "tcp:8081", "tcp:8081")},
-		{"forward to an abstract socket on the device", leased, []string{"forward", "tcp:0", "localabstract:chrome_devtools_remote"}, pinned("forward", "tcp:0", "localabstract:chrome_devtools_remote")},
+		{"forward never takes a port another forward holds", leased, []string{"forward", "tcp:0", "localabstract:chrome_devtools_remote"}, pinned("forward", "--no-rebind", "tcp:0", "localabstract:chrome_devtools_remote")},
 		{"forward --no-rebind", leased, []string{"forward", "--no-rebind", "tcp:9000", "tcp:9000"}, pinned("forward", "--no-rebind", "tcp:9000", "tcp:9000")},
 		{"forward --list", leased, []string{"forward", "--list"}, pinned("forward", "--list")},
 		{"forward --remove", leased, []string{"forward", "--remove", "tcp:9000"}, pinned("forward", "--remove", "tcp:9000")},
@@ -140,6 +140,10 @@ func TestAdbArgsRefuses(t *testing.T) {
 		{"reverse to a host abstract socket", leased, []string{"reverse", "tcp:8081", "localabstract:x"}, "TCP port"},
 		{"reverse to another host", leased, []string{"reverse", "tcp:8081", "tcp:10.1.2.3:80"}, "TCP port"},
 		{"forward with one socket", leased, []string{"forward", "tcp:1"}, "adb forward takes"},
+		{"forward --remove-all drops every lease's forwards", leased, []string{"forward", "--remove-all"}, "one table of forwards"},
+		{"forward from a remote caller", remote, []string{"forward", "tcp:9222", "localabstract:chrome_devtools_remote"}, "only a caller on that machine"},
+		{"forward --list from a remote caller", remote, []string{"forward", "--list"}, "only a caller on that machine"},
+		{"forward --remove from a remote caller", remote, []string{"forward", "--remove", "tcp:9222"}, "only a caller on that machine"},
 
 		// The emulator console: snapshots, its life, the host.
 		{"snapshot save over the baseline", leased, []string{"emu", "avd", "snapshot", "save", "simlock_clean_baseline"}, "snapshot"},
@@ -229,6 +233,8 @@ func FuzzAdbArgs(f *testing.F) {
 		"emu\x00AVD\x00Snapshot\x00load\x00x",
 		"forward\x00localfilesystem:/tmp/x\x00tcp:1",
 		"reverse\x00tcp:8081\x00tcp:8081",
+		"forward\x00tcp:9222\x00localabstract:x",
+		"forward\x00--remove-all",
 		"--version\x00kill-server",
 		"devices",
 		"wait-for-any-device",
@@ -278,6 +284,22 @@ func FuzzAdbArgs(f *testing.F) {
 			if strings.ContainsAny(line, "\n\r") || len(words) == 0 || words[0] == "kill" ||
 				(words[0] == "avd" && len(words) > 1 && words[1] != "name" && words[1] != "status") {
 				t.Fatalf("adbArgs(%q) = %q: emu %q reaches simlock's state", args, out, line)
+			}
+		}
+		if verb == "forward" {
+			// The host's forwards are one table of the server, every
+			// lease's: a forward takes no port another holds, none are
+			// dropped wholesale, and a remote caller, who cannot reach
+			// the port, opens none.
+			flags := out[3:]
+			if isRemote {
+				t.Fatalf("adbArgs(%q) = %q: a forward on the host for a remote caller", args, out)
+			}
+			if slices.Contains(flags, "--remove-all") {
+				t.Fatalf("adbArgs(%q) = %q: removes every lease's forwards", args, out)
+			}
+			if len(flags) > 0 && flags[0] != "--list" && flags[0] != "--remove" && flags[0] != "--no-rebind" {
+				t.Fatalf("adbArgs(%q) = %q: a forward that may rebind another lease's port", args, out)
 			}
 		}
 		if verb == "forward" || verb == "reverse" {

@@ -2,6 +2,7 @@ package ios
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -107,7 +108,8 @@ var simctlRefused = map[string]string{
 // refused, as is `shutdown all`. Options before the subcommand are
 // simlock's (--set is set for you). For a remote t, an operand that names
 // a file of this machine (an app, media, a screenshot or video, a
-// certificate, a push payload, launch's --stdout and --stderr) is refused
+// certificate, a push payload, launch's --stdout and --stderr, a file: or
+// scheme-less URL to open) is refused
 // with the routes that move files instead (driver.FileRoutes); `-` (the
 // command's own stdin or stdout) is not a file; any -o or --output,
 // wherever it stands, is taken for one.
@@ -217,8 +219,14 @@ func launchOption(opt string, remote bool) string {
 	return "simctl launch option " + clipArg(opt) + " is not one simlock passes"
 }
 
+// ioOptions are the options of io screenshot and recordVideo a remote
+// caller may give, each as --name=value; --force takes none.
+var ioOptions = []string{"--type", "--display", "--mask", "--codec"}
+
 // checkIO allows io's operations on the device; screenshot and
 // recordVideo write a file of this machine unless their file is - (stdout).
+// A remote caller's other operands must be options simlock knows, so that
+// nothing simctl might read as the file passes as an option.
 func checkIO(operands []string, remote bool) string {
 	if len(operands) == 0 {
 		return "io needs an operation: enumerate, poll, screenshot or recordVideo"
@@ -235,17 +243,34 @@ func checkIO(operands []string, remote bool) string {
 				return "io " + op + " " + hostFileRefusal(clipArg(a)) + " (give options as --name=value)"
 			}
 		}
+		for _, a := range operands[1:] {
+			if name, _, hasValue := strings.Cut(a, "="); a != "-" && a != "--force" && (!hasValue || !slices.Contains(ioOptions, name)) {
+				return "io " + op + " option " + clipArg(a) + " is not one simlock passes to a remote caller: " +
+					strings.Join(ioOptions, "=…, ") + "=…, --force, and - (stdout) as the file"
+			}
+		}
 		return ""
 	default:
 		return "io " + clipArg(op) + " is not an operation simlock passes (enumerate, poll, screenshot, recordVideo)"
 	}
 }
 
-// checkOpenURL refuses a file: URL to a remote caller: it opens a file of
-// this machine in the simulator.
+// urlScheme matches the scheme a URL starts with (RFC 3986).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
+
+// checkOpenURL refuses to a remote caller a file: URL, which opens a file
+// of this machine in the simulator, and anything with no scheme at all,
+// which could be read as a path of this machine.
 func checkOpenURL(operands []string, remote bool) string {
-	if remote && len(operands) > 0 && strings.HasPrefix(strings.ToLower(strings.TrimSpace(operands[0])), "file:") {
+	if !remote || len(operands) == 0 {
+		return ""
+	}
+	u := strings.TrimSpace(operands[0])
+	switch {
+	case strings.HasPrefix(strings.ToLower(u), "file:"):
 		return "openurl " + hostFileRefusal("a file: URL")
+	case !urlScheme.MatchString(u):
+		return "openurl " + clipArg(u) + " has no scheme (https:, a custom scheme of the app): a remote caller's URL needs one, as a bare path would name a file of simlock's machine"
 	}
 	return ""
 }

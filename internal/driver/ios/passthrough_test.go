@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,9 @@ func TestSimctlArgsPinsTheLeasesSimulator(t *testing.T) {
 		{leased, []string{"io", "booted", "screenshot", "/tmp/s.png"}, []string{"io", leaseUDID, "screenshot", "/tmp/s.png"}},
 		{leased, []string{"io", "BOOTED", "enumerate"}, []string{"io", leaseUDID, "enumerate"}},
 		{remote, []string{"io", "booted", "screenshot", "--type=png", "-"}, []string{"io", leaseUDID, "screenshot", "--type=png", "-"}},
+		{remote, []string{"io", leaseUDID, "recordVideo", "--codec=hevc", "--force", "-"}, nil},
+		{remote, []string{"openurl", leaseUDID, "myapp://deep/link"}, nil},
+		{leased, []string{"openurl", leaseUDID, "/tmp/page.html"}, nil},
 		{remote, []string{"openurl", "booted", "https://example.com/a"}, []string{"openurl", leaseUDID, "https://example.com/a"}},
 		{leased, []string{"install", leaseUDID, "/tmp/My.app"}, nil},
 		{leased, []string{"addmedia", "booted", "/tmp/a.jpg"}, []string{"addmedia", leaseUDID, "/tmp/a.jpg"}},
@@ -115,6 +119,11 @@ func TestSimctlArgsRefuses(t *testing.T) {
 		{leased, []string{"launch", "--frobnicate", leaseUDID, "com.example.app"}, "not one simlock passes"},
 		{leased, []string{"io", leaseUDID, "frobnicate"}, "not an operation"},
 		{leased, []string{"keychain", leaseUDID, "frobnicate"}, "not an action"},
+		{remote, []string{"io", leaseUDID, "screenshot", "-/tmp/s.png"}, "not one simlock passes to a remote caller"},
+		{remote, []string{"io", leaseUDID, "screenshot", "--file=/tmp/s.png"}, "not one simlock passes to a remote caller"},
+		{remote, []string{"io", leaseUDID, "screenshot", "--type"}, "not one simlock passes to a remote caller"},
+		{remote, []string{"openurl", leaseUDID, "/etc/passwd"}, "has no scheme"},
+		{remote, []string{"openurl", leaseUDID, "etc/passwd"}, "has no scheme"},
 		{leased, []string{"frobnicate", leaseUDID}, "not a simctl subcommand"},
 		// Options before the subcommand.
 		{leased, []string{"--set", "x", "list"}, "device set"},
@@ -145,6 +154,7 @@ func TestSimctlArgsRefusesHostFilesToARemoteCaller(t *testing.T) {
 		{"launch", "--stdout=/tmp/out", leaseUDID, "com.example.app"},
 		{"launch", "--stderr=/tmp/err", leaseUDID, "com.example.app"},
 		{"openurl", leaseUDID, "file:///etc/passwd"},
+		{"openurl", leaseUDID, " FILE:/etc/passwd"},
 		{"io", leaseUDID, "recordVideo", "-o", "/tmp/v.mov"},
 		{"ui", leaseUDID, "appearance", "--output=/tmp/x"},
 	} {
@@ -229,6 +239,8 @@ func FuzzSimctlArgs(f *testing.F) {
 		"--set\x00/tmp\x00list",
 		"pbsync\x00booted\x00" + otherUDID,
 		"openurl\x00booted\x00file:///etc/passwd",
+		"openurl\x00booted\x00/etc/passwd",
+		"io\x00booted\x00screenshot\x00-/tmp/s.png",
 	} {
 		f.Add(seed, false, true)
 		f.Add(seed, true, true)
@@ -280,14 +292,21 @@ func FuzzSimctlArgs(f *testing.F) {
 		case "io":
 			if len(operands) > 0 && (operands[0] == "screenshot" || operands[0] == "recordVideo") {
 				for _, a := range operands[1:] {
-					if a != "-" && !strings.HasPrefix(a, "-") {
-						t.Fatalf("simctlArgs(%q) = %q: %q is a host file for a remote caller", args, out, a)
+					if a != "-" && a != "--force" && !regexp.MustCompile(`^--(type|display|mask|codec)=`).MatchString(a) {
+						t.Fatalf("simctlArgs(%q) = %q: %q may be a host file for a remote caller", args, out, a)
 					}
 				}
 			}
 		case "keychain":
 			if len(operands) > 0 && operands[0] != "reset" {
 				t.Fatalf("simctlArgs(%q) = %q: a certificate file of the host for a remote caller", args, out)
+			}
+		case "openurl":
+			if len(operands) == 0 {
+				break
+			}
+			if u := strings.ToLower(strings.TrimSpace(operands[0])); strings.HasPrefix(u, "file:") || !regexp.MustCompile(`^[a-z][a-z0-9+.-]*:`).MatchString(u) {
+				t.Fatalf("simctlArgs(%q) = %q: %q may name a host file for a remote caller", args, out, operands[0])
 			}
 		case "push":
 			if operands[len(operands)-1] != "-" {
