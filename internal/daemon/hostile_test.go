@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,6 +443,55 @@ func TestAnEventFloodIsDroppedAndCountedAndTheUplinkStays(t *testing.T) {
 	}
 	if f.view("ins_flooder").Connection != contract.WorkerConnected {
 		t.Error("the flood ended the uplink; it should be dropped, not fatal")
+	}
+}
+
+// A worker stamps the events it relays with a clock of its own: one
+// stamped at the epoch would be older than any retention, and the age
+// prune takes every seq up to the newest old event, so the gateway's own
+// history (its start, its tokens, its grants) would go at the next prune.
+// The gateway takes a worker's time only within a day before its own and
+// never after it: the prune after the lie keeps the gateway's log.
+func TestARelayedEventsClockCannotPruneTheGatewaysLog(t *testing.T) {
+	f := newHostileFleet(t)
+	liar := f.hostile("ins_clock", 0)
+	ctx := context.Background()
+	far := time.Now().Add(10 * 365 * 24 * time.Hour).UnixMilli()
+	for _, at := range []int64{1, far} {
+		if err := liar.RelayAt(ctx, "queue.changed", map[string]any{"depth": 0}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := func() (own []string, lies []contract.Event) {
+		evs, err := f.admin.Replay(ctx, contract.EventsReplayInput{SinceTs: 1, Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.ID, "evt_hostile_") {
+				lies = append(lies, ev)
+			} else {
+				own = append(own, ev.Event)
+			}
+		}
+		return own, lies
+	}
+	f.until("both stamped events relayed", func() bool { _, lies := log(); return len(lies) == 2 })
+	now := time.Now()
+	_, lies := log()
+	for _, ev := range lies {
+		if ev.Timestamp < now.Add(-time.Minute).UnixMilli() || ev.Timestamp > now.UnixMilli() {
+			t.Errorf("a relayed event the worker stamped at its whim is in the gateway's log at %d, want the gateway's time of the relay (about %d)",
+				ev.Timestamp, now.UnixMilli())
+		}
+	}
+	if err := f.gw.pruneHistory(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	own, lies := log()
+	if !slices.Contains(own, "daemon.started") || !slices.Contains(own, "worker.connected") || len(lies) != 2 {
+		t.Errorf("after the prune the gateway's log holds %v of its own and %d relayed, want its start and the worker's connect kept, and both relayed",
+			own, len(lies))
 	}
 }
 

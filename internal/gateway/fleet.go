@@ -770,19 +770,22 @@ func endReason(c *client.Client) string {
 }
 
 // relay commits batch to the gateway's log and publishes it: the events
-// a worker records, within the worker's rate (limit). The cursor moves to
+// a worker records, within the worker's rate (limit), each at the worker's
+// time as the gateway takes it (workerTime). The cursor moves to
 // lastSeq whatever was dropped: a dropped event is not asked for again.
 // It returns why the uplink must end, or "", and whether an event it kept
 // changes the worker's status (refreshOn): dropped events ask for no read.
 func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
 	kept, refused, dropped := f.limit(w, batch)
 	out := make([]contract.Event, 0, len(kept))
+	now := time.Now()
 	for _, ev := range kept {
 		p, err := withWorkerID(ev.Payload, id)
 		if err != nil {
 			return "sent an invalid event: " + err.Error(), false
 		}
 		ev.Payload = p
+		ev.Timestamp = workerTime(ev.Timestamp, now)
 		out = append(out, ev)
 		refresh = refresh || refreshOn(ev.Event)
 	}

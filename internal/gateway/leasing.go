@@ -655,17 +655,6 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 	}
 }
 
-// workerTime is a time a worker reported (epoch ms), as the gateway takes
-// it: the worker's own clock, which its other times are read against,
-// unless it is more than a day from the gateway's, which no clock drift
-// explains.
-func workerTime(at int64, now time.Time) int64 {
-	if d := now.UnixMilli() - at; at <= 0 || d > 24*60*60*1000 || d < -24*60*60*1000 {
-		return now.UnixMilli()
-	}
-	return at
-}
-
 // holdsOn are the holds on workerID's view that routing counts now: the
 // dispatches in flight, and the grants its view does not show yet. The
 // decision lock must be held.
