@@ -93,7 +93,12 @@ type Fleet struct {
 	// mu guards the fields below.
 	workers  map[string]*worker
 	rejected rejections
-	closed   bool
+	// revoked are the join tokens revoked while the gateway runs: an
+	// uplink authenticated a moment before its token was revoked is
+	// refused when it attaches (CloseToken found no link of it to close).
+	// One id per revocation, which only an operator makes.
+	revoked map[string]struct{}
+	closed  bool
 	// changed is told, outside the lock, after a worker's view changed:
 	// its leases when connected.
 	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
@@ -161,7 +166,7 @@ func New(opts Options) *Fleet {
 	if opts.RelayBurst <= 0 {
 		opts.RelayBurst = relayBurst
 	}
-	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, revoked: map[string]struct{}{}}
 }
 
 // Start lists the workers the store remembers, disconnected until they
@@ -221,7 +226,8 @@ type Attachment struct {
 // token it first joined with (a worker's id is a header, which any holder
 // of a join token could copy), and a token to the one worker id it joined
 // as, until that token is revoked or the worker removed; an id the gateway
-// does not know is refused once it knows MaxWorkers.
+// does not know is refused once it knows MaxWorkers. A token revoked
+// since it was authenticated is refused.
 func (f *Fleet) Claim(id, tokenID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -229,6 +235,9 @@ func (f *Fleet) Claim(id, tokenID string) error {
 }
 
 func (f *Fleet) claimLocked(id, tokenID string) error {
+	if _, ok := f.revoked[tokenID]; ok {
+		return contract.Errorf(contract.CodeUnauthenticated, "the join token was revoked").With("workerId", id)
+	}
 	w, known := f.workers[id]
 	if known && w.owner == tokenID {
 		// Its own token. (Workers that shared one token before a token

@@ -492,3 +492,33 @@ func TestWorkersThatSharedATokenBeforeKeepItButNoNewIDTakesIt(t *testing.T) {
 		t.Errorf("a new id with the shared token: %v, want FORBIDDEN", err)
 	}
 }
+
+// An uplink is authenticated, claimed and upgraded before the fleet
+// serves it: a token revoked in between (CloseToken has run, and found no
+// link of it to close) must not be served all the same, with a worker id
+// bound to it that no new token could take.
+func TestAnUplinkWhoseTokenWasRevokedBeforeItAttachedIsNotServed(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	if err := f.Claim("w1", "tok_a"); err != nil {
+		t.Fatal(err)
+	}
+	f.CloseToken(t.Context(), "tok_a")
+	gw, worker := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Attach(t.Context(), Attachment{ID: "w1", TokenID: "tok_a", Conn: gw})
+	}()
+	buf := make([]byte, 512)
+	if n, err := worker.Read(buf); err == nil {
+		t.Errorf("the gateway served an uplink whose token was revoked before it attached: it sent %q", buf[:n])
+	}
+	worker.Close()
+	<-done
+	if err := f.Claim("w1", "tok_b"); err != nil {
+		t.Errorf("w1 with a new token after the old one was revoked: %v", err)
+	}
+	if err := f.Claim("w1", "tok_a"); code(err) != contract.CodeUnauthenticated {
+		t.Errorf("w1 with its revoked token: %v, want UNAUTHENTICATED", err)
+	}
+}
