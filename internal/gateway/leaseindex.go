@@ -68,10 +68,10 @@ func (e *indexed) keyIfChosen() string {
 	return ""
 }
 
-// record is e as the lease record its holders are told of, on device
-// deviceID.
-func (e *indexed) record(deviceID string) contract.LeaseRecord {
-	return contract.LeaseRecord{ID: e.id, Key: e.keyIfChosen(), DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
+// record is e as the lease record its holders are told of: every field
+// from the grant record, the device included, never from a worker's word.
+func (e *indexed) record() contract.LeaseRecord {
+	return contract.LeaseRecord{ID: e.id, Key: e.keyIfChosen(), DeviceID: e.deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
 }
 
 // leaseIndex is the gateway's record of the leases it granted: in memory,

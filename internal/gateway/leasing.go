@@ -234,11 +234,11 @@ func (l *Leasing) Load(ctx context.Context) error {
 // onEvent learns from a worker's relayed events what the holders of the
 // gateway's leases must hear: that a lease ended there (the index forgets
 // it), or that its device crashed or runs again. They are told with the
-// gateway's lease id and owner, from the index, never the worker's.
+// gateway's lease id, owner and device, from the index, never the
+// worker's.
 func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	var p struct {
 		LeaseID  string `json:"leaseId"`
-		DeviceID string `json:"deviceId"`
 		Reason   string `json:"reason"`
 		Attempts int    `json:"attempts"`
 	}
@@ -252,14 +252,14 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	}
 	switch ev.Event {
 	case "device.crash-detected":
-		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceUnhealthy, 0)
+		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceUnhealthy, 0)
 		return
 	case "device.recovered":
 		if p.Attempts < 1 {
 			l.log.Warn("a worker's device.recovered names an impossible attempt count; not relayed", "worker", workerID, "attempts", p.Attempts)
 			return
 		}
-		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceRecovered, p.Attempts)
+		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceRecovered, p.Attempts)
 		return
 	}
 	e, ok := l.ended(workerID, p.LeaseID)
@@ -273,25 +273,25 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	case ev.Event == "lease.expired":
 		reason = "expired"
 	}
-	l.tellEnded(e, p.DeviceID, reason)
+	l.tellEnded(e, reason)
 }
 
 // deviceHealth tells the holders of the gateway lease that is workerID's
 // workerLeaseID, if the gateway issued it, that its device crashed or runs
 // again.
-func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string, attempts int) {
+func (l *Leasing) deviceHealth(workerID, workerLeaseID, notice string, attempts int) {
 	var e *indexed
 	var ok bool
 	l.q.View(func() { e, ok = l.idx.ofWorker(workerID, workerLeaseID) })
 	if !ok {
 		return
 	}
-	l.opts.DeviceHealth(e.record(deviceID), notice, attempts)
+	l.opts.DeviceHealth(e.record(), notice, attempts)
 }
 
 // tellEnded tells the holders of e that it ended.
-func (l *Leasing) tellEnded(e *indexed, deviceID, reason string) {
-	l.opts.LeaseEnded(e.record(deviceID), reason)
+func (l *Leasing) tellEnded(e *indexed, reason string) {
+	l.opts.LeaseEnded(e.record(), reason)
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
@@ -857,7 +857,7 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 		return err
 	}
 	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
-		l.tellEnded(e, e.deviceID, reason)
+		l.tellEnded(e, reason)
 	}
 	return nil
 }
