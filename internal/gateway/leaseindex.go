@@ -111,8 +111,15 @@ type withdrawal struct{ workerID, requester string }
 type workerThing struct{ workerID, id string }
 
 // withdrawnFor bounds how long a withdrawal is remembered: longer than any
-// start (a download included) takes on a worker.
-const withdrawnFor = 24 * time.Hour
+// start (a download included) takes on a worker. maxWithdrawn bounds how
+// many are: a worker that answers no request grows them by one per
+// requester the fleet queue sends it, and past the bound the oldest is
+// forgotten (its lease, should the worker grant it after all, is then a
+// finding, and ends with its TTL on the worker instead of given back).
+const (
+	withdrawnFor = 24 * time.Hour
+	maxWithdrawn = 10_000
+)
 
 func newLeaseIndex(instanceID string) *leaseIndex {
 	return &leaseIndex{prefix: requesterPrefix(instanceID), byKey: map[string]*indexed{}, byChosen: map[string]map[string]*indexed{},
@@ -133,7 +140,18 @@ var (
 // withdraw notes that the gateway gave up waiting for requester's request
 // on workerID.
 func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
-	x.withdrawn[withdrawal{workerID, requester}] = at
+	k := withdrawal{workerID, requester}
+	if _, ok := x.withdrawn[k]; !ok && len(x.withdrawn) >= maxWithdrawn {
+		var oldest withdrawal
+		var first time.Time
+		for o, t := range x.withdrawn {
+			if first.IsZero() || t.Before(first) {
+				oldest, first = o, t
+			}
+		}
+		delete(x.withdrawn, oldest)
+	}
+	x.withdrawn[k] = at
 }
 
 // load puts the grant records the store kept into the index, at start:
@@ -348,6 +366,17 @@ func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
 // disconnected forgets what workerID's snapshots claimed: a new uplink
 // starts over.
 func (x *leaseIndex) disconnected(workerID string) { delete(x.claimed, workerID) }
+
+// forget drops what the index keeps of workerID but its leases (which the
+// caller ends): the gateway forgot the worker.
+func (x *leaseIndex) forget(workerID string) {
+	delete(x.claimed, workerID)
+	for k := range x.withdrawn {
+		if k.workerID == workerID {
+			delete(x.withdrawn, k)
+		}
+	}
+}
 
 // ofWorkerAll lists the leases the gateway granted on workerID.
 func (x *leaseIndex) ofWorkerAll(workerID string) []*indexed {

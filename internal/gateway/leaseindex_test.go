@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -245,6 +246,29 @@ func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	if back, _ = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")},
 		now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
 		t.Errorf("a withdrawal older than %s still gave back %v", withdrawnFor, back)
+	}
+}
+
+// What the gateway remembers of the requests it gave up on is bounded,
+// however many requesters' requests a worker fails to answer: past
+// maxWithdrawn the oldest withdrawal goes, and the withdrawals on a
+// worker the gateway forgot go with it.
+func TestWithdrawalsAreBoundedAndGoWithTheirWorker(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	start := time.Unix(1000, 0)
+	for i := range maxWithdrawn + 10 {
+		x.withdraw("w1", fmt.Sprintf("agent-%d", i), start.Add(time.Duration(i)*time.Millisecond))
+	}
+	if len(x.withdrawn) != maxWithdrawn {
+		t.Errorf("%d withdrawals remembered after %d, want at most %d", len(x.withdrawn), maxWithdrawn+10, maxWithdrawn)
+	}
+	if x.withdrawnFrom("w1", "agent-0") || !x.withdrawnFrom("w1", fmt.Sprintf("agent-%d", maxWithdrawn+9)) {
+		t.Error("the bound kept the oldest withdrawal or dropped the newest")
+	}
+	x.withdraw("w2", "agent-x", start)
+	x.forget("w1")
+	if len(x.withdrawn) != 1 || !x.withdrawnFrom("w2", "agent-x") {
+		t.Errorf("after w1 was forgotten %d withdrawals remain, want w2's alone", len(x.withdrawn))
 	}
 }
 

@@ -329,10 +329,13 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 // gateway any more, and their requesters may lease again.
 func (l *Leasing) workerRemoved(workerID string) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
-		l.idx.disconnected(workerID)
+		l.idx.forget(workerID)
 		for _, e := range l.idx.ofWorkerAll(workerID) {
 			l.idx.remove(e)
 		}
+		// Its dispatch holds go too: no view of it is routed to again.
+		// (A dispatch still in flight drops its own when it ends.)
+		delete(l.held, workerID)
 		tx.Kick()
 		return nil
 	})
