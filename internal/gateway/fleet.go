@@ -100,8 +100,9 @@ type Fleet struct {
 	revoked map[string]struct{}
 	closed  bool
 	// changed is told, outside the lock, after a worker's view changed:
-	// its leases when connected.
-	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
+	// with the leases of a status read at view generation gen (0: no
+	// read, the view changed otherwise), or that the worker disconnected.
+	changed func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
 	// removed is told, outside the lock, that the gateway forgot a worker.
@@ -327,7 +328,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	f.mu.Unlock()
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
-		f.notify(a.ID, nil, false)
+		f.notify(a.ID, nil, 0, false)
 	}
 }
 
@@ -482,7 +483,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	if v.Connection == contract.WorkerConnected {
-		f.notifyLater(v.ID, s.Leases, true)
+		f.notifyLater(v.ID, s.Leases, w.viewGen, true)
 	}
 	return ""
 }
@@ -502,13 +503,13 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 		w.owner = w.tokenID
 	}
 	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt, TokenID: w.owner}
-	view := *v
+	view, viewGen := *v, w.viewGen
 	f.mu.Unlock()
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
 		return fmt.Errorf("could not record the worker: %w", err)
 	}
 	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
-	f.notify(view.ID, view.Leases, true)
+	f.notify(view.ID, view.Leases, viewGen, true)
 	return nil
 }
 
@@ -679,7 +680,7 @@ func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int,
 
 // setChanged and setOnEvent install the leasing's hooks; set before any
 // uplink is served.
-func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, connected bool)) {
+func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.changed = fn
@@ -710,19 +711,19 @@ func (f *Fleet) forgotten(id string) {
 // notify tells the leasing a view changed; notifyLater does so from under
 // the fleet's lock, in a goroutine of its own (the leasing takes its own
 // lock first, then the fleet's).
-func (f *Fleet) notify(id string, leases []contract.LeaseRecord, connected bool) {
+func (f *Fleet) notify(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	f.mu.Lock()
 	fn := f.changed
 	f.mu.Unlock()
 	if fn != nil {
-		fn(id, leases, connected)
+		fn(id, leases, gen, connected)
 	}
 }
 
-func (f *Fleet) notifyLater(id string, leases []contract.LeaseRecord, connected bool) {
+func (f *Fleet) notifyLater(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	if f.changed != nil {
 		fn := f.changed
-		go fn(id, leases, connected)
+		go fn(id, leases, gen, connected)
 	}
 }
 

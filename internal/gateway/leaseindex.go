@@ -51,8 +51,13 @@ type indexed struct {
 	requestID string
 	grantedAt int64
 	// missed counts the consecutive snapshots of its own worker it was
-	// not in.
-	missed int
+	// not in, of those read after its grant: grantGen is the generation
+	// of the worker's view when the gateway granted it, and a snapshot
+	// read at that generation or before may have been read before the
+	// worker granted it (0 for a lease loaded at start: every snapshot
+	// is read after).
+	missed   int
+	grantGen uint64
 	// ending is why the gateway is ending the lease, while its release is
 	// in flight: the worker's relayed end then carries the gateway's
 	// reason (killed for release --all), not the worker's.
@@ -297,18 +302,21 @@ type finding struct {
 	what string
 }
 
-// reconcile checks one snapshot of workerID's active leases against the
-// leases the gateway granted there. A lease of the gateway's it lists is
-// confirmed; one it lacks is ended at its second miss in a row (one miss is
-// grace: a grant that lands between the read of a snapshot and its answer
-// is not in it). A lease it lists under the gateway's requester prefix that
+// reconcile checks one snapshot of workerID's active leases, read at
+// generation gen of the worker's view, against the leases the gateway
+// granted there. A lease of the gateway's it lists is confirmed; one it
+// lacks is ended at its second miss in a row, counting only the snapshots
+// read after its grant (gen past its grantGen: snapshots reach the index
+// each in a goroutine of its own, after locks, so one read before a grant
+// may be reconciled after it), and one miss of those is grace (a grant
+// that lands between the read of a snapshot and its answer is not in it). A lease it lists under the gateway's requester prefix that
 // the gateway did not grant, or that contradicts the grant record (another
 // device, requester or owner), is a finding and nothing more: it never
 // becomes the gateway's, and never routes a call. A lease granted for a
 // request the gateway withdrew is returned, to be given back. The worker's
 // own leases (any other requester) and other workers' entries are left
 // alone.
-func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, now time.Time) (giveBack []string, found []finding) {
+func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, gen uint64, now time.Time) (giveBack []string, found []finding) {
 	for k, at := range x.withdrawn {
 		if now.Sub(at) > withdrawnFor {
 			delete(x.withdrawn, k)
@@ -348,7 +356,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 		delete(x.claimed, workerID)
 	}
 	for _, e := range x.byKey {
-		if e.workerID != workerID || seen[e] {
+		if e.workerID != workerID || seen[e] || gen <= e.grantGen {
 			continue
 		}
 		if e.missed++; e.missed >= 2 {

@@ -91,7 +91,7 @@ type LeasingOptions struct {
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
 // only confirm a lease the gateway granted on it, or end one (after two
-// snapshots in a row without it); anything else it reports under the
+// snapshots in a row without it, read after its grant); anything else it reports under the
 // gateway's requester prefix is a finding, logged and counted on its view,
 // and never owns, routes or blocks anything. A grant that repeats a lease
 // id or a device the gateway holds a lease of is refused, given back where
@@ -295,9 +295,10 @@ func (l *Leasing) tellEnded(e *indexed, reason string) {
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
-// worker's leases (and gives back those granted for requests it withdrew),
-// and the line is served again.
-func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, connected bool) {
+// worker's leases from a status read at view generation gen, if one was
+// (and gives back those granted for requests it withdrew), and the line is
+// served again.
+func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		// A request that bounced and then ended in line (timed out,
 		// cancelled, failed by the fast-fail table) leaves its skips:
@@ -307,8 +308,11 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 				delete(l.skip, w)
 			}
 		}
-		if connected {
-			giveBack, found := l.idx.reconcile(workerID, leases, time.Now())
+		switch {
+		case !connected:
+			l.idx.disconnected(workerID)
+		case gen > 0:
+			giveBack, found := l.idx.reconcile(workerID, leases, gen, time.Now())
 			for _, id := range giveBack {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
@@ -316,8 +320,6 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 			for _, fd := range found {
 				l.f.found(workerID, fd.kind, 1, fd.what)
 			}
-		} else {
-			l.idx.disconnected(workerID)
 		}
 		tx.Kick()
 		return nil
@@ -614,6 +616,10 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			DeviceID: g.Lease.DeviceID, OwnerID: w.Owner(), RequesterID: w.Requester(), ChosenID: w.ChosenLeaseID(),
 			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
 		e, err := l.idx.add(rec)
+		if e != nil {
+			// Snapshots read up to now may predate the worker's grant.
+			e.grantGen = h.until
+		}
 		switch {
 		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
 			if errors.Is(err, errDoubleDevice) {
