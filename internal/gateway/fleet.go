@@ -130,6 +130,11 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// pending is the newest status read the leasing has not been told of
+	// yet, and telling whether a goroutine is telling it (notifyLater):
+	// one at a time, in the order they were read.
+	pending *statusRead
+	telling bool
 	// logged is when each kind of the worker's findings was last logged.
 	logged map[findingKind]*findingLog
 	// relayed is the rate limit of the events relayed from the worker,
@@ -483,7 +488,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	if v.Connection == contract.WorkerConnected {
-		f.notifyLater(v.ID, s.Leases, w.viewGen, true)
+		f.notifyLater(w, s.Leases, w.viewGen)
 	}
 	return ""
 }
@@ -708,9 +713,7 @@ func (f *Fleet) forgotten(id string) {
 	}
 }
 
-// notify tells the leasing a view changed; notifyLater does so from under
-// the fleet's lock, in a goroutine of its own (the leasing takes its own
-// lock first, then the fleet's).
+// notify tells the leasing a view changed.
 func (f *Fleet) notify(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	f.mu.Lock()
 	fn := f.changed
@@ -720,11 +723,44 @@ func (f *Fleet) notify(id string, leases []contract.LeaseRecord, gen uint64, con
 	}
 }
 
-func (f *Fleet) notifyLater(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
-	if f.changed != nil {
-		fn := f.changed
-		go fn(id, leases, gen, connected)
+// statusRead is a worker's leases as a status read at view generation gen
+// reported them.
+type statusRead struct {
+	leases []contract.LeaseRecord
+	gen    uint64
+}
+
+// notifyLater tells the leasing of a status read of connected worker w,
+// from under the fleet's lock (the leasing takes its own lock first, then
+// the fleet's): in a goroutine, one per worker at a time, which tells the
+// reads in order and, of those made while it was telling one, only the
+// newest. A leasing slow to decide (its store locked by another process)
+// then holds one pending read per worker, however often the worker is
+// read; and a newer read says all an older one would have.
+func (f *Fleet) notifyLater(w *worker, leases []contract.LeaseRecord, gen uint64) {
+	if f.changed == nil {
+		return
 	}
+	w.pending = &statusRead{leases: leases, gen: gen}
+	if w.telling {
+		return
+	}
+	w.telling = true
+	fn, id := f.changed, w.view.ID
+	go func() {
+		for {
+			f.mu.Lock()
+			r := w.pending
+			w.pending = nil
+			if r == nil {
+				w.telling = false
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+			fn(id, r.leases, r.gen, true)
+		}
+	}()
 }
 
 // views copies the views of every worker, for routing.

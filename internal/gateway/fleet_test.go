@@ -522,3 +522,51 @@ func TestAnUplinkWhoseTokenWasRevokedBeforeItAttachedIsNotServed(t *testing.T) {
 		t.Errorf("w1 with its revoked token: %v, want UNAUTHENTICATED", err)
 	}
 }
+
+// A worker's status reads are told to the leasing one at a time, newest
+// first: while the leasing is slow to take one (its decisions wait for a
+// database another process locks), the reads that follow are not each a
+// goroutine holding a snapshot (up to 100,000 leases each), but one
+// pending snapshot, the newest, told next; and they are told in the order
+// they were read.
+func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+		f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var told []uint64
+		inside := 0
+		most := 0
+		f.setChanged(func(_ string, _ []contract.LeaseRecord, gen uint64, _ bool) {
+			mu.Lock()
+			told = append(told, gen)
+			inside++
+			most = max(most, inside)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			inside--
+			mu.Unlock()
+		})
+		f.mu.Lock()
+		w := f.workers["w1"]
+		f.mu.Unlock()
+		for gen := uint64(1); gen <= 50; gen++ {
+			f.mu.Lock()
+			f.notifyLater(w, nil, gen)
+			f.mu.Unlock()
+			if gen == 1 {
+				synctest.Wait() // the first is being told, and takes long
+			}
+		}
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if most != 1 || !slices.Equal(told, []uint64{1, 50}) {
+			t.Errorf("50 reads while the leasing was busy were told %v, with %d at once; want the first, then only the newest, one at a time", told, most)
+		}
+	})
+}
