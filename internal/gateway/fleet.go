@@ -816,7 +816,7 @@ func endReason(c *client.Client) string {
 }
 
 // relay commits batch to the gateway's log and publishes it: the events
-// a worker records, within the worker's rate (limit), each at the worker's
+// a worker may relay, within the worker's rate (limit), each at the worker's
 // time as the gateway takes it (workerTime). The cursor moves to
 // lastSeq whatever was dropped: a dropped event is not asked for again.
 // It returns why the uplink must end, or "", and whether an event it kept
@@ -844,7 +844,8 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	on := f.onEvent
 	f.mu.Unlock()
 	if refused > 0 {
-		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record, the last %q: dropped", refused, clip(lastRefused(batch))))
+		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record or with payloads over %d bytes, the last %q: dropped",
+			refused, maxRelayedPayload, clip(lastRefused(batch))))
 	}
 	if dropped > 0 {
 		f.found(id, findingEventDropped, dropped, fmt.Sprintf("%d relayed events over %g a second (bursts of %g): dropped", dropped, f.opts.RelayRate, f.opts.RelayBurst))
@@ -857,8 +858,8 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	return "", refresh
 }
 
-// limit keeps, of a batch a worker relays, the events of names a worker
-// records (workerEvents) within its rate, and counts the others.
+// limit keeps, of a batch a worker relays, the events it may relay
+// (relayable) within its rate, and counts the others.
 func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
 	now := time.Now()
 	f.mu.Lock()
@@ -869,7 +870,7 @@ func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event,
 	kept = make([]contract.Event, 0, len(batch))
 	for _, ev := range batch {
 		switch {
-		case !workerEvents[ev.Event]:
+		case !relayable(ev):
 			refused++
 		case !w.relayed.take(now):
 			dropped++
@@ -884,7 +885,7 @@ func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event,
 // relay.
 func lastRefused(batch []contract.Event) string {
 	for i := len(batch) - 1; i >= 0; i-- {
-		if !workerEvents[batch[i].Event] {
+		if !relayable(batch[i]) {
 			return batch[i].Event
 		}
 	}

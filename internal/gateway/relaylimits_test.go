@@ -202,3 +202,35 @@ func TestAWorkersTimeIsKeptOnlyWithinADayBeforeTheGateways(t *testing.T) {
 		}
 	}
 }
+
+// A relayed event's payload is at most maxRelayedPayload: what a worker
+// records is a few hundred bytes (an error at most a few KiB), and the
+// gateway's log is bounded in events, so an event of a megabyte, at the
+// relay's rate, would fill the gateway's disk instead. A larger one is
+// dropped and counted as refused, and the uplink stays.
+func TestARelayedEventOverThePayloadBoundIsRefusedAndCounted(t *testing.T) {
+	var relayed []contract.Event
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw",
+		Relay: func(_ context.Context, _ string, evs []contract.Event, _ int64) error {
+			relayed = append(relayed, evs...)
+			return nil
+		}})
+	f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+	f.mu.Lock()
+	w := f.workers["w1"]
+	f.mu.Unlock()
+	big := json.RawMessage(`{"error":"` + strings.Repeat("x", maxRelayedPayload) + `"}`)
+	batch := []contract.Event{
+		{ID: "evt_1", Seq: 1, Timestamp: 1, Event: "device.quarantined", Payload: big},
+		{ID: "evt_2", Seq: 2, Timestamp: 1, Event: "device.quarantined", Payload: json.RawMessage(`{"deviceId":"dev_1","error":"erase failed"}`)},
+	}
+	if reason, _ := f.relay(context.Background(), w, "w1", batch, 2); reason != "" {
+		t.Fatalf("the large event ended the uplink: %s", reason)
+	}
+	if len(relayed) != 1 || relayed[0].ID != "evt_2" {
+		t.Errorf("relayed %d events, want the small one alone", len(relayed))
+	}
+	if v, _ := f.View("w1"); v.Findings == nil || v.Findings.EventsRefused != 1 {
+		t.Errorf("findings = %+v, want the large event counted as refused", v.Findings)
+	}
+}
