@@ -295,11 +295,25 @@ func (x *leaseIndex) remove(e *indexed) {
 	x.ends = append(x.ends, e.key)
 }
 
-// finding is a claim of a worker's the gateway does not believe: logged
-// and counted on the worker's view, and otherwise ignored.
+// finding is a lease a worker reported that the gateway does not
+// believe: one it did not grant (grant nil), or one that contradicts its
+// grant record. It is logged and counted on the worker's view, and
+// otherwise ignored.
 type finding struct {
-	kind findingKind
-	what string
+	lease contract.LeaseRecord
+	grant *indexed
+}
+
+// what says what the worker claimed. It is made only for the finding that
+// is logged: a snapshot may hold tens of thousands of them.
+func (fd finding) what() string {
+	l := fd.lease
+	if e := fd.grant; e != nil {
+		return fmt.Sprintf("lease %s on device %s for requester %q owned by %q, granted on device %s for %q owned by %q",
+			l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID), e.deviceID, e.requester, e.owner)
+	}
+	return fmt.Sprintf("lease %s on device %s for requester %q owned by %q, which the gateway did not grant",
+		l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))
 }
 
 // reconcile checks one snapshot of workerID's active leases, read at
@@ -333,8 +347,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			e.missed = 0
 			if l.DeviceID != e.deviceID || l.OwnerID != e.owner || !ours || requester != e.requester {
 				if !x.claimed[workerID][l.ID] {
-					found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, granted on device %s for %q owned by %q",
-						l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID), e.deviceID, e.requester, e.owner)})
+					found = append(found, finding{lease: l, grant: e})
 				}
 				claimed[l.ID] = true
 			}
@@ -344,8 +357,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {
-				found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, which the gateway did not grant",
-					l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))})
+				found = append(found, finding{lease: l})
 			}
 			claimed[l.ID] = true
 		}

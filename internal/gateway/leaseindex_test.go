@@ -62,7 +62,7 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 		workerLease("lse_c", "gw:ins_other:agent-2", "tok_bob"), // another gateway's
 	}
 	_, found := x.reconcile("w1", snapshot, 1, time.Unix(0, 0))
-	if len(found) != 1 || found[0].kind != findingUngranted || !strings.Contains(found[0].what, "lse_lie") {
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_lie") {
 		t.Fatalf("findings = %+v, want the one ungranted lease lse_lie", found)
 	}
 	if _, ok := x.ofRequester("victim"); ok {
@@ -81,7 +81,7 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 	}
 	// The same lie again is not a new finding; a new one is.
 	if _, found := x.reconcile("w1", append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), 1, time.Unix(0, 0)); len(found) != 1 ||
-		!strings.Contains(found[0].what, "lse_lie2") {
+		!strings.Contains(found[0].what(), "lse_lie2") {
 		t.Errorf("findings of the next snapshot = %+v, want only the new lie", found)
 	}
 }

@@ -317,8 +317,10 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, ge
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
 			}
-			for _, fd := range found {
-				l.f.found(workerID, fd.kind, 1, fd.what)
+			if len(found) > 0 {
+				// Counted at once, told by the last: one lock of the
+				// fleet's and one line per snapshot, however many.
+				l.f.found(workerID, findingUngranted, int64(len(found)), found[len(found)-1].what())
 			}
 		}
 		tx.Kick()
