@@ -36,10 +36,16 @@ type hostileFleet struct {
 
 func newHostileFleet(t *testing.T) *hostileFleet {
 	t.Helper()
+	return newHostileFleetWith(t, `{}`)
+}
+
+// newHostileFleetWith is newHostileFleet with gateway.* keys of the test's.
+func newHostileFleetWith(t *testing.T, gatewayKeys string) *hostileFleet {
+	t.Helper()
 	// The default heartbeat: a peer is dropped after three unanswered
 	// pings, and a pong queued behind a flood's backlog on the uplink is
 	// read late on a loaded machine under the race detector.
-	cfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0}}`))
+	cfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0},"gateway":` + gatewayKeys + `}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,6 +564,33 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// gateway.maxWorkers is the fleet's cap: past it, a new worker id, even
+// with a join token of its own, is refused 503 TOO_MANY_WORKERS and kept
+// nowhere, while the known one still joins.
+func TestANewWorkerPastGatewayMaxWorkersIsRefused(t *testing.T) {
+	f := newHostileFleetWith(t, `{"maxWorkers":1}`)
+	_, firstSecret := f.token("first")
+	first := f.hostileWith("ins_first", firstSecret, 0)
+	ctx := context.Background()
+	_, secret := f.token("second")
+	dctx, cancel := context.WithTimeout(ctx, waitBound)
+	defer cancel()
+	second, err := hostile.Join(dctx, hostile.Options{URL: f.gw.httpURL, Token: secret, WorkerID: "ins_second"})
+	if err == nil {
+		t.Cleanup(second.Close)
+	}
+	var re *uplink.RefusedError
+	if !errors.As(err, &re) || re.Status != 503 || re.Code != contract.CodeTooManyWorkers {
+		t.Errorf("a second worker past gateway.maxWorkers 1: %v, want 503 TOO_MANY_WORKERS", err)
+	}
+	if v := f.view("ins_second"); v.ID != "" {
+		t.Errorf("the gateway lists the refused id: %+v", v)
+	}
+	first.Close()
+	f.until("the first worker disconnected", func() bool { return f.view("ins_first").Connection == contract.WorkerDisconnected })
+	f.hostileWith("ins_first", firstSecret, 0)
 }
 
 // A join token joins one worker id: a second id dialing with it (a shared
