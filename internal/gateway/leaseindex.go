@@ -216,6 +216,16 @@ func (x *leaseIndex) insert(g store.Grant) (*indexed, error) {
 	return e, nil
 }
 
+// contradicted is the lease a grant the index refused as a double grant
+// repeats: the one under its key, else the one of its device (nil when
+// none).
+func (x *leaseIndex) contradicted(g store.Grant) *indexed {
+	if e := x.byKey[g.Key]; e != nil {
+		return e
+	}
+	return x.byDevice[workerThing{g.WorkerID, g.DeviceID}]
+}
+
 // take hands the grant records staged since the last take to the
 // decision's commit.
 func (x *leaseIndex) take() (puts []store.Grant, ends []string) {

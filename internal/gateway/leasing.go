@@ -91,11 +91,13 @@ type LeasingOptions struct {
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
 // only confirm a lease the gateway granted on it, or end one (after two
-// snapshots in a row without it, read after its grant); anything else it reports under the
-// gateway's requester prefix is a finding, logged and counted on its view,
-// and never owns, routes or blocks anything. A grant that repeats a lease
-// id or a device the gateway holds a lease of is refused, given back where
-// that cannot end the first lease, and its request goes back in line.
+// snapshots in a row without it, read after its grant); anything else it
+// reports under the gateway's requester prefix is a finding, logged and
+// counted on its view, and never owns, routes or blocks anything. A grant
+// that repeats a lease id or a device the gateway holds a lease of is
+// refused, given back where that cannot end the first lease, and its
+// request goes back in line, not to be sent to that worker while the
+// first lease lives (skipped).
 type Leasing struct {
 	f    *Fleet
 	q    *queue.Queue
@@ -110,13 +112,44 @@ type Leasing struct {
 	// per pass, so a stale view sends one request, not a burst.
 	pass *queue.Txn
 	busy map[string]bool
-	// skip are, per waiter, the workers it is not sent to again until
-	// their view changes: the view generation they were skipped at.
-	skip map[*queue.Waiter]map[string]uint64
+	// skip are, per waiter, the workers it is not sent to again for now.
+	skip map[*queue.Waiter]map[string]skipped
 	// held are, by worker, the holds of the dispatches in flight to it,
 	// and of those granted until its view has moved past the generation
 	// they were granted at (until), when the view shows the grant itself.
 	held map[string][]*dispatchHold
+}
+
+// skipped says how long a waiter is not sent to a worker again: until the
+// worker's view moves past generation gen (it bounced the request: its
+// view was stale), and, after a double grant, also while the lease the
+// grant contradicted stays indexed (conflict): an honest worker's stale
+// grant of a device whose lease just ended on it is tried again once the
+// gateway has heard of that end, and a lying worker is not asked again for
+// as long as its lie would repeat, however often its view moves.
+type skipped struct {
+	gen      uint64
+	conflict *indexed
+}
+
+// skipping reports whether a waiter skipped as s skips workerID now. The
+// decision lock must be held.
+func (l *Leasing) skipping(s skipped, workerID string) bool {
+	if s.conflict != nil {
+		if e, ok := l.idx.ofKey(s.conflict.key); ok && e == s.conflict {
+			return true
+		}
+	}
+	return s.gen == l.f.generation(workerID)
+}
+
+// skipFor records that w is not sent to workerID for now (skipped). The
+// decision lock must be held.
+func (l *Leasing) skipFor(w *queue.Waiter, workerID string, s skipped) {
+	if l.skip[w] == nil {
+		l.skip[w] = map[string]skipped{}
+	}
+	l.skip[w][workerID] = s
 }
 
 // dispatchHold is one dispatch's hold on its worker's view.
@@ -143,7 +176,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		opts.ExecTimeout = 11 * time.Minute
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
-		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}, held: map[string][]*dispatchHold{}}
+		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
 		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		LeaseOf: func(requester string) (string, string, bool) {
@@ -455,7 +488,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		if l.busy[v.ID] {
 			continue
 		}
-		if gen, ok := l.skip[w][v.ID]; ok && gen == l.f.generation(v.ID) {
+		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {
 			continue
 		}
 		views = append(views, heldView(v, l.holdsOn(v.ID)))
@@ -574,10 +607,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(workerID, h)
-		if l.skip[w] == nil {
-			l.skip[w] = map[string]uint64{}
-		}
-		l.skip[w][workerID] = l.f.generation(workerID)
+		l.skipFor(w, workerID, skipped{gen: l.f.generation(workerID)})
 		tx.Requeue(w)
 		tx.Kick()
 		return nil
@@ -630,10 +660,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			}
 			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
 			l.unhold(r.WorkerID, h)
-			if l.skip[w] == nil {
-				l.skip[w] = map[string]uint64{}
-			}
-			l.skip[w][r.WorkerID] = l.f.generation(r.WorkerID)
+			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), conflict: l.idx.contradicted(rec)})
 			tx.Requeue(w)
 			refresh = true
 			return nil
