@@ -653,3 +653,60 @@ func TestAnotherOwnersChosenIDIsUnknownThroughTheGateway(t *testing.T) {
 		t.Errorf("the owner's own renew of build-42: %v", err)
 	}
 }
+
+// A worker whose status offers room it refuses (NO_CAPACITY to every
+// request) has the request bounced back in line, as a stale view would;
+// it is asked again after its view moves, but after each refusal only
+// once its view has moved twice as many times as before: its refusals,
+// and the reads of its view they ask for, do not keep the fleet queue
+// deciding in a loop. The waiting request reaches the honest worker once
+// it has room.
+func TestAWorkerThatRefusesTheRoomItOffersIsNotAskedInALoop(t *testing.T) {
+	f := newHostileFleet(t)
+	honestID := f.honest("honest", 1)
+	liar := f.hostile("ins_full", 5)
+	liar.Refuse(contract.CodeNoCapacity)
+	ctx := context.Background()
+	holder := f.agent("holder")
+	g, err := holder.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Lease.WorkerID != honestID {
+		t.Fatalf("the first lease is on %s, want the honest worker (the liar refuses all)", g.Lease.WorkerID)
+	}
+	done := make(chan error, 1)
+	var second contract.LeaseGrant
+	go func() {
+		var err error
+		second, err = f.agent("waiter").RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 60000}, nil)
+		done <- err
+	}()
+	wctx, cancel := context.WithTimeout(ctx, waitBound)
+	defer cancel()
+	if _, err := liar.Await(wctx, contract.OpLeaseRequest, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Sixty moves of the liar's view, each a read of it: those the
+	// gateway makes after the liar's refusals, and one after each event
+	// of the liar's while they do not come.
+	end := len(liar.Calls(contract.OpStatusGet)) + 60
+	for reads := len(liar.Calls(contract.OpStatusGet)); reads < end; reads = len(liar.Calls(contract.OpStatusGet)) {
+		if err := liar.Relay(ctx, "capacity.changed", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := liar.Await(wctx, contract.OpStatusGet, reads+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asked := len(liar.Calls(contract.OpLeaseRequest))
+	if _, err := holder.Release(ctx, g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || second.Lease.WorkerID != honestID {
+		t.Errorf("the waiter's request: %v on %q, want the honest worker's freed slot", err, second.Lease.WorkerID)
+	}
+	if asked > 10 {
+		t.Errorf("the liar was asked %d times for one waiting request while its view moved 60 times, want a few (its refusals kept the fleet queue deciding in a loop)", asked)
+	}
+}

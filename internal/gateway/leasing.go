@@ -121,14 +121,20 @@ type Leasing struct {
 }
 
 // skipped says how long a waiter is not sent to a worker again: until the
-// worker's view moves past generation gen (it bounced the request: its
-// view was stale), and, after a double grant, also while the lease the
-// grant contradicted stays indexed (conflict): an honest worker's stale
-// grant of a device whose lease just ended on it is tried again once the
-// gateway has heard of that end, and a lying worker is not asked again for
-// as long as its lie would repeat, however often its view moves.
+// worker's view has moved moves times since generation gen (it bounced the
+// request: its view was stale), and, after a double grant, also while the
+// lease the grant contradicted stays indexed (conflict). A view moves once
+// after a bounce, and its refresh is what moves it: so the nth bounce of
+// one waiter by one worker waits for 2^(n-1) moves, and a worker whose view
+// offers room it refuses is asked a few times, not at every read the
+// refusals themselves ask for. An honest worker's stale view is read again
+// once and then shows no room, and its stale grant of a device whose lease
+// just ended on it is tried again once the gateway has heard of that end;
+// a lying worker is not asked again for as long as its lie would repeat.
 type skipped struct {
-	gen      uint64
+	gen, moves uint64
+	// bounces counts the waiter's bounces off the worker.
+	bounces  int
 	conflict *indexed
 }
 
@@ -140,7 +146,7 @@ func (l *Leasing) skipping(s skipped, workerID string) bool {
 			return true
 		}
 	}
-	return s.gen == l.f.generation(workerID)
+	return l.f.generation(workerID) < s.gen+max(s.moves, 1)
 }
 
 // skipFor records that w is not sent to workerID for now (skipped). The
@@ -602,12 +608,14 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	})
 }
 
-// bounce puts w back in line, skipping workerID until its view changes;
-// the dispatch's hold goes (it took nothing).
+// bounce puts w back in line, skipping workerID until its view has moved
+// (skipped: the more often w bounced off it, the more moves); the
+// dispatch's hold goes (it took nothing).
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(workerID, h)
-		l.skipFor(w, workerID, skipped{gen: l.f.generation(workerID)})
+		n := l.skip[w][workerID].bounces + 1
+		l.skipFor(w, workerID, skipped{gen: l.f.generation(workerID), moves: 1 << min(n-1, 32), bounces: n})
 		tx.Requeue(w)
 		tx.Kick()
 		return nil
@@ -660,7 +668,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			}
 			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
 			l.unhold(r.WorkerID, h)
-			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), conflict: l.idx.contradicted(rec)})
+			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), bounces: l.skip[w][r.WorkerID].bounces, conflict: l.idx.contradicted(rec)})
 			tx.Requeue(w)
 			refresh = true
 			return nil

@@ -5,10 +5,11 @@
 // being the client, so what the gateway receives is exactly what a worker
 // could send. What it says is the test's to decide: leases it was never
 // granted (a victim's requester, owner and chosen id, under the gateway's
-// requester prefix), a lease id or a device granted twice, floods of events
-// of any name (a fake lease.granted among them) stamped at any time, and
-// views padded to any size; it records every call the gateway forwards to
-// it, so a test can assert that a victim's renew or exec never arrived.
+// requester prefix), a lease id or a device granted twice, room it offers
+// and refuses, floods of events of any name (a fake lease.granted among
+// them) stamped at any time, and views padded to any size; it records every
+// call the gateway forwards to it, so a test can assert that a victim's
+// renew or exec never arrived.
 //
 // A Worker's methods are safe for concurrent use. Join starts one
 // goroutine, which ends when the uplink does (Close, or the gateway closing
@@ -74,8 +75,9 @@ type Worker struct {
 	leases      []contract.LeaseRecord
 	devices     []contract.Device
 	padding     int
-	grantLease  string // the lease id every grant names, when set
-	grantDevice string // the device every grant names, when set
+	grantLease  string        // the lease id every grant names, when set
+	grantDevice string        // the device every grant names, when set
+	refuse      contract.Code // every lease.request's answer, when set
 	calls       []Call
 	arrived     chan struct{} // closed and replaced at each call
 }
@@ -155,6 +157,15 @@ func (w *Worker) GrantAs(leaseID, deviceID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.grantLease, w.grantDevice = leaseID, deviceID
+}
+
+// Refuse makes every lease.request from now on answered with code ("" to
+// grant again): with NO_CAPACITY, a worker whose status offers room it
+// never gives.
+func (w *Worker) Refuse(code contract.Code) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refuse = code
 }
 
 // Relay pushes one event, as the worker's event subscription would.
@@ -340,6 +351,12 @@ func (w *Worker) handle(req contract.Request) (any, *contract.Error) {
 	case contract.OpLeaseRequest:
 		var in contract.LeaseRequestInput
 		_ = json.Unmarshal(req.Input, &in)
+		w.mu.Lock()
+		refuse := w.refuse
+		w.mu.Unlock()
+		if refuse != "" {
+			return nil, contract.Errorf(refuse, "hostile: refused")
+		}
 		return w.grant(in), nil
 	case contract.OpLeaseRenew, contract.OpLeaseGet:
 		var in contract.LeaseIDInput
