@@ -330,11 +330,12 @@ func (fd finding) what() string {
 // generation gen of the worker's view, against the leases the gateway
 // granted there. A lease of the gateway's it lists is confirmed; one it
 // lacks is ended at its second miss in a row, counting only the snapshots
-// read after its grant (gen past its grantGen: snapshots reach the index
-// each in a goroutine of its own, after locks, so one read before a grant
-// may be reconciled after it), and one miss of those is grace (a grant
-// that lands between the read of a snapshot and its answer is not in it). A lease it lists under the gateway's requester prefix that
-// the gateway did not grant, or that contradicts the grant record (another
+// read after its grant (gen past its grantGen: a snapshot waits for the
+// decision lock and the database's, so one read before a grant may be
+// reconciled after it), and one miss of those is grace (a grant that
+// lands between the read of a snapshot and its answer is not in it). A
+// lease it lists under the gateway's requester prefix that the gateway
+// did not grant, or that contradicts the grant record (another
 // device, requester or owner), is a finding and nothing more: it never
 // becomes the gateway's, and never routes a call. A lease granted for a
 // request the gateway withdrew is returned, to be given back. The worker's

@@ -139,9 +139,8 @@ func TestAnEntryIsEndedOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	}
 }
 
-// A worker's snapshots reach the index in a goroutine each, after the
-// decision lock and the database's: under load, snapshots read before a
-// grant (at view generations up to the one the grant saw) may be
+// A worker's snapshots reach the index after the decision lock and the
+// database's: under load, snapshots read before a grant (at view generations up to the one the grant saw) may be
 // reconciled after it. They say nothing of the lease, and however many
 // there are, they count no miss of it; two snapshots read after its grant
 // that lack it still end it.
