@@ -9,12 +9,13 @@
 // gateway goes on serving every other one. What a worker reports of leases
 // counts only as far as the gateway's own grant records bear it out
 // (leaseindex.go); the events it relays are limited to the names a worker
-// records and to a rate (relaylimits.go); and what any peer can make the
-// gateway keep is bounded: one worker id per join token, MaxWorkers
-// workers, views dropped with their token or past their retention, and
-// refused uplinks coalesced by address (rejections.go). A claim the
-// gateway refuses is a finding, logged and counted on the worker's view
-// (findings.go).
+// records, to a payload size and to a rate, and keep its clock only within
+// bounds of the gateway's (relaylimits.go, validate.go); and what any peer
+// can make the gateway keep is bounded: one worker id per join token,
+// MaxWorkers workers, views dropped with their token or past their
+// retention, and refused uplinks coalesced by address (rejections.go). A
+// claim the gateway refuses is a finding, logged and counted on the
+// worker's view (findings.go).
 package gateway
 
 import (
