@@ -99,8 +99,8 @@ type WorkerFindings struct {
 	// already holds a lease of on that worker; refused, and given back
 	// where that cannot touch the first lease.
 	DoubleGrants int64 `json:"doubleGrants,omitempty"`
-	// EventsRefused: relayed events whose name is none a worker records;
-	// EventsDropped: relayed events over the worker's rate. Neither
+	// EventsRefused: relayed events whose name is none a worker records,
+	// or whose payload is larger than a gateway relays; EventsDropped: relayed events over the worker's rate. Neither
 	// reached the gateway's log.
 	EventsRefused int64 `json:"eventsRefused,omitempty"`
 	EventsDropped int64 `json:"eventsDropped,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +36,16 @@ type hostileFleet struct {
 
 func newHostileFleet(t *testing.T) *hostileFleet {
 	t.Helper()
-	cfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0},"gateway":{"heartbeatMs":2000}}`))
+	return newHostileFleetWith(t, `{}`)
+}
+
+// newHostileFleetWith is newHostileFleet with gateway.* keys of the test's.
+func newHostileFleetWith(t *testing.T, gatewayKeys string) *hostileFleet {
+	t.Helper()
+	// The default heartbeat: a peer is dropped after three unanswered
+	// pings, and a pong queued behind a flood's backlog on the uplink is
+	// read late on a loaded machine under the race detector.
+	cfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"port":0},"gateway":` + gatewayKeys + `}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +73,7 @@ func (f *hostileFleet) token(label string) (string, string) {
 func (f *hostileFleet) honest(label string, maxRunning int) string {
 	f.t.Helper()
 	_, secret := f.token(label)
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"capacity":{"strategy":"fixed","config":{"maxRunning":%d}},"gateway":{"url":%q,"token":%q,"label":%q,"heartbeatMs":2000}}`,
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"capacity":{"strategy":"fixed","config":{"maxRunning":%d}},"gateway":{"url":%q,"token":%q,"label":%q}}`,
 		maxRunning, f.gw.httpURL, secret, label)))
 	if err != nil {
 		f.t.Fatal(err)
@@ -231,7 +241,9 @@ func TestAHostileWorkersLieDoesNotLockARequesterOut(t *testing.T) {
 // A worker that grants a device twice has the second grant refused and
 // given back, the request goes back in line, and the first lease stays the
 // gateway's; one that grants a lease id twice has nothing released, which
-// would end the first lease.
+// would end the first lease. The request is not sent to that worker again
+// while the lease its grant contradicted lives: a worker that lies at
+// every grant does not keep the fleet queue deciding in a loop.
 func TestADoubleGrantIsGivenBackAndTheFirstLeaseStays(t *testing.T) {
 	f := newHostileFleet(t)
 	twice := f.hostile("ins_twice", 5)
@@ -245,8 +257,8 @@ func TestADoubleGrantIsGivenBackAndTheFirstLeaseStays(t *testing.T) {
 	if code(err) != contract.CodeQueueTimeout {
 		t.Errorf("b's request, only ever granted a device a holds: %v, want it to wait and time out (QUEUE_TIMEOUT)", err)
 	}
-	if f.findings("ins_twice").DoubleGrants == 0 {
-		t.Error("no double grant counted on the worker")
+	if n := f.findings("ins_twice").DoubleGrants; n == 0 || n > 2 {
+		t.Errorf("%d double grants counted on the worker for b's one request, want it sent there once (or twice, racing the read of the view)", n)
 	}
 	released := map[string]bool{}
 	for _, c := range twice.Calls(contract.OpLeaseRelease) {
@@ -272,6 +284,9 @@ func TestADoubleGrantIsGivenBackAndTheFirstLeaseStays(t *testing.T) {
 	}
 	if cs := twice.Calls(contract.OpLeaseRelease); len(cs) != before {
 		t.Errorf("a grant repeating lease %s was given back, ending the first lease: %s", workerLease, cs[len(cs)-1].Input)
+	}
+	if n := len(twice.Calls(contract.OpLeaseRequest)); n > 5 {
+		t.Errorf("the worker was asked %d times for a, b and c's requests, want each sent to it at most twice: a double grant set the queue deciding in a loop", n)
 	}
 	var got contract.LeaseGetResult
 	if err := f.agent("a").Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: first.Lease.ID}, &got); err != nil || got.Lease.OwnerID != "a" {
@@ -423,10 +438,17 @@ func TestAnEventFloodIsDroppedAndCountedAndTheUplinkStays(t *testing.T) {
 	}
 	var renewed, connected int
 	var fs contract.WorkerFindings
+	var replayed time.Time
 	// 20,100 events through the gateway take a while under the race
 	// detector on a busy machine: the bound is generous, the assertions
-	// below are what fails.
+	// below are what fails. The log is read whole at most every 250 ms,
+	// not at each poll: reading thousands of events a hundred times a
+	// second would slow the gateway it waits for.
 	f.untilWithin(time.Minute, "the flood relayed or dropped to its last event", func() bool {
+		if time.Since(replayed) < 250*time.Millisecond {
+			return false
+		}
+		replayed = time.Now()
 		renewed, connected = relayed()
 		fs = f.findings("ins_flooder")
 		return int(fs.EventsRefused+fs.EventsDropped)+renewed+connected == 20100
@@ -442,6 +464,55 @@ func TestAnEventFloodIsDroppedAndCountedAndTheUplinkStays(t *testing.T) {
 	}
 	if f.view("ins_flooder").Connection != contract.WorkerConnected {
 		t.Error("the flood ended the uplink; it should be dropped, not fatal")
+	}
+}
+
+// A worker stamps the events it relays with a clock of its own: one
+// stamped at the epoch would be older than any retention, and the age
+// prune takes every seq up to the newest old event, so the gateway's own
+// history (its start, its tokens, its grants) would go at the next prune.
+// The gateway takes a worker's time only within a day before its own and
+// never after it: the prune after the lie keeps the gateway's log.
+func TestARelayedEventsClockCannotPruneTheGatewaysLog(t *testing.T) {
+	f := newHostileFleet(t)
+	liar := f.hostile("ins_clock", 0)
+	ctx := context.Background()
+	far := time.Now().Add(10 * 365 * 24 * time.Hour).UnixMilli()
+	for _, at := range []int64{1, far} {
+		if err := liar.RelayAt(ctx, "queue.changed", map[string]any{"depth": 0}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := func() (own []string, lies []contract.Event) {
+		evs, err := f.admin.Replay(ctx, contract.EventsReplayInput{SinceTs: 1, Limit: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if strings.HasPrefix(ev.ID, "evt_hostile_") {
+				lies = append(lies, ev)
+			} else {
+				own = append(own, ev.Event)
+			}
+		}
+		return own, lies
+	}
+	f.until("both stamped events relayed", func() bool { _, lies := log(); return len(lies) == 2 })
+	now := time.Now()
+	_, lies := log()
+	for _, ev := range lies {
+		if ev.Timestamp < now.Add(-time.Minute).UnixMilli() || ev.Timestamp > now.UnixMilli() {
+			t.Errorf("a relayed event the worker stamped at its whim is in the gateway's log at %d, want the gateway's time of the relay (about %d)",
+				ev.Timestamp, now.UnixMilli())
+		}
+	}
+	if err := f.gw.pruneHistory(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	own, lies := log()
+	if !slices.Contains(own, "daemon.started") || !slices.Contains(own, "worker.connected") || len(lies) != 2 {
+		t.Errorf("after the prune the gateway's log holds %v of its own and %d relayed, want its start and the worker's connect kept, and both relayed",
+			own, len(lies))
 	}
 }
 
@@ -500,6 +571,33 @@ func sum(m map[string]int) int {
 	return n
 }
 
+// gateway.maxWorkers is the fleet's cap: past it, a new worker id, even
+// with a join token of its own, is refused 503 TOO_MANY_WORKERS and kept
+// nowhere, while the known one still joins.
+func TestANewWorkerPastGatewayMaxWorkersIsRefused(t *testing.T) {
+	f := newHostileFleetWith(t, `{"maxWorkers":1}`)
+	_, firstSecret := f.token("first")
+	first := f.hostileWith("ins_first", firstSecret, 0)
+	ctx := context.Background()
+	_, secret := f.token("second")
+	dctx, cancel := context.WithTimeout(ctx, waitBound)
+	defer cancel()
+	second, err := hostile.Join(dctx, hostile.Options{URL: f.gw.httpURL, Token: secret, WorkerID: "ins_second"})
+	if err == nil {
+		t.Cleanup(second.Close)
+	}
+	var re *uplink.RefusedError
+	if !errors.As(err, &re) || re.Status != 503 || re.Code != contract.CodeTooManyWorkers {
+		t.Errorf("a second worker past gateway.maxWorkers 1: %v, want 503 TOO_MANY_WORKERS", err)
+	}
+	if v := f.view("ins_second"); v.ID != "" {
+		t.Errorf("the gateway lists the refused id: %+v", v)
+	}
+	first.Close()
+	f.until("the first worker disconnected", func() bool { return f.view("ins_first").Connection == contract.WorkerDisconnected })
+	f.hostileWith("ins_first", firstSecret, 0)
+}
+
 // A join token joins one worker id: a second id dialing with it (a shared
 // token, or a stolen one) is refused 403 and takes nothing over; the first
 // keeps its uplink and its id.
@@ -553,5 +651,62 @@ func TestAnotherOwnersChosenIDIsUnknownThroughTheGateway(t *testing.T) {
 	}
 	if _, err := f.agent("owner-a").Renew(ctx, "build-42", 0); err != nil {
 		t.Errorf("the owner's own renew of build-42: %v", err)
+	}
+}
+
+// A worker whose status offers room it refuses (NO_CAPACITY to every
+// request) has the request bounced back in line, as a stale view would;
+// it is asked again after its view moves, but after each refusal only
+// once its view has moved twice as many times as before: its refusals,
+// and the reads of its view they ask for, do not keep the fleet queue
+// deciding in a loop. The waiting request reaches the honest worker once
+// it has room.
+func TestAWorkerThatRefusesTheRoomItOffersIsNotAskedInALoop(t *testing.T) {
+	f := newHostileFleet(t)
+	honestID := f.honest("honest", 1)
+	liar := f.hostile("ins_full", 5)
+	liar.Refuse(contract.CodeNoCapacity)
+	ctx := context.Background()
+	holder := f.agent("holder")
+	g, err := holder.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Lease.WorkerID != honestID {
+		t.Fatalf("the first lease is on %s, want the honest worker (the liar refuses all)", g.Lease.WorkerID)
+	}
+	done := make(chan error, 1)
+	var second contract.LeaseGrant
+	go func() {
+		var err error
+		second, err = f.agent("waiter").RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 60000}, nil)
+		done <- err
+	}()
+	wctx, cancel := context.WithTimeout(ctx, waitBound)
+	defer cancel()
+	if _, err := liar.Await(wctx, contract.OpLeaseRequest, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Sixty moves of the liar's view, each a read of it: those the
+	// gateway makes after the liar's refusals, and one after each event
+	// of the liar's while they do not come.
+	end := len(liar.Calls(contract.OpStatusGet)) + 60
+	for reads := len(liar.Calls(contract.OpStatusGet)); reads < end; reads = len(liar.Calls(contract.OpStatusGet)) {
+		if err := liar.Relay(ctx, "capacity.changed", map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := liar.Await(wctx, contract.OpStatusGet, reads+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asked := len(liar.Calls(contract.OpLeaseRequest))
+	if _, err := holder.Release(ctx, g.Lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || second.Lease.WorkerID != honestID {
+		t.Errorf("the waiter's request: %v on %q, want the honest worker's freed slot", err, second.Lease.WorkerID)
+	}
+	if asked > 10 {
+		t.Errorf("the liar was asked %d times for one waiting request while its view moved 60 times, want a few (its refusals kept the fleet queue deciding in a loop)", asked)
 	}
 }

@@ -9,12 +9,13 @@
 // gateway goes on serving every other one. What a worker reports of leases
 // counts only as far as the gateway's own grant records bear it out
 // (leaseindex.go); the events it relays are limited to the names a worker
-// records and to a rate (relaylimits.go); and what any peer can make the
-// gateway keep is bounded: one worker id per join token, MaxWorkers
-// workers, views dropped with their token or past their retention, and
-// refused uplinks coalesced by address (rejections.go). A claim the
-// gateway refuses is a finding, logged and counted on the worker's view
-// (findings.go).
+// records, to a payload size and to a rate, and keep its clock only within
+// bounds of the gateway's (relaylimits.go, validate.go); and what any peer
+// can make the gateway keep is bounded: one worker id per join token,
+// MaxWorkers workers, views dropped with their token or past their
+// retention, and refused uplinks coalesced by address (rejections.go). A
+// claim the gateway refuses is a finding, logged and counted on the
+// worker's view (findings.go).
 package gateway
 
 import (
@@ -93,10 +94,16 @@ type Fleet struct {
 	// mu guards the fields below.
 	workers  map[string]*worker
 	rejected rejections
-	closed   bool
+	// revoked are the join tokens revoked while the gateway runs: an
+	// uplink authenticated a moment before its token was revoked is
+	// refused when it attaches (CloseToken found no link of it to close).
+	// One id per revocation, which only an operator makes.
+	revoked map[string]struct{}
+	closed  bool
 	// changed is told, outside the lock, after a worker's view changed:
-	// its leases when connected.
-	changed func(workerID string, leases []contract.LeaseRecord, connected bool)
+	// with the leases of a status read at view generation gen (0: no
+	// read, the view changed otherwise), or that the worker disconnected.
+	changed func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
 	// removed is told, outside the lock, that the gateway forgot a worker.
@@ -124,6 +131,11 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// pending is the newest status read the leasing has not been told of
+	// yet, and telling whether a goroutine is telling it (notifyLater):
+	// one at a time, in the order they were read.
+	pending *statusRead
+	telling bool
 	// logged is when each kind of the worker's findings was last logged.
 	logged map[findingKind]*findingLog
 	// relayed is the rate limit of the events relayed from the worker,
@@ -161,7 +173,7 @@ func New(opts Options) *Fleet {
 	if opts.RelayBurst <= 0 {
 		opts.RelayBurst = relayBurst
 	}
-	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, revoked: map[string]struct{}{}}
 }
 
 // Start lists the workers the store remembers, disconnected until they
@@ -221,7 +233,8 @@ type Attachment struct {
 // token it first joined with (a worker's id is a header, which any holder
 // of a join token could copy), and a token to the one worker id it joined
 // as, until that token is revoked or the worker removed; an id the gateway
-// does not know is refused once it knows MaxWorkers.
+// does not know is refused once it knows MaxWorkers. A token revoked
+// since it was authenticated is refused.
 func (f *Fleet) Claim(id, tokenID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -229,6 +242,9 @@ func (f *Fleet) Claim(id, tokenID string) error {
 }
 
 func (f *Fleet) claimLocked(id, tokenID string) error {
+	if _, ok := f.revoked[tokenID]; ok {
+		return contract.Errorf(contract.CodeUnauthenticated, "the join token was revoked").With("workerId", id)
+	}
 	w, known := f.workers[id]
 	if known && w.owner == tokenID {
 		// Its own token. (Workers that shared one token before a token
@@ -318,7 +334,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	f.mu.Unlock()
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
-		f.notify(a.ID, nil, false)
+		f.notify(a.ID, nil, 0, false)
 	}
 }
 
@@ -473,7 +489,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	if v.Connection == contract.WorkerConnected {
-		f.notifyLater(v.ID, s.Leases, true)
+		f.notifyLater(w, s.Leases, w.viewGen)
 	}
 	return ""
 }
@@ -493,13 +509,13 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 		w.owner = w.tokenID
 	}
 	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt, TokenID: w.owner}
-	view := *v
+	view, viewGen := *v, w.viewGen
 	f.mu.Unlock()
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
 		return fmt.Errorf("could not record the worker: %w", err)
 	}
 	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
-	f.notify(view.ID, view.Leases, true)
+	f.notify(view.ID, view.Leases, viewGen, true)
 	return nil
 }
 
@@ -670,7 +686,7 @@ func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int,
 
 // setChanged and setOnEvent install the leasing's hooks; set before any
 // uplink is served.
-func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, connected bool)) {
+func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.changed = fn
@@ -698,23 +714,54 @@ func (f *Fleet) forgotten(id string) {
 	}
 }
 
-// notify tells the leasing a view changed; notifyLater does so from under
-// the fleet's lock, in a goroutine of its own (the leasing takes its own
-// lock first, then the fleet's).
-func (f *Fleet) notify(id string, leases []contract.LeaseRecord, connected bool) {
+// notify tells the leasing a view changed.
+func (f *Fleet) notify(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	f.mu.Lock()
 	fn := f.changed
 	f.mu.Unlock()
 	if fn != nil {
-		fn(id, leases, connected)
+		fn(id, leases, gen, connected)
 	}
 }
 
-func (f *Fleet) notifyLater(id string, leases []contract.LeaseRecord, connected bool) {
-	if f.changed != nil {
-		fn := f.changed
-		go fn(id, leases, connected)
+// statusRead is a worker's leases as a status read at view generation gen
+// reported them.
+type statusRead struct {
+	leases []contract.LeaseRecord
+	gen    uint64
+}
+
+// notifyLater tells the leasing of a status read of connected worker w,
+// from under the fleet's lock (the leasing takes its own lock first, then
+// the fleet's): in a goroutine, one per worker at a time, which tells the
+// reads in order and, of those made while it was telling one, only the
+// newest. A leasing slow to decide (its store locked by another process)
+// then holds one pending read per worker, however often the worker is
+// read; and a newer read says all an older one would have.
+func (f *Fleet) notifyLater(w *worker, leases []contract.LeaseRecord, gen uint64) {
+	if f.changed == nil {
+		return
 	}
+	w.pending = &statusRead{leases: leases, gen: gen}
+	if w.telling {
+		return
+	}
+	w.telling = true
+	fn, id := f.changed, w.view.ID
+	go func() {
+		for {
+			f.mu.Lock()
+			r := w.pending
+			w.pending = nil
+			if r == nil {
+				w.telling = false
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+			fn(id, r.leases, r.gen, true)
+		}
+	}()
 }
 
 // views copies the views of every worker, for routing.
@@ -770,19 +817,22 @@ func endReason(c *client.Client) string {
 }
 
 // relay commits batch to the gateway's log and publishes it: the events
-// a worker records, within the worker's rate (limit). The cursor moves to
+// a worker may relay, within the worker's rate (limit), each at the worker's
+// time as the gateway takes it (workerTime). The cursor moves to
 // lastSeq whatever was dropped: a dropped event is not asked for again.
 // It returns why the uplink must end, or "", and whether an event it kept
 // changes the worker's status (refreshOn): dropped events ask for no read.
 func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
 	kept, refused, dropped := f.limit(w, batch)
 	out := make([]contract.Event, 0, len(kept))
+	now := time.Now()
 	for _, ev := range kept {
 		p, err := withWorkerID(ev.Payload, id)
 		if err != nil {
 			return "sent an invalid event: " + err.Error(), false
 		}
 		ev.Payload = p
+		ev.Timestamp = workerTime(ev.Timestamp, now)
 		out = append(out, ev)
 		refresh = refresh || refreshOn(ev.Event)
 	}
@@ -795,7 +845,8 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	on := f.onEvent
 	f.mu.Unlock()
 	if refused > 0 {
-		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record, the last %q: dropped", refused, clip(lastRefused(batch))))
+		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record or with payloads over %d bytes, the last %q: dropped",
+			refused, maxRelayedPayload, clip(lastRefused(batch))))
 	}
 	if dropped > 0 {
 		f.found(id, findingEventDropped, dropped, fmt.Sprintf("%d relayed events over %g a second (bursts of %g): dropped", dropped, f.opts.RelayRate, f.opts.RelayBurst))
@@ -808,8 +859,8 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	return "", refresh
 }
 
-// limit keeps, of a batch a worker relays, the events of names a worker
-// records (workerEvents) within its rate, and counts the others.
+// limit keeps, of a batch a worker relays, the events it may relay
+// (relayable) within its rate, and counts the others.
 func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
 	now := time.Now()
 	f.mu.Lock()
@@ -820,7 +871,7 @@ func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event,
 	kept = make([]contract.Event, 0, len(batch))
 	for _, ev := range batch {
 		switch {
-		case !workerEvents[ev.Event]:
+		case !relayable(ev):
 			refused++
 		case !w.relayed.take(now):
 			dropped++
@@ -835,7 +886,7 @@ func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event,
 // relay.
 func lastRefused(batch []contract.Event) string {
 	for i := len(batch) - 1; i >= 0; i-- {
-		if !workerEvents[batch[i].Event] {
+		if !relayable(batch[i]) {
 			return batch[i].Event
 		}
 	}

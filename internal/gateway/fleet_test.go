@@ -492,3 +492,81 @@ func TestWorkersThatSharedATokenBeforeKeepItButNoNewIDTakesIt(t *testing.T) {
 		t.Errorf("a new id with the shared token: %v, want FORBIDDEN", err)
 	}
 }
+
+// An uplink is authenticated, claimed and upgraded before the fleet
+// serves it: a token revoked in between (CloseToken has run, and found no
+// link of it to close) must not be served all the same, with a worker id
+// bound to it that no new token could take.
+func TestAnUplinkWhoseTokenWasRevokedBeforeItAttachedIsNotServed(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	if err := f.Claim("w1", "tok_a"); err != nil {
+		t.Fatal(err)
+	}
+	f.CloseToken(t.Context(), "tok_a")
+	gw, worker := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Attach(t.Context(), Attachment{ID: "w1", TokenID: "tok_a", Conn: gw})
+	}()
+	buf := make([]byte, 512)
+	if n, err := worker.Read(buf); err == nil {
+		t.Errorf("the gateway served an uplink whose token was revoked before it attached: it sent %q", buf[:n])
+	}
+	worker.Close()
+	<-done
+	if err := f.Claim("w1", "tok_b"); err != nil {
+		t.Errorf("w1 with a new token after the old one was revoked: %v", err)
+	}
+	if err := f.Claim("w1", "tok_a"); code(err) != contract.CodeUnauthenticated {
+		t.Errorf("w1 with its revoked token: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// A worker's status reads are told to the leasing one at a time, newest
+// first: while the leasing is slow to take one (its decisions wait for a
+// database another process locks), the reads that follow are not each a
+// goroutine holding a snapshot (up to 100,000 leases each), but one
+// pending snapshot, the newest, told next; and they are told in the order
+// they were read.
+func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+		f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var told []uint64
+		inside := 0
+		most := 0
+		f.setChanged(func(_ string, _ []contract.LeaseRecord, gen uint64, _ bool) {
+			mu.Lock()
+			told = append(told, gen)
+			inside++
+			most = max(most, inside)
+			mu.Unlock()
+			<-release
+			mu.Lock()
+			inside--
+			mu.Unlock()
+		})
+		f.mu.Lock()
+		w := f.workers["w1"]
+		f.mu.Unlock()
+		for gen := uint64(1); gen <= 50; gen++ {
+			f.mu.Lock()
+			f.notifyLater(w, nil, gen)
+			f.mu.Unlock()
+			if gen == 1 {
+				synctest.Wait() // the first is being told, and takes long
+			}
+		}
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if most != 1 || !slices.Equal(told, []uint64{1, 50}) {
+			t.Errorf("50 reads while the leasing was busy were told %v, with %d at once; want the first, then only the newest, one at a time", told, most)
+		}
+	})
+}

@@ -51,8 +51,13 @@ type indexed struct {
 	requestID string
 	grantedAt int64
 	// missed counts the consecutive snapshots of its own worker it was
-	// not in.
-	missed int
+	// not in, of those read after its grant: grantGen is the generation
+	// of the worker's view when the gateway granted it, and a snapshot
+	// read at that generation or before may have been read before the
+	// worker granted it (0 for a lease loaded at start: every snapshot
+	// is read after).
+	missed   int
+	grantGen uint64
 	// ending is why the gateway is ending the lease, while its release is
 	// in flight: the worker's relayed end then carries the gateway's
 	// reason (killed for release --all), not the worker's.
@@ -68,10 +73,10 @@ func (e *indexed) keyIfChosen() string {
 	return ""
 }
 
-// record is e as the lease record its holders are told of, on device
-// deviceID.
-func (e *indexed) record(deviceID string) contract.LeaseRecord {
-	return contract.LeaseRecord{ID: e.id, Key: e.keyIfChosen(), DeviceID: deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
+// record is e as the lease record its holders are told of: every field
+// from the grant record, the device included, never from a worker's word.
+func (e *indexed) record() contract.LeaseRecord {
+	return contract.LeaseRecord{ID: e.id, Key: e.keyIfChosen(), DeviceID: e.deviceID, RequesterID: e.requester, OwnerID: e.owner, WorkerID: e.workerID}
 }
 
 // leaseIndex is the gateway's record of the leases it granted: in memory,
@@ -111,8 +116,15 @@ type withdrawal struct{ workerID, requester string }
 type workerThing struct{ workerID, id string }
 
 // withdrawnFor bounds how long a withdrawal is remembered: longer than any
-// start (a download included) takes on a worker.
-const withdrawnFor = 24 * time.Hour
+// start (a download included) takes on a worker. maxWithdrawn bounds how
+// many are: a worker that answers no request grows them by one per
+// requester the fleet queue sends it, and past the bound the oldest is
+// forgotten (its lease, should the worker grant it after all, is then a
+// finding, and ends with its TTL on the worker instead of given back).
+const (
+	withdrawnFor = 24 * time.Hour
+	maxWithdrawn = 10_000
+)
 
 func newLeaseIndex(instanceID string) *leaseIndex {
 	return &leaseIndex{prefix: requesterPrefix(instanceID), byKey: map[string]*indexed{}, byChosen: map[string]map[string]*indexed{},
@@ -133,7 +145,18 @@ var (
 // withdraw notes that the gateway gave up waiting for requester's request
 // on workerID.
 func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
-	x.withdrawn[withdrawal{workerID, requester}] = at
+	k := withdrawal{workerID, requester}
+	if _, ok := x.withdrawn[k]; !ok && len(x.withdrawn) >= maxWithdrawn {
+		var oldest withdrawal
+		var first time.Time
+		for o, t := range x.withdrawn {
+			if first.IsZero() || t.Before(first) {
+				oldest, first = o, t
+			}
+		}
+		delete(x.withdrawn, oldest)
+	}
+	x.withdrawn[k] = at
 }
 
 // load puts the grant records the store kept into the index, at start:
@@ -191,6 +214,16 @@ func (x *leaseIndex) insert(g store.Grant) (*indexed, error) {
 		x.byChosen[e.chosen][e.owner] = e
 	}
 	return e, nil
+}
+
+// contradicted is the lease a grant the index refused as a double grant
+// repeats: the one under its key, else the one of its device (nil when
+// none).
+func (x *leaseIndex) contradicted(g store.Grant) *indexed {
+	if e := x.byKey[g.Key]; e != nil {
+		return e
+	}
+	return x.byDevice[workerThing{g.WorkerID, g.DeviceID}]
 }
 
 // take hands the grant records staged since the last take to the
@@ -272,25 +305,43 @@ func (x *leaseIndex) remove(e *indexed) {
 	x.ends = append(x.ends, e.key)
 }
 
-// finding is a claim of a worker's the gateway does not believe: logged
-// and counted on the worker's view, and otherwise ignored.
+// finding is a lease a worker reported that the gateway does not
+// believe: one it did not grant (grant nil), or one that contradicts its
+// grant record. It is logged and counted on the worker's view, and
+// otherwise ignored.
 type finding struct {
-	kind findingKind
-	what string
+	lease contract.LeaseRecord
+	grant *indexed
 }
 
-// reconcile checks one snapshot of workerID's active leases against the
-// leases the gateway granted there. A lease of the gateway's it lists is
-// confirmed; one it lacks is ended at its second miss in a row (one miss is
-// grace: a grant that lands between the read of a snapshot and its answer
-// is not in it). A lease it lists under the gateway's requester prefix that
-// the gateway did not grant, or that contradicts the grant record (another
+// what says what the worker claimed. It is made only for the finding that
+// is logged: a snapshot may hold tens of thousands of them.
+func (fd finding) what() string {
+	l := fd.lease
+	if e := fd.grant; e != nil {
+		return fmt.Sprintf("lease %s on device %s for requester %q owned by %q, granted on device %s for %q owned by %q",
+			l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID), e.deviceID, e.requester, e.owner)
+	}
+	return fmt.Sprintf("lease %s on device %s for requester %q owned by %q, which the gateway did not grant",
+		l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))
+}
+
+// reconcile checks one snapshot of workerID's active leases, read at
+// generation gen of the worker's view, against the leases the gateway
+// granted there. A lease of the gateway's it lists is confirmed; one it
+// lacks is ended at its second miss in a row, counting only the snapshots
+// read after its grant (gen past its grantGen: a snapshot waits for the
+// decision lock and the database's, so one read before a grant may be
+// reconciled after it), and one miss of those is grace (a grant that
+// lands between the read of a snapshot and its answer is not in it). A
+// lease it lists under the gateway's requester prefix that the gateway
+// did not grant, or that contradicts the grant record (another
 // device, requester or owner), is a finding and nothing more: it never
 // becomes the gateway's, and never routes a call. A lease granted for a
 // request the gateway withdrew is returned, to be given back. The worker's
 // own leases (any other requester) and other workers' entries are left
 // alone.
-func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, now time.Time) (giveBack []string, found []finding) {
+func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, gen uint64, now time.Time) (giveBack []string, found []finding) {
 	for k, at := range x.withdrawn {
 		if now.Sub(at) > withdrawnFor {
 			delete(x.withdrawn, k)
@@ -307,8 +358,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			e.missed = 0
 			if l.DeviceID != e.deviceID || l.OwnerID != e.owner || !ours || requester != e.requester {
 				if !x.claimed[workerID][l.ID] {
-					found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, granted on device %s for %q owned by %q",
-						l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID), e.deviceID, e.requester, e.owner)})
+					found = append(found, finding{lease: l, grant: e})
 				}
 				claimed[l.ID] = true
 			}
@@ -318,8 +368,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {
-				found = append(found, finding{findingUngranted, fmt.Sprintf("lease %s on device %s for requester %q owned by %q, which the gateway did not grant",
-					l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))})
+				found = append(found, finding{lease: l})
 			}
 			claimed[l.ID] = true
 		}
@@ -330,7 +379,7 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 		delete(x.claimed, workerID)
 	}
 	for _, e := range x.byKey {
-		if e.workerID != workerID || seen[e] {
+		if e.workerID != workerID || seen[e] || gen <= e.grantGen {
 			continue
 		}
 		if e.missed++; e.missed >= 2 {
@@ -348,6 +397,17 @@ func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
 // disconnected forgets what workerID's snapshots claimed: a new uplink
 // starts over.
 func (x *leaseIndex) disconnected(workerID string) { delete(x.claimed, workerID) }
+
+// forget drops what the index keeps of workerID but its leases (which the
+// caller ends): the gateway forgot the worker.
+func (x *leaseIndex) forget(workerID string) {
+	delete(x.claimed, workerID)
+	for k := range x.withdrawn {
+		if k.workerID == workerID {
+			delete(x.withdrawn, k)
+		}
+	}
+}
 
 // ofWorkerAll lists the leases the gateway granted on workerID.
 func (x *leaseIndex) ofWorkerAll(workerID string) []*indexed {

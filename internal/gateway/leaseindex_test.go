@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -60,8 +61,8 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 		workerLease("lse_b", "local-agent", "local-agent"),      // the worker's own
 		workerLease("lse_c", "gw:ins_other:agent-2", "tok_bob"), // another gateway's
 	}
-	_, found := x.reconcile("w1", snapshot, time.Unix(0, 0))
-	if len(found) != 1 || found[0].kind != findingUngranted || !strings.Contains(found[0].what, "lse_lie") {
+	_, found := x.reconcile("w1", snapshot, 1, time.Unix(0, 0))
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_lie") {
 		t.Fatalf("findings = %+v, want the one ungranted lease lse_lie", found)
 	}
 	if _, ok := x.ofRequester("victim"); ok {
@@ -79,8 +80,8 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 		t.Errorf("the granted lease = %+v %v, want it confirmed", e, ok)
 	}
 	// The same lie again is not a new finding; a new one is.
-	if _, found := x.reconcile("w1", append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), time.Unix(0, 0)); len(found) != 1 ||
-		!strings.Contains(found[0].what, "lse_lie2") {
+	if _, found := x.reconcile("w1", append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), 1, time.Unix(0, 0)); len(found) != 1 ||
+		!strings.Contains(found[0].what(), "lse_lie2") {
 		t.Errorf("findings of the next snapshot = %+v, want only the new lie", found)
 	}
 }
@@ -92,7 +93,7 @@ func TestAWorkersReportThatContradictsAGrantChangesNothingOfIt(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
 	claim := workerLease("lse_a", "gw:ins_gw:victim", "tok_victim")
-	_, found := x.reconcile("w1", []contract.LeaseRecord{claim}, time.Unix(0, 0))
+	_, found := x.reconcile("w1", []contract.LeaseRecord{claim}, 1, time.Unix(0, 0))
 	if len(found) != 1 {
 		t.Errorf("findings = %+v, want the contradicting report", found)
 	}
@@ -112,21 +113,21 @@ func TestAnEntryIsEndedOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	x.take()
 	// Churn on w2's view never counts against w1's lease.
 	for range 3 {
-		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, time.Unix(0, 0))
+		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, 1, time.Unix(0, 0))
 	}
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("w2's snapshots made the index forget w1's lease")
 	}
-	x.reconcile("w1", nil, time.Unix(0, 0)) // one miss: grace
+	x.reconcile("w1", nil, 1, time.Unix(0, 0)) // one miss: grace
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("one missing snapshot forgot the lease; a grant racing the read is missing once")
 	}
-	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, time.Unix(0, 0))
-	x.reconcile("w1", nil, time.Unix(0, 0)) // a miss again, but not in a row
+	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, 1, time.Unix(0, 0))
+	x.reconcile("w1", nil, 1, time.Unix(0, 0)) // a miss again, but not in a row
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("two misses that were not in a row forgot the lease")
 	}
-	x.reconcile("w1", nil, time.Unix(0, 0))
+	x.reconcile("w1", nil, 1, time.Unix(0, 0))
 	if _, ok := x.ofKey("w1.lse_a"); ok {
 		t.Fatal("two misses in a row kept the lease: the requester could never lease again")
 	}
@@ -135,6 +136,29 @@ func TestAnEntryIsEndedOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	}
 	if puts, ends := x.take(); len(puts) != 0 || !slices.Equal(ends, []string{"w1.lse_a"}) {
 		t.Errorf("staged for the commit: %v and ends %v, want the end of w1.lse_a's record", puts, ends)
+	}
+}
+
+// A worker's snapshots reach the index after the decision lock and the
+// database's: under load, snapshots read before a grant (at view generations up to the one the grant saw) may be
+// reconciled after it. They say nothing of the lease, and however many
+// there are, they count no miss of it; two snapshots read after its grant
+// that lack it still end it.
+func TestSnapshotsReadBeforeAGrantNeverEndItsLease(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	e := mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	e.grantGen = 5
+	x.take()
+	for gen := uint64(3); gen <= 5; gen++ {
+		x.reconcile("w1", nil, gen, time.Unix(0, 0))
+	}
+	if _, ok := x.ofKey("w1.lse_a"); !ok {
+		t.Fatal("snapshots read at views 3 to 5, before the grant at view 5, ended its lease: its agent's next call is UNKNOWN_LEASE")
+	}
+	x.reconcile("w1", nil, 6, time.Unix(0, 0))
+	x.reconcile("w1", nil, 7, time.Unix(0, 0))
+	if _, ok := x.ofKey("w1.lse_a"); ok {
+		t.Error("two snapshots read after the grant without the lease kept it")
 	}
 }
 
@@ -224,11 +248,11 @@ func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	now := time.Unix(1000, 0)
 	x.withdraw("w1", "agent-1", now)
-	back, _ := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	back, _ := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, 1, now)
 	if len(back) != 0 {
 		t.Errorf("a lease of the requester on another worker was given back: %v", back)
 	}
-	back, found := x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, now)
+	back, found := x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, 1, now)
 	if len(back) != 1 || back[0] != "lse_late" || len(found) != 0 {
 		t.Fatalf("reconcile gave back %v (findings %v), want the late grant lse_late", back, found)
 	}
@@ -237,14 +261,37 @@ func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	}
 	// Given back once: the same report again is a claim the gateway did
 	// not grant.
-	if back, found = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, now); len(back) != 0 || len(found) != 1 {
+	if back, found = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, 1, now); len(back) != 0 || len(found) != 1 {
 		t.Errorf("the next report gave back %v with findings %v, want none given back and one finding", back, found)
 	}
 	// A withdrawal is forgotten after withdrawnFor.
 	x.withdraw("w1", "agent-2", now)
 	if back, _ = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")},
-		now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
+		1, now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
 		t.Errorf("a withdrawal older than %s still gave back %v", withdrawnFor, back)
+	}
+}
+
+// What the gateway remembers of the requests it gave up on is bounded,
+// however many requesters' requests a worker fails to answer: past
+// maxWithdrawn the oldest withdrawal goes, and the withdrawals on a
+// worker the gateway forgot go with it.
+func TestWithdrawalsAreBoundedAndGoWithTheirWorker(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	start := time.Unix(1000, 0)
+	for i := range maxWithdrawn + 10 {
+		x.withdraw("w1", fmt.Sprintf("agent-%d", i), start.Add(time.Duration(i)*time.Millisecond))
+	}
+	if len(x.withdrawn) != maxWithdrawn {
+		t.Errorf("%d withdrawals remembered after %d, want at most %d", len(x.withdrawn), maxWithdrawn+10, maxWithdrawn)
+	}
+	if x.withdrawnFrom("w1", "agent-0") || !x.withdrawnFrom("w1", fmt.Sprintf("agent-%d", maxWithdrawn+9)) {
+		t.Error("the bound kept the oldest withdrawal or dropped the newest")
+	}
+	x.withdraw("w2", "agent-x", start)
+	x.forget("w1")
+	if len(x.withdrawn) != 1 || !x.withdrawnFrom("w2", "agent-x") {
+		t.Errorf("after w1 was forgotten %d withdrawals remain, want w2's alone", len(x.withdrawn))
 	}
 }
 

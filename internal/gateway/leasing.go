@@ -91,11 +91,13 @@ type LeasingOptions struct {
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
 // only confirm a lease the gateway granted on it, or end one (after two
-// snapshots in a row without it); anything else it reports under the
-// gateway's requester prefix is a finding, logged and counted on its view,
-// and never owns, routes or blocks anything. A grant that repeats a lease
-// id or a device the gateway holds a lease of is refused, given back where
-// that cannot end the first lease, and its request goes back in line.
+// snapshots in a row without it, read after its grant); anything else it
+// reports under the gateway's requester prefix is a finding, logged and
+// counted on its view, and never owns, routes or blocks anything. A grant
+// that repeats a lease id or a device the gateway holds a lease of is
+// refused, given back where that cannot end the first lease, and its
+// request goes back in line, not to be sent to that worker while the
+// first lease lives (skipped).
 type Leasing struct {
 	f    *Fleet
 	q    *queue.Queue
@@ -110,13 +112,50 @@ type Leasing struct {
 	// per pass, so a stale view sends one request, not a burst.
 	pass *queue.Txn
 	busy map[string]bool
-	// skip are, per waiter, the workers it is not sent to again until
-	// their view changes: the view generation they were skipped at.
-	skip map[*queue.Waiter]map[string]uint64
+	// skip are, per waiter, the workers it is not sent to again for now.
+	skip map[*queue.Waiter]map[string]skipped
 	// held are, by worker, the holds of the dispatches in flight to it,
 	// and of those granted until its view has moved past the generation
 	// they were granted at (until), when the view shows the grant itself.
 	held map[string][]*dispatchHold
+}
+
+// skipped says how long a waiter is not sent to a worker again: until the
+// worker's view has moved moves times since generation gen (it bounced the
+// request: its view was stale), and, after a double grant, also while the
+// lease the grant contradicted stays indexed (conflict). A view moves once
+// after a bounce, and its refresh is what moves it: so the nth bounce of
+// one waiter by one worker waits for 2^(n-1) moves, and a worker whose view
+// offers room it refuses is asked a few times, not at every read the
+// refusals themselves ask for. An honest worker's stale view is read again
+// once and then shows no room, and its stale grant of a device whose lease
+// just ended on it is tried again once the gateway has heard of that end;
+// a lying worker is not asked again for as long as its lie would repeat.
+type skipped struct {
+	gen, moves uint64
+	// bounces counts the waiter's bounces off the worker.
+	bounces  int
+	conflict *indexed
+}
+
+// skipping reports whether a waiter skipped as s skips workerID now. The
+// decision lock must be held.
+func (l *Leasing) skipping(s skipped, workerID string) bool {
+	if s.conflict != nil {
+		if e, ok := l.idx.ofKey(s.conflict.key); ok && e == s.conflict {
+			return true
+		}
+	}
+	return l.f.generation(workerID) < s.gen+max(s.moves, 1)
+}
+
+// skipFor records that w is not sent to workerID for now (skipped). The
+// decision lock must be held.
+func (l *Leasing) skipFor(w *queue.Waiter, workerID string, s skipped) {
+	if l.skip[w] == nil {
+		l.skip[w] = map[string]skipped{}
+	}
+	l.skip[w][workerID] = s
 }
 
 // dispatchHold is one dispatch's hold on its worker's view.
@@ -143,7 +182,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		opts.ExecTimeout = 11 * time.Minute
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
-		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]uint64{}, held: map[string][]*dispatchHold{}}
+		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
 		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		LeaseOf: func(requester string) (string, string, bool) {
@@ -234,11 +273,11 @@ func (l *Leasing) Load(ctx context.Context) error {
 // onEvent learns from a worker's relayed events what the holders of the
 // gateway's leases must hear: that a lease ended there (the index forgets
 // it), or that its device crashed or runs again. They are told with the
-// gateway's lease id and owner, from the index, never the worker's.
+// gateway's lease id, owner and device, from the index, never the
+// worker's.
 func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	var p struct {
 		LeaseID  string `json:"leaseId"`
-		DeviceID string `json:"deviceId"`
 		Reason   string `json:"reason"`
 		Attempts int    `json:"attempts"`
 	}
@@ -252,14 +291,14 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	}
 	switch ev.Event {
 	case "device.crash-detected":
-		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceUnhealthy, 0)
+		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceUnhealthy, 0)
 		return
 	case "device.recovered":
 		if p.Attempts < 1 {
 			l.log.Warn("a worker's device.recovered names an impossible attempt count; not relayed", "worker", workerID, "attempts", p.Attempts)
 			return
 		}
-		l.deviceHealth(workerID, p.LeaseID, p.DeviceID, contract.PushDeviceRecovered, p.Attempts)
+		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceRecovered, p.Attempts)
 		return
 	}
 	e, ok := l.ended(workerID, p.LeaseID)
@@ -273,31 +312,32 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	case ev.Event == "lease.expired":
 		reason = "expired"
 	}
-	l.tellEnded(e, p.DeviceID, reason)
+	l.tellEnded(e, reason)
 }
 
 // deviceHealth tells the holders of the gateway lease that is workerID's
 // workerLeaseID, if the gateway issued it, that its device crashed or runs
 // again.
-func (l *Leasing) deviceHealth(workerID, workerLeaseID, deviceID, notice string, attempts int) {
+func (l *Leasing) deviceHealth(workerID, workerLeaseID, notice string, attempts int) {
 	var e *indexed
 	var ok bool
 	l.q.View(func() { e, ok = l.idx.ofWorker(workerID, workerLeaseID) })
 	if !ok {
 		return
 	}
-	l.opts.DeviceHealth(e.record(deviceID), notice, attempts)
+	l.opts.DeviceHealth(e.record(), notice, attempts)
 }
 
 // tellEnded tells the holders of e that it ended.
-func (l *Leasing) tellEnded(e *indexed, deviceID, reason string) {
-	l.opts.LeaseEnded(e.record(deviceID), reason)
+func (l *Leasing) tellEnded(e *indexed, reason string) {
+	l.opts.LeaseEnded(e.record(), reason)
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
-// worker's leases (and gives back those granted for requests it withdrew),
-// and the line is served again.
-func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, connected bool) {
+// worker's leases from a status read at view generation gen, if one was
+// (and gives back those granted for requests it withdrew), and the line is
+// served again.
+func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		// A request that bounced and then ended in line (timed out,
 		// cancelled, failed by the fast-fail table) leaves its skips:
@@ -307,17 +347,20 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 				delete(l.skip, w)
 			}
 		}
-		if connected {
-			giveBack, found := l.idx.reconcile(workerID, leases, time.Now())
+		switch {
+		case !connected:
+			l.idx.disconnected(workerID)
+		case gen > 0:
+			giveBack, found := l.idx.reconcile(workerID, leases, gen, time.Now())
 			for _, id := range giveBack {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
 			}
-			for _, fd := range found {
-				l.f.found(workerID, fd.kind, 1, fd.what)
+			if len(found) > 0 {
+				// Counted at once, told by the last: one lock of the
+				// fleet's and one line per snapshot, however many.
+				l.f.found(workerID, findingUngranted, int64(len(found)), found[len(found)-1].what())
 			}
-		} else {
-			l.idx.disconnected(workerID)
 		}
 		tx.Kick()
 		return nil
@@ -329,10 +372,13 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, co
 // gateway any more, and their requesters may lease again.
 func (l *Leasing) workerRemoved(workerID string) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
-		l.idx.disconnected(workerID)
+		l.idx.forget(workerID)
 		for _, e := range l.idx.ofWorkerAll(workerID) {
 			l.idx.remove(e)
 		}
+		// Its dispatch holds go too: no view of it is routed to again.
+		// (A dispatch still in flight drops its own when it ends.)
+		delete(l.held, workerID)
 		tx.Kick()
 		return nil
 	})
@@ -448,7 +494,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		if l.busy[v.ID] {
 			continue
 		}
-		if gen, ok := l.skip[w][v.ID]; ok && gen == l.f.generation(v.ID) {
+		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {
 			continue
 		}
 		views = append(views, heldView(v, l.holdsOn(v.ID)))
@@ -562,15 +608,14 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	})
 }
 
-// bounce puts w back in line, skipping workerID until its view changes;
-// the dispatch's hold goes (it took nothing).
+// bounce puts w back in line, skipping workerID until its view has moved
+// (skipped: the more often w bounced off it, the more moves); the
+// dispatch's hold goes (it took nothing).
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(workerID, h)
-		if l.skip[w] == nil {
-			l.skip[w] = map[string]uint64{}
-		}
-		l.skip[w][workerID] = l.f.generation(workerID)
+		n := l.skip[w][workerID].bounces + 1
+		l.skipFor(w, workerID, skipped{gen: l.f.generation(workerID), moves: 1 << min(n-1, 32), bounces: n})
 		tx.Requeue(w)
 		tx.Kick()
 		return nil
@@ -611,6 +656,10 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			DeviceID: g.Lease.DeviceID, OwnerID: w.Owner(), RequesterID: w.Requester(), ChosenID: w.ChosenLeaseID(),
 			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
 		e, err := l.idx.add(rec)
+		if e != nil {
+			// Snapshots read up to now may predate the worker's grant.
+			e.grantGen = h.until
+		}
 		switch {
 		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
 			if errors.Is(err, errDoubleDevice) {
@@ -619,10 +668,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			}
 			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
 			l.unhold(r.WorkerID, h)
-			if l.skip[w] == nil {
-				l.skip[w] = map[string]uint64{}
-			}
-			l.skip[w][r.WorkerID] = l.f.generation(r.WorkerID)
+			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), bounces: l.skip[w][r.WorkerID].bounces, conflict: l.idx.contradicted(rec)})
 			tx.Requeue(w)
 			refresh = true
 			return nil
@@ -653,17 +699,6 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 	if refresh {
 		l.f.refresh(r.WorkerID)
 	}
-}
-
-// workerTime is a time a worker reported (epoch ms), as the gateway takes
-// it: the worker's own clock, which its other times are read against,
-// unless it is more than a day from the gateway's, which no clock drift
-// explains.
-func workerTime(at int64, now time.Time) int64 {
-	if d := now.UnixMilli() - at; at <= 0 || d > 24*60*60*1000 || d < -24*60*60*1000 {
-		return now.UnixMilli()
-	}
-	return at
 }
 
 // holdsOn are the holds on workerID's view that routing counts now: the
@@ -868,7 +903,7 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 		return err
 	}
 	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
-		l.tellEnded(e, e.deviceID, reason)
+		l.tellEnded(e, reason)
 	}
 	return nil
 }

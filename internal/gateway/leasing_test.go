@@ -63,7 +63,7 @@ func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
 		if err != nil || got.Request.State != contract.RequestFailed || got.Request.Error == nil || got.Request.Error.Code != contract.CodeQueueTimeout {
 			t.Fatalf("the bounced request is %s %+v (%v), want failed with QUEUE_TIMEOUT", got.Request.State, got.Request.Error, err)
 		}
-		l.viewChanged("w1", nil, true) // the worker's next refresh
+		l.viewChanged("w1", nil, 1, true) // the worker's next refresh
 		l.q.View(func() {
 			if len(l.skip) != 0 {
 				t.Errorf("after the request timed out the gateway still keeps skips for %d requests", len(l.skip))
@@ -128,5 +128,34 @@ func TestALeasesEndIsToldUnderItsChosenIDAndItsKeyAndEndsItsRecord(t *testing.T)
 	}
 	if gs, _ := st.Grants(context.Background()); len(gs) != 0 {
 		t.Errorf("grant records after the end: %+v, want none", gs)
+	}
+}
+
+// What the holders of a gateway lease hear of its device (a crash, a
+// recovery, the lease's end) names the device the grant record names: a
+// worker's event that names another device (another worker's, another
+// tenant's) is about the lease, never a way to tell a holder of a device
+// that is not its own.
+func TestALeasesNoticesNameTheDeviceOfItsGrantRecord(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	g := grantOf("w1", "lse_a", "agent-a", "tok_alice", "")
+	st.grants[g.Key] = g
+	var told []string
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour,
+		LeaseEnded: func(r contract.LeaseRecord, reason string) { told = append(told, "ended "+r.DeviceID) },
+		DeviceHealth: func(r contract.LeaseRecord, notice string, _ int) {
+			told = append(told, notice+" "+r.DeviceID)
+		}})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.onEvent("w1", contract.Event{Event: "device.crash-detected", Payload: []byte(`{"leaseId":"lse_a","deviceId":"dev_someone_elses"}`)})
+	l.onEvent("w1", contract.Event{Event: "device.recovered", Payload: []byte(`{"leaseId":"lse_a","deviceId":"dev_someone_elses","attempts":1}`)})
+	l.onEvent("w1", contract.Event{Event: "lease.expired", Payload: []byte(`{"leaseId":"lse_a","deviceId":"dev_someone_elses"}`)})
+	want := []string{contract.PushDeviceUnhealthy + " dev_lse_a", contract.PushDeviceRecovered + " dev_lse_a", "ended dev_lse_a"}
+	if !slices.Equal(told, want) {
+		t.Errorf("the holders were told %v, want %v: the device of the grant record", told, want)
 	}
 }

@@ -86,7 +86,7 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 		}
 		f.emit(event, map[string]any{"workerId": id, "label": s.Label})
 		// Who may be routed to changed: the line is served again.
-		f.notify(id, nil, false)
+		f.notify(id, nil, 0, true)
 	}
 	return s, nil
 }
@@ -159,9 +159,11 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 // drops their views (what those workers reported is no longer anyone's to
 // keep: their lines stay, with their drains and relay cursors, until
 // retention or remove), and frees the worker ids it held, so the workers
-// can join again with a new token.
+// can join again with a new token. An uplink of the token still on its
+// way to Attach is refused there.
 func (f *Fleet) CloseToken(ctx context.Context, tokenID string) {
 	f.mu.Lock()
+	f.revoked[tokenID] = struct{}{}
 	var conns []*link
 	var freed []store.Worker
 	for _, w := range f.workers {

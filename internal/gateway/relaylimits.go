@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"time"
+
+	"github.com/simlock/simlock/internal/contract"
 )
 
 // workerEvents are the events a worker records, the only ones a gateway
@@ -26,6 +28,19 @@ var workerEvents = map[string]bool{
 	"component.install-started": true, "component.installed": true, "component.install-failed": true, "component.removed": true,
 	"capacity.changed": true, "queue.changed": true, "daemon.started": true, "daemon.stopping": true,
 	"clock.jumped": true, "token.created": true, "token.revoked": true,
+}
+
+// maxRelayedPayload bounds the payload of one event a gateway relays. A
+// worker's events are a few hundred bytes, a driver's error in one at most
+// a few KiB; the gateway's log is bounded in events (eventLog.maxEvents),
+// so this bounds it on disk too. A larger one is dropped and counted as
+// refused.
+const maxRelayedPayload = 16 << 10
+
+// relayable reports whether a worker may relay ev at all, whatever its
+// rate: a name a worker records, and a payload within maxRelayedPayload.
+func relayable(ev contract.Event) bool {
+	return workerEvents[ev.Event] && len(ev.Payload) <= maxRelayedPayload
 }
 
 // The rate at which a gateway relays one worker's events: a token bucket

@@ -138,3 +138,99 @@ func TestRelayedEventsOverTheRateOrOfGatewayNamesAreDroppedAndCounted(t *testing
 		t.Errorf("relaying the flood took %s: it waited for the rate", d)
 	}
 }
+
+// A relayed event's time is the worker's claim, and the gateway's log is
+// pruned by time: an event stamped at the epoch would take every older
+// seq of the gateway's own log with it at the next prune, and one stamped
+// years ahead would count in a far minute of the usage figures. The
+// gateway keeps a worker's time only when it is not after its own and at
+// most a day before it; any other is the gateway's time of the relay.
+func TestARelayedEventsTimeIsBoundedByTheGatewaysClock(t *testing.T) {
+	var relayed []contract.Event
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw",
+		Relay: func(_ context.Context, _ string, evs []contract.Event, _ int64) error {
+			relayed = append(relayed, evs...)
+			return nil
+		}})
+	f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+	f.mu.Lock()
+	w := f.workers["w1"]
+	f.mu.Unlock()
+	before := time.Now().UnixMilli()
+	hourAgo := before - time.Hour.Milliseconds()
+	stamps := []int64{1, hourAgo, before - 25*time.Hour.Milliseconds(), before + 10*365*24*time.Hour.Milliseconds()}
+	var batch []contract.Event
+	for i, ts := range stamps {
+		batch = append(batch, contract.Event{ID: fmt.Sprintf("evt_%d", i), Seq: int64(i + 1), Timestamp: ts, Event: "queue.changed", Payload: json.RawMessage(`{}`)})
+	}
+	if reason, _ := f.relay(context.Background(), w, "w1", batch, int64(len(batch))); reason != "" {
+		t.Fatalf("the relay ended the uplink: %s", reason)
+	}
+	after := time.Now().UnixMilli()
+	if len(relayed) != len(stamps) {
+		t.Fatalf("relayed %d events, want %d", len(relayed), len(stamps))
+	}
+	for i, ev := range relayed {
+		switch {
+		case stamps[i] == hourAgo && ev.Timestamp != hourAgo:
+			t.Errorf("an event an hour old was relayed at %d, want the worker's own time %d", ev.Timestamp, hourAgo)
+		case stamps[i] != hourAgo && (ev.Timestamp < before || ev.Timestamp > after):
+			t.Errorf("an event the worker stamped %d was relayed at %d, want the gateway's time of the relay (%d..%d)", stamps[i], ev.Timestamp, before, after)
+		}
+	}
+}
+
+// workerTime is the one rule for a time a worker reports: its own clock
+// within a day before the gateway's and never after it, else the
+// gateway's.
+func TestAWorkersTimeIsKeptOnlyWithinADayBeforeTheGateways(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	day := (24 * time.Hour).Milliseconds()
+	for _, c := range []struct {
+		at, want int64
+	}{
+		{now.UnixMilli() - 1000, now.UnixMilli() - 1000},
+		{now.UnixMilli() - day, now.UnixMilli() - day},
+		{now.UnixMilli() - day - 1, now.UnixMilli()},
+		{now.UnixMilli(), now.UnixMilli()},
+		{now.UnixMilli() + 1, now.UnixMilli()},
+		{0, now.UnixMilli()},
+		{-5, now.UnixMilli()},
+	} {
+		if got := workerTime(c.at, now); got != c.want {
+			t.Errorf("workerTime(%d) = %d, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+// A relayed event's payload is at most maxRelayedPayload: what a worker
+// records is a few hundred bytes (an error at most a few KiB), and the
+// gateway's log is bounded in events, so an event of a megabyte, at the
+// relay's rate, would fill the gateway's disk instead. A larger one is
+// dropped and counted as refused, and the uplink stays.
+func TestARelayedEventOverThePayloadBoundIsRefusedAndCounted(t *testing.T) {
+	var relayed []contract.Event
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw",
+		Relay: func(_ context.Context, _ string, evs []contract.Event, _ int64) error {
+			relayed = append(relayed, evs...)
+			return nil
+		}})
+	f.put(contract.WorkerView{ID: "w1", Connection: contract.WorkerConnected})
+	f.mu.Lock()
+	w := f.workers["w1"]
+	f.mu.Unlock()
+	big := json.RawMessage(`{"error":"` + strings.Repeat("x", maxRelayedPayload) + `"}`)
+	batch := []contract.Event{
+		{ID: "evt_1", Seq: 1, Timestamp: 1, Event: "device.quarantined", Payload: big},
+		{ID: "evt_2", Seq: 2, Timestamp: 1, Event: "device.quarantined", Payload: json.RawMessage(`{"deviceId":"dev_1","error":"erase failed"}`)},
+	}
+	if reason, _ := f.relay(context.Background(), w, "w1", batch, 2); reason != "" {
+		t.Fatalf("the large event ended the uplink: %s", reason)
+	}
+	if len(relayed) != 1 || relayed[0].ID != "evt_2" {
+		t.Errorf("relayed %d events, want the small one alone", len(relayed))
+	}
+	if v, _ := f.View("w1"); v.Findings == nil || v.Findings.EventsRefused != 1 {
+		t.Errorf("findings = %+v, want the large event counted as refused", v.Findings)
+	}
+}

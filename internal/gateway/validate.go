@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -372,6 +373,27 @@ func checkGrant(g contract.LeaseGrant) error {
 		return bad("grant.device.id", "is %q, but the lease names device %q", d.ID, g.Lease.DeviceID)
 	}
 	return checkPlatform("grant.device.spec.platform", d.Spec.Platform)
+}
+
+// maxWorkerAge is how far before the gateway's clock a time a worker
+// reports may be: a catch-up after an outage relays hours of a worker's
+// history, and a worker disconnected longer than gateway.disconnectedRetentionMs
+// (a day by default) is followed from its present when it comes back.
+const maxWorkerAge = 24 * time.Hour
+
+// workerTime is a time a worker reported (epoch ms), as the gateway takes
+// it: the worker's own clock, which its other times are read against, when
+// it is at most maxWorkerAge before the gateway's and not after it; else
+// the gateway's. Nothing a worker did happened after the gateway heard of
+// it, and the gateway's log is pruned by time and its usage figures are
+// filed by minute: a worker's clock must not decide what the log keeps,
+// nor in which minute, or how long, a lease is counted.
+func workerTime(at int64, now time.Time) int64 {
+	n := now.UnixMilli()
+	if at <= 0 || at > n || n-at > maxWorkerAge.Milliseconds() {
+		return n
+	}
+	return at
 }
 
 // checkEvents checks a run of events a worker relays, read from its log

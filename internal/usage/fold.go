@@ -246,9 +246,9 @@ func (b *Batch) Needs() []OpenKey {
 //     it went to. The request closes.
 //   - lease.released, lease.expired (a worker's, relayed, on a gateway):
 //     with the open lease, its hold and (when its request was known)
-//     turnaround, in the cell of the end's minute and the lease's
-//     platform. The lease closes. Without it, nothing: its grant is not in
-//     the history, or the gateway never recorded it.
+//     turnaround, neither below 0, in the cell of the end's minute and
+//     the lease's platform. The lease closes. Without it, nothing: its
+//     grant is not in the history, or the gateway never recorded it.
 func (b *Batch) Fold(known map[OpenKey]Open) Changes {
 	f := folder{open: map[OpenKey]*entry{}, cells: map[Cell]int{}}
 	for k, o := range known {
@@ -383,9 +383,12 @@ func (f *folder) fold(e leaseEvent) {
 			return
 		}
 		f.set(k, Open{}, false)
-		d := Delta{Hold: e.at - l.At, Has: HasHold}
+		// Never negative: on a gateway the end is a worker's time and
+		// the grant the gateway's record, and a worker's clock that
+		// stepped back, or lies, takes nothing from the figures.
+		d := Delta{Hold: max(e.at-l.At, 0), Has: HasHold}
 		if l.Requested != 0 {
-			d.Turnaround, d.Has = e.at-l.Requested, d.Has|HasTurnaround
+			d.Turnaround, d.Has = max(e.at-l.Requested, 0), d.Has|HasTurnaround
 		}
 		f.add(Cell{minute, e.worker, l.Platform}, d)
 	}

@@ -483,3 +483,21 @@ func TestAWorkersRelayedLeaseEventsAddNothingToAGatewaysFigures(t *testing.T) {
 		t.Errorf("requests = %d (w1's %d), want the one the gateway dispatched to w1", got.Totals.Requests, got.ByWorker["w1"].Totals.Requests)
 	}
 }
+
+// A lease's end that a worker stamps before the gateway recorded its
+// grant, and before its request (a clock that stepped back, or a worker
+// that lies), is a hold and a turnaround of nothing, never negative ones
+// that would take from the gateway's figures.
+func TestAnEndBeforeItsGrantIsNoNegativeHold(t *testing.T) {
+	s := newMemStore()
+	s.commit(script(
+		[3]any{0, "lease.requested", req("g1", "ios")},
+		[3]any{100, "request.dispatched", dispatch("g1", "w1")},
+		[3]any{5000, "grant.recorded", recorded("g1", "w1", "l1", "warm", "ios", 5000, 5000)},
+		[3]any{-1000, "lease.released", relayed("w1", end("l1"))},
+	))
+	got := s.query(t, Window{From: t0 - 60000, To: t0 + 60000, Bucket: "1m", Step: time.Minute, CoversFrom: t0 - 60000, Gateway: true}, false)
+	if want := pc(0, 0, 0, 1); got.Percentiles.Hold != want || got.Percentiles.Turnaround != want {
+		t.Errorf("hold %+v, turnaround %+v of a lease ended before its grant, want %+v for both", got.Percentiles.Hold, got.Percentiles.Turnaround, want)
+	}
+}

@@ -5,10 +5,11 @@
 // being the client, so what the gateway receives is exactly what a worker
 // could send. What it says is the test's to decide: leases it was never
 // granted (a victim's requester, owner and chosen id, under the gateway's
-// requester prefix), a lease id or a device granted twice, floods of events
-// of any name (a fake lease.granted among them), and views padded to any
-// size; it records every call the gateway forwards to it, so a test can
-// assert that a victim's renew or exec never arrived.
+// requester prefix), a lease id or a device granted twice, room it offers
+// and refuses, floods of events of any name (a fake lease.granted among
+// them) stamped at any time, and views padded to any size; it records every
+// call the gateway forwards to it, so a test can assert that a victim's
+// renew or exec never arrived.
 //
 // A Worker's methods are safe for concurrent use. Join starts one
 // goroutine, which ends when the uplink does (Close, or the gateway closing
@@ -74,8 +75,9 @@ type Worker struct {
 	leases      []contract.LeaseRecord
 	devices     []contract.Device
 	padding     int
-	grantLease  string // the lease id every grant names, when set
-	grantDevice string // the device every grant names, when set
+	grantLease  string        // the lease id every grant names, when set
+	grantDevice string        // the device every grant names, when set
+	refuse      contract.Code // every lease.request's answer, when set
 	calls       []Call
 	arrived     chan struct{} // closed and replaced at each call
 }
@@ -157,14 +159,34 @@ func (w *Worker) GrantAs(leaseID, deviceID string) {
 	w.grantLease, w.grantDevice = leaseID, deviceID
 }
 
+// Refuse makes every lease.request from now on answered with code ("" to
+// grant again): with NO_CAPACITY, a worker whose status offers room it
+// never gives.
+func (w *Worker) Refuse(code contract.Code) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refuse = code
+}
+
 // Relay pushes one event, as the worker's event subscription would.
 func (w *Worker) Relay(ctx context.Context, name string, payload any) error {
 	return w.Flood(ctx, name, payload, 1)
 }
 
+// RelayAt pushes one event stamped at (epoch ms): a worker's clock that
+// says what it likes.
+func (w *Worker) RelayAt(ctx context.Context, name string, payload any, at int64) error {
+	return w.push(ctx, name, payload, 1, at)
+}
+
 // Flood pushes n events named name with payload, as fast as the uplink
 // takes them.
 func (w *Worker) Flood(ctx context.Context, name string, payload any, n int) error {
+	return w.push(ctx, name, payload, n, 0)
+}
+
+// push pushes n events stamped at (the worker's clock when 0).
+func (w *Worker) push(ctx context.Context, name string, payload any, n int, at int64) error {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return err
@@ -179,7 +201,11 @@ func (w *Worker) Flood(ctx context.Context, name string, payload any, n int) err
 			return errors.New("hostile: the gateway has not subscribed to the worker's events")
 		}
 		w.seq++
-		ev := contract.Event{ID: fmt.Sprintf("evt_hostile_%d", w.seq), Seq: w.seq, Timestamp: time.Now().UnixMilli(), Event: name, Payload: b}
+		ts := at
+		if ts == 0 {
+			ts = time.Now().UnixMilli()
+		}
+		ev := contract.Event{ID: fmt.Sprintf("evt_hostile_%d", w.seq), Seq: w.seq, Timestamp: ts, Event: name, Payload: b}
 		w.mu.Unlock()
 		if err := w.w.Write(contract.Push{Push: contract.PushEvent, SubscriptionID: "sub_hostile", Event: &ev}); err != nil {
 			return err
@@ -325,6 +351,12 @@ func (w *Worker) handle(req contract.Request) (any, *contract.Error) {
 	case contract.OpLeaseRequest:
 		var in contract.LeaseRequestInput
 		_ = json.Unmarshal(req.Input, &in)
+		w.mu.Lock()
+		refuse := w.refuse
+		w.mu.Unlock()
+		if refuse != "" {
+			return nil, contract.Errorf(refuse, "hostile: refused")
+		}
 		return w.grant(in), nil
 	case contract.OpLeaseRenew, contract.OpLeaseGet:
 		var in contract.LeaseIDInput
