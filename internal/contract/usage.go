@@ -18,6 +18,10 @@ const OpUsageGet Op = "usage.get"
 // gateway forwards to a worker (gw:<gateway instance>:<requester>).
 const GatewayRequesterPrefix = "gw:"
 
+// GatewayPrincipalPrefix starts the principal a gateway says hello with on
+// a worker's uplink (gateway:<gateway instance>); nobody else may.
+const GatewayPrincipalPrefix = "gateway:"
+
 // MaxUsageWindow bounds a usage.get window.
 const MaxUsageWindow = 90 * 24 * time.Hour
 

@@ -451,7 +451,7 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 		}
 		role = contract.RoleAdmin
 	}
-	if err := reservedRequester(c.trusted, "principal", in.Principal); err != nil {
+	if err := reservedPrincipal(c.trusted, in.Principal); err != nil {
 		return nil, err
 	}
 	principal := in.Principal

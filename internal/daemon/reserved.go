@@ -24,6 +24,21 @@ func reservedRequester(gatewaySession bool, field, id string) error {
 		With("field", field)
 }
 
+// reservedPrincipal is the rule for a hello's principal: the gateway's
+// own (contract.GatewayPrincipalPrefix) and the requester ids it forwards
+// (reservedRequester) are its uplink session's alone. A local user saying
+// hello as gateway:<id> would otherwise resolve names as the gateway does:
+// its own chosen lease id equal to the key of a lease the gateway holds
+// there (lse_…) would take the gateway's renew, get and release.
+func reservedPrincipal(gatewaySession bool, principal string) error {
+	if !gatewaySession && strings.HasPrefix(principal, contract.GatewayPrincipalPrefix) {
+		return contract.Errorf(contract.CodeForbidden,
+			"principal %q: principals starting with %s are reserved for a gateway's uplink", clip(principal), contract.GatewayPrincipalPrefix).
+			With("field", "principal")
+	}
+	return reservedRequester(gatewaySession, "principal", principal)
+}
+
 // reservedRequesterIn applies reservedRequester to the requesterId of an
 // operation's input, whichever operation it is: every input that names a
 // requester names it requesterId. Input that is not a JSON object is left

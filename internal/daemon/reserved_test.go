@@ -41,8 +41,8 @@ func TestTheGatewayRequesterPrefixIsReservedForTheGatewaysUplink(t *testing.T) {
 	}
 }
 
-// A local user may not pass for the gateway: a hello principal or a
-// requesterId under gw: is FORBIDDEN on every operation that takes one,
+// A local user may not pass for the gateway: a hello principal under gw:
+// or gateway:, or a requesterId under gw:, is FORBIDDEN on every operation that takes one,
 // admin included; the gateway's uplink session names them.
 func TestOnlyTheGatewaysUplinkNamesARequesterUnderItsPrefix(t *testing.T) {
 	d, home := startDaemon(t, nil)
@@ -50,6 +50,12 @@ func TestOnlyTheGatewaysUplinkNamesARequesterUnderItsPrefix(t *testing.T) {
 	_, err := client.Dial(ctx, SocketPath(home), contract.HelloInput{Principal: "gw:ins_gw:tok_victim"})
 	if code(err) != contract.CodeForbidden {
 		t.Errorf("hello with a principal under gw: = %v, want FORBIDDEN", err)
+	}
+	// Nor the gateway's own principal, whose chosen lease ids would be
+	// resolved before the keys of the leases the gateway holds there.
+	_, err = client.Dial(ctx, SocketPath(home), contract.HelloInput{Principal: contract.GatewayPrincipalPrefix + "ins_gw"})
+	if code(err) != contract.CodeForbidden {
+		t.Errorf("hello as the gateway's principal = %v, want FORBIDDEN", err)
 	}
 	admin := dial(t, home, "ops", true)
 	for _, c := range []struct {

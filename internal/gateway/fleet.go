@@ -368,7 +368,7 @@ func (f *Fleet) Maintain(ctx context.Context) {
 // serve runs the session with the worker and returns why it ended.
 func (f *Fleet) serve(ctx context.Context, a Attachment, w *worker, gen int) string {
 	hctx, cancel := context.WithTimeout(ctx, callTimeout)
-	c, err := client.New(hctx, a.Conn, contract.HelloInput{Principal: "gateway:" + f.opts.InstanceID,
+	c, err := client.New(hctx, a.Conn, contract.HelloInput{Principal: contract.GatewayPrincipalPrefix + f.opts.InstanceID,
 		Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
 	cancel()
 	if err != nil {

@@ -322,7 +322,7 @@ func (w *Worker) handle(req contract.Request) (any, *contract.Error) {
 		var in contract.HelloInput
 		_ = json.Unmarshal(req.Input, &in)
 		w.mu.Lock()
-		w.gatewayID = strings.TrimPrefix(in.Principal, "gateway:")
+		w.gatewayID = strings.TrimPrefix(in.Principal, contract.GatewayPrincipalPrefix)
 		w.mu.Unlock()
 		return contract.HelloResult{Protocol: contract.ProtocolMax, Daemon: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
 			DaemonVersion: "hostile", Role: contract.RoleAdmin, Principal: in.Principal}, nil
