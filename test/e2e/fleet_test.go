@@ -62,6 +62,22 @@ func (f *fleet) join(name string) joinToken {
 // joinSecret is the secret of name's join token.
 func (f *fleet) joinSecret(name string) string { return f.join(name).secret }
 
+// shimWorker starts a worker driving the stand-ins of platform ("ios" or
+// "android"), joined to the gateway as label with extra settings, and
+// waits until the gateway lists it connected.
+func (f *fleet) shimWorker(e shimtest.Env, platform, label string, extra ...string) *home {
+	f.t.Helper()
+	settings := []string{"gateway.url", f.url, "gateway.token", f.joinSecret(label), "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}
+	if platform == "android" {
+		settings = append(settings, "drivers.android.adbServerPort", freePort(f.t))
+	}
+	w := newHome(f.t, append(settings, extra...)...)
+	w.withShims(e, platform)
+	w.startDaemon()
+	f.await("worker "+label+" connected", 10*time.Second, connected(instanceID(f.t, w)))
+	return w
+}
+
 func newFleet(t *testing.T, settings ...string) *fleet {
 	t.Helper()
 	port := freePort(t)
@@ -989,11 +1005,7 @@ func TestExecThroughTheGatewayStreamsTheWorkersCommand(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	e := shimtest.Build(t)
-	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.joinSecret("droid"),
-		"gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
-	w.withShims(e, "android")
-	w.startDaemon()
-	f.await("the Android worker connected", 10*time.Second, connected(instanceID(t, w)))
+	f.shimWorker(e, "android", "droid")
 	_, agent := f.gw.token("agent", "droid-agent")
 	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"android"}`)
 	if r.status != 201 {

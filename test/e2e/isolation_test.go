@@ -365,15 +365,9 @@ func TestThroughAGatewayExecReachesTheLeasesDeviceOnly(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	e := shimtest.Build(t)
-	droid := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
-		"gateway.url", f.url, "gateway.token", f.joinSecret("droid"), "gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
-	droid.withShims(e, "android")
-	droid.startDaemon()
-	ios := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
-		"gateway.url", f.url, "gateway.token", f.joinSecret("mac"), "gateway.label", "mac", "gateway.heartbeatMs", fleetHeartbeat)
-	ios.withShims(e, "ios")
-	ios.startDaemon()
-	f.await("both workers connected", 10*time.Second, connected(instanceID(t, droid), instanceID(t, ios)))
+	twoRunning := []string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}
+	droid := f.shimWorker(e, "android", "droid", twoRunning...)
+	ios := f.shimWorker(e, "ios", "mac", twoRunning...)
 
 	// The workers' own leases, taken first: another emulator, and the
 	// simulator simctl would read as booted.
@@ -477,11 +471,7 @@ func TestThroughAGatewayACallerThatGoesAwayStopsTheWorkersCommand(t *testing.T) 
 	t.Parallel()
 	f := newFleet(t)
 	e := shimtest.Build(t)
-	w := newHome(t, "drivers.android.adbServerPort", freePort(t), "gateway.url", f.url, "gateway.token", f.joinSecret("droid"),
-		"gateway.label", "droid", "gateway.heartbeatMs", fleetHeartbeat)
-	w.withShims(e, "android")
-	w.startDaemon()
-	f.await("the Android worker connected", 10*time.Second, connected(instanceID(t, w)))
+	f.shimWorker(e, "android", "droid")
 	_, agent := f.gw.token("agent", "leaving-agent")
 	l := f.api.leaseOver(agent, "android")
 
