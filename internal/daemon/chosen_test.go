@@ -128,7 +128,14 @@ func TestTwoOwnersEachHaveTheirOwnChosenLeaseID(t *testing.T) {
 			t.Fatalf("token %d choosing ci-7: %d %v", i, st, m)
 		}
 		id := m["request"].(map[string]any)["id"].(string)
-		st, m = do("GET", "/v1/lease-requests/"+id+"?wait=30", toks[i].Secret, "")
+		// A long poll answers at each change of the request (provisioning,
+		// booting, ...): poll again until it is granted or ended.
+		for polls := 0; st == http.StatusOK || st == http.StatusCreated; polls++ {
+			st, m = do("GET", "/v1/lease-requests/"+id+"?wait=30", toks[i].Secret, "")
+			if state, _ := m["request"].(map[string]any)["state"].(string); polls == 20 || state == "granted" || state == "failed" || state == "cancelled" {
+				break
+			}
+		}
 		lease, _ := m["request"].(map[string]any)["lease"].(map[string]any)
 		if st != http.StatusOK || lease == nil || lease["id"] != "ci-7" {
 			t.Fatalf("token %d's request: %d %v, want granted as ci-7", i, st, m)
