@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/client"
@@ -23,10 +24,50 @@ const leaseTTL = int64(10 * time.Minute / time.Millisecond)
 // before it says so: far beyond any restart.
 const unreachableBound = 60 * time.Second
 
-// refusals are the answers a lease request may honestly get in this run.
+// refusals are the answers a lease request may honestly get from a daemon
+// in this run.
 var refusals = map[contract.Code]bool{
 	contract.CodeQueueTimeout: true, contract.CodeNoCapacity: true,
 	contract.CodeCancelled: true, contract.CodeDaemonStopping: true,
+}
+
+// refused reports whether code is an honest refusal of a lease request:
+// through a gateway, also a request whose worker went away under it
+// (WORKER_UNREACHABLE); never DAEMON_STOPPING, as nothing in a fleet run
+// stops gracefully (the gateway and the workers are killed), so a gateway
+// saying so relays a worker's words as its own.
+func refused(f *fleetRun, code contract.Code) bool {
+	if f == nil {
+		return refusals[code]
+	}
+	return code == contract.CodeWorkerUnreachable || (refusals[code] && code != contract.CodeDaemonStopping)
+}
+
+// pick chooses what an agent holding a lease does next: on a daemon, renew
+// (80%) or release; through a gateway, also read the lease and run a
+// command on it (the demo driver refuses every command, so it exercises
+// the forward and its refusal).
+func pick(f *fleetRun, rng *rand.Rand) string {
+	n := rng.IntN(20)
+	switch {
+	case f == nil && n < 16, f != nil && n < 9:
+		return "renew"
+	case f == nil:
+		return "release"
+	case n < 12:
+		return "get"
+	case n < 15:
+		return "exec"
+	}
+	return "release"
+}
+
+// execTool is a command the gateway forwards for a lease on platform p.
+func execTool(p contract.Platform) (string, []string) {
+	if p == contract.PlatformAndroid {
+		return "adb", []string{"shell", "getprop", "ro.build.version.sdk"}
+	}
+	return "simctl", []string{"getenv", "booted", "HOME"}
 }
 
 // agent is one requester; step does one operation, or part of one that the
@@ -64,7 +105,7 @@ func run(ctx context.Context, name string, a agent, l *ledger, rng *rand.Rand) {
 		if since.IsZero() {
 			since = time.Now()
 		} else if time.Since(since) > unreachableBound {
-			l.violate("%s could not reach the daemon for %s: %v", name, unreachableBound, err)
+			l.violate(checkReachable, "%s could not reach the daemon for %s: %v", name, unreachableBound, err)
 			return
 		}
 		select {
@@ -95,10 +136,12 @@ type sockAgent struct {
 	l        *ledger
 	rng      *rand.Rand
 	platform contract.Platform
+	fleet    *fleetRun // nil against a daemon
 
 	c       *client.Client
 	lease   string
-	key     string // the request being made, kept across a lost connection
+	key     string    // the request being made, kept across a lost connection
+	keyAt   time.Time // when it was first sent
 	n       int
 	retried bool // the release of lease was sent before a lost connection
 }
@@ -113,6 +156,7 @@ func (a *sockAgent) step(ctx context.Context) error {
 		}
 		a.c = c
 	}
+	a.heard()
 	err := a.op(ctx)
 	if lost(err) {
 		a.c.Close()
@@ -122,46 +166,92 @@ func (a *sockAgent) step(ctx context.Context) error {
 	return nil
 }
 
+// heard takes the notices the daemon pushed: a lease-lost for the lease
+// held tells its holder, who stops using it.
+func (a *sockAgent) heard() {
+	for {
+		select {
+		case in := <-a.c.LeaseLost():
+			a.fleet.scan(a.name, "a "+in.Push+" notice", in)
+			if in.Push == contract.PushLeaseLost && in.LeaseID != "" {
+				a.l.told(in.LeaseID)
+				if in.LeaseID == a.lease {
+					a.lease, a.retried = "", false
+				}
+			}
+		default:
+			return
+		}
+	}
+}
+
 func (a *sockAgent) op(ctx context.Context) error {
 	if a.lease == "" {
 		if a.key == "" {
 			a.n++
-			a.key = fmt.Sprintf("%s-%d", a.name, a.n)
+			a.key, a.keyAt = fmt.Sprintf("%s-%d", a.name, a.n), time.Now()
 		}
 		in := contract.LeaseRequestInput{Platform: a.platform, TimeoutMs: 2000, TTLMs: leaseTTL, IdempotencyKey: a.key}
-		g, err := a.c.RequestLease(ctx, in, nil)
+		if a.fleet != nil && a.rng.IntN(8) == 0 {
+			// Withdraw the request while it may wait: the answer is then
+			// CANCELLED, or the grant that won the race.
+			go a.cancelSoon(ctx, a.c, time.Duration(a.rng.IntN(300))*time.Millisecond)
+		}
+		sent := time.Now()
+		g, err := a.c.RequestLease(ctx, in, func(p contract.LeaseProgress) { a.fleet.scan(a.name, "lease request progress", p) })
 		if lost(err) || ctx.Err() != nil {
 			return err
 		}
+		a.fleet.answered(a.name, "lease request "+in.IdempotencyKey, sent, in.TimeoutMs, g, err)
 		a.key = ""
 		switch {
 		case err == nil:
 			a.l.granted(a.name, g.Lease.ID, g.Device.ID, g.Lease.TTLDeadline)
 			a.lease = g.Lease.ID
-		case refusals[codeOf(err)]:
+		case refused(a.fleet, codeOf(err)),
+			codeOf(err) == contract.CodeDaemonStopping && a.fleet.restartedSince(a.keyAt):
 			a.l.acked()
 		default:
-			a.l.violate("%s: lease request %s answered %v", a.name, in.IdempotencyKey, err)
+			a.l.violate(checkAnswer, "%s: lease request %s answered %v", a.name, in.IdempotencyKey, err)
 		}
 		return nil
 	}
-	if !a.retried && a.rng.IntN(10) < 8 {
+	op := "release"
+	if !a.retried {
+		op = pick(a.fleet, a.rng)
+	}
+	switch op {
+	case "renew":
 		rec, err := a.c.Renew(ctx, a.lease, leaseTTL)
-		switch {
-		case lost(err) || ctx.Err() != nil:
-			return err
-		case err == nil:
+		a.fleet.scan(a.name, "renew", rec, err)
+		if err == nil {
 			a.l.renewed(a.lease, rec.TTLDeadline)
-		case codeOf(err) == contract.CodeUnknownLease:
-			a.l.vanished(a.lease, "renew: "+err.Error())
-			a.lease = ""
-		default:
-			a.l.violate("%s: renew of %s answered %v", a.name, a.lease, err)
+			return nil
 		}
-		return nil
+		return a.onLease(ctx, op, err)
+	case "get":
+		var res contract.LeaseGetResult
+		err := a.c.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: a.lease}, &res)
+		a.fleet.scan(a.name, "lease.get", res, err)
+		if err == nil {
+			a.l.acked()
+			return nil
+		}
+		return a.onLease(ctx, op, err)
+	case "exec":
+		tool, args := execTool(a.platform)
+		res, err := a.c.Exec(ctx, contract.ExecInput{LeaseID: a.lease, Tool: tool, Args: args, TimeoutMs: 10_000},
+			func(o contract.ExecOutput) { a.fleet.scan(a.name, "exec output", o) })
+		a.fleet.scan(a.name, "device.exec", res, err)
+		if err == nil || codeOf(err) == contract.CodePassthroughRefused {
+			a.l.acked()
+			return nil
+		}
+		return a.onLease(ctx, op, err)
 	}
 	a.l.releasing(a.lease)
-	_, err := a.c.Release(ctx, a.lease)
+	res, err := a.c.Release(ctx, a.lease)
+	a.fleet.scan(a.name, "release", res, err)
 	switch {
 	case lost(err) || ctx.Err() != nil:
 		a.retried = true
@@ -172,11 +262,43 @@ func (a *sockAgent) op(ctx context.Context) error {
 		a.l.released(a.lease)
 	case codeOf(err) == contract.CodeUnknownLease:
 		a.l.vanished(a.lease, "release: "+err.Error())
+	case a.fleet != nil && codeOf(err) == contract.CodeWorkerUnreachable:
+		// The lease is kept while its worker is away: release it again.
+		a.l.acked()
+		a.retried = true
+		return nil
 	default:
-		a.l.violate("%s: release of %s answered %v", a.name, a.lease, err)
+		a.l.violate(checkAnswer, "%s: release of %s answered %v", a.name, a.lease, err)
 	}
 	a.lease, a.retried = "", false
 	return nil
+}
+
+// onLease takes the error an operation on the lease held answered.
+func (a *sockAgent) onLease(ctx context.Context, op string, err error) error {
+	switch {
+	case lost(err) || ctx.Err() != nil:
+		return err
+	case codeOf(err) == contract.CodeUnknownLease:
+		a.l.vanished(a.lease, op+": "+err.Error())
+		a.lease = ""
+	case a.fleet != nil && codeOf(err) == contract.CodeWorkerUnreachable:
+		a.l.acked() // kept while its worker is away
+	default:
+		a.l.violate(checkAnswer, "%s: %s of %s answered %v", a.name, op, a.lease, err)
+	}
+	return nil
+}
+
+// cancelSoon withdraws the session's waiting request after delay.
+func (a *sockAgent) cancelSoon(ctx context.Context, c *client.Client, delay time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
+	res, err := c.Cancel(ctx, contract.LeaseCancelInput{})
+	a.fleet.scan(a.name, "lease.cancel", res, err)
 }
 
 // httpAgent leases over the HTTP API with an agent token: requests are
@@ -187,10 +309,13 @@ type httpAgent struct {
 	rng                *rand.Rand
 	platform           contract.Platform
 	hc                 *http.Client
+	fleet              *fleetRun // nil against a daemon
 
 	lease, request, key string
 	n                   int
 	retried             bool
+	created             time.Time // when the request was answered 201
+	late                bool      // its deadline was found passed
 }
 
 // call does one HTTP request; a transport failure is returned as an error,
@@ -220,7 +345,11 @@ func (a *httpAgent) call(ctx context.Context, method, path, body string, headers
 	if err != nil {
 		return 0, nil, err
 	}
+	a.fleet.scan(a.name, method+" "+path, string(b))
 	var out map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp.StatusCode, nil, nil // a command that ran: its stream
+	}
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, &out); err != nil {
 			return 0, nil, fmt.Errorf("%s %s answered %d with a body that is not JSON: %q", method, path, resp.StatusCode, b)
@@ -255,21 +384,55 @@ func (a *httpAgent) step(ctx context.Context) error {
 		return a.create(ctx)
 	case a.lease == "":
 		return a.follow(ctx)
-	case !a.retried && a.rng.IntN(10) < 8:
-		status, body, err := a.call(ctx, "POST", "/v1/leases/"+a.lease+"/renew", fmt.Sprintf(`{"ttlMs":%d}`, leaseTTL))
-		switch {
-		case err != nil:
-			return err
-		case status == 200:
-			a.l.renewed(a.lease, deadlineOf(body))
-		case status == 404:
-			a.l.vanished(a.lease, "HTTP renew: 404")
-			a.lease = ""
-		default:
-			a.l.violate("%s: renew of %s answered %d %v", a.name, a.lease, status, body)
-		}
-		return nil
 	}
+	op := "release"
+	if !a.retried {
+		op = pick(a.fleet, a.rng)
+	}
+	var (
+		status int
+		body   map[string]any
+		err    error
+	)
+	switch op {
+	case "renew":
+		status, body, err = a.call(ctx, "POST", "/v1/leases/"+a.lease+"/renew", fmt.Sprintf(`{"ttlMs":%d}`, leaseTTL))
+		if err == nil && status == 200 {
+			a.l.renewed(a.lease, deadlineOf(body))
+			return nil
+		}
+	case "get":
+		status, body, err = a.call(ctx, "GET", "/v1/leases/"+a.lease, "")
+		if err == nil && status == 200 {
+			a.l.acked()
+			return nil
+		}
+	case "exec":
+		tool, args := execTool(a.platform)
+		in, _ := json.Marshal(map[string]any{"tool": tool, "args": args})
+		status, body, err = a.call(ctx, "POST", "/v1/leases/"+a.lease+"/exec", string(in))
+		if err == nil && (status == 200 || errCode(body) == string(contract.CodePassthroughRefused)) {
+			a.l.acked()
+			return nil
+		}
+	default:
+		return a.release(ctx)
+	}
+	switch {
+	case err != nil:
+		return err
+	case status == 404:
+		a.l.vanished(a.lease, fmt.Sprintf("HTTP %s: 404 %v", op, body))
+		a.lease = ""
+	case a.fleet != nil && errCode(body) == string(contract.CodeWorkerUnreachable):
+		a.l.acked() // kept while its worker is away
+	default:
+		a.l.violate(checkAnswer, "%s: %s of %s answered %d %v", a.name, op, a.lease, status, body)
+	}
+	return nil
+}
+
+func (a *httpAgent) release(ctx context.Context) error {
 	a.l.releasing(a.lease)
 	status, body, err := a.call(ctx, "DELETE", "/v1/leases/"+a.lease, "")
 	switch {
@@ -280,8 +443,13 @@ func (a *httpAgent) step(ctx context.Context) error {
 		a.l.released(a.lease)
 	case status == 404:
 		a.l.vanished(a.lease, "HTTP release: 404")
+	case a.fleet != nil && errCode(body) == string(contract.CodeWorkerUnreachable):
+		// The lease is kept while its worker is away: release it again.
+		a.l.acked()
+		a.retried = true
+		return nil
 	default:
-		a.l.violate("%s: release of %s answered %d %v", a.name, a.lease, status, body)
+		a.l.violate(checkAnswer, "%s: release of %s answered %d %v", a.name, a.lease, status, body)
 	}
 	a.lease, a.retried = "", false
 	return nil
@@ -300,18 +468,23 @@ func (a *httpAgent) create(ctx context.Context) error {
 	case status == 201:
 		req, _ := out["request"].(map[string]any)
 		a.request, _ = req["id"].(string)
+		a.created, a.late = time.Now(), false
 		a.settled(req)
-	case refusals[contract.Code(errCode(out))]:
+		if a.request != "" && a.fleet != nil && a.rng.IntN(8) == 0 {
+			return a.cancel(ctx)
+		}
+	case refused(a.fleet, contract.Code(errCode(out))):
 		a.l.acked()
 		a.key = ""
 	default:
-		a.l.violate("%s: lease request %s answered %d %v", a.name, a.key, status, out)
+		a.l.violate(checkAnswer, "%s: lease request %s answered %d %v", a.name, a.key, status, out)
 		a.key = ""
 	}
 	return nil
 }
 
 func (a *httpAgent) follow(ctx context.Context) error {
+	sent := time.Now()
 	status, out, err := a.call(ctx, "GET", "/v1/lease-requests/"+a.request+"?wait=5", "")
 	switch {
 	case err != nil:
@@ -319,8 +492,11 @@ func (a *httpAgent) follow(ctx context.Context) error {
 	case status == 200:
 		req, _ := out["request"].(map[string]any)
 		a.settled(req)
+		if a.request != "" && !a.late && a.fleet != nil {
+			a.late = a.fleet.pastDeadline(a.name, "request "+a.request, a.created, sent, 2000)
+		}
 	default:
-		a.l.violate("%s: acknowledged request %s answered %d %v", a.name, a.request, status, out)
+		a.l.violate(checkAnswer, "%s: acknowledged request %s answered %d %v", a.name, a.request, status, out)
 		a.request, a.key = "", ""
 	}
 	return nil
@@ -337,10 +513,27 @@ func (a *httpAgent) settled(req map[string]any) {
 		a.lease, a.request, a.key = id, "", ""
 	case "failed", "cancelled":
 		e, _ := req["error"].(map[string]any)
-		if c, _ := e["code"].(string); !refusals[contract.Code(c)] {
-			a.l.violate("%s: request %s ended %v", a.name, a.request, req)
+		c, _ := e["code"].(string)
+		if !refused(a.fleet, contract.Code(c)) && !(c == string(contract.CodeDaemonStopping) && a.fleet.restartedSince(a.created)) {
+			a.l.violate(checkAnswer, "%s: request %s ended %v", a.name, a.request, req)
 		}
 		a.l.acked()
 		a.request, a.key = "", ""
 	}
+}
+
+// cancel withdraws the request just made (DELETE): it ends cancelled, or
+// the grant that won the race is followed as any other.
+func (a *httpAgent) cancel(ctx context.Context) error {
+	status, out, err := a.call(ctx, "DELETE", "/v1/lease-requests/"+a.request, "")
+	switch {
+	case err != nil:
+		return err
+	case status == 204, errCode(out) == string(contract.CodeRequestNotCancellable),
+		errCode(out) == string(contract.CodeUnknownLeaseRequest):
+		a.l.acked()
+	default:
+		a.l.violate(checkAnswer, "%s: cancel of request %s answered %d %v", a.name, a.request, status, out)
+	}
+	return nil
 }

@@ -51,8 +51,7 @@ func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 		base = st.Daemon.HTTPURL
 	}
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := chaosSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	l := newLedger()
 	ctx, cancel := context.WithCancel(context.Background())

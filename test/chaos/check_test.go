@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -19,24 +18,24 @@ import (
 // the daemon.
 func check(ctx context.Context, h *home, l *ledger) []string {
 	var bad []string
-	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	fail := func(check, format string, args ...any) { bad = append(bad, named(check, format, args...)) }
 	c, err := h.dial(ctx, "chaos-checker", true)
 	if err != nil {
-		return []string{fmt.Sprintf("checker: dial: %v", err)}
+		return []string{named("checker", "dial: %v", err)}
 	}
 	defer c.Close()
 
 	before := l.snapshot()
 	active, err := c.Leases(ctx)
 	if err != nil {
-		return []string{fmt.Sprintf("checker: lease.list: %v", err)}
+		return []string{named("checker", "lease.list: %v", err)}
 	}
 	byID := map[string]contract.LeaseRecord{}
 	byDevice := map[string]string{}
 	for _, rec := range active {
 		byID[rec.ID] = rec
 		if other, ok := byDevice[rec.DeviceID]; ok {
-			fail("device %s is in two active leases, %s and %s", rec.DeviceID, other, rec.ID)
+			fail(checkDeviceTwice, "device %s is in two active leases, %s and %s", rec.DeviceID, other, rec.ID)
 		}
 		byDevice[rec.DeviceID] = rec.ID
 	}
@@ -45,13 +44,13 @@ func check(ctx context.Context, h *home, l *ledger) []string {
 		_, isActive := byID[id]
 		switch {
 		case hd.released && isActive:
-			fail("lease %s of %s was released (acknowledged) and is active again", id, hd.agent)
+			fail(checkLeaseLost, "lease %s of %s was released (acknowledged) and is active again", id, hd.agent)
 		case !hd.releasing && !isActive && hd.deadline > now+5000:
 			if cur := l.current(id); !cur.releasing {
-				fail("acknowledged lease %s of %s (device %s) is missing", id, hd.agent, hd.device)
+				fail(checkLeaseLost, "acknowledged lease %s of %s (device %s) is missing", id, hd.agent, hd.device)
 			}
 		case isActive && byID[id].DeviceID != hd.device:
-			fail("lease %s was granted on device %s and is now on %s", id, hd.device, byID[id].DeviceID)
+			fail(checkLeaseLost, "lease %s was granted on device %s and is now on %s", id, hd.device, byID[id].DeviceID)
 		}
 	}
 
@@ -71,26 +70,26 @@ func checkRequests(ctx context.Context, h *home, c interface {
 	q.Add("_pragma", "busy_timeout(5000)")
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "simlock.db")+"?"+q.Encode())
 	if err != nil {
-		return []string{fmt.Sprintf("checker: open the database: %v", err)}
+		return []string{named("checker", "open the database: %v", err)}
 	}
 	defer db.Close()
 	rows, err := db.QueryContext(ctx, `SELECT id FROM lease_requests WHERE state NOT IN ('granted', 'failed', 'cancelled')`)
 	if err != nil {
-		return []string{fmt.Sprintf("checker: read requests: %v", err)}
+		return []string{named("checker", "read requests: %v", err)}
 	}
 	var stored []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return []string{fmt.Sprintf("checker: read requests: %v", err)}
+			return []string{named("checker", "read requests: %v", err)}
 		}
 		stored = append(stored, id)
 	}
 	rows.Close()
 	open, err := c.List(ctx, contract.ListRequests)
 	if err != nil {
-		return []string{fmt.Sprintf("checker: list.get requests: %v", err)}
+		return []string{named("checker", "list.get requests: %v", err)}
 	}
 	held := map[string]bool{}
 	for _, r := range open.Requests {
@@ -104,9 +103,9 @@ func checkRequests(ctx context.Context, h *home, c interface {
 		// Settled since the database was read, or stranded.
 		var st contract.LeaseRequestStatus
 		if err := c.Call(ctx, contract.OpLeaseRequestGet, contract.LeaseRequestGetInput{RequestID: id}, &st); err != nil {
-			bad = append(bad, fmt.Sprintf("request %s is stored open and lease-request.get answers %v", id, err))
+			bad = append(bad, named(checkRecords, "request %s is stored open and lease-request.get answers %v", id, err))
 		} else if !st.Request.State.Terminal() {
-			bad = append(bad, fmt.Sprintf("request %s is stored %s but the daemon does not hold it open: neither open nor settled", id, st.Request.State))
+			bad = append(bad, named(checkRecords, "request %s is stored %s but the daemon does not hold it open: neither open nor settled", id, st.Request.State))
 		}
 	}
 	return bad
@@ -119,7 +118,7 @@ func checkEvents(ctx context.Context, c interface {
 	Replay(context.Context, contract.EventsReplayInput) ([]contract.Event, error)
 }, before map[string]held) []string {
 	var bad []string
-	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+	fail := func(format string, args ...any) { bad = append(bad, named(checkRecords, format, args...)) }
 	granted, ended := map[string]int{}, map[string]int{}
 	ids := map[string]bool{}
 	var last int64
@@ -127,7 +126,7 @@ func checkEvents(ctx context.Context, c interface {
 	for {
 		evs, err := c.Replay(ctx, in)
 		if err != nil {
-			return append(bad, fmt.Sprintf("checker: events.replay: %v", err))
+			return append(bad, named("checker", "events.replay: %v", err))
 		}
 		for _, ev := range evs {
 			if ev.Seq <= last {

@@ -115,6 +115,14 @@ func (h *home) kill() {
 	}
 }
 
+// signal sends sig (SIGSTOP, SIGCONT) to the daemon.
+func (h *home) signal(sig syscall.Signal) {
+	h.t.Helper()
+	if err := syscall.Kill(h.pid, sig); err != nil {
+		h.t.Fatalf("%v to %d: %v", sig, h.pid, err)
+	}
+}
+
 func (h *home) socket() string { return filepath.Join(h.dir, "daemon.sock") }
 
 // dial opens a session as principal; admin asks for the role with this

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,14 +25,47 @@ type held struct {
 	deadline          int64 // ms since the epoch, as last acknowledged
 	releasing         bool  // a release was sent
 	released          bool  // a release was acknowledged
+	told              bool  // its holder was told it was lost (lease-lost)
+}
+
+// The named checks a violation is reported under; a run's summary counts
+// violations by them.
+const (
+	checkAnswer       = "honest-answers"       // every answer is one the contract allows here
+	checkReachable    = "daemon-reachable"     // an agent reaches the daemon within unreachableBound
+	checkLeaseLost    = "no-lease-lost"        // no acknowledged lease lost without its holder being told
+	checkDeviceTwice  = "one-lease-per-device" // no device in two leases (a daemon's or a worker's own state)
+	checkGatewayTwice = "one-gateway-lease-per-device"
+	checkDeadline     = "waiter-deadline" // an answer comes by the request's timeoutMs plus a small bound
+	checkUnion        = "gateway-view-is-workers-union"
+	checkRequestRate  = "worker-request-rate"
+	checkWorkerIDs    = "no-worker-ids-to-agents"
+	checkWorkersBack  = "workers-back-after-gateway-restart"
+	checkProgress     = "progress"
+	checkRecords      = "daemon-records" // the daemon's own records and event log agree with what it answered
+)
+
+// named is a violation under its check's name.
+func named(check, format string, args ...any) string {
+	return "[" + check + "] " + fmt.Sprintf(format, args...)
+}
+
+// checkOf is the name of the check a violation was reported under.
+func checkOf(v string) string {
+	if i := strings.Index(v, "["); i >= 0 {
+		if j := strings.Index(v[i:], "]"); j > 0 {
+			return v[i+1 : i+j]
+		}
+	}
+	return "unnamed"
 }
 
 func newLedger() *ledger { return &ledger{leases: map[string]*held{}, tick: make(chan struct{}, 1)} }
 
-func (l *ledger) violate(format string, args ...any) {
+func (l *ledger) violate(check, format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.violations = append(l.violations, fmt.Sprintf(format, args...))
+	l.violations = append(l.violations, named(check, format, args...))
 }
 
 func (l *ledger) acked() {
@@ -62,7 +96,7 @@ func (l *ledger) granted(agent, id, device string, deadline int64) {
 	defer l.mu.Unlock()
 	if h, ok := l.leases[id]; ok {
 		if h.agent != agent {
-			l.violations = append(l.violations, fmt.Sprintf("lease %s was granted to %s and to %s", id, h.agent, agent))
+			l.violations = append(l.violations, named(checkAnswer, "lease %s was granted to %s and to %s", id, h.agent, agent))
 		}
 		return // a repeat by idempotency key answered the same grant
 	}
@@ -95,16 +129,27 @@ func (l *ledger) released(id string) {
 	}
 }
 
+// told records that the holder of a lease heard it was lost (a lease-lost
+// notice): the lease may be gone without a violation.
+func (l *ledger) told(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.leases[id]; h != nil {
+		h.told = true
+	}
+}
+
 // vanished is told that the daemon no longer knows a lease its agent holds
-// and never asked to release: a violation unless its deadline passed.
+// and never asked to release: a violation unless its deadline passed or its
+// holder was told it was lost.
 func (l *ledger) vanished(id, how string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := l.leases[id]
-	if h == nil || h.releasing || h.deadline < time.Now().UnixMilli() {
+	if h == nil || h.releasing || h.told || h.deadline < time.Now().UnixMilli() {
 		return
 	}
-	l.violations = append(l.violations, fmt.Sprintf("acknowledged lease %s of %s is gone (%s) before its deadline", id, h.agent, how))
+	l.violations = append(l.violations, named(checkLeaseLost, "acknowledged lease %s of %s is gone (%s) before its deadline, and its holder was not told", id, h.agent, how))
 }
 
 // snapshot copies the ledger's leases.
