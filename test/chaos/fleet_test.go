@@ -403,11 +403,12 @@ func (f *fleetRun) pastDeadline(agent, what string, start, read time.Time, timeo
 	}
 	now := time.Now()
 	bound := time.Duration(timeoutMs)*time.Millisecond + deadlineSlack
-	waited := now.Sub(start)
+	end := now
 	if read != start {
-		waited = read.Sub(start)
+		end = read
 	}
-	if waited <= bound || f.excused(start, now) {
+	waited := end.Sub(start)
+	if waited <= bound || f.excused(start, end) {
 		return false
 	}
 	f.l.violate(checkDeadline, "%s: %s (timeoutMs %d) was still unanswered %v after it was made, more than %v past its deadline",
