@@ -113,7 +113,7 @@ func TestAFleetUnderKillsAndStopsKeepsItsInvariants(t *testing.T) {
 	report("at the end", fl.check(context.Background(), l, true))
 	report("at the end", fl.requestRates())
 	report("seen by an agent", fl.withTrails(l.found()))
-	fl.keepLogs(t)
+	fl.keepLogs(t, violations)
 
 	byCheck := map[string]int{}
 	for _, v := range violations {
@@ -294,9 +294,10 @@ func (fl *fleet) workerList(ctx context.Context) ([]contract.WorkerSummary, erro
 	return res.Workers, nil
 }
 
-// keepLogs copies each daemon's log to SIMLOCK_CHAOS_LOGS, when set, so a
-// violation's log lines outlive the run's temporary homes.
-func (fl *fleet) keepLogs(t *testing.T) {
+// keepLogs copies each daemon's log to SIMLOCK_CHAOS_LOGS, when set, with
+// every violation (violations.txt; the test's output shows the first of
+// each check), so they outlive the run's temporary homes.
+func (fl *fleet) keepLogs(t *testing.T, violations []string) {
 	dir := os.Getenv("SIMLOCK_CHAOS_LOGS")
 	if dir == "" {
 		return
@@ -313,6 +314,9 @@ func (fl *fleet) keepLogs(t *testing.T) {
 		if err != nil {
 			t.Log(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
+		t.Log(err)
 	}
 	copyLog(fl.gw, "gateway-"+fl.gwID)
 	for i, w := range fl.workers {
