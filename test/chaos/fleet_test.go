@@ -294,7 +294,7 @@ func (fl *fleet) workerList(ctx context.Context) ([]contract.WorkerSummary, erro
 	return res.Workers, nil
 }
 
-// keepLogs copies each daemon's log to SIMLOCK_CHAOS_LOGS, when set, with
+// keepLogs copies each daemon's log and database to SIMLOCK_CHAOS_LOGS, when set, with
 // every violation (violations.txt; the test's output shows the first of
 // each check), so they outlive the run's temporary homes.
 func (fl *fleet) keepLogs(t *testing.T, violations []string) {
@@ -306,13 +306,18 @@ func (fl *fleet) keepLogs(t *testing.T, violations []string) {
 		t.Log(err)
 		return
 	}
+	// The log, and the database with its write-ahead log (its events and
+	// records: sqlite3 reads the copy as it was).
 	copyLog := func(h *home, name string) {
-		b, err := os.ReadFile(filepath.Join(h.dir, "daemon.log"))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".log"), b, 0o644)
-		}
-		if err != nil {
-			t.Log(err)
+		for from, to := range map[string]string{"daemon.log": name + ".log", "simlock.db": name + ".db",
+			"simlock.db-wal": name + ".db-wal"} {
+			b, err := os.ReadFile(filepath.Join(h.dir, from))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, to), b, 0o644)
+			}
+			if err != nil && !os.IsNotExist(err) {
+				t.Log(err)
+			}
 		}
 	}
 	if err := os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
