@@ -61,11 +61,16 @@ type LeasingOptions struct {
 	// DefaultTTL and MaxTTL are the gateway's lease.defaultTtlMs and
 	// lease.maxTtlMs.
 	DefaultTTL, MaxTTL time.Duration
-	// RequestTimeout bounds one forwarded lease.request
-	// (gateway.leaseRequestTimeoutMs).
+	// RequestTimeout bounds the worker's silence on one forwarded
+	// lease.request (gateway.leaseRequestTimeoutMs): the forward fails
+	// WORKER_UNREACHABLE once this long passed with no progress push and
+	// no answer; each push starts it again.
 	RequestTimeout time.Duration
-	// ExecTimeout bounds one forwarded device.exec (gateway.execTimeoutMs),
-	// a backstop behind the worker's own exec.timeoutMs.
+	// ExecTimeout bounds the worker's silence on one forwarded device.exec
+	// (gateway.execTimeoutMs): EXEC_TIMEOUT once this long passed with no
+	// exec-started, output or answer, a backstop behind the worker's own
+	// exec.timeoutMs. (The file transfer calls it bounds are bounded
+	// whole.)
 	ExecTimeout time.Duration
 	// LeaseEnded is told that a gateway lease ended on its worker (expired,
 	// released by an operator there, its device lost), with the gateway's
@@ -538,11 +543,14 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		l.bounce(w, r.WorkerID, h)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
-	defer cancel()
+	// Bounded by the worker's silence: a download of many minutes is
+	// waited for as long as its progress comes (requestSilence).
+	ctx, heard, stop := withSilence(context.Background(), l.opts.RequestTimeout)
+	defer stop()
 	progressed := false
 	announced := new(bool) // guarded by the decision lock
 	g, err := c.RequestLease(ctx, req, func(p contract.LeaseProgress) {
+		heard()
 		if !progressed {
 			// The worker took it on: dispatched, from now, not at the
 			// grant a download may put many minutes away. Off the uplink's
@@ -568,10 +576,26 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		}
 	}
 	ce, refused := forwardError(ctx, r.WorkerID, "the lease request", err)
+	if !refused && silent(ctx) {
+		ce = contract.Errorf(contract.CodeWorkerUnreachable, "worker %s sent nothing of the lease request for gateway.leaseRequestTimeoutMs (%d)",
+			r.WorkerID, l.opts.RequestTimeout.Milliseconds()).With("workerId", r.WorkerID)
+	}
+	if refused && ce.Code == contract.CodeDaemonStopping {
+		if !progressed {
+			// The worker is stopping, not the gateway: another worker
+			// serves it, and this one once it is back.
+			l.bounce(w, r.WorkerID, h)
+			return
+		}
+		ce, refused = workerStopping(r.WorkerID), false
+	}
 	if !refused {
 		reason := "worker-unreachable"
-		if ce.Code == contract.CodeInternal {
+		switch {
+		case ce.Code == contract.CodeInternal:
 			reason = "worker-answer-invalid"
+		case ce.Details["reason"] == reasonWorkerStopping:
+			reason = reasonWorkerStopping
 		}
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			// The worker may still grant it (or did, in an answer the
@@ -1004,15 +1028,19 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 	fwd := in
 	fwd.LeaseID, fwd.RequesterID = e.workerLeaseID, l.idx.prefix+e.requester
 	caller := ctx
-	ctx, cancel := context.WithTimeout(ctx, l.opts.ExecTimeout)
+	// Bounded by the worker's silence: a command that writes output runs
+	// as long as the worker's exec.timeoutMs lets it.
+	ctx, heard, cancel := withSilence(ctx, l.opts.ExecTimeout)
 	defer cancel()
 	relay := newExecRelay(started, output, cancel)
 	res, err := cl.ExecStarted(ctx, fwd, func() {
 		if ctx.Err() == nil {
+			heard()
 			relay.start()
 		}
 	}, func(o contract.ExecOutput) {
 		if ctx.Err() == nil {
+			heard()
 			relay.add(o)
 		}
 	})
@@ -1028,7 +1056,7 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; the command on worker %s was stopped", e.workerID).
 			With("leaseId", e.id)
 	case ctx.Err() != nil:
-		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s did not end the command within gateway.execTimeoutMs (%d)",
+		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s sent nothing of the command for gateway.execTimeoutMs (%d)",
 			e.workerID, l.opts.ExecTimeout.Milliseconds()).With("timeoutMs", l.opts.ExecTimeout.Milliseconds())
 	}
 	ce, refused := forwardError(ctx, e.workerID, "the command", err)
