@@ -538,9 +538,9 @@ func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
 		var told []uint64
 		inside := 0
 		most := 0
-		f.setChanged(func(_ string, _ []contract.LeaseRecord, gen uint64, _ bool) {
+		f.setChanged(func(_ string, r statusRead, _ bool) {
 			mu.Lock()
-			told = append(told, gen)
+			told = append(told, r.gen)
 			inside++
 			most = max(most, inside)
 			mu.Unlock()
@@ -554,7 +554,7 @@ func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
 		f.mu.Unlock()
 		for gen := uint64(1); gen <= 50; gen++ {
 			f.mu.Lock()
-			f.notifyLater(w, nil, gen)
+			f.notifyLater(w, statusRead{gen: gen})
 			f.mu.Unlock()
 			if gen == 1 {
 				synctest.Wait() // the first is being told, and takes long

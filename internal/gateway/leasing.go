@@ -95,8 +95,10 @@ type LeasingOptions struct {
 // owner, requester, chosen id and request) in the commit that grants the
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
-// only confirm a lease the gateway granted on it, or end one (after two
-// snapshots in a row without it, read after its grant); anything else it
+// only confirm a lease the gateway granted on it, or end one (when a
+// snapshot read after its grant leaves it out: see leaseIndex.reconcile
+// for how the worker's event seqs and uplinks say which are); anything
+// else it
 // reports under the gateway's requester prefix is a finding, logged and
 // counted on its view, and never owns, routes or blocks anything. A grant
 // that repeats a lease id or a device the gateway holds a lease of is
@@ -339,10 +341,9 @@ func (l *Leasing) tellEnded(e *indexed, reason string) {
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
-// worker's leases from a status read at view generation gen, if one was
-// (and gives back those granted for requests it withdrew), and the line is
-// served again.
-func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool) {
+// worker's leases from the status read r, if one was (and gives back those
+// granted for requests it withdrew), and the line is served again.
+func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		// A request that bounced and then ended in line (timed out,
 		// cancelled, failed by the fast-fail table) leaves its skips:
@@ -355,8 +356,8 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, ge
 		switch {
 		case !connected:
 			l.idx.disconnected(workerID)
-		case gen > 0:
-			giveBack, found := l.idx.reconcile(workerID, leases, gen, time.Now())
+		case r.gen > 0:
+			giveBack, found := l.idx.reconcile(workerID, r, time.Now())
 			for _, id := range giveBack {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
@@ -538,7 +539,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 // back in line (a stale view, or a worker that cannot serve it after
 // all), or failed.
 func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, h *dispatchHold) {
-	c := l.f.clientOf(r.WorkerID)
+	c, link := l.f.session(r.WorkerID)
 	if c == nil {
 		l.bounce(w, r.WorkerID, h)
 		return
@@ -571,7 +572,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		if cerr := checkGrant(g); cerr != nil {
 			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
 		} else {
-			l.grant(w, r, g, announced, h)
+			l.grant(w, r, g, link, announced, h)
 			return
 		}
 	}
@@ -663,7 +664,7 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 // held meanwhile) is given back to the worker, unless that would end the
 // lease the gateway holds under the same id; after a double grant w goes
 // back in line and the worker is skipped until its view moves.
-func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool, h *dispatchHold) {
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link int, announced *bool, h *dispatchHold) {
 	var refresh bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
@@ -681,8 +682,10 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
 		e, err := l.idx.add(rec)
 		if e != nil {
-			// Snapshots read up to now may predate the worker's grant.
-			e.grantGen = h.until
+			// Snapshots read up to now may predate the worker's grant;
+			// those whose seq reaches the grant's, or read over a later
+			// link, do not.
+			e.grantGen, e.grantSeq, e.grantLink = h.until, g.EventSeq, link
 		}
 		switch {
 		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
