@@ -205,3 +205,32 @@ func TestAWorkerStoppingAfterProgressEndsTheRequestNamingIt(t *testing.T) {
 	}
 	w.quiet(time.Second, "the request that ended with its worker stopping was sent again")
 }
+
+// The requester's timeoutMs counts its time in the gateway's line, as a
+// worker counts it in its own: a request the worker took on is not cut
+// off by it while the worker reports progress, and one that comes back to
+// the line past it (its worker's view was stale) fails QUEUE_TIMEOUT at
+// once instead of being placed again.
+func TestARequestersTimeoutCountsItsTimeInTheGatewaysLine(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, "gateway.leaseRequestTimeoutMs", "3000")
+	w := f.fakeJoined("fake-slow", "ios", 2, 2)
+
+	ch := f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "started", "--timeout", "1s", "--detach")
+	c := w.serveUntil("lease.request")
+	for range 3 {
+		w.progress(c, contract.StageBooting)
+		time.Sleep(500 * time.Millisecond) // the worker's pace, past the requester's 1s
+	}
+	w.grant(c, "")
+	if r := waitResult(t, ch, 10*time.Second, "a request its worker took on did not end"); r.code != 0 {
+		t.Errorf("a request its worker readied for 1.5s with progress, with --timeout 1s, was not granted\n%s", r)
+	}
+
+	ch = f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "bounced", "--timeout", "1s", "--detach")
+	c = w.serveUntil("lease.request")
+	time.Sleep(1200 * time.Millisecond) // past the requester's timeout, before any progress
+	w.refuse(c, "NO_CAPACITY", "no room after all")
+	r := waitResult(t, ch, 10*time.Second, "a request back in line past its timeout did not end")
+	expectFailure(t, r, 10, "QUEUE_TIMEOUT")
+}
