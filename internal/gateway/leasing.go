@@ -378,10 +378,11 @@ func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
 // gateway any more, and their requesters may lease again.
 func (l *Leasing) workerRemoved(workerID string) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
-		l.idx.forget(workerID)
 		for _, e := range l.idx.ofWorkerAll(workerID) {
 			l.idx.remove(e)
 		}
+		// After the removals, which remember each lease as ended.
+		l.idx.forget(workerID)
 		// Its dispatch holds go too: no view of it is routed to again.
 		// (A dispatch still in flight drops its own when it ends.)
 		delete(l.held, workerID)

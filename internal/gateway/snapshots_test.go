@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
 )
 
 // snap is a snapshot of w1's leases read over link 1 at event seq seq (and
@@ -107,4 +108,20 @@ func TestAReadOfAnEndedLinkIsOlderThanTheNextLinks(t *testing.T) {
 	if _, ok := x.ofKey(kept.key); !ok {
 		t.Errorf("a read of the ended link, told after the next link's, ended a lease the newer read listed")
 	}
+}
+
+// A worker the gateway forgot leaves nothing of its ended leases behind.
+func TestAForgottenWorkerLeavesNoEndedLeasesBehind(t *testing.T) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: &memQueueStore{}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	_ = l.q.Do(func(*queue.Txn) error {
+		mustAdd(t, l.idx, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+		return nil
+	})
+	l.workerRemoved("w1")
+	l.q.View(func() {
+		if n := len(l.idx.ended["w1"]); n != 0 {
+			t.Errorf("the index still remembers %d ended leases of a worker it forgot", n)
+		}
+	})
 }
