@@ -141,8 +141,8 @@ type worker struct {
 	// not say): an older one is not applied.
 	statusSeq int64
 	// read is the newest status read of the current link, for the
-	// leasing (its gen 0 when it lists nothing to reconcile: read while
-	// the worker was starting).
+	// leasing, but its leases, which are the view's (its gen 0 when it
+	// lists nothing to reconcile: read while the worker was starting).
 	read statusRead
 	// logged is when each kind of the worker's findings was last logged.
 	logged map[findingKind]*findingLog
@@ -498,7 +498,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 		return ""
 	}
 	w.statusSeq = s.EventSeq
-	w.read = statusRead{leases: s.Leases, gen: w.viewGen + 1, seq: s.EventSeq, link: gen}
+	w.read = statusRead{gen: w.viewGen + 1, seq: s.EventSeq, link: gen}
 	if s.Daemon.Health == "starting" {
 		// It lists nothing while it starts: that is not its leases.
 		w.read.gen = 0
@@ -509,7 +509,9 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	if v.Connection == contract.WorkerConnected && w.read.gen > 0 {
-		f.notifyLater(w, w.read)
+		r := w.read
+		r.leases = s.Leases
+		f.notifyLater(w, r)
 	}
 	return ""
 }
@@ -530,6 +532,7 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 	}
 	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt, TokenID: w.owner}
 	view, read := *v, w.read
+	read.leases = v.Leases
 	f.mu.Unlock()
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
 		return fmt.Errorf("could not record the worker: %w", err)
