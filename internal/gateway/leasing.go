@@ -96,9 +96,8 @@ type LeasingOptions struct {
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
 // only confirm a lease the gateway granted on it, or end one (when a
-// snapshot read after its grant leaves it out: see leaseIndex.reconcile
-// for how the worker's event seqs and uplinks say which are); anything
-// else it
+// snapshot read after its grant leaves it out: leaseIndex.reconcile says
+// how the worker's event seqs and uplinks tell which are); anything else it
 // reports under the gateway's requester prefix is a finding, logged and
 // counted on its view, and never owns, routes or blocks anything. A grant
 // that repeats a lease id or a device the gateway holds a lease of is
@@ -546,7 +545,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		return
 	}
 	// Bounded by the worker's silence: a download of many minutes is
-	// waited for as long as its progress comes (requestSilence).
+	// waited for as long as its progress comes (withSilence).
 	ctx, heard, stop := withSilence(context.Background(), l.opts.RequestTimeout)
 	defer stop()
 	progressed := false
