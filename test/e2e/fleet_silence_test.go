@@ -234,3 +234,42 @@ func TestARequestersTimeoutCountsItsTimeInTheGatewaysLine(t *testing.T) {
 	r := waitResult(t, ch, 10*time.Second, "a request back in line past its timeout did not end")
 	expectFailure(t, r, 10, "QUEUE_TIMEOUT")
 }
+
+// A forwarded command whose worker falls silent after some output ends
+// EXEC_TIMEOUT one gateway.execTimeoutMs after its last chunk, and the
+// worker is told to stop it.
+func TestAForwardedExecThatFallsSilentEndsExecTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, "gateway.execTimeoutMs", "1000")
+	w := f.fakeJoined("fake-hush", "ios", 2, 2)
+	_, agent := f.gw.token("agent", "hush-agent")
+	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	w.grant(w.serveUntil("lease.request"), "")
+	lease := f.api.awaitState(agent, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)
+
+	done := execOverHTTP(f, agent, lease["id"].(string))
+	c := w.serveUntil("device.exec")
+	w.push(c, contract.Push{Push: contract.PushExecStarted})
+	var last time.Time
+	for range 2 {
+		time.Sleep(500 * time.Millisecond) // the command's pace
+		w.push(c, contract.Push{Push: contract.PushExecOutput, Output: &contract.ExecOutput{Stream: "stdout", Chunk: "tick\n"}})
+		last = time.Now()
+	}
+	w.next("call.cancel", waitBound, "the gateway telling the worker to stop a command silent past gateway.execTimeoutMs")
+	var a httpAnswer
+	select {
+	case a = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("an exec whose worker fell silent had no answer 10s later")
+	}
+	if a.err != nil || !strings.Contains(a.body, `"EXEC_TIMEOUT"`) {
+		t.Errorf("an exec whose worker fell silent answered %d %s (%v), want EXEC_TIMEOUT", a.status, a.body, a.err)
+	}
+	if since := time.Since(last); since < time.Second {
+		t.Errorf("the exec ended %s after its last chunk, before gateway.execTimeoutMs (1s)", since)
+	}
+}
