@@ -213,6 +213,11 @@ type LeaseGrant struct {
 	Environment map[string]string `json:"environment"`
 	RequestID   string            `json:"requestId"`
 	Source      GrantSource       `json:"source"`
+	// EventSeq is the seq of the last event of the decision that granted
+	// the lease, on the daemon that answers: a status.get whose EventSeq is
+	// at least this was read after the grant. Set on the answer to the
+	// request that waited for it (0 when read back from a stored request).
+	EventSeq int64 `json:"eventSeq,omitempty"`
 }
 
 // The variables a grant's Environment may hold, set by the driver that
@@ -744,6 +749,11 @@ type Status struct {
 	// Fleet is a gateway's workers: how many in each connection state,
 	// and each one's line.
 	Fleet *FleetStatus `json:"fleet,omitempty"`
+	// EventSeq is, on a worker, the seq of its event log that its lists
+	// reflect, read in the same look as them: every lease change whose
+	// event is at or below it is in the lists, and none above. A gateway
+	// orders a worker's snapshots by it (0 when not known).
+	EventSeq int64 `json:"eventSeq,omitempty"`
 }
 
 // StatusCounts are how many devices (by state), leases and open requests

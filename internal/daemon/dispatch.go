@@ -549,6 +549,7 @@ func (a statusAnswer) appendResult(b []byte) ([]byte, error) {
 	b, snap := a.engine.AppendLists(b, a.caller)
 	a.s.Capacity, a.s.Counts, a.s.QueueDepth, a.s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
 	a.s.Waiting = snap.Waiting
+	a.s.EventSeq = eventSeq(a.s, snap)
 	head, err := json.Marshal(a.s)
 	if err != nil {
 		return nil, err
@@ -612,7 +613,23 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	}
 	snap := d.engine.Snapshot(true)
 	s.Capacity, s.Counts, s.QueueDepth, s.WarmPool = &snap.Capacity, &snap.Counts, snap.QueueDepth, &snap.WarmPool
+	s.EventSeq = eventSeq(s, snap)
 	return statusAnswer{s: s}
+}
+
+// eventSeq is the seq of the event log a worker's status reflects: the
+// log's last seq read before the engine's snapshot (s.EventLog), or the
+// last the engine's decisions committed when the snapshot was read,
+// whichever is higher. Every lease change commits its events under the
+// decision lock the snapshot is read under, so a change whose event is at
+// or below it is in the snapshot, and one above is not: a gateway orders
+// the worker's snapshots, and its grants against them, by it.
+func eventSeq(s contract.Status, snap leasing.Snapshot) int64 {
+	seq := snap.EventSeq
+	if s.EventLog != nil {
+		seq = max(seq, s.EventLog.LastSeq)
+	}
+	return seq
 }
 
 // failedRequests are the requests that failed lately, newest first, at

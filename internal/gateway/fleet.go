@@ -101,9 +101,9 @@ type Fleet struct {
 	revoked map[string]struct{}
 	closed  bool
 	// changed is told, outside the lock, after a worker's view changed:
-	// with the leases of a status read at view generation gen (0: no
-	// read, the view changed otherwise), or that the worker disconnected.
-	changed func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)
+	// with a status read (its gen 0: no read, the view changed
+	// otherwise), or that the worker disconnected.
+	changed func(workerID string, r statusRead, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
 	// removed is told, outside the lock, that the gateway forgot a worker.
@@ -136,6 +136,14 @@ type worker struct {
 	// one at a time, in the order they were read.
 	pending *statusRead
 	telling bool
+	// statusSeq is the event seq of the newest status read applied on
+	// the current link (contract.Status.EventSeq; 0 when the worker does
+	// not say): an older one is not applied.
+	statusSeq int64
+	// read is the newest status read of the current link, for the
+	// leasing, but its leases, which are the view's (its gen 0 when it
+	// lists nothing to reconcile: read while the worker was starting).
+	read statusRead
 	// logged is when each kind of the worker's findings was last logged.
 	logged map[findingKind]*findingLog
 	// relayed is the rate limit of the events relayed from the worker,
@@ -305,6 +313,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	}
 	w.gen++
 	gen := w.gen
+	w.statusSeq, w.read = 0, statusRead{} // a new link's worker may have a new event log
 	w.link, w.tokenID = l, a.TokenID
 	w.view.Label = a.Label
 	f.mu.Unlock()
@@ -334,7 +343,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	f.mu.Unlock()
 	if current && wasConnected {
 		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
-		f.notify(a.ID, nil, 0, false)
+		f.notify(a.ID, statusRead{}, false)
 	}
 }
 
@@ -483,13 +492,26 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	if w.gen != gen {
 		return ""
 	}
+	if s.EventSeq > 0 && s.EventSeq < w.statusSeq {
+		// Read before one applied already: it says nothing newer, and
+		// would undo what that one showed.
+		return ""
+	}
+	w.statusSeq = s.EventSeq
+	w.read = statusRead{gen: w.viewGen + 1, seq: s.EventSeq, link: gen}
+	if s.Daemon.Health == "starting" {
+		// It lists nothing while it starts: that is not its leases.
+		w.read.gen = 0
+	}
 	v := &w.view
 	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
 	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
-	if v.Connection == contract.WorkerConnected {
-		f.notifyLater(w, s.Leases, w.viewGen)
+	if v.Connection == contract.WorkerConnected && w.read.gen > 0 {
+		r := w.read
+		r.leases = s.Leases
+		f.notifyLater(w, r)
 	}
 	return ""
 }
@@ -509,13 +531,14 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 		w.owner = w.tokenID
 	}
 	rec := store.Worker{ID: v.ID, Label: v.Label, Drained: v.Drained, LastSeq: w.lastSeq, LastSeenAt: v.LastSeenAt, TokenID: w.owner}
-	view, viewGen := *v, w.viewGen
+	view, read := *v, w.read
+	read.leases = v.Leases
 	f.mu.Unlock()
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
 		return fmt.Errorf("could not record the worker: %w", err)
 	}
 	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
-	f.notify(view.ID, view.Leases, viewGen, true)
+	f.notify(view.ID, read, true)
 	return nil
 }
 
@@ -686,7 +709,7 @@ func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int,
 
 // setChanged and setOnEvent install the leasing's hooks; set before any
 // uplink is served.
-func (f *Fleet) setChanged(fn func(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool)) {
+func (f *Fleet) setChanged(fn func(workerID string, r statusRead, connected bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.changed = fn
@@ -715,20 +738,24 @@ func (f *Fleet) forgotten(id string) {
 }
 
 // notify tells the leasing a view changed.
-func (f *Fleet) notify(id string, leases []contract.LeaseRecord, gen uint64, connected bool) {
+func (f *Fleet) notify(id string, r statusRead, connected bool) {
 	f.mu.Lock()
 	fn := f.changed
 	f.mu.Unlock()
 	if fn != nil {
-		fn(id, leases, gen, connected)
+		fn(id, r, connected)
 	}
 }
 
 // statusRead is a worker's leases as a status read at view generation gen
-// reported them.
+// reported them: read on the worker's link number link (Fleet's worker.gen,
+// which counts its uplinks), reflecting its event log up to seq (0: the
+// worker does not say).
 type statusRead struct {
 	leases []contract.LeaseRecord
 	gen    uint64
+	seq    int64
+	link   int
 }
 
 // notifyLater tells the leasing of a status read of connected worker w,
@@ -738,11 +765,11 @@ type statusRead struct {
 // newest. A leasing slow to decide (its store locked by another process)
 // then holds one pending read per worker, however often the worker is
 // read; and a newer read says all an older one would have.
-func (f *Fleet) notifyLater(w *worker, leases []contract.LeaseRecord, gen uint64) {
+func (f *Fleet) notifyLater(w *worker, r statusRead) {
 	if f.changed == nil {
 		return
 	}
-	w.pending = &statusRead{leases: leases, gen: gen}
+	w.pending = &r
 	if w.telling {
 		return
 	}
@@ -759,7 +786,7 @@ func (f *Fleet) notifyLater(w *worker, leases []contract.LeaseRecord, gen uint64
 				return
 			}
 			f.mu.Unlock()
-			fn(id, r.leases, r.gen, true)
+			fn(id, *r, true)
 		}
 	}()
 }
@@ -774,6 +801,18 @@ func (f *Fleet) views() []*contract.WorkerView {
 		out = append(out, &v)
 	}
 	return out
+}
+
+// session is clientOf with the number of the link it runs over (which
+// counts the worker's uplinks): what a call over it answers was decided
+// before any status read over a later link.
+func (f *Fleet) session(id string) (*client.Client, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok && w.view.Connection == contract.WorkerConnected {
+		return w.client, w.gen
+	}
+	return nil, 0
 }
 
 // generation is how many times a worker's view has changed.

@@ -270,6 +270,7 @@ func TestAStatusOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
 		}, "leases[0].id"},
 		"a control char": {func(s *contract.Status) { s.Daemon.Version = "1\x07" }, "daemon.version"},
 		"a huge queue":   {func(s *contract.Status) { s.QueueDepth = 1 << 30 }, "queueDepth"},
+		"a negative seq": {func(s *contract.Status) { s.EventSeq = -1 }, "eventSeq"},
 		"a negative limit": {func(s *contract.Status) {
 			s.Capacity = &contract.Capacity{Global: contract.GlobalCapacity{MaxRunning: -2}}
 		}, "capacity.global.maxRunning"},
@@ -327,6 +328,7 @@ func TestAGrantOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
 		"a bad platform":                     {func(g *contract.LeaseGrant) { g.Device.Spec.Platform = "tv" }, "grant.device.spec.platform"},
 		"a control char in a variable":       {func(g *contract.LeaseGrant) { g.Environment["X"] = "a\x00b" }, "grant.environment.X"},
 		"an oversized model":                 {func(g *contract.LeaseGrant) { g.Device.Spec.Model = strings.Repeat("m", 300) }, "grant.device.spec.model"},
+		"a negative event seq":               {func(g *contract.LeaseGrant) { g.EventSeq = -5 }, "grant.eventSeq"},
 	} {
 		g := good
 		g.Environment = map[string]string{"SIMLOCK_DEVICE_ID": "UDID"}
@@ -538,9 +540,9 @@ func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
 		var told []uint64
 		inside := 0
 		most := 0
-		f.setChanged(func(_ string, _ []contract.LeaseRecord, gen uint64, _ bool) {
+		f.setChanged(func(_ string, r statusRead, _ bool) {
 			mu.Lock()
-			told = append(told, gen)
+			told = append(told, r.gen)
 			inside++
 			most = max(most, inside)
 			mu.Unlock()
@@ -554,7 +556,7 @@ func TestAWorkersReadsAreToldOneAtATimeTheNewestNext(t *testing.T) {
 		f.mu.Unlock()
 		for gen := uint64(1); gen <= 50; gen++ {
 			f.mu.Lock()
-			f.notifyLater(w, nil, gen)
+			f.notifyLater(w, statusRead{gen: gen})
 			f.mu.Unlock()
 			if gen == 1 {
 				synctest.Wait() // the first is being told, and takes long

@@ -80,7 +80,7 @@ func FuzzAWorkersSnapshotOnlyConfirmsOrEndsItsOwnGrants(f *testing.F) {
 			snapshot = append(snapshot, contract.LeaseRecord{ID: claimedChosen, RequesterID: requester, OwnerID: owner, DeviceID: device, IDChosenByRequester: true})
 		}
 		for range 3 {
-			x.reconcile("w1", snapshot, 1, time.Unix(0, 0))
+			x.reconcile("w1", statusRead{leases: snapshot, gen: 1}, time.Unix(0, 0))
 		}
 		for k, e := range x.byKey {
 			b, ok := before[k]

@@ -50,14 +50,20 @@ type indexed struct {
 	// requestID is the gateway's request that made it.
 	requestID string
 	grantedAt int64
-	// missed counts the consecutive snapshots of its own worker it was
-	// not in, of those read after its grant: grantGen is the generation
-	// of the worker's view when the gateway granted it, and a snapshot
-	// read at that generation or before may have been read before the
-	// worker granted it (0 for a lease loaded at start: every snapshot
-	// is read after).
-	missed   int
-	grantGen uint64
+	// When a snapshot of its worker was read after its grant, and so ends
+	// it by leaving it out (reconcile): grantSeq is the worker's event seq
+	// of the grant (contract.LeaseGrant.EventSeq), which a snapshot read
+	// after it reaches, and grantLink the worker's link it was granted
+	// over, before every read over a later one (both 0 for a lease loaded
+	// at start: every snapshot is read after). From a worker that says no
+	// seq, missed counts the consecutive snapshots it was not in, of those
+	// read past grantGen, the generation of the worker's view when the
+	// gateway granted it (a snapshot read at that generation or before
+	// may have been read before the worker granted it).
+	grantSeq  int64
+	grantLink int
+	missed    int
+	grantGen  uint64
 	// ending is why the gateway is ending the lease, while its release is
 	// in flight: the worker's relayed end then carries the gateway's
 	// reason (killed for release --all), not the worker's.
@@ -104,6 +110,16 @@ type leaseIndex struct {
 	// the gateway's prefix that the gateway did not grant: each is a
 	// finding once, when first seen, not at every snapshot.
 	claimed map[string]map[string]bool
+	// applied are, by worker, the link and event seq of the newest
+	// snapshot reconciled: one read before it (an older seq, or an older
+	// link) is not.
+	applied map[string]appliedSnapshot
+	// ended are, by worker and worker lease id, the leases the index
+	// forgot (released, expired, lost), with the seq of their grant: a
+	// snapshot read before the end still lists one, which neither brings
+	// it back nor is a finding. Each goes at the first snapshot read after
+	// its grant that leaves it out (no snapshot after that lists it).
+	ended map[string]map[string]int64
 	// puts and ends are the grant records the decision under way made
 	// and ended, for its commit (take).
 	puts []store.Grant
@@ -111,6 +127,18 @@ type leaseIndex struct {
 }
 
 type withdrawal struct{ workerID, requester string }
+
+// appliedSnapshot is how new the last reconciled snapshot of a worker was.
+type appliedSnapshot struct {
+	link int
+	seq  int64
+}
+
+// maxEnded bounds the ended leases remembered per worker: a worker whose
+// snapshots never leave out a lease it ended (a lie) grows them by one per
+// lease the gateway granted there, and past the bound one is forgotten (a
+// stale snapshot that lists it is then a finding).
+const maxEnded = 10_000
 
 // workerThing names a device or a lease of one worker.
 type workerThing struct{ workerID, id string }
@@ -129,7 +157,7 @@ const (
 func newLeaseIndex(instanceID string) *leaseIndex {
 	return &leaseIndex{prefix: requesterPrefix(instanceID), byKey: map[string]*indexed{}, byChosen: map[string]map[string]*indexed{},
 		byRequester: map[string]*indexed{}, byDevice: map[workerThing]*indexed{}, withdrawn: map[withdrawal]time.Time{},
-		claimed: map[string]map[string]bool{}}
+		claimed: map[string]map[string]bool{}, applied: map[string]appliedSnapshot{}, ended: map[string]map[string]int64{}}
 }
 
 // The ways a grant can contradict the index: the worker granted again a
@@ -303,6 +331,18 @@ func (x *leaseIndex) remove(e *indexed) {
 		}
 	}
 	x.ends = append(x.ends, e.key)
+	ended := x.ended[e.workerID]
+	if ended == nil {
+		ended = map[string]int64{}
+		x.ended[e.workerID] = ended
+	}
+	if len(ended) >= maxEnded {
+		for id := range ended {
+			delete(ended, id)
+			break
+		}
+	}
+	ended[e.workerLeaseID] = e.grantSeq
 }
 
 // finding is a lease a worker reported that the gateway does not
@@ -326,33 +366,45 @@ func (fd finding) what() string {
 		l.ID, l.DeviceID, clip(l.RequesterID), clip(l.OwnerID))
 }
 
-// reconcile checks one snapshot of workerID's active leases, read at
-// generation gen of the worker's view, against the leases the gateway
-// granted there. A lease of the gateway's it lists is confirmed; one it
-// lacks is ended at its second miss in a row, counting only the snapshots
-// read after its grant (gen past its grantGen: a snapshot waits for the
-// decision lock and the database's, so one read before a grant may be
-// reconciled after it), and one miss of those is grace (a grant that
-// lands between the read of a snapshot and its answer is not in it). A
-// lease it lists under the gateway's requester prefix that the gateway
+// reconcile checks one snapshot of workerID's active leases, r, against
+// the leases the gateway granted there. A snapshot older than the last one
+// reconciled (newer) changes nothing: a snapshot waits for the decision
+// lock and the database's, so one read before another, or before a grant
+// or an end, may be reconciled after it. A lease of the gateway's it lists
+// is confirmed; one it lacks is ended if the snapshot was read after its
+// grant (readAfter: its event seq reaches the grant's, or it came over a
+// later uplink). From a worker that says no seq, a lease is ended at its
+// second miss in a row, counting only the snapshots read past its grantGen,
+// and one miss of those is grace (a grant that lands between the read of a
+// snapshot and its answer is not in it). A lease the index ended that the
+// snapshot still lists was read before its end: neither back, nor a
+// finding. A lease it lists under the gateway's requester prefix that the gateway
 // did not grant, or that contradicts the grant record (another
 // device, requester or owner), is a finding and nothing more: it never
 // becomes the gateway's, and never routes a call. A lease granted for a
 // request the gateway withdrew is returned, to be given back. The worker's
 // own leases (any other requester) and other workers' entries are left
 // alone.
-func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord, gen uint64, now time.Time) (giveBack []string, found []finding) {
+func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (giveBack []string, found []finding) {
 	for k, at := range x.withdrawn {
 		if now.Sub(at) > withdrawnFor {
 			delete(x.withdrawn, k)
 		}
 	}
+	if !x.newer(workerID, r) {
+		return nil, nil
+	}
 	seen := map[*indexed]bool{}
 	claimed := map[string]bool{}
-	for _, l := range snapshot {
+	listed := map[string]bool{}
+	for _, l := range r.leases {
+		listed[l.ID] = true
 		requester, ours := strings.CutPrefix(l.RequesterID, x.prefix)
 		e, granted := x.ofWorker(workerID, l.ID)
+		_, ended := x.ended[workerID][l.ID]
 		switch {
+		case ended && !granted:
+			// Read before its end: neither back, nor a finding.
 		case granted:
 			seen[e] = true
 			e.missed = 0
@@ -378,15 +430,62 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 	} else {
 		delete(x.claimed, workerID)
 	}
+	for id, grantSeq := range x.ended[workerID] {
+		if !listed[id] && readAfter(r, grantSeq, 0) {
+			delete(x.ended[workerID], id)
+		}
+	}
+	if len(x.ended[workerID]) == 0 {
+		delete(x.ended, workerID)
+	}
 	for _, e := range x.byKey {
-		if e.workerID != workerID || seen[e] || gen <= e.grantGen {
+		if e.workerID != workerID || seen[e] {
 			continue
 		}
-		if e.missed++; e.missed >= 2 {
-			x.remove(e)
+		switch {
+		case r.link > e.grantLink || (r.seq > 0 && e.grantSeq > 0):
+			// The worker says which snapshots follow the grant.
+			if readAfter(r, e.grantSeq, e.grantLink) {
+				x.remove(e)
+			}
+		case r.gen <= e.grantGen:
+		default:
+			if e.missed++; e.missed >= 2 {
+				x.remove(e)
+			}
 		}
 	}
 	return giveBack, found
+}
+
+// newer reports whether r, a snapshot of workerID, was read after the last
+// one reconciled (by its link, then its seq; one of a worker that says no
+// seq is taken in the order it comes, which is the order of the reads),
+// and records it as the last if so.
+func (x *leaseIndex) newer(workerID string, r statusRead) bool {
+	last, ok := x.applied[workerID]
+	if ok && (r.link < last.link || (r.link == last.link && r.seq > 0 && r.seq < last.seq)) {
+		return false
+	}
+	x.applied[workerID] = appliedSnapshot{link: r.link, seq: r.seq}
+	return true
+}
+
+// readAfter reports whether snapshot r is known to have been read after a
+// grant of event seq grantSeq over link grantLink (0, 0: one loaded at
+// start, before every snapshot): over a later link, or at a seq that
+// reaches the grant's. A snapshot or grant without a seq says nothing,
+// unless its link does.
+func readAfter(r statusRead, grantSeq int64, grantLink int) bool {
+	switch {
+	case r.link > grantLink:
+		return true
+	case r.link < grantLink:
+		// Over a link that ended before the grant's: before it. (Seqs
+		// of two links may be of two logs.)
+		return false
+	}
+	return r.seq > 0 && grantSeq > 0 && r.seq >= grantSeq
 }
 
 func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
@@ -395,13 +494,16 @@ func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
 }
 
 // disconnected forgets what workerID's snapshots claimed: a new uplink
-// starts over.
+// starts over. (Which snapshot is newest it keeps: a read of the link that
+// ended may still be on its way, and is older than any over the next.)
 func (x *leaseIndex) disconnected(workerID string) { delete(x.claimed, workerID) }
 
 // forget drops what the index keeps of workerID but its leases (which the
 // caller ends): the gateway forgot the worker.
 func (x *leaseIndex) forget(workerID string) {
 	delete(x.claimed, workerID)
+	delete(x.applied, workerID)
+	delete(x.ended, workerID)
 	for k := range x.withdrawn {
 		if k.workerID == workerID {
 			delete(x.withdrawn, k)

@@ -61,7 +61,7 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 		workerLease("lse_b", "local-agent", "local-agent"),      // the worker's own
 		workerLease("lse_c", "gw:ins_other:agent-2", "tok_bob"), // another gateway's
 	}
-	_, found := x.reconcile("w1", snapshot, 1, time.Unix(0, 0))
+	_, found := x.reconcile("w1", statusRead{leases: snapshot, gen: 1}, time.Unix(0, 0))
 	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_lie") {
 		t.Fatalf("findings = %+v, want the one ungranted lease lse_lie", found)
 	}
@@ -80,7 +80,7 @@ func TestAWorkersSnapshotNeverAddsALeaseTheGatewayDidNotGrant(t *testing.T) {
 		t.Errorf("the granted lease = %+v %v, want it confirmed", e, ok)
 	}
 	// The same lie again is not a new finding; a new one is.
-	if _, found := x.reconcile("w1", append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), 1, time.Unix(0, 0)); len(found) != 1 ||
+	if _, found := x.reconcile("w1", statusRead{leases: append(snapshot, workerLease("lse_lie2", "gw:ins_gw:victim", "tok_victim")), gen: 1}, time.Unix(0, 0)); len(found) != 1 ||
 		!strings.Contains(found[0].what(), "lse_lie2") {
 		t.Errorf("findings of the next snapshot = %+v, want only the new lie", found)
 	}
@@ -93,7 +93,7 @@ func TestAWorkersReportThatContradictsAGrantChangesNothingOfIt(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
 	claim := workerLease("lse_a", "gw:ins_gw:victim", "tok_victim")
-	_, found := x.reconcile("w1", []contract.LeaseRecord{claim}, 1, time.Unix(0, 0))
+	_, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{claim}, gen: 1}, time.Unix(0, 0))
 	if len(found) != 1 {
 		t.Errorf("findings = %+v, want the contradicting report", found)
 	}
@@ -113,21 +113,21 @@ func TestAnEntryIsEndedOnlyAtItsSecondMissFromItsOwnWorker(t *testing.T) {
 	x.take()
 	// Churn on w2's view never counts against w1's lease.
 	for range 3 {
-		x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, 1, time.Unix(0, 0))
+		x.reconcile("w2", statusRead{leases: []contract.LeaseRecord{workerLease("lse_b", "gw:ins_gw:agent-2", "tok_bob")}, gen: 1}, time.Unix(0, 0))
 	}
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("w2's snapshots made the index forget w1's lease")
 	}
-	x.reconcile("w1", nil, 1, time.Unix(0, 0)) // one miss: grace
+	x.reconcile("w1", statusRead{leases: nil, gen: 1}, time.Unix(0, 0)) // one miss: grace
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("one missing snapshot forgot the lease; a grant racing the read is missing once")
 	}
-	x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, 1, time.Unix(0, 0))
-	x.reconcile("w1", nil, 1, time.Unix(0, 0)) // a miss again, but not in a row
+	x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{workerLease("lse_a", "gw:ins_gw:agent-1", "tok_alice")}, gen: 1}, time.Unix(0, 0))
+	x.reconcile("w1", statusRead{leases: nil, gen: 1}, time.Unix(0, 0)) // a miss again, but not in a row
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("two misses that were not in a row forgot the lease")
 	}
-	x.reconcile("w1", nil, 1, time.Unix(0, 0))
+	x.reconcile("w1", statusRead{leases: nil, gen: 1}, time.Unix(0, 0))
 	if _, ok := x.ofKey("w1.lse_a"); ok {
 		t.Fatal("two misses in a row kept the lease: the requester could never lease again")
 	}
@@ -150,13 +150,13 @@ func TestSnapshotsReadBeforeAGrantNeverEndItsLease(t *testing.T) {
 	e.grantGen = 5
 	x.take()
 	for gen := uint64(3); gen <= 5; gen++ {
-		x.reconcile("w1", nil, gen, time.Unix(0, 0))
+		x.reconcile("w1", statusRead{leases: nil, gen: gen}, time.Unix(0, 0))
 	}
 	if _, ok := x.ofKey("w1.lse_a"); !ok {
 		t.Fatal("snapshots read at views 3 to 5, before the grant at view 5, ended its lease: its agent's next call is UNKNOWN_LEASE")
 	}
-	x.reconcile("w1", nil, 6, time.Unix(0, 0))
-	x.reconcile("w1", nil, 7, time.Unix(0, 0))
+	x.reconcile("w1", statusRead{leases: nil, gen: 6}, time.Unix(0, 0))
+	x.reconcile("w1", statusRead{leases: nil, gen: 7}, time.Unix(0, 0))
 	if _, ok := x.ofKey("w1.lse_a"); ok {
 		t.Error("two snapshots read after the grant without the lease kept it")
 	}
@@ -248,11 +248,11 @@ func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	now := time.Unix(1000, 0)
 	x.withdraw("w1", "agent-1", now)
-	back, _ := x.reconcile("w2", []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, 1, now)
+	back, _ := x.reconcile("w2", statusRead{leases: []contract.LeaseRecord{workerLease("lse_other", "gw:ins_gw:agent-1", "tok_alice")}, gen: 1}, now)
 	if len(back) != 0 {
 		t.Errorf("a lease of the requester on another worker was given back: %v", back)
 	}
-	back, found := x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, 1, now)
+	back, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{workerLease("lse_late", "gw:ins_gw:agent-1", "tok_alice")}, gen: 1}, now)
 	if len(back) != 1 || back[0] != "lse_late" || len(found) != 0 {
 		t.Fatalf("reconcile gave back %v (findings %v), want the late grant lse_late", back, found)
 	}
@@ -261,13 +261,12 @@ func TestALeaseGrantedForAWithdrawnRequestIsGivenBack(t *testing.T) {
 	}
 	// Given back once: the same report again is a claim the gateway did
 	// not grant.
-	if back, found = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, 1, now); len(back) != 0 || len(found) != 1 {
+	if back, found = x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{workerLease("lse_next", "gw:ins_gw:agent-1", "tok_alice")}, gen: 1}, now); len(back) != 0 || len(found) != 1 {
 		t.Errorf("the next report gave back %v with findings %v, want none given back and one finding", back, found)
 	}
 	// A withdrawal is forgotten after withdrawnFor.
 	x.withdraw("w1", "agent-2", now)
-	if back, _ = x.reconcile("w1", []contract.LeaseRecord{workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")},
-		1, now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
+	if back, _ = x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{workerLease("lse_much_later", "gw:ins_gw:agent-2", "tok_bob")}, gen: 1}, now.Add(withdrawnFor+time.Minute)); len(back) != 0 {
 		t.Errorf("a withdrawal older than %s still gave back %v", withdrawnFor, back)
 	}
 }

@@ -61,11 +61,16 @@ type LeasingOptions struct {
 	// DefaultTTL and MaxTTL are the gateway's lease.defaultTtlMs and
 	// lease.maxTtlMs.
 	DefaultTTL, MaxTTL time.Duration
-	// RequestTimeout bounds one forwarded lease.request
-	// (gateway.leaseRequestTimeoutMs).
+	// RequestTimeout bounds the worker's silence on one forwarded
+	// lease.request (gateway.leaseRequestTimeoutMs): the forward fails
+	// WORKER_UNREACHABLE once this long passed with no progress push and
+	// no answer; each push starts it again.
 	RequestTimeout time.Duration
-	// ExecTimeout bounds one forwarded device.exec (gateway.execTimeoutMs),
-	// a backstop behind the worker's own exec.timeoutMs.
+	// ExecTimeout bounds the worker's silence on one forwarded device.exec
+	// (gateway.execTimeoutMs): EXEC_TIMEOUT once this long passed with no
+	// exec-started, output or answer, a backstop behind the worker's own
+	// exec.timeoutMs. (The file transfer calls it bounds are bounded
+	// whole.)
 	ExecTimeout time.Duration
 	// LeaseEnded is told that a gateway lease ended on its worker (expired,
 	// released by an operator there, its device lost), with the gateway's
@@ -90,8 +95,9 @@ type LeasingOptions struct {
 // owner, requester, chosen id and request) in the commit that grants the
 // request, so no requester hears of a grant that is not recorded; the
 // index is loaded from those records at start. A worker's status can then
-// only confirm a lease the gateway granted on it, or end one (after two
-// snapshots in a row without it, read after its grant); anything else it
+// only confirm a lease the gateway granted on it, or end one (when a
+// snapshot read after its grant leaves it out: leaseIndex.reconcile says
+// how the worker's event seqs and uplinks tell which are); anything else it
 // reports under the gateway's requester prefix is a finding, logged and
 // counted on its view, and never owns, routes or blocks anything. A grant
 // that repeats a lease id or a device the gateway holds a lease of is
@@ -334,10 +340,9 @@ func (l *Leasing) tellEnded(e *indexed, reason string) {
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
-// worker's leases from a status read at view generation gen, if one was
-// (and gives back those granted for requests it withdrew), and the line is
-// served again.
-func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, gen uint64, connected bool) {
+// worker's leases from the status read r, if one was (and gives back those
+// granted for requests it withdrew), and the line is served again.
+func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		// A request that bounced and then ended in line (timed out,
 		// cancelled, failed by the fast-fail table) leaves its skips:
@@ -350,8 +355,8 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, ge
 		switch {
 		case !connected:
 			l.idx.disconnected(workerID)
-		case gen > 0:
-			giveBack, found := l.idx.reconcile(workerID, leases, gen, time.Now())
+		case r.gen > 0:
+			giveBack, found := l.idx.reconcile(workerID, r, time.Now())
 			for _, id := range giveBack {
 				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
 				go l.releaseOnWorker(workerID, id)
@@ -372,10 +377,11 @@ func (l *Leasing) viewChanged(workerID string, leases []contract.LeaseRecord, ge
 // gateway any more, and their requesters may lease again.
 func (l *Leasing) workerRemoved(workerID string) {
 	_ = l.q.Do(func(tx *queue.Txn) error {
-		l.idx.forget(workerID)
 		for _, e := range l.idx.ofWorkerAll(workerID) {
 			l.idx.remove(e)
 		}
+		// After the removals, which remember each lease as ended.
+		l.idx.forget(workerID)
 		// Its dispatch holds go too: no view of it is routed to again.
 		// (A dispatch still in flight drops its own when it ends.)
 		delete(l.held, workerID)
@@ -533,16 +539,19 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 // back in line (a stale view, or a worker that cannot serve it after
 // all), or failed.
 func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, h *dispatchHold) {
-	c := l.f.clientOf(r.WorkerID)
+	c, link := l.f.session(r.WorkerID)
 	if c == nil {
 		l.bounce(w, r.WorkerID, h)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.opts.RequestTimeout)
-	defer cancel()
+	// Bounded by the worker's silence: a download of many minutes is
+	// waited for as long as its progress comes (withSilence).
+	ctx, heard, stop := withSilence(context.Background(), l.opts.RequestTimeout)
+	defer stop()
 	progressed := false
 	announced := new(bool) // guarded by the decision lock
 	g, err := c.RequestLease(ctx, req, func(p contract.LeaseProgress) {
+		heard()
 		if !progressed {
 			// The worker took it on: dispatched, from now, not at the
 			// grant a download may put many minutes away. Off the uplink's
@@ -563,15 +572,31 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		if cerr := checkGrant(g); cerr != nil {
 			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
 		} else {
-			l.grant(w, r, g, announced, h)
+			l.grant(w, r, g, link, announced, h)
 			return
 		}
 	}
 	ce, refused := forwardError(ctx, r.WorkerID, "the lease request", err)
+	if !refused && silent(ctx) {
+		ce = contract.Errorf(contract.CodeWorkerUnreachable, "worker %s sent nothing of the lease request for gateway.leaseRequestTimeoutMs (%d)",
+			r.WorkerID, l.opts.RequestTimeout.Milliseconds()).With("workerId", r.WorkerID)
+	}
+	if refused && ce.Code == contract.CodeDaemonStopping {
+		if !progressed {
+			// The worker is stopping, not the gateway: another worker
+			// serves it, and this one once it is back.
+			l.bounce(w, r.WorkerID, h)
+			return
+		}
+		ce, refused = workerStopping(r.WorkerID), false
+	}
 	if !refused {
 		reason := "worker-unreachable"
-		if ce.Code == contract.CodeInternal {
+		switch {
+		case ce.Code == contract.CodeInternal:
 			reason = "worker-answer-invalid"
+		case ce.Details["reason"] == reasonWorkerStopping:
+			reason = reasonWorkerStopping
 		}
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			// The worker may still grant it (or did, in an answer the
@@ -639,7 +664,7 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 // held meanwhile) is given back to the worker, unless that would end the
 // lease the gateway holds under the same id; after a double grant w goes
 // back in line and the worker is skipped until its view moves.
-func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announced *bool, h *dispatchHold) {
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link int, announced *bool, h *dispatchHold) {
 	var refresh bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
@@ -657,8 +682,10 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
 		e, err := l.idx.add(rec)
 		if e != nil {
-			// Snapshots read up to now may predate the worker's grant.
-			e.grantGen = h.until
+			// Snapshots read up to now may predate the worker's grant;
+			// those whose seq reaches the grant's, or read over a later
+			// link, do not.
+			e.grantGen, e.grantSeq, e.grantLink = h.until, g.EventSeq, link
 		}
 		switch {
 		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
@@ -1004,15 +1031,19 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 	fwd := in
 	fwd.LeaseID, fwd.RequesterID = e.workerLeaseID, l.idx.prefix+e.requester
 	caller := ctx
-	ctx, cancel := context.WithTimeout(ctx, l.opts.ExecTimeout)
+	// Bounded by the worker's silence: a command that writes output runs
+	// as long as the worker's exec.timeoutMs lets it.
+	ctx, heard, cancel := withSilence(ctx, l.opts.ExecTimeout)
 	defer cancel()
 	relay := newExecRelay(started, output, cancel)
 	res, err := cl.ExecStarted(ctx, fwd, func() {
 		if ctx.Err() == nil {
+			heard()
 			relay.start()
 		}
 	}, func(o contract.ExecOutput) {
 		if ctx.Err() == nil {
+			heard()
 			relay.add(o)
 		}
 	})
@@ -1028,7 +1059,7 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 		return contract.ExecResult{}, contract.Errorf(contract.CodeCancelled, "the caller went away; the command on worker %s was stopped", e.workerID).
 			With("leaseId", e.id)
 	case ctx.Err() != nil:
-		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s did not end the command within gateway.execTimeoutMs (%d)",
+		return contract.ExecResult{}, contract.Errorf(contract.CodeExecTimeout, "worker %s sent nothing of the command for gateway.execTimeoutMs (%d)",
 			e.workerID, l.opts.ExecTimeout.Milliseconds()).With("timeoutMs", l.opts.ExecTimeout.Milliseconds())
 	}
 	ce, refused := forwardError(ctx, e.workerID, "the command", err)

@@ -63,7 +63,7 @@ func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
 		if err != nil || got.Request.State != contract.RequestFailed || got.Request.Error == nil || got.Request.Error.Code != contract.CodeQueueTimeout {
 			t.Fatalf("the bounced request is %s %+v (%v), want failed with QUEUE_TIMEOUT", got.Request.State, got.Request.Error, err)
 		}
-		l.viewChanged("w1", nil, 1, true) // the worker's next refresh
+		l.viewChanged("w1", statusRead{gen: 1}, true) // the worker's next refresh
 		l.q.View(func() {
 			if len(l.skip) != 0 {
 				t.Errorf("after the request timed out the gateway still keeps skips for %d requests", len(l.skip))

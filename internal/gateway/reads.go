@@ -86,7 +86,7 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 		}
 		f.emit(event, map[string]any{"workerId": id, "label": s.Label})
 		// Who may be routed to changed: the line is served again.
-		f.notify(id, nil, 0, true)
+		f.notify(id, statusRead{}, true)
 	}
 	return s, nil
 }

@@ -100,6 +100,9 @@ func checkStatus(s contract.Status) error {
 	if s.Daemon.Mode != "" && s.Daemon.Mode != contract.ModeWorker {
 		return bad("daemon.mode", "is %q: only a worker joins a gateway", clip(s.Daemon.Mode))
 	}
+	if s.EventSeq < 0 {
+		return bad("eventSeq", "is %d", s.EventSeq)
+	}
 	for _, t := range []struct {
 		what string
 		s    string
@@ -344,6 +347,9 @@ const maxEnvironment = 64
 func checkGrant(g contract.LeaseGrant) error {
 	if err := checkLease("grant.lease", g.Lease); err != nil {
 		return err
+	}
+	if g.EventSeq < 0 {
+		return bad("grant.eventSeq", "is %d", g.EventSeq)
 	}
 	d := g.Device
 	for _, t := range []struct{ what, s string }{{".id", d.ID}, {".driverDeviceId", d.DriverDeviceID},

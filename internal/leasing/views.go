@@ -18,6 +18,10 @@ type Snapshot struct {
 	Counts     contract.StatusCounts
 	QueueDepth int
 	WarmPool   contract.WarmPoolStatus
+	// EventSeq is the highest event seq the engine's decisions had
+	// committed when the snapshot was read (queue.Queue.SeqLocked): it
+	// shows each of them, and none after.
+	EventSeq int64
 	// The lists, oldest first; nil in a summary.
 	Devices []contract.Device
 	Leases  []contract.LeaseRecord
@@ -31,6 +35,7 @@ func (e *Engine) summaryLocked(s *Snapshot) {
 	s.QueueDepth = depth
 	s.Counts = contract.StatusCounts{Devices: e.reg.len(), DevicesByState: e.reg.byState(), Leases: len(e.leases), Waiting: open}
 	s.WarmPool = e.warmPoolStatusLocked()
+	s.EventSeq = e.q.SeqLocked()
 }
 
 // Snapshot reads capacity, counts, the queue depth and the warm pool, and

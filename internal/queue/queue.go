@@ -173,6 +173,11 @@ type Queue struct {
 	broken      error
 	tx          *Txn // the decision in progress, nil between decisions
 
+	// eventSeq is the highest seq of the events the queue's decisions
+	// committed (0 before the first): what a read under the decision lock
+	// shows is every decision up to it, and none after (SeqLocked).
+	eventSeq int64
+
 	// closed is closed by Close: a decision still waiting for the store's
 	// write lock then gives up.
 	closed    chan struct{}
@@ -311,6 +316,13 @@ func (q *Queue) View(f func()) {
 	f()
 }
 
+// SeqLocked is the highest event seq the queue's decisions committed so far
+// (0 before the first): state read under the decision lock (View) shows
+// each decision whose events are at or below it, and none above, since
+// every decision commits its events under that lock. The decision lock
+// must be held.
+func (q *Queue) SeqLocked() int64 { return q.eventSeq }
+
 // Err is the commit failure that stopped the queue, or nil.
 func (q *Queue) Err() error {
 	q.mu.Lock()
@@ -361,6 +373,9 @@ func (q *Queue) finishLocked(tx *Txn) error {
 		return q.brokenError()
 	}
 	q.lastDepth = depth
+	for _, ev := range evs {
+		q.eventSeq = max(q.eventSeq, ev.Seq)
+	}
 	if len(evs) > 0 {
 		q.opts.Publish(evs...)
 	}

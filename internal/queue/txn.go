@@ -74,7 +74,11 @@ func (tx *Txn) Grant(w *Waiter, g contract.LeaseGrant) {
 	tx.write(w)
 	tx.settled = append(tx.settled, w)
 	tx.tells = append(tx.tells, func() {
-		w.grant = &g
+		// Told after the commit: the decision's events have their seqs,
+		// and the grant says which a status must reach to show it.
+		told := g
+		told.EventSeq = q.eventSeq
+		w.grant = &told
 		w.answer(nil)
 	})
 }

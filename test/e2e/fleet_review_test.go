@@ -45,6 +45,12 @@ type scripted struct {
 	leases       []contract.LeaseRecord
 	devices      []contract.Device
 	seq          int64
+	// eventSeq is the seq its status says its lists reflect, and grantSeq
+	// the one its grants say (0: it says none, as an older worker);
+	// staleLeases, when set, are the leases its status lists instead of
+	// its own (a snapshot read before what it has done since).
+	eventSeq, grantSeq int64
+	staleLeases        []contract.LeaseRecord
 }
 
 // fakeSubscription is the subscription id a scripted worker hands out.
@@ -214,6 +220,10 @@ func (s *scripted) status() contract.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := contract.Platform(s.platform)
+	leases := s.leases
+	if s.staleLeases != nil {
+		leases = s.staleLeases
+	}
 	return contract.Status{
 		Daemon: contract.DaemonInfo{Mode: contract.ModeWorker, Version: "fake", Health: "running",
 			Protocol: contract.VersionRange{Min: 1, Max: 1}},
@@ -222,8 +232,9 @@ func (s *scripted) status() contract.Status {
 			Global: contract.GlobalCapacity{Running: s.running, MaxRunning: s.max},
 			Platforms: map[contract.Platform]contract.PlatformCapacity{p: {Running: s.running, MaxRunning: s.max,
 				Devices: len(s.devices), MaxDevices: s.max + len(s.devices)}}},
-		Devices: slices.Clone(s.devices),
-		Leases:  slices.Clone(s.leases),
+		Devices:  slices.Clone(s.devices),
+		Leases:   slices.Clone(leases),
+		EventSeq: s.eventSeq,
 	}
 }
 
@@ -366,8 +377,10 @@ func (s *scripted) grant(c gwCall, ownerEcho string) contract.LeaseRecord {
 	s.devices = append(s.devices, dev)
 	s.leases = append(s.leases, l)
 	s.running++
+	grantSeq := s.grantSeq
 	s.mu.Unlock()
 	s.reply(c, contract.LeaseGrant{
+		EventSeq:    grantSeq,
 		Device:      contract.GrantDevice{ID: dev.ID, DriverDeviceID: dev.DriverDeviceID, Spec: dev.Spec},
 		Lease:       l,
 		Environment: map[string]string{},
