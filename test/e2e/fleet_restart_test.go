@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// After a gateway is killed and started again, every lease it granted is
+// usable: while its worker is not back yet renew, get, release and the
+// HTTP request view say WORKER_UNREACHABLE (never UNKNOWN_LEASE, never
+// "active": false), and once it is back the lease renews under the same
+// id. The workers redial quickly enough that all are back within 5 s.
+func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSeconds(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	ws := []*home{f.worker("worker-a", 1), f.worker("worker-b", 1), f.worker("worker-c", 1)}
+	var ids []string
+	for _, w := range ws {
+		ids = append(ids, instanceID(t, w))
+	}
+	f.await("three workers connected", 10*time.Second, connected(ids...))
+	holders := []string{"holder-a", "holder-b"}
+	leases := map[string]string{}
+	for _, h := range holders {
+		leases[h] = f.gw.leaseDetached(h, "ios").Lease.ID
+	}
+	_, agent := f.gw.token("agent", "http-holder")
+	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.raw)
+	}
+	reqID := requestOf(t, r)["id"].(string)
+	granted := f.api.awaitState(agent, reqID, "granted")
+	httpLease, _ := granted["lease"].(map[string]any)["id"].(string)
+	if httpLease == "" {
+		t.Fatalf("the granted request names no lease: %v", granted)
+	}
+	// Five restarts in a row: a worker's redial delay must not grow with
+	// each (it would pass 5 s by the fourth if it doubled).
+	for round := 1; round <= 5; round++ {
+		if err := syscall.Kill(lockPID(f.gw.dir), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if !waitLockFree(f.gw.dir, 10*time.Second) {
+			t.Fatal("the gateway still holds its lock 10 s after SIGKILL")
+		}
+		f.gw.startDaemon()
+		started := time.Now()
+
+		// Until every worker is back, each lease answers either as itself or
+		// WORKER_UNREACHABLE; never as a lease the gateway does not know.
+		unreachable := 0
+		for {
+			back := connected(ids...)(f.workers())
+			for _, h := range holders {
+				r := f.gw.run("lease", "renew", "--agent-id", h, leases[h])
+				if r.code != 0 {
+					code := cliError(t, r)["code"]
+					if code != "WORKER_UNREACHABLE" {
+						t.Fatalf("round %d: renew of %s %s after the gateway restarted: %v, want it renewed or WORKER_UNREACHABLE\n%s", round, leases[h], time.Since(started), code, r)
+					}
+					unreachable++
+				}
+			}
+			v := f.api.do("GET", "/v1/lease-requests/"+reqID, agent, "")
+			if l, _ := requestOf(t, v)["lease"].(map[string]any); v.status != 200 || l == nil || l["active"] == false {
+				t.Fatalf("the HTTP request view of a held lease after the gateway restarted reads %d %s, want its lease, not inactive", v.status, v.raw)
+			}
+			if g := f.api.do("GET", "/v1/leases/"+httpLease, agent, ""); g.status != 200 && g.errCode() != "WORKER_UNREACHABLE" {
+				t.Fatalf("HTTP get of %s after the gateway restarted: %d %s", httpLease, g.status, g.raw)
+			}
+			if rr := f.api.do("POST", "/v1/leases/"+httpLease+"/renew", agent, ""); rr.status != 200 && rr.errCode() != "WORKER_UNREACHABLE" {
+				t.Fatalf("HTTP renew of %s after the gateway restarted: %d %s", httpLease, rr.status, rr.raw)
+			}
+			if back {
+				break
+			}
+			if time.Since(started) > 5*time.Second {
+				t.Fatalf("round %d: the workers were not all back within 5 s of the gateway's start: %+v", round, f.workers())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("round %d: all workers back %s after the gateway started; %d renewals answered WORKER_UNREACHABLE meanwhile", round, time.Since(started).Round(time.Millisecond), unreachable)
+	}
+	for _, h := range holders {
+		if r := f.gw.run("lease", "renew", "--agent-id", h, leases[h]); r.code != 0 {
+			t.Errorf("renew of %s once its worker is back\n%s", leases[h], r)
+		}
+	}
+	if rr := f.api.do("POST", "/v1/leases/"+httpLease+"/renew", agent, ""); rr.status != 200 {
+		t.Errorf("HTTP renew of %s once its worker is back: %d %s", httpLease, rr.status, rr.raw)
+	}
+	// One lease per requester holds across the restart.
+	for _, h := range holders {
+		expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", h, "--detach"), 13, "REQUESTER_ALREADY_LEASED")
+	}
+}
