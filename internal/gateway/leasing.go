@@ -469,7 +469,7 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
 	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
-		return cerr, "unresolvable-spec"
+		return cerr, rejectedReason(cerr)
 	}
 	return nil, ""
 }
@@ -486,7 +486,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	// The fast-fail table again, on the views as they are now: a drain or
 	// a disconnect may have left no worker that could ever serve it.
 	if cerr := assess(n.ask, all); cerr != nil {
-		tx.Settle(w, cerr, "unresolvable-spec")
+		tx.Settle(w, cerr, rejectedReason(cerr))
 		return queue.Start{}, queue.NoBlock
 	}
 	var views []*contract.WorkerView
