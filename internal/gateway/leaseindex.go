@@ -419,3 +419,10 @@ func (x *leaseIndex) ofWorkerAll(workerID string) []*indexed {
 	}
 	return out
 }
+
+// named reports whether workerLeaseID is a lease the gateway granted on
+// workerID: one it has a name of its own for.
+func (x *leaseIndex) named(workerID, workerLeaseID string) bool {
+	_, ok := x.ofWorker(workerID, workerLeaseID)
+	return ok
+}

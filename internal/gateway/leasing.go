@@ -599,6 +599,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			return
 		}
 	}
+	ce = l.scrub(r.WorkerID, ce)
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(r.WorkerID, h)
 		tx.Settle(w, ce, "worker-refused")
@@ -787,7 +788,7 @@ func (l *Leasing) actsOn(c queue.Caller, id, requesterID string) (*indexed, erro
 // forward runs call on the lease's worker: a transport failure is
 // WORKER_UNREACHABLE, the worker's UNKNOWN_LEASE forgets the lease (the
 // gateway's record is provably wrong), and the worker's other refusals
-// are forwarded as they are.
+// are forwarded with the worker's own names in them scrubbed (scrub).
 func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.Client) error) error {
 	return l.forwardWithin(context.Background(), callTimeout, e, call)
 }
@@ -817,7 +818,7 @@ func (l *Leasing) forwardWithin(parent context.Context, timeout time.Duration, e
 		})
 		return contract.Errorf(contract.CodeUnknownLease, "no active lease %s", e.id).With("leaseId", e.id)
 	}
-	return ce
+	return l.scrub(e.workerID, ce)
 }
 
 // errBadAnswer marks a worker's answer the gateway could not take.
@@ -1035,7 +1036,8 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 	if !refused {
 		return contract.ExecResult{}, ce.With("leaseId", e.id)
 	}
-	if ce.Code == contract.CodeUnknownLease || ce.Details["leaseId"] == e.workerLeaseID {
+	ce = l.scrub(e.workerID, ce)
+	if ce.Code == contract.CodeUnknownLease {
 		ce = ce.With("leaseId", e.id)
 	}
 	return contract.ExecResult{}, ce

@@ -8,6 +8,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // rejectedReasons are the reasons of the lease.rejected events st committed.
@@ -61,5 +62,45 @@ func TestAFastFailIsRecordedWithItsOwnReason(t *testing.T) {
 				t.Errorf("lease.rejected reasons %v, want [%s]", got, tc.reason)
 			}
 		})
+	}
+}
+
+// scrub rewrites a worker's names in its refusal: a lease the gateway
+// granted by the gateway's id, any other lease and the worker's requests
+// without their ids (a detail that is only such an id goes), and the
+// gateway's requester prefix dropped, nested details included.
+func TestScrubRewritesAWorkersOwnNames(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	g := grantOf("w1", "lse_0a", "agent-a", "tok_alice", "build-42")
+	st.grants[g.Key] = g
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	in := contract.Errorf(contract.CodeRequesterAlreadyLeased, "gw:ins_gw:agent-a holds lse_0a and lse_ff (request req_12)").
+		With("existingLeaseId", "lse_ff").With("leaseId", "lse_0a").With("existingRequestId", "req_12").
+		With("requesterId", "gw:ins_gw:agent-a").With("nested", map[string]any{"ids": []any{"lse_0a", "gw:ins_other:x"}})
+	out := l.scrub("w1", in)
+	if want := "agent-a holds build-42 and a lease of worker w1 (request a request on worker w1)"; out.Message != want {
+		t.Errorf("message %q, want %q", out.Message, want)
+	}
+	for k, want := range map[string]any{"leaseId": "build-42", "requesterId": "agent-a", "workerId": "w1"} {
+		if out.Details[k] != want {
+			t.Errorf("detail %s = %v, want %v", k, out.Details[k], want)
+		}
+	}
+	for _, k := range []string{"existingLeaseId", "existingRequestId"} {
+		if v, ok := out.Details[k]; ok {
+			t.Errorf("detail %s = %v, want it dropped", k, v)
+		}
+	}
+	ids := out.Details["nested"].(map[string]any)["ids"].([]any)
+	if ids[0] != "build-42" || ids[1] != "x" {
+		t.Errorf("nested ids %v, want [build-42 x]", ids)
+	}
+	if in.Message != "gw:ins_gw:agent-a holds lse_0a and lse_ff (request req_12)" || in.Details["leaseId"] != "lse_0a" {
+		t.Errorf("scrub changed the worker's error it was given: %+v", in)
 	}
 }
