@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // refuseWith answers c with the error code, message and details, as a
@@ -70,4 +72,77 @@ func TestAWorkersRefusalReachesTheAgentWithoutTheWorkersOwnIDs(t *testing.T) {
 		t.Errorf("the refused renew names lease %v (%q), want the gateway's id %s", e["leaseId"], message(e), g.Lease.ID)
 	}
 	leaksWorkerNames(t, "the refused renew's error", strings.ReplaceAll(r.stderr, g.Lease.ID, "<lease>"), l.ID, theirReq, l.RequesterID)
+}
+
+// renewNotices renews lease over HTTP until its notices have told
+// device-unhealthy then device-recovered, each once, and fails if they do
+// not within the bound or come in another order or twice.
+func renewNotices(t *testing.T, a *api, secret, lease string) {
+	t.Helper()
+	var heard []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(heard) < 2 {
+		r := a.do("POST", "/v1/leases/"+lease+"/renew", secret, "")
+		if r.status != 200 {
+			t.Fatalf("renew of %s: %d %s", lease, r.status, r.raw)
+		}
+		ns, ok := r.body["notices"].([]any)
+		if !ok {
+			t.Fatalf("renew of %s answered no notices list: %s", lease, r.raw)
+		}
+		for _, n := range ns {
+			heard = append(heard, n.(string))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 10 s the renewals of %s told %v, want device-unhealthy then device-recovered", lease, heard)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if want := []string{"device-unhealthy", "device-recovered"}; !slices.Equal(heard, want) {
+		t.Errorf("the renewals of %s told %v, want %v", lease, heard, want)
+	}
+	if r := a.do("POST", "/v1/leases/"+lease+"/renew", secret, ""); !strings.Contains(r.raw, `"notices":[]`) {
+		t.Errorf("a renew after the notices were told tells them again: %s", r.raw)
+	}
+}
+
+// An HTTP agent, which has no session between its calls, hears its
+// device's crash and recovery in the notices of its next renew, on a
+// worker and through a gateway alike.
+func TestHTTPRenewTellsTheNoticesNobodyHeard(t *testing.T) {
+	t.Parallel()
+	t.Run("worker", func(t *testing.T) {
+		t.Parallel()
+		h := healthHome(t, "http.enabled", "true", "http.port", "0")
+		h.startDaemon()
+		a := &api{t: t, base: httpURL(t, h)}
+		_, agent := h.token("agent", "http-crash")
+		l := a.leaseOver(agent, "ios")
+		inject(t, h, l["deviceId"].(string), "crash")
+		renewNotices(t, a, agent, l["id"].(string))
+	})
+	t.Run("gateway", func(t *testing.T) {
+		t.Parallel()
+		f := newFleet(t)
+		w := f.healthWorker("health")
+		_, agent := f.gw.token("agent", "http-crash")
+		l := f.api.leaseOver(agent, "ios")
+		inject(t, w, l["deviceId"].(string), "crash")
+		renewNotices(t, f.api, agent, l["id"].(string))
+	})
+}
+
+// httpURL is the daemon's HTTP API address, from its status.
+func httpURL(t *testing.T, h *home) string {
+	t.Helper()
+	r := h.run("status", "--json")
+	var st struct {
+		Daemon struct {
+			HTTPURL string `json:"httpUrl"`
+		} `json:"daemon"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Daemon.HTTPURL == "" {
+		t.Fatalf("status --json shows no daemon.httpUrl\n%s", r)
+	}
+	return st.Daemon.HTTPURL
 }
