@@ -686,6 +686,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, announc
 		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
 		g.Lease.IDChosenByRequester, g.Lease.Key = e.chosen != "", e.keyIfChosen()
+		g.Lease.Worker = l.f.names().ref(r.WorkerID)
 		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
 		l.announce(tx, w, r, announced)
@@ -843,10 +844,12 @@ func forwardError(ctx context.Context, workerID, what string, err error) (ce *co
 
 // project names a worker's lease record as the gateway granted it: its id,
 // device, requester, owner and worker from the grant record, never the
-// worker's.
-func project(e *indexed, r contract.LeaseRecord) contract.LeaseRecord {
+// worker's; the worker by id and label (ws, the fleet's names of its
+// workers).
+func project(e *indexed, r contract.LeaseRecord, ws workerNames) contract.LeaseRecord {
 	r.ID, r.DeviceID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.deviceID, e.requester, e.owner, e.workerID
 	r.IDChosenByRequester, r.Key = e.chosen != "", e.keyIfChosen()
+	r.Worker, r.Unreachable = ws.ref(e.workerID), false
 	return r
 }
 
@@ -859,7 +862,7 @@ func (l *Leasing) Renew(c queue.Caller, in contract.LeaseRenewInput) (contract.L
 	var out contract.LeaseRecord
 	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
 		r, err := cl.Renew(ctx, e.workerLeaseID, in.TTLMs)
-		out = project(e, r)
+		out = project(e, r, l.f.names())
 		return err
 	})
 	return out, err
@@ -977,7 +980,7 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 	if err != nil {
 		return contract.LeaseGetResult{}, err
 	}
-	out.Lease = project(e, out.Lease)
+	out.Lease = project(e, out.Lease, l.f.names())
 	out.RequestID = e.requestID
 	out.Device.WorkerID = e.workerID
 	return out, nil
@@ -1048,19 +1051,35 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 // under their gateway ids and a worker's local ones as the worker names
 // them (a lease the gateway did not grant is never the gateway's, whatever
 // its requester or owner says); anyone else the gateway leases they own,
-// by the grant records.
+// by the grant records. The gateway's leases on a worker that is not
+// connected follow, from their grant records, marked unreachable: the
+// gateway keeps them, and so does the worker until their TTL passes.
 func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
 	out := []contract.LeaseRecord{}
+	ws := l.f.names()
 	l.q.View(func() {
 		for _, r := range fleet {
 			e, ok := l.idx.ofWorker(r.WorkerID, r.ID)
 			switch {
 			case ok && (c.Admin || e.owner == c.Principal):
-				out = append(out, project(e, r))
+				out = append(out, project(e, r, ws))
 			case !ok && c.Admin:
+				r.Worker, r.Unreachable = ws.ref(r.WorkerID), false
 				out = append(out, r)
 			}
 		}
+		var away []contract.LeaseRecord
+		for _, e := range l.idx.byKey {
+			if ws[e.workerID].connected || !(c.Admin || e.owner == c.Principal) {
+				continue
+			}
+			r := e.record()
+			r.GrantedAt, r.IDChosenByRequester = e.grantedAt, e.chosen != ""
+			r.Worker, r.Unreachable = ws.ref(e.workerID), true
+			away = append(away, r)
+		}
+		sort.Slice(away, func(i, j int) bool { return away[i].UniqueKey() < away[j].UniqueKey() })
+		out = append(out, away...)
 	})
 	return out
 }

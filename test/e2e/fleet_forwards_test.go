@@ -146,3 +146,78 @@ func httpURL(t *testing.T, h *home) string {
 	}
 	return st.Daemon.HTTPURL
 }
+
+// A lease record through a gateway names its worker by id and label, in
+// the grant, a renew and the lists; while the worker is away its leases
+// stay listed, marked unreachable, in `list --leases`, `status`, GET
+// /v1/leases and the request's HTTP view, and the mark goes when it is
+// back.
+func TestAGatewaysLeaseRecordsNameTheirWorkerAndListAnAbsentOnesLeasesUnreachable(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.worker("worker-a", 2)
+	idA := instanceID(t, a)
+	f.await("worker A connected", 5*time.Second, connected(idA))
+	named := func(what string, l leaseRec, unreachable bool) {
+		t.Helper()
+		if l.Worker == nil || l.Worker.ID != idA || l.Worker.Label != "worker-a" || l.WorkerID != idA {
+			t.Errorf("%s: lease %s names worker %+v (workerId %q), want {%s worker-a}", what, l.ID, l.Worker, l.WorkerID, idA)
+		}
+		if l.Unreachable != unreachable {
+			t.Errorf("%s: lease %s unreachable = %v, want %v", what, l.ID, l.Unreachable, unreachable)
+		}
+	}
+	g := f.gw.leaseDetached("cli-holder", "ios")
+	named("the grant", g.Lease, false)
+	r := f.gw.run("lease", "renew", "--agent-id", "cli-holder", g.Lease.ID)
+	var renewed leaseRec
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &renewed) != nil {
+		t.Fatalf("renew\n%s", r)
+	}
+	named("the renew", renewed, false)
+	_, agent := f.gw.token("agent", "http-holder")
+	cr := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
+	if cr.status != 201 {
+		t.Fatalf("create: %d %s", cr.status, cr.raw)
+	}
+	reqID := requestOf(t, cr)["id"].(string)
+	view := f.api.awaitState(agent, reqID, "granted")["lease"].(map[string]any)
+	if w, _ := view["worker"].(map[string]any); w["id"] != idA || w["label"] != "worker-a" {
+		t.Errorf("the HTTP lease view names worker %v, want {%s worker-a}", view["worker"], idA)
+	}
+	named("list --leases", f.gw.leases()[g.Lease.ID], false)
+
+	if r := a.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop on A\n%s", r)
+	}
+	f.await("worker A disconnected", 5*time.Second, func(ws map[string]workerLine) bool { return ws[idA].Connection == "disconnected" })
+	ls := f.gw.leases()
+	named("list --leases with A away", ls[g.Lease.ID], true)
+	if len(ls) != 2 {
+		t.Errorf("list --leases with A away lists %d leases, want both of A's: %+v", len(ls), ls)
+	}
+	var st struct {
+		Leases []leaseRec `json:"leases"`
+	}
+	if r := f.gw.run("status", "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		t.Fatalf("status --json\n%s", r)
+	}
+	if len(st.Leases) != 2 {
+		t.Errorf("status with A away lists leases %+v, want A's two", st.Leases)
+	}
+	for _, l := range st.Leases {
+		named("status with A away", l, true)
+	}
+	hl := f.api.do("GET", "/v1/leases", agent, "")
+	if hl.status != 200 || !strings.Contains(hl.raw, `"unreachable":true`) {
+		t.Errorf("GET /v1/leases with A away: %d %s, want the agent's lease marked unreachable", hl.status, hl.raw)
+	}
+	rv := requestOf(t, f.api.do("GET", "/v1/lease-requests/"+reqID, agent, ""))["lease"].(map[string]any)
+	if rv["unreachable"] != true || rv["active"] == false {
+		t.Errorf("the HTTP request view with A away reads lease %v, want it unreachable and not inactive", rv)
+	}
+
+	a.startDaemon()
+	f.await("worker A back", 10*time.Second, connected(idA))
+	named("list --leases once A is back", f.gw.leases()[g.Lease.ID], false)
+}
