@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // refuseWith answers c with the error code, message and details, as a
@@ -220,4 +225,80 @@ func TestAGatewaysLeaseRecordsNameTheirWorkerAndListAnAbsentOnesLeasesUnreachabl
 	a.startDaemon()
 	f.await("worker A back", 10*time.Second, connected(idA))
 	named("list --leases once A is back", f.gw.leases()[g.Lease.ID], false)
+}
+
+// runPiped runs simlock as agent with stdin piped from in.
+func (h *home) runPiped(agent, in string, args ...string) result {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, simlockBin, args...)
+	cmd.Env = append(slices.Clone(h.env), "SIMLOCK_AGENT_ID="+agent)
+	cmd.Stdin = strings.NewReader(in)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	if ctx.Err() != nil {
+		h.t.Fatalf("simlock %s did not finish", strings.Join(args, " "))
+	}
+	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
+}
+
+// `simlock adb|simctl …` against a gateway runs as device.exec on the
+// caller's lease, on its worker: pinned to the lease's device (without
+// --lease when the caller holds one such lease), its exit status kept,
+// stdin piped through; and a remote caller there, so the worker's rules
+// refuse another device and any path of a machine (nothing runs, exit 2).
+func TestSimctlAndAdbOnAGatewayRunOnTheCallersLeaseThroughExec(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	e := shimtest.Build(t)
+	twoRunning := []string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}
+	droid := f.shimWorker(e, "android", "droid", twoRunning...)
+	f.shimWorker(e, "ios", "mac", twoRunning...)
+	local := droid.leaseDetached("local", "android")
+	if r := droid.runAs("local", "adb", "--lease", local.Lease.ID, "shell", "echo 'secret-of-local' > /data/local/tmp/l.txt"); r.code != 0 {
+		t.Fatalf("the worker's own agent writes its file\n%s", r)
+	}
+
+	// Holding nothing, there is nothing to run it on.
+	expectFailure(t, f.gw.runAs("me", "adb", "get-serialno"), 2, "BAD_REQUEST")
+	mine := f.gw.leaseDetached("me", "android")
+	r := f.gw.runAs("me", "adb", "get-serialno")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != mine.Device.Address {
+		t.Fatalf("adb get-serialno on the gateway: want %s\n%s", mine.Device.Address, r)
+	}
+	if r := f.gw.runAs("me", "adb", "shell", "echo 'mine' > /data/local/tmp/m.txt"); r.code != 0 {
+		t.Fatalf("adb shell echo on the gateway\n%s", r)
+	}
+	if r := f.gw.runAs("me", "adb", "--lease", mine.Lease.ID, "shell", "cat", "/data/local/tmp/m.txt"); r.code != 0 || r.stdout != "mine\n" {
+		t.Errorf("adb shell cat of the file written through the gateway\n%s", r)
+	}
+	// The tool's exit status and its stderr are the command's.
+	r = f.gw.runAs("me", "adb", "shell", "cat", "/data/local/tmp/none.txt")
+	if r.code != 1 || !strings.Contains(r.stderr, "No such file") {
+		t.Errorf("a command that exits 1 on the worker: want exit 1 and its stderr\n%s", r)
+	}
+	host := t.TempDir()
+	stolen := filepath.Join(host, "stolen.txt")
+	for _, args := range [][]string{
+		{"adb", "-s", local.Device.Address, "shell", "cat", "/data/local/tmp/l.txt"},
+		{"adb", "pull", "/data/local/tmp/m.txt", stolen},
+	} {
+		r := f.gw.runAs("me", args...)
+		expectFailure(t, r, 2, "USAGE")
+		if strings.Contains(r.stdout, "secret-of-local") {
+			t.Errorf("%q through the gateway read the worker's other emulator", args)
+		}
+	}
+	mustNotExist(t, stolen)
+
+	ios := f.gw.leaseDetached("me-ios", "ios")
+	r = f.gw.runPiped("me-ios", "copied text", "simctl", "pbcopy", "booted")
+	if r.code != 0 || !strings.Contains(r.stdout, "pasteboard of "+ios.Device.DriverDeviceID+": copied text") {
+		t.Errorf("simctl pbcopy with stdin piped through the gateway: want it on %s with the text\n%s", ios.Device.DriverDeviceID, r)
+	}
+	shot := filepath.Join(host, "shot.png")
+	expectFailure(t, f.gw.runAs("me-ios", "simctl", "io", "booted", "screenshot", shot), 2, "USAGE")
+	mustNotExist(t, shot)
 }
