@@ -104,3 +104,67 @@ func TestScrubRewritesAWorkersOwnNames(t *testing.T) {
 		t.Errorf("scrub changed the worker's error it was given: %+v", in)
 	}
 }
+
+// The gateway refuses a call on a lease by whoever may not act on it,
+// from its own index, before anything is forwarded: the worker cannot
+// (the uplink's session is an admin's). Another agent naming the lease's
+// key is FORBIDDEN (the HTTP API answers it 404) on renew, release, get,
+// watch and exec; an admin runs a command on someone else's lease only
+// naming its requester, and the right one. Each refusal would otherwise be forwarded to the
+// lease's worker, which is not connected here: WORKER_UNREACHABLE.
+func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) {
+	st := &memQueueStore{grants: map[string]store.Grant{}}
+	g := grantOf("w1", "lse_0a", "agent-a", "tok_alice", "")
+	st.grants[g.Key] = g
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	if err := l.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	bob := queue.Caller{Principal: "tok_bob"}
+	exec := func(c queue.Caller, requester string) error {
+		_, err := l.Exec(context.Background(), c, contract.ExecInput{LeaseID: g.Key, Tool: "simctl", Args: []string{"list"}, RequesterID: requester}, nil, func(contract.ExecOutput) {})
+		return err
+	}
+	for _, tc := range []struct {
+		what string
+		call func() error
+		want contract.Code
+	}{
+		{"renew by another agent", func() error {
+			_, err := l.Renew(bob, contract.LeaseRenewInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeForbidden},
+		{"release by another agent", func() error {
+			_, err := l.Release(bob, contract.LeaseIDInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeForbidden},
+		{"get by another agent", func() error {
+			_, err := l.Get(bob, contract.LeaseIDInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeForbidden},
+		{"watch by another agent", func() error {
+			_, err := l.Watch(bob, g.Key)
+			return err
+		}, contract.CodeForbidden},
+		{"exec by another agent", func() error { return exec(bob, "") }, contract.CodeForbidden},
+		{"exec by another agent naming the requester", func() error { return exec(bob, "agent-a") }, contract.CodeForbidden},
+		{"exec by an admin naming no requester", func() error { return exec(queue.Caller{Principal: "op", Admin: true}, "") }, contract.CodeForbidden},
+		{"exec by an admin naming another requester", func() error { return exec(queue.Caller{Principal: "op", Admin: true}, "agent-b") }, contract.CodeForbidden},
+		{"exec by its owner naming another requester", func() error { return exec(queue.Caller{Principal: "tok_alice"}, "agent-b") }, contract.CodeForbidden},
+		// What may pass is forwarded: to a worker that is not there.
+		{"renew by its owner", func() error {
+			_, err := l.Renew(queue.Caller{Principal: "tok_alice"}, contract.LeaseRenewInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeWorkerUnreachable},
+		{"exec by an admin naming its requester", func() error { return exec(queue.Caller{Principal: "op", Admin: true}, "agent-a") }, contract.CodeWorkerUnreachable},
+	} {
+		if got := code(tc.call()); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.what, got, tc.want)
+		}
+	}
+	if _, ok := st.grants[g.Key]; !ok {
+		t.Errorf("the refusals ended the lease's grant record")
+	}
+}
