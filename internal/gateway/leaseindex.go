@@ -366,6 +366,8 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 		case x.withdrawnFrom(workerID, requester):
 			delete(x.withdrawn, withdrawal{workerID, requester})
 			giveBack = append(giveBack, l.ID)
+		case x.settledBefore(requester, l.GrantedAt):
+			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {
 				found = append(found, finding{lease: l})
@@ -387,6 +389,24 @@ func (x *leaseIndex) reconcile(workerID string, snapshot []contract.LeaseRecord,
 		}
 	}
 	return giveBack, found
+}
+
+// settle notes that the gateway's previous run left requester's request
+// open at at (it settled it failed, gateway-restarted): a lease any worker
+// granted for it before then, which the gateway never recorded, is
+// nobody's, and is given back when a snapshot shows it (settledBefore).
+// A lease the gateway grants the requester later is indexed, and so never
+// taken for it; the time tells apart one a worker granted for a later
+// request before the gateway's grant was recorded.
+func (x *leaseIndex) settle(requester string, at time.Time) {
+	x.withdraw("", requester, at)
+}
+
+// settledBefore reports whether requester had a request settled at a
+// restart after grantedAt, a worker's grant time of a lease for it.
+func (x *leaseIndex) settledBefore(requester string, grantedAt int64) bool {
+	at, ok := x.withdrawn[withdrawal{"", requester}]
+	return ok && requester != "" && grantedAt < at.UnixMilli()
 }
 
 func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {

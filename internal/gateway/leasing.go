@@ -386,14 +386,20 @@ func (l *Leasing) workerRemoved(workerID string) {
 
 // Settle fails the requests a previous run of the gateway left open: their
 // place in the queue went with it (failed, DAEMON_STOPPING, reason
-// gateway-restarted), so a client reading one by id learns it ended.
+// gateway-restarted), so a client reading one by id learns it ended. A
+// lease a worker granted for one of them that the gateway never recorded
+// (its answer came after the gateway stopped) is given back when the
+// worker's snapshot shows it, so what a request reads agrees with what
+// became of its lease: failed, and nobody's.
 func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 	if len(open) == 0 {
 		return nil
 	}
+	now := time.Now()
 	return l.q.Do(func(tx *queue.Txn) error {
 		for _, rec := range open {
 			tx.SettleStale(rec, "gateway-restarted")
+			l.idx.settle(rec.RequesterID, now)
 		}
 		return nil
 	})

@@ -168,3 +168,38 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 		t.Errorf("the refusals ended the lease's grant record")
 	}
 }
+
+// A request a previous run of the gateway left open is settled failed at
+// start; a lease a worker granted for it that the gateway never recorded
+// (the worker answered after the gateway died) is given back when a
+// snapshot shows it, so the request's end agrees with its lease's. A lease
+// the worker grants the requester after the restart is not taken for it.
+func TestALeaseGrantedForARequestSettledAtRestartIsGivenBack(t *testing.T) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	before := time.Now().Add(-time.Second).UnixMilli()
+	open := contract.LeaseRequestRecord{ID: "req_open", RequesterID: "agent-a", OwnerID: "tok_a", State: contract.RequestStarting,
+		Spec: contract.RequestSpec{Platform: contract.PlatformIOS}, CreatedAt: before}
+	if err := l.Settle([]contract.LeaseRequestRecord{open}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now().Add(time.Second).UnixMilli()
+	snapshot := []contract.LeaseRecord{
+		{ID: "lse_orphan", DeviceID: "dev_1", RequesterID: l.idx.prefix + "agent-a", OwnerID: "tok_a", GrantedAt: before},
+		{ID: "lse_later", DeviceID: "dev_2", RequesterID: l.idx.prefix + "agent-a", OwnerID: "tok_a", GrantedAt: after},
+		{ID: "lse_other", DeviceID: "dev_3", RequesterID: l.idx.prefix + "agent-b", OwnerID: "tok_b", GrantedAt: before},
+	}
+	var giveBack []string
+	var found []finding
+	_ = l.q.Do(func(*queue.Txn) error {
+		giveBack, found = l.idx.reconcile("w1", snapshot, 1, time.Now())
+		return nil
+	})
+	if len(giveBack) != 1 || giveBack[0] != "lse_orphan" {
+		t.Errorf("given back %v, want [lse_orphan]: the lease granted for the request the restart settled", giveBack)
+	}
+	if len(found) != 2 {
+		t.Errorf("findings %d, want 2 (the later lease and another requester's, neither given back)", len(found))
+	}
+}
