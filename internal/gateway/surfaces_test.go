@@ -159,13 +159,25 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 			return err
 		}, contract.CodeWorkerUnreachable},
 		{"exec by an admin naming its requester", func() error { return exec(queue.Caller{Principal: "op", Admin: true}, "agent-a") }, contract.CodeWorkerUnreachable},
+		{"release by its owner", func() error {
+			_, err := l.Release(queue.Caller{Principal: "tok_alice"}, contract.LeaseIDInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeWorkerUnreachable},
+		{"get by its owner", func() error {
+			_, err := l.Get(queue.Caller{Principal: "tok_alice"}, contract.LeaseIDInput{LeaseID: g.Key})
+			return err
+		}, contract.CodeWorkerUnreachable},
+		{"exec by its owner", func() error { return exec(queue.Caller{Principal: "tok_alice"}, "") }, contract.CodeWorkerUnreachable},
 	} {
 		if got := code(tc.call()); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.what, got, tc.want)
 		}
 	}
 	if _, ok := st.grants[g.Key]; !ok {
-		t.Errorf("the refusals ended the lease's grant record")
+		t.Errorf("the refusals, or a release its worker could not hear, ended the lease's grant record")
+	}
+	if got := l.Leases(queue.Caller{Principal: "tok_alice"}, nil); len(got) != 1 || got[0].ID != g.Key || !got[0].Unreachable {
+		t.Errorf("the owner's lease list is %+v, want %s marked unreachable", got, g.Key)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSeconds(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
-	ws := []*home{f.worker("worker-a", 1), f.worker("worker-b", 1), f.worker("worker-c", 1)}
+	ws := []*home{f.worker("worker-a", 2), f.worker("worker-b", 1), f.worker("worker-c", 1)}
 	var ids []string
 	for _, w := range ws {
 		ids = append(ids, instanceID(t, w))
@@ -25,6 +25,7 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 	for _, h := range holders {
 		leases[h] = f.gw.leaseDetached(h, "ios").Lease.ID
 	}
+	toRelease, released := f.gw.leaseDetached("releaser", "ios").Lease.ID, ""
 	_, agent := f.gw.token("agent", "http-holder")
 	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
 	if r.status != 201 {
@@ -47,6 +48,9 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 		}
 		f.gw.startDaemon()
 		started := time.Now()
+		// One lease per requester, fleet-wide, whether its worker is back
+		// or not.
+		expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", holders[0], "--detach", "--no-wait"), 13, "REQUESTER_ALREADY_LEASED")
 
 		// Until every worker is back, each lease answers either as itself or
 		// WORKER_UNREACHABLE; never as a lease the gateway does not know.
@@ -73,6 +77,22 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 			if rr := f.api.do("POST", "/v1/leases/"+httpLease+"/renew", agent, ""); rr.status != 200 && rr.errCode() != "WORKER_UNREACHABLE" {
 				t.Fatalf("HTTP renew of %s after the gateway restarted: %d %s", httpLease, rr.status, rr.raw)
 			}
+			// The demo driver runs no command: a worker that is back
+			// refuses it; one that is away is unreachable.
+			if x := f.api.exec(agent, httpLease, `{"tool":"simctl","args":["list"]}`); x.code != "PASSTHROUGH_REFUSED" && x.code != "WORKER_UNREACHABLE" {
+				t.Fatalf("round %d: HTTP exec on %s after the gateway restarted: %d %s %q", round, httpLease, x.status, x.code, x.message)
+			}
+			if round == 5 && released == "" {
+				r := f.gw.run("release", "--agent-id", "releaser", toRelease)
+				switch {
+				case r.code == 0:
+					released = "released"
+				case cliError(t, r)["code"] != "WORKER_UNREACHABLE":
+					t.Fatalf("release of %s after the gateway restarted\n%s", toRelease, r)
+				default:
+					released = "unreachable"
+				}
+			}
 			if back {
 				break
 			}
@@ -90,6 +110,12 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 	}
 	if rr := f.api.do("POST", "/v1/leases/"+httpLease+"/renew", agent, ""); rr.status != 200 {
 		t.Errorf("HTTP renew of %s once its worker is back: %d %s", httpLease, rr.status, rr.raw)
+	}
+	t.Logf("the release while the workers came back: %s", released)
+	if released == "unreachable" {
+		if r := f.gw.run("release", "--agent-id", "releaser", toRelease); r.code != 0 {
+			t.Errorf("release of %s, WORKER_UNREACHABLE while its worker was away, once it is back\n%s", toRelease, r)
+		}
 	}
 	// One lease per requester holds across the restart.
 	for _, h := range holders {
