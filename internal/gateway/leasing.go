@@ -832,7 +832,8 @@ func (l *Leasing) forwardWithin(parent context.Context, timeout time.Duration, e
 var errBadAnswer = errors.New("the worker's answer is not valid")
 
 // forwardError classifies err, the failure of a call forwarded to workerID
-// under ctx: the worker's own refusal, forwarded as it is (refused); the
+// under ctx: the worker's own refusal (refused: the caller scrubs the
+// worker's ids from it before an agent hears it); the
 // uplink lost, or no answer within ctx's bound, WORKER_UNREACHABLE; and
 // anything else (an answer that is not what the operation returns, an
 // input the gateway could not encode) INTERNAL, which is not the worker
