@@ -990,6 +990,9 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 	out.Lease = project(e, out.Lease, l.f.names())
 	out.RequestID = e.requestID
 	out.Device.WorkerID = e.workerID
+	// The device is the grant record's, under the gateway's names for its
+	// lease: never the worker's own lease id.
+	out.Device.ID, out.Device.LeaseID, out.Device.LeaseKey = e.deviceID, e.id, e.keyIfChosen()
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/shimtest"
 )
 
@@ -64,6 +65,14 @@ func TestAWorkersRefusalReachesTheAgentWithoutTheWorkersOwnIDs(t *testing.T) {
 	ch = f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "holder", "--detach")
 	l := w.grant(w.serveUntil("lease.request"), "")
 	g := parseGrant(t, strings.TrimSpace(awaitResult(t, ch).stdout))
+	// lease.get names the device's lease by the gateway's id too.
+	rc := f.gw.dial()
+	rc.call("h", "hello", helloInput("holder", ""))
+	var got contract.LeaseGetResult
+	expectResult(t, rc.call("g", "lease.get", map[string]any{"leaseId": g.Lease.ID}), &got)
+	if got.Device.LeaseID != g.Lease.ID || got.Lease.ID != g.Lease.ID {
+		t.Errorf("lease.get through the gateway names lease %s, device's lease %s; want the gateway's %s", got.Lease.ID, got.Device.LeaseID, g.Lease.ID)
+	}
 	renew := f.gw.runAsync("lease", "renew", "--agent-id", "holder", g.Lease.ID)
 	c, rr, forwarded := nextOr(w, "lease.renew", renew)
 	if !forwarded {
