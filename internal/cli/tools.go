@@ -16,7 +16,9 @@ import (
 
 // passthroughCmd is `simlock simctl` or `simlock adb`: the daemon scopes the
 // command to its root or adb server (or refuses it), and the CLI runs it
-// with the caller's stdio and exits with the tool's status.
+// with the caller's stdio and exits with the tool's status; a gateway, which
+// has no devices to scope it to, runs it on the caller's lease's worker
+// (execOnLease).
 func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 	return &cobra.Command{
 		Use:   tool + " [--lease <id>] <args...>",
@@ -24,7 +26,8 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 		Long: "Run " + tool + " against simlock's own " + platform + " devices, with your stdio, and exit with its status.\n" +
 			"The command is pinned to one of your leases: --lease <id>, or your only active " + platform + " lease;\n" +
 			"holding none, only commands that act on no device run (" + map[string]string{"adb": "adb devices, adb version", "simctl": "simctl list"}[tool] + ", --help).\n" +
-			"Commands that would reach another device, the host's plumbing or the clean baseline are refused (exit 2) and nothing runs.",
+			"Commands that would reach another device, the host's plumbing or the clean baseline are refused (exit 2) and nothing runs.\n" +
+			"On a gateway it runs as device.exec on your lease, on the lease's worker (no local paths; stdin piped, exit status kept).",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.PassthroughInput{Tool: tool}
@@ -48,8 +51,15 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 				return fail(err)
 			}
 			var res contract.PassthroughResult
-			err := withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+			principal := agentID("", env.Getenv, env.PPID)
+			ran := false
+			err := withClient(cmd, env, session{principal: principal, autostart: true}, func(ctx context.Context, c *client.Client) error {
 				err := c.Call(ctx, contract.OpPassthrough, in, &res)
+				if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeUnsupportedInGatewayMode {
+					// A gateway runs it on the lease's worker.
+					ran = true
+					err = execOnLease(ctx, env, c, principal, in)
+				}
 				// A refused command is a mistake on this command line.
 				if ce := contract.AsError(err); ce != nil && (ce.Code == contract.CodePassthroughRefused || ce.Code == contract.CodeUnknownPassthroughTool) {
 					relabelled := *ce
@@ -58,7 +68,7 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 				}
 				return err
 			})
-			if err != nil {
+			if err != nil || ran {
 				return err
 			}
 			run := exec.CommandContext(cmd.Context(), res.Path, res.Args...)

@@ -54,6 +54,13 @@ func renderDevicesTable(w io.Writer, ds []contract.Device, now time.Time) {
 func renderLeasesTable(w io.Writer, ls []contract.LeaseRecord, now time.Time) {
 	rows := make([][]string, 0, len(ls))
 	for _, l := range ls {
+		if l.Unreachable {
+			// Its worker is away: the gateway knows the lease from its
+			// grant record, not when it was renewed or ends.
+			rows = append(rows, []string{l.ID, l.DeviceID, l.RequesterID, roundDur(now.Sub(time.UnixMilli(l.GrantedAt))) + " ago",
+				"-", "unreachable"})
+			continue
+		}
 		rows = append(rows, []string{l.ID, l.DeviceID, l.RequesterID, roundDur(now.Sub(time.UnixMilli(l.GrantedAt))) + " ago",
 			roundDur(now.Sub(time.UnixMilli(l.LastRenewedAt))) + " ago", roundDur(time.UnixMilli(l.TTLDeadline).Sub(now))})
 	}

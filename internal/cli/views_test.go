@@ -25,7 +25,8 @@ func TestHumanViewsGolden(t *testing.T) {
 		}},
 		{"list-leases", func(b *bytes.Buffer) {
 			renderLeasesTable(b, []contract.LeaseRecord{{ID: "lse_a", DeviceID: "dev_a", RequesterID: "claude-code:1",
-				GrantedAt: ms(-90 * time.Second), LastRenewedAt: ms(-10 * time.Second), TTLDeadline: ms(5 * time.Minute)}}, now)
+				GrantedAt: ms(-90 * time.Second), LastRenewedAt: ms(-10 * time.Second), TTLDeadline: ms(5 * time.Minute)},
+				{ID: "ins_w.lse_b", DeviceID: "dev_b", RequesterID: "agent-b", GrantedAt: ms(-time.Hour), Unreachable: true}}, now)
 			renderLeasesTable(b, nil, now)
 		}},
 		{"list-requests", func(b *bytes.Buffer) {

@@ -105,6 +105,16 @@ func (l LeaseRecord) AppendJSON(b []byte) []byte {
 		b = append(b, `,"workerId":`...)
 		b = appendJSONString(b, l.WorkerID)
 	}
+	if l.Worker != nil {
+		b = append(b, `,"worker":{"id":`...)
+		b = appendJSONString(b, l.Worker.ID)
+		b = append(b, `,"label":`...)
+		b = appendJSONString(b, l.Worker.Label)
+		b = append(b, '}')
+	}
+	if l.Unreachable {
+		b = append(b, `,"unreachable":true`...)
+	}
 	return append(b, '}')
 }
 

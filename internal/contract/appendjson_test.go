@@ -33,7 +33,10 @@ func TestTheHandEncodersWriteWhatEncodingJSONWrites(t *testing.T) {
 		}
 		l := LeaseRecord{ID: randomString(rng), Key: randomString(rng), DeviceID: randomString(rng), RequesterID: randomString(rng), OwnerID: randomString(rng),
 			GrantedAt: rng.Int64N(1 << 45), TTLMs: rng.Int64N(1 << 30), LastRenewedAt: -rng.Int64N(10), TTLDeadline: rng.Int64N(1 << 45),
-			BoundPID: rng.IntN(3), IDChosenByRequester: rng.IntN(2) == 0, WorkerID: randomString(rng)}
+			BoundPID: rng.IntN(3), IDChosenByRequester: rng.IntN(2) == 0, WorkerID: randomString(rng), Unreachable: rng.IntN(2) == 0}
+		if rng.IntN(2) == 0 {
+			l.Worker = &WorkerRef{ID: randomString(rng), Label: randomString(rng)}
+		}
 		want, _ = json.Marshal(l)
 		if got := l.AppendJSON(nil); string(got) != string(want) {
 			t.Fatalf("lease:\n got %s\nwant %s", got, want)

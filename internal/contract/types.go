@@ -172,6 +172,19 @@ type LeaseRecord struct {
 	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
 	// WorkerID names the worker the lease is on, in a gateway's lists.
 	WorkerID string `json:"workerId,omitempty"`
+	// Worker names the worker the lease is on, by id and label, in every
+	// lease record a gateway answers (WorkerID is kept beside it).
+	Worker *WorkerRef `json:"worker,omitempty"`
+	// Unreachable marks, in a gateway's lists, a lease whose worker is not
+	// connected: the gateway keeps it (it ends with its TTL on the worker)
+	// and calls on it answer WORKER_UNREACHABLE until the worker is back.
+	Unreachable bool `json:"unreachable,omitempty"`
+}
+
+// WorkerRef names a gateway's worker: its id and its label.
+type WorkerRef struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
 }
 
 // UniqueKey is the lease's unique key on the daemon that granted it: Key

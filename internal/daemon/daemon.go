@@ -167,6 +167,9 @@ type Daemon struct {
 	conns    map[*conn]struct{}
 	holders  map[string]map[*session]struct{} // lease key (UniqueKey) -> sessions holding or watching it
 	stopping bool
+	// notices are, by lease key, the device health notices no session
+	// heard when they happened, for the lease's next renew (notices.go).
+	notices map[string][]contract.Push
 	// pruneAt, lastPruned and prunedTotal are the event log's last prune
 	// (epoch ms) and what it and all prunes this run deleted.
 	pruneAt, lastPruned, prunedTotal int64
@@ -809,6 +812,7 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 		}
 	}
 	delete(d.holders, l.UniqueKey())
+	delete(d.notices, l.UniqueKey())
 	d.mu.Unlock()
 	for _, c := range told {
 		c.push(contract.Push{Push: contract.PushLeaseLost, LeaseID: l.ID, DeviceID: l.DeviceID, Reason: reason})
@@ -840,7 +844,8 @@ func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
 }
 
 // deviceHealth tells the sessions holding a lease that its device crashed
-// or was booted again.
+// or was booted again; when none holds it (an HTTP agent between calls),
+// the lease's next renew tells its caller (notices.go).
 func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts int) {
 	d.mu.Lock()
 	set := make([]*session, 0, len(d.holders[l.UniqueKey()]))
@@ -849,9 +854,13 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 			set = append(set, s)
 		}
 	}
+	p := contract.Push{Push: notice, LeaseID: l.ID, DeviceID: l.DeviceID, Attempts: attempts}
+	if len(set) == 0 {
+		d.keepNotice(l.UniqueKey(), p)
+	}
 	d.mu.Unlock()
 	for _, s := range set {
-		s.push(contract.Push{Push: notice, LeaseID: l.ID, DeviceID: l.DeviceID, Attempts: attempts})
+		s.push(p)
 	}
 }
 

@@ -137,7 +137,11 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Renew(caller, in)
+		l, err := e.Renew(caller, in)
+		if err == nil {
+			s.d.renewed(s, l)
+		}
+		return l, err
 	case contract.OpLeaseRelease:
 		var in contract.LeaseIDInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {

@@ -311,6 +311,9 @@ func (s *session) gatewayOp(ctx context.Context, req contract.Request, caller le
 			return nil, err, true
 		}
 		r, err := l.Renew(caller, in)
+		if err == nil {
+			s.d.renewed(s, r)
+		}
 		return r, err, true
 	case contract.OpLeaseRelease:
 		var in contract.LeaseIDInput

@@ -96,8 +96,10 @@ const joinEvery = 2 * time.Second
 
 // joinGateway keeps a worker's uplink to the gateway gateway.url names:
 // it dials, serves the gateway as an admin session (the worker's own config
-// named it), and after the uplink ends dials again with backoff (1 s
-// doubling to 30 s, jittered). The gateway.* keys are read from the config
+// named it), and after the uplink ends dials again with backoff
+// (uplink.Backoff: quick attempts capped at 2 s first, so a restarted
+// gateway has its workers back within seconds, then doubling to 30 s;
+// jittered). The gateway.* keys are read from the config
 // file at each attempt and checked while connected, so `simlock config set
 // gateway.url …` takes effect without a restart.
 func (d *Daemon) joinGateway() {
@@ -116,14 +118,11 @@ func (d *Daemon) joinGateway() {
 			}
 			continue
 		}
-		started := time.Now()
-		err := d.joinOnce(in.ID, cfg)
+		up, err := d.joinOnce(in.ID, cfg)
 		if d.life.Err() != nil {
 			return
 		}
-		if time.Since(started) > time.Minute {
-			backoff.Reset()
-		}
+		backoff.Ended(up)
 		wait := backoff.Next()
 		d.log.Warn("uplink to the gateway ended; dialing again", "gateway", target, "err", err, "in", wait)
 		if !d.pause(wait) {
@@ -133,15 +132,17 @@ func (d *Daemon) joinGateway() {
 }
 
 // joinOnce dials the gateway and serves the uplink until it ends or the
-// config stops naming that gateway.
-func (d *Daemon) joinOnce(id string, cfg *config.Config) error {
+// config stops naming that gateway; up is how long the uplink was up (0
+// when the dial failed).
+func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
 	conn, err := uplink.Dial(ctx, cfg.String("gateway.url"), cfg.String("gateway.token"), id, d.labelOf(cfg),
 		uplink.Options{Heartbeat: heartbeat(cfg)})
 	cancel()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	joined := time.Now()
 	d.log.Info("joined the gateway", "gateway", cfg.String("gateway.url"))
 	c := newConn(d, conn)
 	c.trusted = true
@@ -149,7 +150,7 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) error {
 	if d.stopping {
 		d.mu.Unlock()
 		conn.Close()
-		return errors.New("the daemon is stopping")
+		return 0, errors.New("the daemon is stopping")
 	}
 	d.conns[c] = struct{}{}
 	d.mu.Unlock()
@@ -163,17 +164,17 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) error {
 	for {
 		select {
 		case <-done:
-			return errors.New("the uplink closed")
+			return time.Since(joined), errors.New("the uplink closed")
 		case <-d.life.Done():
 			<-done
-			return nil
+			return time.Since(joined), nil
 		case <-t.C:
 			now := d.gatewayConfig()
 			for _, k := range []string{"gateway.url", "gateway.token", "gateway.label"} {
 				if now.String(k) != cfg.String(k) {
 					c.close()
 					<-done
-					return errors.New(k + " changed")
+					return time.Since(joined), errors.New(k + " changed")
 				}
 			}
 		}

@@ -418,6 +418,8 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 		case x.withdrawnFrom(workerID, requester):
 			delete(x.withdrawn, withdrawal{workerID, requester})
 			giveBack = append(giveBack, l.ID)
+		case x.settledBefore(requester, l.GrantedAt):
+			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {
 				found = append(found, finding{lease: l})
@@ -488,6 +490,24 @@ func readAfter(r statusRead, grantSeq int64, grantLink int) bool {
 	return r.seq > 0 && grantSeq > 0 && r.seq >= grantSeq
 }
 
+// settle notes that the gateway's previous run left requester's request
+// open at at (it settled it failed, gateway-restarted): a lease any worker
+// granted for it before then, which the gateway never recorded, is
+// nobody's, and is given back when a snapshot shows it (settledBefore).
+// A lease the gateway grants the requester later is indexed, and so never
+// taken for it; the time tells apart one a worker granted for a later
+// request before the gateway's grant was recorded.
+func (x *leaseIndex) settle(requester string, at time.Time) {
+	x.withdraw("", requester, at)
+}
+
+// settledBefore reports whether requester had a request settled at a
+// restart after grantedAt, a worker's grant time of a lease for it.
+func (x *leaseIndex) settledBefore(requester string, grantedAt int64) bool {
+	at, ok := x.withdrawn[withdrawal{"", requester}]
+	return ok && requester != "" && grantedAt < at.UnixMilli()
+}
+
 func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {
 	_, ok := x.withdrawn[withdrawal{workerID, requester}]
 	return ok && requester != ""
@@ -520,4 +540,11 @@ func (x *leaseIndex) ofWorkerAll(workerID string) []*indexed {
 		}
 	}
 	return out
+}
+
+// named reports whether workerLeaseID is a lease the gateway granted on
+// workerID: one it has a name of its own for.
+func (x *leaseIndex) named(workerID, workerLeaseID string) bool {
+	_, ok := x.ofWorker(workerID, workerLeaseID)
+	return ok
 }

@@ -392,14 +392,20 @@ func (l *Leasing) workerRemoved(workerID string) {
 
 // Settle fails the requests a previous run of the gateway left open: their
 // place in the queue went with it (failed, DAEMON_STOPPING, reason
-// gateway-restarted), so a client reading one by id learns it ended.
+// gateway-restarted), so a client reading one by id learns it ended. A
+// lease a worker granted for one of them that the gateway never recorded
+// (its answer came after the gateway stopped) is given back when the
+// worker's snapshot shows it, so what a request reads agrees with what
+// became of its lease: failed, and nobody's.
 func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 	if len(open) == 0 {
 		return nil
 	}
+	now := time.Now()
 	return l.q.Do(func(tx *queue.Txn) error {
 		for _, rec := range open {
 			tx.SettleStale(rec, "gateway-restarted")
+			l.idx.settle(rec.RequesterID, now)
 		}
 		return nil
 	})
@@ -475,7 +481,7 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
 	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
-		return cerr, "unresolvable-spec"
+		return cerr, rejectedReason(cerr)
 	}
 	return nil, ""
 }
@@ -492,7 +498,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	// The fast-fail table again, on the views as they are now: a drain or
 	// a disconnect may have left no worker that could ever serve it.
 	if cerr := assess(n.ask, all); cerr != nil {
-		tx.Settle(w, cerr, "unresolvable-spec")
+		tx.Settle(w, cerr, rejectedReason(cerr))
 		return queue.Start{}, queue.NoBlock
 	}
 	var views []*contract.WorkerView
@@ -624,6 +630,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			return
 		}
 	}
+	ce = l.scrub(r.WorkerID, ce)
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(r.WorkerID, h)
 		tx.Settle(w, ce, "worker-refused")
@@ -712,6 +719,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
 		g.Lease.IDChosenByRequester, g.Lease.Key = e.chosen != "", e.keyIfChosen()
+		g.Lease.Worker = l.f.names().ref(r.WorkerID)
 		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
 		l.announce(tx, w, r, announced)
@@ -814,7 +822,7 @@ func (l *Leasing) actsOn(c queue.Caller, id, requesterID string) (*indexed, erro
 // forward runs call on the lease's worker: a transport failure is
 // WORKER_UNREACHABLE, the worker's UNKNOWN_LEASE forgets the lease (the
 // gateway's record is provably wrong), and the worker's other refusals
-// are forwarded as they are.
+// are forwarded with the worker's own names in them scrubbed (scrub).
 func (l *Leasing) forward(e *indexed, call func(ctx context.Context, c *client.Client) error) error {
 	return l.forwardWithin(context.Background(), callTimeout, e, call)
 }
@@ -844,14 +852,15 @@ func (l *Leasing) forwardWithin(parent context.Context, timeout time.Duration, e
 		})
 		return contract.Errorf(contract.CodeUnknownLease, "no active lease %s", e.id).With("leaseId", e.id)
 	}
-	return ce
+	return l.scrub(e.workerID, ce)
 }
 
 // errBadAnswer marks a worker's answer the gateway could not take.
 var errBadAnswer = errors.New("the worker's answer is not valid")
 
 // forwardError classifies err, the failure of a call forwarded to workerID
-// under ctx: the worker's own refusal, forwarded as it is (refused); the
+// under ctx: the worker's own refusal (refused: the caller scrubs the
+// worker's ids from it before an agent hears it); the
 // uplink lost, or no answer within ctx's bound, WORKER_UNREACHABLE; and
 // anything else (an answer that is not what the operation returns, an
 // input the gateway could not encode) INTERNAL, which is not the worker
@@ -869,10 +878,12 @@ func forwardError(ctx context.Context, workerID, what string, err error) (ce *co
 
 // project names a worker's lease record as the gateway granted it: its id,
 // device, requester, owner and worker from the grant record, never the
-// worker's.
-func project(e *indexed, r contract.LeaseRecord) contract.LeaseRecord {
+// worker's; the worker by id and label (ws, the fleet's names of its
+// workers).
+func project(e *indexed, r contract.LeaseRecord, ws workerNames) contract.LeaseRecord {
 	r.ID, r.DeviceID, r.RequesterID, r.OwnerID, r.WorkerID = e.id, e.deviceID, e.requester, e.owner, e.workerID
 	r.IDChosenByRequester, r.Key = e.chosen != "", e.keyIfChosen()
+	r.Worker, r.Unreachable = ws.ref(e.workerID), false
 	return r
 }
 
@@ -885,7 +896,7 @@ func (l *Leasing) Renew(c queue.Caller, in contract.LeaseRenewInput) (contract.L
 	var out contract.LeaseRecord
 	err = l.forward(e, func(ctx context.Context, cl *client.Client) error {
 		r, err := cl.Renew(ctx, e.workerLeaseID, in.TTLMs)
-		out = project(e, r)
+		out = project(e, r, l.f.names())
 		return err
 	})
 	return out, err
@@ -1003,9 +1014,12 @@ func (l *Leasing) Get(c queue.Caller, in contract.LeaseIDInput) (contract.LeaseG
 	if err != nil {
 		return contract.LeaseGetResult{}, err
 	}
-	out.Lease = project(e, out.Lease)
+	out.Lease = project(e, out.Lease, l.f.names())
 	out.RequestID = e.requestID
 	out.Device.WorkerID = e.workerID
+	// The device is the grant record's, under the gateway's names for its
+	// lease: never the worker's own lease id.
+	out.Device.ID, out.Device.LeaseID, out.Device.LeaseKey = e.deviceID, e.id, e.keyIfChosen()
 	return out, nil
 }
 
@@ -1066,7 +1080,8 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 	if !refused {
 		return contract.ExecResult{}, ce.With("leaseId", e.id)
 	}
-	if ce.Code == contract.CodeUnknownLease || ce.Details["leaseId"] == e.workerLeaseID {
+	ce = l.scrub(e.workerID, ce)
+	if ce.Code == contract.CodeUnknownLease {
 		ce = ce.With("leaseId", e.id)
 	}
 	return contract.ExecResult{}, ce
@@ -1077,19 +1092,35 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 // under their gateway ids and a worker's local ones as the worker names
 // them (a lease the gateway did not grant is never the gateway's, whatever
 // its requester or owner says); anyone else the gateway leases they own,
-// by the grant records.
+// by the grant records. The gateway's leases on a worker that is not
+// connected follow, from their grant records, marked unreachable: the
+// gateway keeps them, and so does the worker until their TTL passes.
 func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
 	out := []contract.LeaseRecord{}
+	ws := l.f.names()
 	l.q.View(func() {
 		for _, r := range fleet {
 			e, ok := l.idx.ofWorker(r.WorkerID, r.ID)
 			switch {
 			case ok && (c.Admin || e.owner == c.Principal):
-				out = append(out, project(e, r))
+				out = append(out, project(e, r, ws))
 			case !ok && c.Admin:
+				r.Worker, r.Unreachable = ws.ref(r.WorkerID), false
 				out = append(out, r)
 			}
 		}
+		var away []contract.LeaseRecord
+		for _, e := range l.idx.byKey {
+			if ws[e.workerID].connected || !(c.Admin || e.owner == c.Principal) {
+				continue
+			}
+			r := e.record()
+			r.GrantedAt, r.IDChosenByRequester = e.grantedAt, e.chosen != ""
+			r.Worker, r.Unreachable = ws.ref(e.workerID), true
+			away = append(away, r)
+		}
+		sort.Slice(away, func(i, j int) bool { return away[i].UniqueKey() < away[j].UniqueKey() })
+		out = append(out, away...)
 	})
 	return out
 }

@@ -453,3 +453,33 @@ func (f *Fleet) RetryDevice(ctx context.Context, id string) (contract.Device, er
 	res.Device.WorkerID = workerID
 	return res.Device, nil
 }
+
+// workerNames are the fleet's workers as a lease record names them: by id,
+// their label and whether they are connected now.
+type workerNames map[string]workerName
+
+type workerName struct {
+	label     string
+	connected bool
+}
+
+// ref is the worker of a lease record, {id, label}; nil for "" (a record
+// that is on no worker).
+func (ws workerNames) ref(id string) *contract.WorkerRef {
+	if id == "" {
+		return nil
+	}
+	return &contract.WorkerRef{ID: id, Label: ws[id].label}
+}
+
+// names reads every worker's label and connection, for the lease records
+// of one answer.
+func (f *Fleet) names() workerNames {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(workerNames, len(f.workers))
+	for id, w := range f.workers {
+		out[id] = workerName{label: w.view.Label, connected: w.view.Connection == contract.WorkerConnected}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -299,8 +300,10 @@ type renewBody struct {
 // and all, is checked whole by the contract's rules (renewLease).
 func (b *renewBody) Validate() error { return nil }
 
-// renewView answers POST /v1/leases/{id}/renew. Notices is reserved for
-// warnings about the renewal (such as a clamped ttl); always a list.
+// renewView answers POST /v1/leases/{id}/renew. Notices are what befell
+// the lease's device since the lease was last renewed and that no stream
+// of it heard (device-unhealthy, device-recovered), oldest first; always a
+// list.
 type renewView struct {
 	LeaseID   string   `json:"leaseId"`
 	ExpiresAt string   `json:"expiresAt"`
@@ -318,15 +321,32 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, tok contract
 	if err := in.Validate(); err != nil {
 		return err
 	}
-	lease, err := callAs[contract.LeaseRecord](r.Context(), s, tok, contract.OpLeaseRenew, in)
+	// The daemon tells a renew's session the notices nobody heard, as
+	// pushes, before it answers.
+	var mu sync.Mutex
+	notices := []string{}
+	res, err := s.be.Call(r.Context(), tok, contract.OpLeaseRenew, in, func(p contract.Push) {
+		switch p.Push {
+		case contract.PushDeviceUnhealthy, contract.PushDeviceRecovered:
+			mu.Lock()
+			notices = append(notices, p.Push)
+			mu.Unlock()
+		}
+	})
 	if err != nil {
 		return hideLease(tok, err, id)
 	}
+	lease, err := convert[contract.LeaseRecord](res)
+	if err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	s.writeJSON(w, http.StatusOK, renewView{
 		LeaseID:   lease.ID,
 		ExpiresAt: isoTime(lease.TTLDeadline),
 		TTLMs:     lease.TTLMs,
-		Notices:   []string{},
+		Notices:   notices,
 	})
 	return nil
 }

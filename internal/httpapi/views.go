@@ -43,6 +43,12 @@ type leaseView struct {
 	// Active is false when the view comes from a grant whose lease has
 	// ended; it is left out while the lease is held.
 	Active *bool `json:"active,omitempty"`
+	// Worker names the worker the lease is on, through a gateway.
+	Worker *contract.WorkerRef `json:"worker,omitempty"`
+	// Unreachable is true, through a gateway, when the view comes from a
+	// grant whose worker is not connected: the lease is held, and calls on
+	// it answer WORKER_UNREACHABLE until the worker is back.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
@@ -76,6 +82,7 @@ func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.Device
 		IDChosenByRequester: l.IDChosenByRequester,
 		Key:                 l.Key,
 		Mode:                mode,
+		Worker:              l.Worker,
 	}
 }
 
@@ -176,10 +183,13 @@ func (s *Server) grantedLease(ctx context.Context, tok contract.TokenRecord, rec
 		return nil
 	}
 	v := leaseViewFromGrant(*rec.Grant)
-	if asError(err).Code == contract.CodeUnknownLease {
+	switch code := asError(err).Code; {
+	case code == contract.CodeUnknownLease:
 		inactive := false
 		v.Active = &inactive
-	} else if ctx.Err() == nil {
+	case code == contract.CodeWorkerUnreachable:
+		v.Unreachable = true
+	case ctx.Err() == nil:
 		// The grant is still a truthful answer; the caller asked about the
 		// request, so a failed lookup of its lease does not fail it.
 		s.log.Warn("could not read a granted request's lease", "requestId", rec.ID, "leaseId", leaseID, "err", err)

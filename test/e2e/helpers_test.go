@@ -385,6 +385,13 @@ type leaseRec struct {
 	IDChosenByRequester bool   `json:"idChosenByRequester"`
 	BoundPID            int    `json:"boundPid"`
 	WorkerID            string `json:"workerId"`
+	// Worker and Unreachable are a gateway's: the lease's worker, and
+	// whether it is away.
+	Worker *struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+	} `json:"worker"`
+	Unreachable bool `json:"unreachable"`
 }
 
 type grant struct {

@@ -27,6 +27,7 @@ package main
 //	                                                 be booted; prints the command with DEV
 //	                                                 resolved, and io DEV screenshot FILE writes
 //	                                                 FILE on the host
+//	simctl [--set DIR] pbcopy DEV                   prints DEV's UDID and what stdin held
 //	simctl …anything else…                          prints its arguments, exits 0
 //	xcodebuild -version | -license check | -checkFirstLaunchStatus
 //	xcodebuild -downloadPlatform iOS [-buildVersion V]
@@ -55,6 +56,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -389,6 +391,13 @@ func iosOnDevice(set, sub string, args []string) int {
 		return iosFail(iosExitState, 405, "Unable to lookup in current state: "+devs[at].State)
 	}
 	resolved := append(append(append([]string{sub}, args[:i]...), devs[at].UDID), args[i+1:]...)
+	if sub == "pbcopy" {
+		// pbcopy reads what to copy from stdin: echoed, so tests see it
+		// arrived.
+		b, _ := io.ReadAll(os.Stdin)
+		fmt.Printf("pasteboard of %s: %s\n", devs[at].UDID, b)
+		return 0
+	}
 	if ops := args[i+1:]; sub == "io" && len(ops) >= 2 && (ops[0] == "screenshot" || ops[0] == "recordVideo") {
 		file := ops[len(ops)-1]
 		if file != "-" {

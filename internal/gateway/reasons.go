@@ -1,0 +1,14 @@
+package gateway
+
+import "github.com/simlock/simlock/internal/contract"
+
+// rejectedReason is the lease.rejected reason of a request the fast-fail
+// table (assess) refused: no-worker when no worker takes requests at all
+// (its error says so in its details), else unresolvable-spec (no worker
+// serves the platform, the model or a runtime for it).
+func rejectedReason(cerr *contract.Error) string {
+	if r, _ := cerr.Details["reason"].(string); r == "no-worker" {
+		return "no-worker"
+	}
+	return "unresolvable-spec"
+}
