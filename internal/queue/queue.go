@@ -20,6 +20,15 @@ type Need interface {
 	Platform() contract.Platform
 }
 
+// Keyed is a Need that names its class of need: two waiters whose needs
+// have equal keys ask for the same thing (what serves one serves the
+// other). Only a Keyed need can wait with [ScopeNeed]; the key must not
+// change while the waiter is in line.
+type Keyed interface {
+	Need
+	NeedKey() string
+}
+
 // Scope is how far a waiter's wait reaches.
 type Scope uint8
 
@@ -31,6 +40,10 @@ const (
 	ScopePlatform
 	// ScopeAll: every later waiter waits too (a machine-wide limit).
 	ScopeAll
+	// ScopeNeed: later waiters of the same platform whose need has an
+	// equal key (Keyed) wait too; the others are placed past it. A need
+	// that is not Keyed blocks its platform instead.
+	ScopeNeed
 )
 
 // Block is what a waiter's wait imposes on the waiters behind it.
@@ -48,6 +61,7 @@ var (
 	NoBlock       = Block{}
 	BlockPlatform = Block{Scope: ScopePlatform}
 	BlockAll      = Block{Scope: ScopeAll}
+	BlockNeed     = Block{Scope: ScopeNeed}
 )
 
 // Start is a placement's slow part: what the waiter is told once the
@@ -446,33 +460,55 @@ func (q *Queue) lineOf(p contract.Platform) *platformLine {
 }
 
 // serveLocked places waiters in arrival order, taking each time the
-// earliest head among the platforms no waiter has blocked in this pass.
+// earliest waiter, among the platforms no waiter has blocked in this pass,
+// whose class of need no earlier waiter has blocked (ScopeNeed).
 func (q *Queue) serveLocked(tx *Txn) {
 	tx.kick = false
 	if q.stopping || q.line.n == 0 {
 		return
 	}
-	var blocked [8]bool // index in q.lines; more platforms than this never exist
+	// Per platform line (by index in q.lines; more platforms than this
+	// never exist): whether it is blocked, the next waiter of it to
+	// consider, and the classes of need blocked in it.
+	var blocked [8]bool
+	var next [8]*Waiter
+	var needs [8]map[string]bool
+	for i, l := range q.lines {
+		if i < len(next) {
+			next[i] = l.head
+		}
+	}
 	for {
 		var w *Waiter
 		wi := -1
-		for i, l := range q.lines {
-			if i < len(blocked) && blocked[i] {
+		for i := range q.lines {
+			if i >= len(blocked) || blocked[i] {
 				continue
 			}
-			if h := l.head; h != nil && (w == nil || h.seq < w.seq) {
+			next[i] = q.unblockedFrom(next[i], needs[i])
+			if h := next[i]; h != nil && (w == nil || h.seq < w.seq) {
 				w, wi = h, i
 			}
 		}
 		if w == nil {
 			return
 		}
+		after := w.plat.next
 		start, block := q.opts.Placer.Place(tx, w)
 		if w.phase != phaseInLine {
-			continue // granted or settled by the placer
+			// Granted, started or settled: it left the line. The next
+			// to consider is the one after it, unless the placer
+			// removed that one too; then the line is read again from
+			// its head (the waiters passed over are skipped again).
+			if after != nil && after.phase != phaseInLine {
+				after = q.lines[wi].head
+			}
+			next[wi] = after
+			continue
 		}
 		if start.Run != nil {
 			tx.started(w, start)
+			next[wi] = after
 			continue
 		}
 		if block.Scope == ScopeNone {
@@ -481,14 +517,36 @@ func (q *Queue) serveLocked(tx *Txn) {
 			q.log.Error("placer neither placed nor blocked a waiter", "requestId", w.rec.ID)
 			block.Scope = ScopePlatform
 		}
+		k, keyed := w.need.(Keyed)
+		if block.Scope == ScopeNeed && !keyed {
+			block.Scope = ScopePlatform
+		}
 		tx.hint(w, block.Stage)
-		if wi < len(blocked) {
+		switch block.Scope {
+		case ScopeAll:
+			return
+		case ScopeNeed:
+			if needs[wi] == nil {
+				needs[wi] = map[string]bool{}
+			}
+			needs[wi][k.NeedKey()] = true
+			next[wi] = w.plat.next
+		default:
 			blocked[wi] = true
 		}
-		if block.Scope == ScopeAll {
-			return
+	}
+}
+
+// unblockedFrom is the first waiter from w on, along its platform's line,
+// whose class of need is not in blocked (nil: none is).
+func (q *Queue) unblockedFrom(w *Waiter, blocked map[string]bool) *Waiter {
+	for ; w != nil && len(blocked) > 0; w = w.plat.next {
+		k, ok := w.need.(Keyed)
+		if !ok || !blocked[k.NeedKey()] {
+			return w
 		}
 	}
+	return w
 }
 
 // reportPositionsLocked tells waiters whose place changed in tx their new
