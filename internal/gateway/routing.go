@@ -75,6 +75,7 @@ var warmThenFree = []stage{
 	{name: "has-runtime", apply: hasRuntime, prefer: true},
 	{name: "warm-hit", apply: warmHit, prefer: true},
 	{name: "free-slot", apply: freeSlot},
+	{name: "ram-room", apply: ramRoom},
 	{name: "ram-budget", apply: underRAMBudget, prefer: true},
 	{name: "free-capacity", apply: mostFree},
 }
@@ -315,6 +316,28 @@ func free(v *contract.WorkerView, p contract.Platform) int {
 // freeSlot keeps the workers with a running slot to start a device in.
 func freeSlot(a Ask, cs []candidate) []candidate {
 	return keep(cs, func(c candidate) bool { return free(c.v, a.Platform) > 0 })
+}
+
+// ramRoom keeps the workers whose RAM budget has room for a new device of
+// the platform asked, or that have an idle device to make room with: a
+// worker at its budget with neither refuses the request (NO_CAPACITY; its
+// engine deletes an idle device of any platform to make room, and waits
+// otherwise), so routing does not send it one. A worker's device that
+// only looks idle (a boot in flight for another request) makes it send
+// one the worker may still refuse: that is a bounce (stale.go).
+func ramRoom(a Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool {
+		if c.v.Capacity == nil || !c.v.Capacity.Platforms[a.Platform].AtRAMBudget {
+			return true
+		}
+		return slices.ContainsFunc(c.v.Devices, func(d contract.Device) bool {
+			switch d.State {
+			case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+				return d.LeaseID == ""
+			}
+			return false
+		})
+	})
 }
 
 // underRAMBudget prefers the workers not over their RAM budget.

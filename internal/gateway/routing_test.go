@@ -75,6 +75,25 @@ func TestEachRoutingStageKeepsWhatItShould(t *testing.T) {
 			}),
 			with(view("d", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "26.1")} }),
 		}, []string{"b"}},
+		{"ram-room: room in the RAM budget, or an idle device to make it with", ramRoom, ask("", ""), []*contract.WorkerView{
+			view("a", 1, 4),
+			with(view("b", 1, 4), func(v *contract.WorkerView) {
+				pc := v.Capacity.Platforms[contract.PlatformIOS]
+				pc.AtRAMBudget = true
+				v.Capacity.Platforms[contract.PlatformIOS] = pc
+				d := warmDevice("iPhone 16", "26.1")
+				d.LeaseID = "lse_1"
+				v.Devices = []contract.Device{d}
+			}),
+			with(view("c", 1, 4), func(v *contract.WorkerView) {
+				pc := v.Capacity.Platforms[contract.PlatformIOS]
+				pc.AtRAMBudget = true
+				v.Capacity.Platforms[contract.PlatformIOS] = pc
+				d := warmDevice("iPhone 16", "26.1")
+				d.State = contract.DeviceShutdown
+				v.Devices = []contract.Device{d}
+			}),
+		}, []string{"a", "c"}},
 		{"free-slot: a slot free, or an idle device's to take", freeSlot, ask("", ""), []*contract.WorkerView{
 			view("a", 2, 2),
 			view("b", 1, 2),
