@@ -581,6 +581,16 @@ func refreshOn(name string) bool {
 	return false
 }
 
+// catalogChanged reports whether a worker's batch of events says its
+// catalog changed (catalog.changed): the catalog is then read again at
+// once, not on the next tick, so routing stops sending what the worker
+// can no longer serve (a runtime removed) and starts sending what it now
+// can. A worker that says so often gets a read at a time, the rest
+// coalesced, within its relay rate.
+func catalogChanged(batch []contract.Event) bool {
+	return slices.ContainsFunc(batch, func(ev contract.Event) bool { return ev.Event == "catalog.changed" })
+}
+
 // follow relays the worker's events as they come, and has its status read
 // again after those that change it and everything on the refresh tick,
 // until the uplink ends. The reads run in a goroutine of their own (reads),
@@ -590,6 +600,7 @@ func refreshOn(name string) bool {
 // burst of events must not stall its uplink.
 func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
 	now := make(chan struct{}, 1)
+	catalog := make(chan struct{}, 1)
 	f.mu.Lock()
 	id := w.view.ID
 	if w.gen == gen {
@@ -601,7 +612,7 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if reason := f.reads(rctx, c, w, gen, now); reason != "" && rctx.Err() == nil {
+		if reason := f.reads(rctx, c, w, gen, now, catalog); reason != "" && rctx.Err() == nil {
 			failed <- reason
 		}
 	}()
@@ -658,14 +669,21 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 				default:
 				}
 			}
+			if catalogChanged(batch) {
+				select {
+				case catalog <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}
 }
 
 // reads reads the worker's status each time now is told (coalesced), and
-// everything on the refresh tick, until ctx ends; it returns why a read
-// failed, which ends the uplink.
-func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now <-chan struct{}) string {
+// everything each time catalog is told (coalesced) and on the refresh
+// tick, until ctx ends; it returns why a read failed, which ends the
+// uplink.
+func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now, catalog <-chan struct{}) string {
 	tick := time.NewTicker(f.opts.Refresh)
 	defer tick.Stop()
 	for {
@@ -675,6 +693,8 @@ func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int,
 			return ""
 		case <-now:
 			reason = f.readStatus(ctx, c, w, gen)
+		case <-catalog:
+			reason = f.readAll(ctx, c, w, gen)
 		case <-tick.C:
 			reason = f.readAll(ctx, c, w, gen)
 		}
