@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
 )
 
 // Ask is what routing needs of a lease request: what it asks for, for how
@@ -191,29 +192,25 @@ func downloads(policy string, allowDownload bool) bool {
 	return allowDownload
 }
 
-// modelsAsked are cat's models the ask names: the model (or the model one
-// of whose aliases it is), or every model of the class asked (phone when
-// neither is given), in the catalog's order.
+// modelsAsked are cat's models the ask names, as the worker's engine reads
+// the request (core.WantOf, core.ClassModels: one matcher for both modes):
+// the model, by its name or one of its aliases in any case, or the models
+// of the class asked (a phone when neither is given) that the worker picks
+// from, in its order.
 func modelsAsked(a Ask, cat contract.Catalog) []string {
-	if a.Model != "" {
-		for _, m := range cat.Models {
-			if m == a.Model || slices.Contains(cat.ModelAliases[m], a.Model) {
-				return []string{m}
-			}
+	w := wantOf(a, cat)
+	if w.Model != "" {
+		if slices.Contains(cat.Models, w.Model) {
+			return []string{w.Model}
 		}
 		return nil
 	}
-	class := a.Class
-	if class == "" {
-		class = contract.DeviceClass("phone")
-	}
-	var out []string
-	for _, m := range cat.Models {
-		if cat.ModelClasses[m] == class {
-			out = append(out, m)
-		}
-	}
-	return out
+	return core.ClassModels(w, cat, nil)
+}
+
+// wantOf is the ask as the worker's engine settles it.
+func wantOf(a Ask, cat contract.Catalog) core.Want {
+	return core.WantOf(contract.RequestSpec{Platform: a.Platform, Model: a.Model, Class: a.Class, OSVersion: a.OS.Raw, ImageTag: a.ImageTag, Mode: a.Mode}, cat)
 }
 
 func catalogOf(v *contract.WorkerView, p contract.Platform) (contract.Catalog, bool) {
@@ -394,7 +391,7 @@ func assess(a Ask, views []*contract.WorkerView) *contract.Error {
 	case !model:
 		what := a.Model
 		if what == "" {
-			what = "a " + string(a.Class)
+			what = "a " + string(wantOf(a, contract.Catalog{}).Class)
 		}
 		return contract.Errorf(contract.CodeUnknownModel, "no worker of this gateway has %s on %s", what, a.Platform).With("platform", a.Platform)
 	}
