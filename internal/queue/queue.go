@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -180,6 +181,7 @@ type Queue struct {
 	all         list                  // open requests in arrival order
 	line        list                  // waiters in line, all platforms, in arrival order
 	lines       []*platformLine       // one line per platform, in first-seen order
+	needs       []*needLine           // one line per class of need waiting
 	seq         uint64                // last arrival number handed out
 	revs        uint64                // last revision handed out
 	lastDepth   int
@@ -461,54 +463,34 @@ func (q *Queue) lineOf(p contract.Platform) *platformLine {
 
 // serveLocked places waiters in arrival order, taking each time the
 // earliest waiter, among the platforms no waiter has blocked in this pass,
-// whose class of need no earlier waiter has blocked (ScopeNeed).
+// whose class of need no earlier waiter has blocked (ScopeNeed). Each
+// class of need has its own line (needLine), so a pass never walks the
+// waiters a block holds: it costs the waiters placed plus one Place per
+// blocked class, times the number of classes waiting.
 func (q *Queue) serveLocked(tx *Txn) {
 	tx.kick = false
 	if q.stopping || q.line.n == 0 {
 		return
 	}
-	// Per platform line (by index in q.lines; more platforms than this
-	// never exist): whether it is blocked, the next waiter of it to
-	// consider, and the classes of need blocked in it.
-	var blocked [8]bool
-	var next [8]*Waiter
-	var needs [8]map[string]bool
-	for i, l := range q.lines {
-		if i < len(next) {
-			next[i] = l.head
-		}
-	}
+	var platforms []contract.Platform // blocked in this pass
+	var needs map[*needLine]bool      // blocked in this pass
 	for {
 		var w *Waiter
-		wi := -1
-		for i := range q.lines {
-			if i >= len(blocked) || blocked[i] {
-				continue
-			}
-			next[i] = q.unblockedFrom(next[i], needs[i])
-			if h := next[i]; h != nil && (w == nil || h.seq < w.seq) {
-				w, wi = h, i
+		var wl *needLine
+		for _, nl := range q.needs {
+			if h := nl.head; h != nil && (w == nil || h.seq < w.seq) && !needs[nl] && !slices.Contains(platforms, nl.platform) {
+				w, wl = h, nl
 			}
 		}
 		if w == nil {
 			return
 		}
-		after := w.plat.next
 		start, block := q.opts.Placer.Place(tx, w)
 		if w.phase != phaseInLine {
-			// Granted, started or settled: it left the line. The next
-			// to consider is the one after it, unless the placer
-			// removed that one too; then the line is read again from
-			// its head (the waiters passed over are skipped again).
-			if after != nil && after.phase != phaseInLine {
-				after = q.lines[wi].head
-			}
-			next[wi] = after
-			continue
+			continue // granted or settled by the placer
 		}
 		if start.Run != nil {
 			tx.started(w, start)
-			next[wi] = after
 			continue
 		}
 		if block.Scope == ScopeNone {
@@ -517,8 +499,7 @@ func (q *Queue) serveLocked(tx *Txn) {
 			q.log.Error("placer neither placed nor blocked a waiter", "requestId", w.rec.ID)
 			block.Scope = ScopePlatform
 		}
-		k, keyed := w.need.(Keyed)
-		if block.Scope == ScopeNeed && !keyed {
+		if _, keyed := w.need.(Keyed); block.Scope == ScopeNeed && !keyed {
 			block.Scope = ScopePlatform
 		}
 		tx.hint(w, block.Stage)
@@ -526,27 +507,43 @@ func (q *Queue) serveLocked(tx *Txn) {
 		case ScopeAll:
 			return
 		case ScopeNeed:
-			if needs[wi] == nil {
-				needs[wi] = map[string]bool{}
+			if needs == nil {
+				needs = map[*needLine]bool{}
 			}
-			needs[wi][k.NeedKey()] = true
-			next[wi] = w.plat.next
+			needs[wl] = true
 		default:
-			blocked[wi] = true
+			platforms = append(platforms, w.platform)
 		}
 	}
 }
 
-// unblockedFrom is the first waiter from w on, along its platform's line,
-// whose class of need is not in blocked (nil: none is).
-func (q *Queue) unblockedFrom(w *Waiter, blocked map[string]bool) *Waiter {
-	for ; w != nil && len(blocked) > 0; w = w.plat.next {
-		k, ok := w.need.(Keyed)
-		if !ok || !blocked[k.NeedKey()] {
-			return w
+// needLine is one class of need's waiters in line, in arrival order: the
+// waiters of a platform whose needs are Keyed with one key, or those that
+// are not Keyed (key "").
+type needLine struct {
+	platform contract.Platform
+	key      string
+	list
+}
+
+// needKeyOf is w's class of need within its platform ("" unless Keyed).
+func needKeyOf(n Need) string {
+	if k, ok := n.(Keyed); ok {
+		return k.NeedKey()
+	}
+	return ""
+}
+
+// needLineOf is the line of w's class of need, made on first use.
+func (q *Queue) needLineOf(w *Waiter) *needLine {
+	for _, l := range q.needs {
+		if l.platform == w.platform && l.key == w.key {
+			return l
 		}
 	}
-	return w
+	l := &needLine{platform: w.platform, key: w.key, list: list{at: needLinks}}
+	q.needs = append(q.needs, l)
+	return l
 }
 
 // reportPositionsLocked tells waiters whose place changed in tx their new
@@ -611,6 +608,13 @@ func (q *Queue) leaveLineLocked(w *Waiter) {
 	}
 	q.line.remove(w)
 	q.lineOf(w.platform).remove(w)
+	nl := q.needLineOf(w)
+	nl.remove(w)
+	if nl.n == 0 {
+		// Forgotten when empty: requests may name many classes of need
+		// over a daemon's life.
+		q.needs = slices.DeleteFunc(q.needs, func(l *needLine) bool { return l == nl })
+	}
 	w.phase = phaseOut
 }
 
