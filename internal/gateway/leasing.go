@@ -479,9 +479,18 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
 	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
-		return cerr, "unresolvable-spec"
+		return cerr, assessReason(cerr)
 	}
 	return nil, ""
+}
+
+// assessReason is the lease.rejected reason of a fast-fail answer: no
+// worker taking requests is no-worker, not a spec nothing resolves.
+func assessReason(cerr *contract.Error) string {
+	if cerr.Details["reason"] == "no-worker" {
+		return "no-worker"
+	}
+	return "unresolvable-spec"
 }
 
 // Place routes a waiter over the views, skipping the workers already
@@ -499,7 +508,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	// The fast-fail table again, on the views as they are now: a drain or
 	// a disconnect may have left no worker that could ever serve it.
 	if cerr := assess(n.ask, all); cerr != nil {
-		tx.Settle(w, cerr, "unresolvable-spec")
+		tx.Settle(w, cerr, assessReason(cerr))
 		return queue.Start{}, queue.NoBlock
 	}
 	var views []*contract.WorkerView

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -127,5 +128,30 @@ func TestTheClassOfNeedIgnoresTheModelsCaseAndSettlesTheClass(t *testing.T) {
 		if needKey(ask("iPhone 17", "")) == needKey(other) {
 			t.Errorf("%+v is the same class of need as iPhone 17 on any OS", other)
 		}
+	}
+}
+
+// A request refused because no worker takes requests is recorded as that
+// (lease.rejected reason no-worker), not as a spec nothing resolves.
+func TestANoWorkerRefusalIsRecordedWithItsOwnReason(t *testing.T) {
+	st := &recordingStore{records: map[string]contract.LeaseRequestRecord{}}
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*with(view("w1", 0, 2), func(v *contract.WorkerView) { v.Drained = true }))
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	_, err := l.Submit(context.Background(), queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS})
+	if code(err) != contract.CodeNoCapacity {
+		t.Fatalf("a request with every worker drained: %v, want NO_CAPACITY", err)
+	}
+	var reasons []string
+	for _, ev := range st.events {
+		if ev.Event == "lease.rejected" {
+			var p struct{ Reason string }
+			_ = json.Unmarshal(ev.Payload, &p)
+			reasons = append(reasons, p.Reason)
+		}
+	}
+	if len(reasons) != 1 || reasons[0] != "no-worker" {
+		t.Errorf("lease.rejected reasons %v, want [no-worker]", reasons)
 	}
 }
