@@ -63,7 +63,12 @@ func (l *Leasing) markStale(workerID, key string, print uint64, now time.Time) {
 		}
 	}
 	m := &staleMark{print: print, bounces: n, at: now, until: now.Add(staleBackoff(n))}
-	kick := func() { _ = l.q.Do(func(tx *queue.Txn) error { tx.Kick(); return nil }) }
+	kick := func() {
+		if l.q.Stopping() {
+			return // nothing is served any more: no decision to commit
+		}
+		_ = l.q.Do(func(tx *queue.Txn) error { tx.Kick(); return nil })
+	}
 	m.timers[0] = time.AfterFunc(m.until.Sub(now), kick)
 	if n > 1 {
 		// A real change within the backoff is tried from here.

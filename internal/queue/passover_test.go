@@ -21,7 +21,10 @@ func (n keyed) NeedKey() string             { return n.key }
 // whose class has room is granted at once; one whose class has none waits
 // with ScopeNeed.
 type byNeed struct {
-	free   map[string]int
+	free map[string]int
+	// held are requesters that wait whatever the room (as a gateway's
+	// waiter does while a worker's double grant to it stands).
+	held   map[string]bool
 	placed []string // requesters, in the order they were granted
 	asked  map[string]int
 }
@@ -31,7 +34,7 @@ func (b *byNeed) Admit(*Waiter) (*contract.Error, string) { return nil, "" }
 func (b *byNeed) Place(tx *Txn, w *Waiter) (Start, Block) {
 	k := w.Need().(keyed).key
 	b.asked[k]++
-	if b.free[k] == 0 {
+	if b.free[k] == 0 || b.held[w.Requester()] {
 		return Start{}, BlockNeed
 	}
 	b.free[k]--
@@ -47,7 +50,7 @@ type needRig struct {
 }
 
 func newNeedRig(t *testing.T) *needRig {
-	r := &needRig{t: t, pl: &byNeed{free: map[string]int{}, asked: map[string]int{}}}
+	r := &needRig{t: t, pl: &byNeed{free: map[string]int{}, held: map[string]bool{}, asked: map[string]int{}}}
 	r.q = New(Options{Store: newMemStore(), Placer: r.pl,
 		LeaseOf: func(string) (string, string, bool) { return "", "", false }})
 	return r
@@ -96,7 +99,16 @@ func TestAWaiterIsNeverOvertakenByALaterWaiterOfTheSameNeed(t *testing.T) {
 	if !answered(first) || answered(second) {
 		t.Fatalf("one room for X: first answered %v, second answered %v; want only the first", answered(first), answered(second))
 	}
-	if want := []string{"a"}; !slices.Equal(r.pl.placed, want) {
+	// Held whatever the room, a waiter still holds the later ones of its
+	// class, and only them.
+	third := r.submit("d", "model-x")
+	r.pl.held["b"] = true
+	r.room("model-x", 1)
+	r.room("plain", 1)
+	if answered(second) || answered(third) {
+		t.Fatalf("with b held: b answered %v, d answered %v; want neither (d must not overtake b)", answered(second), answered(third))
+	}
+	if want := []string{"a", "c"}; !slices.Equal(r.pl.placed, want) {
 		t.Fatalf("placed %v, want %v", r.pl.placed, want)
 	}
 }
