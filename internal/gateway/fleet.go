@@ -131,6 +131,10 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// recatalog asks the link to read the worker's catalog (and all else)
+	// again at once (catalog.changed, or a request refused for what its
+	// catalog listed).
+	recatalog chan struct{}
 	// pending is the newest status read the leasing has not been told of
 	// yet, and telling whether a goroutine is telling it (notifyLater):
 	// one at a time, in the order they were read.
@@ -604,7 +608,7 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 	f.mu.Lock()
 	id := w.view.ID
 	if w.gen == gen {
-		w.refreshNow = now
+		w.refreshNow, w.recatalog = now, catalog
 	}
 	f.mu.Unlock()
 	rctx, stop := context.WithCancel(ctx)
@@ -823,6 +827,19 @@ func (f *Fleet) refresh(id string) {
 	if w, ok := f.workers[id]; ok && w.refreshNow != nil {
 		select {
 		case w.refreshNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshCatalog asks the link of a worker to read its catalog, and the
+// rest of its view, again now.
+func (f *Fleet) refreshCatalog(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok && w.recatalog != nil {
+		select {
+		case w.recatalog <- struct{}{}:
 		default:
 		}
 	}

@@ -618,7 +618,13 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			// or its backoff ends (stale.go). The mark is of the view it
 			// bounced off, before the refresh that may change it.
 			l.bounce(w, r.WorkerID, h)
-			l.f.refresh(r.WorkerID)
+			if ce.Code == contract.CodeNoCapacity {
+				l.f.refresh(r.WorkerID)
+			} else {
+				// What it lacks is in its catalog, which a status
+				// read does not bring.
+				l.f.refreshCatalog(r.WorkerID)
+			}
 			return
 		}
 	}
