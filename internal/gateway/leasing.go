@@ -514,7 +514,13 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	var views []*contract.WorkerView
 	now := time.Now()
 	for _, v := range all {
-		if l.busy[v.ID] || l.staleFor(v, n.key, now) {
+		if l.busy[v.ID] {
+			continue
+		}
+		if skip, reserve := l.staleFor(v, n.key, now); skip {
+			if reserve {
+				l.busy[v.ID] = true
+			}
 			continue
 		}
 		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {

@@ -71,7 +71,8 @@ func (l *Leasing) markStale(workerID, key string, print uint64, now time.Time) {
 	}
 	m.timers[0] = time.AfterFunc(m.until.Sub(now), kick)
 	if n > 1 {
-		// A real change within the backoff is tried from here.
+		// A real change within the backoff is tried from here (and
+		// ends the reserve staleFor makes meanwhile).
 		m.timers[1] = time.AfterFunc(staleBackoffMin, kick)
 	}
 	l.stale[k] = m
@@ -85,17 +86,25 @@ func (m *staleMark) stop() {
 	}
 }
 
-// staleFor reports whether routing skips v for need key now. The decision
-// lock must be held.
-func (l *Leasing) staleFor(v *contract.WorkerView, key string, now time.Time) bool {
+// staleFor reports whether routing skips v for need key now, and whether
+// v is to be kept from later waiters in this pass (reserve): its view
+// changed since the bounce, so the room the waiter needs may have freed,
+// but too soon after the bounce to ask again. A later waiter of another
+// class of need must not take that room first; it waits at most until
+// staleBackoffMin after the bounce, when a timer kicks the line. The
+// decision lock must be held.
+func (l *Leasing) staleFor(v *contract.WorkerView, key string, now time.Time) (skip, reserve bool) {
 	m := l.stale[staleKey{v.ID, key}]
-	switch {
-	case m == nil, !now.Before(m.until):
-		return false
-	case now.Sub(m.at) >= staleBackoffMin && viewPrint(v) != m.print:
-		return false
+	if m == nil || !now.Before(m.until) {
+		return false, false
 	}
-	return true
+	if viewPrint(v) == m.print {
+		return true, false
+	}
+	if now.Sub(m.at) >= staleBackoffMin {
+		return false, false
+	}
+	return true, true
 }
 
 // forgetStale drops the marks that matter no more: the worker's for key

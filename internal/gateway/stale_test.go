@@ -155,3 +155,47 @@ func TestANoWorkerRefusalIsRecordedWithItsOwnReason(t *testing.T) {
 		t.Errorf("lease.rejected reasons %v, want [no-worker]", reasons)
 	}
 }
+
+// When the view of a worker a request bounced off changes within half a
+// second of the bounce, the room the request waits for may have freed
+// there: a later request of another class of need is not sent there
+// first, in that pass or any other, until the earlier one is asked again.
+func TestARoomThatFreesRightAfterABounceIsKeptForTheRequestThatBounced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+		f.put(*view("w1", 0, 2)) // no session: every dispatch bounces
+		l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+		defer l.Close()
+		submit := func(agent, model string) {
+			if _, err := l.Submit(context.Background(), queue.Caller{Principal: agent},
+				contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: model, TimeoutMs: 60_000}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		markOf := func(model string) *staleMark {
+			var m *staleMark
+			l.q.View(func() { m = l.stale[staleKey{"w1", needKey(ask(model, ""))}] })
+			return m
+		}
+		submit("x", "iPhone 17")
+		bounced := markOf("iPhone 17")
+		if bounced == nil {
+			t.Fatal("the request for iPhone 17 did not bounce off w1")
+		}
+		time.Sleep(100 * time.Millisecond)
+		f.put(*view("w1", 1, 3)) // its view changes: room may have freed
+		l.viewChanged("w1", nil, 0, true)
+		synctest.Wait()
+		submit("p", "iPhone 16")
+		if m := markOf("iPhone 16"); m != nil {
+			t.Fatalf("a later request for another model was sent to w1 %s after the earlier request bounced, before the earlier one was asked again", m.at.Sub(bounced.at))
+		}
+		time.Sleep(staleBackoffMin)
+		synctest.Wait()
+		x, p := markOf("iPhone 17"), markOf("iPhone 16")
+		if x == nil || !x.at.After(bounced.at) || p == nil {
+			t.Fatalf("after the half second: the earlier request's mark %+v, the later one's %+v; want both asked (the earlier again)", x, p)
+		}
+	})
+}
