@@ -343,6 +343,7 @@ func (in *Installer) execute(j *job) {
 		"platform": j.platform, "component": j.component, "version": res.Version, "name": res.Name,
 		"duration": time.Since(j.startedAt).Milliseconds(),
 	})
+	in.opts.Emit("catalog.changed", map[string]any{"platform": j.platform, "component": j.component, "cause": "component.installed"})
 	j.res = Result{Outcome: Installed, ComponentInfo: res.ComponentInfo}
 }
 

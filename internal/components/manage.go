@@ -119,6 +119,7 @@ func (in *Installer) Remove(ctx context.Context, req contract.ComponentRemoveInp
 		in.log.Error("could not delete a component record", "platform", req.Platform, "version", info.Version, "err", err)
 	}
 	in.opts.Emit("component.removed", map[string]any{"platform": req.Platform, "component": req.Version, "version": info.Version, "name": info.Name})
+	in.opts.Emit("catalog.changed", map[string]any{"platform": req.Platform, "component": req.Version, "cause": "component.removed"})
 	res.Removed = true
 	return res, nil
 }

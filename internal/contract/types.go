@@ -612,6 +612,10 @@ type PlatformCapacity struct {
 	Devices    int `json:"devices"`
 	MaxDevices int `json:"maxDevices"`
 	Warm       int `json:"warm"`
+	// AtRAMBudget is set when the RAM budget (resource strategy) has no
+	// room for one more device of the platform, however small its mode
+	// makes it: a new one is made only by deleting an idle device first.
+	AtRAMBudget bool `json:"atRamBudget,omitempty"`
 }
 
 // GlobalCapacity is the machine's line.

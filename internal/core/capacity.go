@@ -222,6 +222,11 @@ func Report(l Limits, u Usage, warm PerPlatform) contract.Capacity {
 			Running: u.Running.Of(p), Reserved: u.Reserved.Of(p), MaxRunning: pl.MaxRunning,
 			Devices: u.Devices.Of(p), MaxDevices: pl.MaxDevices, Warm: warm.Of(p),
 		}
+		if l.RAM != nil {
+			pc := c.Platforms[p]
+			pc.AtRAMBudget = u.RAMBytes+min(l.RAM.Bytes(p, false), l.RAM.Bytes(p, true)) > l.RAM.LimitBytes
+			c.Platforms[p] = pc
+		}
 		c.Global.Running += u.Running.Of(p)
 		c.Global.Reserved += u.Reserved.Of(p)
 		c.Global.Warm += warm.Of(p)

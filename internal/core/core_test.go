@@ -248,3 +248,38 @@ func TestASlimDeviceTakesItsOwnSizeOfTheRAMBudget(t *testing.T) {
 		t.Error("unset, a slim device's size should be the full one's")
 	}
 }
+
+// The capacity report says, per platform, when the RAM budget has no room
+// for one more device of its smaller mode: the engine then refuses to make
+// one (CanCreate), which a gateway must see to not send it the request.
+func TestTheReportSaysWhenTheRAMBudgetHasNoRoomForOneMoreDevice(t *testing.T) {
+	const gib = 1 << 30
+	cfg, err := config.Parse([]byte(`{"capacity":{"config":{"ramBudget":{"iosBytesPerDevice":1073741824,"iosSlimBytesPerDevice":536870912,"androidBytesPerDevice":2147483648}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitsFrom(cfg, Host{CPUs: 16, RAMBytes: 6 * gib}) // a 2 GiB budget
+	full := Slot{Platform: contract.PlatformIOS, State: contract.DeviceLeased}
+	for _, c := range []struct {
+		name         string
+		slots        []Slot
+		ios, android bool
+	}{
+		{"empty", nil, false, false},
+		{"1 GiB used: a slim iOS device fits, an Android one does not", []Slot{full}, false, true},
+		{"1.5 GiB used: a slim iOS device still fits", []Slot{full, {Platform: contract.PlatformIOS, State: contract.DeviceLeased, Slim: true}}, false, true},
+		{"2 GiB used: nothing fits", []Slot{full, full}, true, true},
+	} {
+		u := Measure(l, c.slots)
+		r := Report(l, u, PerPlatform{})
+		if got := r.Platforms[contract.PlatformIOS].AtRAMBudget; got != c.ios {
+			t.Errorf("%s: ios atRamBudget %v, want %v", c.name, got, c.ios)
+		}
+		if got := r.Platforms[contract.PlatformAndroid].AtRAMBudget; got != c.android {
+			t.Errorf("%s: android atRamBudget %v, want %v", c.name, got, c.android)
+		}
+		if blocked := CanCreate(l, u, contract.PlatformIOS, true) == BlockRAM; blocked != c.ios {
+			t.Errorf("%s: a slim iOS device blocked by RAM %v, but the report says atRamBudget %v", c.name, blocked, c.ios)
+		}
+	}
+}

@@ -710,3 +710,26 @@ func TestAWorkerThatRefusesTheRoomItOffersIsNotAskedInALoop(t *testing.T) {
 		t.Errorf("the liar was asked %d times for one waiting request while its view moved 60 times, want a few (its refusals kept the fleet queue deciding in a loop)", asked)
 	}
 }
+
+// A worker that refuses a request for what its catalog lists (here
+// RUNTIME_MISSING, before any progress) has its catalog read again at
+// once, not on the next 30 s tick: its view was stale in what a status
+// read does not bring.
+func TestARefusalForWhatTheCatalogListsReadsTheCatalogAgain(t *testing.T) {
+	f := newHostileFleet(t)
+	liar := f.hostile("ins_gone", 2)
+	liar.Refuse(contract.CodeRuntimeMissing)
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, waitBound)
+	defer cancel()
+	reads := len(liar.Calls(contract.OpCatalogGet))
+	go func() {
+		_, _ = f.agent("waiter").RequestLease(wctx, contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 5000}, nil)
+	}()
+	if _, err := liar.Await(wctx, contract.OpLeaseRequest, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := liar.Await(wctx, contract.OpCatalogGet, reads+1); err != nil {
+		t.Fatalf("after a RUNTIME_MISSING refusal the gateway did not read the worker's catalog again: %v", err)
+	}
+}

@@ -131,6 +131,10 @@ type worker struct {
 	// refreshNow asks the link to read the worker's status again at once
 	// (a stale view found by a bounced request).
 	refreshNow chan struct{}
+	// recatalog asks the link to read the worker's catalog (and all else)
+	// again at once (catalog.changed, or a request refused for what its
+	// catalog listed).
+	recatalog chan struct{}
 	// pending is the newest status read the leasing has not been told of
 	// yet, and telling whether a goroutine is telling it (notifyLater):
 	// one at a time, in the order they were read.
@@ -604,6 +608,16 @@ func refreshOn(name string) bool {
 	return false
 }
 
+// catalogChanged reports whether a worker's batch of events says its
+// catalog changed (catalog.changed): the catalog is then read again at
+// once, not on the next tick, so routing stops sending what the worker
+// can no longer serve (a runtime removed) and starts sending what it now
+// can. A worker that says so often gets a read at a time, the rest
+// coalesced, within its relay rate.
+func catalogChanged(batch []contract.Event) bool {
+	return slices.ContainsFunc(batch, func(ev contract.Event) bool { return ev.Event == "catalog.changed" })
+}
+
 // follow relays the worker's events as they come, and has its status read
 // again after those that change it and everything on the refresh tick,
 // until the uplink ends. The reads run in a goroutine of their own (reads),
@@ -613,10 +627,11 @@ func refreshOn(name string) bool {
 // burst of events must not stall its uplink.
 func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int, events <-chan contract.Event) string {
 	now := make(chan struct{}, 1)
+	catalog := make(chan struct{}, 1)
 	f.mu.Lock()
 	id := w.view.ID
 	if w.gen == gen {
-		w.refreshNow = now
+		w.refreshNow, w.recatalog = now, catalog
 	}
 	f.mu.Unlock()
 	rctx, stop := context.WithCancel(ctx)
@@ -624,7 +639,7 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if reason := f.reads(rctx, c, w, gen, now); reason != "" && rctx.Err() == nil {
+		if reason := f.reads(rctx, c, w, gen, now, catalog); reason != "" && rctx.Err() == nil {
 			failed <- reason
 		}
 	}()
@@ -681,14 +696,21 @@ func (f *Fleet) follow(ctx context.Context, c *client.Client, w *worker, gen int
 				default:
 				}
 			}
+			if catalogChanged(batch) {
+				select {
+				case catalog <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}
 }
 
 // reads reads the worker's status each time now is told (coalesced), and
-// everything on the refresh tick, until ctx ends; it returns why a read
-// failed, which ends the uplink.
-func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now <-chan struct{}) string {
+// everything each time catalog is told (coalesced) and on the refresh
+// tick, until ctx ends; it returns why a read failed, which ends the
+// uplink.
+func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int, now, catalog <-chan struct{}) string {
 	tick := time.NewTicker(f.opts.Refresh)
 	defer tick.Stop()
 	for {
@@ -698,6 +720,8 @@ func (f *Fleet) reads(ctx context.Context, c *client.Client, w *worker, gen int,
 			return ""
 		case <-now:
 			reason = f.readStatus(ctx, c, w, gen)
+		case <-catalog:
+			reason = f.readAll(ctx, c, w, gen)
 		case <-tick.C:
 			reason = f.readAll(ctx, c, w, gen)
 		}
@@ -842,6 +866,19 @@ func (f *Fleet) refresh(id string) {
 	if w, ok := f.workers[id]; ok && w.refreshNow != nil {
 		select {
 		case w.refreshNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// refreshCatalog asks the link of a worker to read its catalog, and the
+// rest of its view, again now.
+func (f *Fleet) refreshCatalog(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w, ok := f.workers[id]; ok && w.recatalog != nil {
+		select {
+		case w.recatalog <- struct{}{}:
 		default:
 		}
 	}

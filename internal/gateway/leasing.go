@@ -118,29 +118,26 @@ type Leasing struct {
 	// per pass, so a stale view sends one request, not a burst.
 	pass *queue.Txn
 	busy map[string]bool
-	// skip are, per waiter, the workers it is not sent to again for now.
+	// skip are, per waiter, the workers it is not sent to again for now
+	// after a double grant.
 	skip map[*queue.Waiter]map[string]skipped
+	// stale are the workers whose view a request of a class of need
+	// bounced off (stale.go).
+	stale map[staleKey]*staleMark
 	// held are, by worker, the holds of the dispatches in flight to it,
 	// and of those granted until its view has moved past the generation
 	// they were granted at (until), when the view shows the grant itself.
 	held map[string][]*dispatchHold
 }
 
-// skipped says how long a waiter is not sent to a worker again: until the
-// worker's view has moved moves times since generation gen (it bounced the
-// request: its view was stale), and, after a double grant, also while the
-// lease the grant contradicted stays indexed (conflict). A view moves once
-// after a bounce, and its refresh is what moves it: so the nth bounce of
-// one waiter by one worker waits for 2^(n-1) moves, and a worker whose view
-// offers room it refuses is asked a few times, not at every read the
-// refusals themselves ask for. An honest worker's stale view is read again
-// once and then shows no room, and its stale grant of a device whose lease
-// just ended on it is tried again once the gateway has heard of that end;
-// a lying worker is not asked again for as long as its lie would repeat.
+// skipped says how long a waiter is not sent to a worker again after a
+// double grant: while the lease the grant contradicted stays indexed
+// (conflict), and until the worker's view has moved since generation gen.
+// An honest worker's stale grant of a device whose lease just ended on it
+// is tried again once the gateway has heard of that end; a lying worker is
+// not asked again for as long as its lie would repeat.
 type skipped struct {
-	gen, moves uint64
-	// bounces counts the waiter's bounces off the worker.
-	bounces  int
+	gen      uint64
 	conflict *indexed
 }
 
@@ -152,7 +149,7 @@ func (l *Leasing) skipping(s skipped, workerID string) bool {
 			return true
 		}
 	}
-	return l.f.generation(workerID) < s.gen+max(s.moves, 1)
+	return l.f.generation(workerID) <= s.gen
 }
 
 // skipFor records that w is not sent to workerID for now (skipped). The
@@ -170,10 +167,18 @@ type dispatchHold struct {
 	until uint64 // 0 while in flight
 }
 
-// fleetNeed is what the fleet places: the request as routing reads it.
-type fleetNeed struct{ ask Ask }
+// fleetNeed is what the fleet places: the request as routing reads it,
+// and its class of need (needKey).
+type fleetNeed struct {
+	ask Ask
+	key string
+}
 
 func (n *fleetNeed) Platform() contract.Platform { return n.ask.Platform }
+
+// NeedKey is the request's class of need: a waiter nothing can serve now
+// holds only the later waiters of its class (queue.ScopeNeed).
+func (n *fleetNeed) NeedKey() string { return n.key }
 
 // NewLeasing makes the gateway's leasing over f; f tells it when a view
 // changes (a slot may have freed, a drain may make a request unservable).
@@ -188,7 +193,8 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		opts.ExecTimeout = 11 * time.Minute
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
-		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, held: map[string][]*dispatchHold{}}
+		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, stale: map[staleKey]*staleMark{},
+		held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
 		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		LeaseOf: func(requester string) (string, string, bool) {
@@ -352,6 +358,7 @@ func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
 				delete(l.skip, w)
 			}
 		}
+		l.forgetStale("", "", time.Now())
 		switch {
 		case !connected:
 			l.idx.disconnected(workerID)
@@ -385,6 +392,7 @@ func (l *Leasing) workerRemoved(workerID string) {
 		// Its dispatch holds go too: no view of it is routed to again.
 		// (A dispatch still in flight drops its own when it ends.)
 		delete(l.held, workerID)
+		l.forgetStale(workerID, "", time.Now())
 		tx.Kick()
 		return nil
 	})
@@ -434,7 +442,9 @@ func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseR
 	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, ImageTag: in.ImageTag, Mode: in.Mode, TTLMs: ttl.Milliseconds(),
 		AllowDownload: in.AllowDownload}
 	qa := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
-	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution { return queue.Resolution{Need: &fleetNeed{ask: a}} })
+	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution {
+		return queue.Resolution{Need: &fleetNeed{ask: a, key: needKey(a)}}
+	})
 }
 
 // Acquire asks for a lease and waits for it, as lease.request does.
@@ -486,9 +496,12 @@ func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
 	return nil, ""
 }
 
-// Place routes the head of a platform's line over the views, skipping
-// the workers already dispatched to in this pass and those it bounced off
-// since their view last changed.
+// Place routes a waiter over the views, skipping the workers already
+// dispatched to in this pass, those stale for its class of need (a
+// request of it bounced off them: stale.go), and those a double grant of
+// its own makes it skip. A waiter no worker can serve now is passed over
+// (queue.ScopeNeed): it holds only the later waiters of its class of
+// need, and the others go to the workers that can serve them.
 func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
 	if tx != l.pass {
 		l.pass, l.busy = tx, map[string]bool{}
@@ -502,8 +515,15 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		return queue.Start{}, queue.NoBlock
 	}
 	var views []*contract.WorkerView
+	now := time.Now()
 	for _, v := range all {
 		if l.busy[v.ID] {
+			continue
+		}
+		if skip, reserve := l.staleFor(v, n.key, now); skip {
+			if reserve {
+				l.busy[v.ID] = true
+			}
 			continue
 		}
 		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {
@@ -513,7 +533,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	}
 	r, ok := route(warmThenFree, n.ask, views)
 	if !ok {
-		return queue.Start{}, queue.BlockPlatform
+		return queue.Start{}, queue.BlockNeed
 	}
 	l.busy[r.WorkerID] = true
 	h := &dispatchHold{hold: hold{platform: n.ask.Platform, device: r.DeviceID}}
@@ -622,11 +642,17 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver:
 		if !progressed {
 			// The view was stale, or the worker's catalog changed: try
-			// another worker, and this one again once its view moves.
-			// The skip is recorded at the view it bounced off, before
-			// the refresh that moves it, so the refreshed view is tried.
+			// another worker, and this one again once its view changes
+			// or its backoff ends (stale.go). The mark is of the view it
+			// bounced off, before the refresh that may change it.
 			l.bounce(w, r.WorkerID, h)
-			l.f.refresh(r.WorkerID)
+			if ce.Code == contract.CodeNoCapacity {
+				l.f.refresh(r.WorkerID)
+			} else {
+				// What it lacks is in its catalog, which a status
+				// read does not bring.
+				l.f.refreshCatalog(r.WorkerID)
+			}
 			return
 		}
 	}
@@ -640,14 +666,18 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	})
 }
 
-// bounce puts w back in line, skipping workerID until its view has moved
-// (skipped: the more often w bounced off it, the more moves); the
-// dispatch's hold goes (it took nothing).
+// bounce puts w back in line, with workerID stale for its class of need
+// (markStale); the dispatch's hold goes (it took nothing).
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
+	var print uint64
+	for _, v := range l.f.views() {
+		if v.ID == workerID {
+			print = viewPrint(v)
+		}
+	}
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(workerID, h)
-		n := l.skip[w][workerID].bounces + 1
-		l.skipFor(w, workerID, skipped{gen: l.f.generation(workerID), moves: 1 << min(n-1, 32), bounces: n})
+		l.markStale(workerID, w.Need().(*fleetNeed).key, print, time.Now())
 		tx.Requeue(w)
 		tx.Kick()
 		return nil
@@ -675,6 +705,8 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 	var refresh bool
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		delete(l.skip, w)
+		// The worker served the need: its view is not stale for it.
+		l.forgetStale(r.WorkerID, w.Need().(*fleetNeed).key, time.Now())
 		tx.Kick()
 		// Held until a view read after this grant shows it.
 		h.until = l.f.generation(r.WorkerID)
@@ -702,7 +734,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			}
 			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
 			l.unhold(r.WorkerID, h)
-			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), bounces: l.skip[w][r.WorkerID].bounces, conflict: l.idx.contradicted(rec)})
+			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), conflict: l.idx.contradicted(rec)})
 			tx.Requeue(w)
 			refresh = true
 			return nil

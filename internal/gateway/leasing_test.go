@@ -37,11 +37,12 @@ func (r *recordingStore) Request(_ context.Context, id string) (contract.LeaseRe
 	return rec, ok, nil
 }
 
-// A request bounced off a worker is skipped for it until the view
-// changes; once the request ends in line (here, its timeout), the next
-// view change forgets its skips: what a long-running gateway keeps is
-// bounded by what waits, not by what ever bounced.
-func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
+// A request bounced off a worker marks the worker stale for its class of
+// need; once the request ended in line (here, its timeout) and the
+// mark's backoff is long over, the next view change forgets it: what a
+// long-running gateway keeps is bounded by what waits, not by what ever
+// bounced.
+func TestABouncedRequestThatEndsInLineLeavesNoMarkBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 		f.put(*view("w1", 0, 2)) // connected, but no client yet: a dispatch bounces
@@ -53,8 +54,8 @@ func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
 		}
 		synctest.Wait()
 		l.q.View(func() {
-			if len(l.skip) != 1 {
-				t.Fatalf("after the bounce the gateway skips for %d requests, want 1 (the bounced one)", len(l.skip))
+			if len(l.stale) != 1 {
+				t.Fatalf("after the bounce the gateway keeps %d stale marks, want 1 (the worker, for the bounced need)", len(l.stale))
 			}
 		})
 		time.Sleep(3 * time.Second) // past the request's timeoutMs, on the bubble's clock
@@ -63,12 +64,14 @@ func TestABouncedRequestThatEndsInLineLeavesNoSkipBehind(t *testing.T) {
 		if err != nil || got.Request.State != contract.RequestFailed || got.Request.Error == nil || got.Request.Error.Code != contract.CodeQueueTimeout {
 			t.Fatalf("the bounced request is %s %+v (%v), want failed with QUEUE_TIMEOUT", got.Request.State, got.Request.Error, err)
 		}
+		time.Sleep(staleBackoffMax + staleBackoffMax)
 		l.viewChanged("w1", statusRead{gen: 1}, true) // the worker's next refresh
 		l.q.View(func() {
-			if len(l.skip) != 0 {
-				t.Errorf("after the request timed out the gateway still keeps skips for %d requests", len(l.skip))
+			if len(l.stale) != 0 {
+				t.Errorf("long after the request timed out the gateway still keeps %d stale marks", len(l.stale))
 			}
 		})
+		l.Close()
 	})
 }
 

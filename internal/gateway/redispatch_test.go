@@ -73,14 +73,14 @@ func TestARequestRoutedBeforeAWorkersSessionExistsIsSentOnceItDoes(t *testing.T)
 		}
 		return got.Request.State
 	}
-	// The dispatch bounced: back in line, skipping the worker until its
-	// view moves.
+	// The dispatch bounced: back in line, the worker stale for the
+	// request's class of need.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var skipped bool
 		l.q.View(func() {
-			for _, s := range l.skip {
-				_, skipped = s["w1"]
+			for k := range l.stale {
+				skipped = skipped || k.worker == "w1"
 			}
 		})
 		if skipped {

@@ -26,6 +26,7 @@ var workerEvents = map[string]bool{
 	"cleanup.executed":          true,
 	"driver.root-rejected":      true,
 	"component.install-started": true, "component.installed": true, "component.install-failed": true, "component.removed": true,
+	"catalog.changed":  true,
 	"capacity.changed": true, "queue.changed": true, "daemon.started": true, "daemon.stopping": true,
 	"clock.jumped": true, "token.created": true, "token.revoked": true,
 }

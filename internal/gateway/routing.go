@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
 )
 
 // Ask is what routing needs of a lease request: what it asks for, for how
@@ -75,6 +76,7 @@ var warmThenFree = []stage{
 	{name: "has-runtime", apply: hasRuntime, prefer: true},
 	{name: "warm-hit", apply: warmHit, prefer: true},
 	{name: "free-slot", apply: freeSlot},
+	{name: "ram-room", apply: ramRoom},
 	{name: "ram-budget", apply: underRAMBudget, prefer: true},
 	{name: "free-capacity", apply: mostFree},
 }
@@ -190,29 +192,25 @@ func downloads(policy string, allowDownload bool) bool {
 	return allowDownload
 }
 
-// modelsAsked are cat's models the ask names: the model (or the model one
-// of whose aliases it is), or every model of the class asked (phone when
-// neither is given), in the catalog's order.
+// modelsAsked are cat's models the ask names, as the worker's engine reads
+// the request (core.WantOf, core.ClassModels: one matcher for both modes):
+// the model, by its name or one of its aliases in any case, or the models
+// of the class asked (a phone when neither is given) that the worker picks
+// from, in its order.
 func modelsAsked(a Ask, cat contract.Catalog) []string {
-	if a.Model != "" {
-		for _, m := range cat.Models {
-			if m == a.Model || slices.Contains(cat.ModelAliases[m], a.Model) {
-				return []string{m}
-			}
+	w := wantOf(a, cat)
+	if w.Model != "" {
+		if slices.Contains(cat.Models, w.Model) {
+			return []string{w.Model}
 		}
 		return nil
 	}
-	class := a.Class
-	if class == "" {
-		class = contract.DeviceClass("phone")
-	}
-	var out []string
-	for _, m := range cat.Models {
-		if cat.ModelClasses[m] == class {
-			out = append(out, m)
-		}
-	}
-	return out
+	return core.ClassModels(w, cat, nil)
+}
+
+// wantOf is the ask as the worker's engine settles it.
+func wantOf(a Ask, cat contract.Catalog) core.Want {
+	return core.WantOf(contract.RequestSpec{Platform: a.Platform, Model: a.Model, Class: a.Class, OSVersion: a.OS.Raw, ImageTag: a.ImageTag, Mode: a.Mode}, cat)
 }
 
 func catalogOf(v *contract.WorkerView, p contract.Platform) (contract.Catalog, bool) {
@@ -317,6 +315,28 @@ func freeSlot(a Ask, cs []candidate) []candidate {
 	return keep(cs, func(c candidate) bool { return free(c.v, a.Platform) > 0 })
 }
 
+// ramRoom keeps the workers whose RAM budget has room for a new device of
+// the platform asked, or that have an idle device to make room with: a
+// worker at its budget with neither refuses the request (NO_CAPACITY; its
+// engine deletes an idle device of any platform to make room, and waits
+// otherwise), so routing does not send it one. A worker's device that
+// only looks idle (a boot in flight for another request) makes it send
+// one the worker may still refuse: that is a bounce (stale.go).
+func ramRoom(a Ask, cs []candidate) []candidate {
+	return keep(cs, func(c candidate) bool {
+		if c.v.Capacity == nil || !c.v.Capacity.Platforms[a.Platform].AtRAMBudget {
+			return true
+		}
+		return slices.ContainsFunc(c.v.Devices, func(d contract.Device) bool {
+			switch d.State {
+			case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+				return d.LeaseID == ""
+			}
+			return false
+		})
+	})
+}
+
 // underRAMBudget prefers the workers not over their RAM budget.
 func underRAMBudget(_ Ask, cs []candidate) []candidate {
 	return keep(cs, func(c candidate) bool {
@@ -371,7 +391,7 @@ func assess(a Ask, views []*contract.WorkerView) *contract.Error {
 	case !model:
 		what := a.Model
 		if what == "" {
-			what = "a " + string(a.Class)
+			what = "a " + string(wantOf(a, contract.Catalog{}).Class)
 		}
 		return contract.Errorf(contract.CodeUnknownModel, "no worker of this gateway has %s on %s", what, a.Platform).With("platform", a.Platform)
 	}

@@ -17,6 +17,7 @@ func view(id string, running, maxRunning int) *contract.WorkerView {
 		Catalog: []contract.Catalog{{Platform: contract.PlatformIOS, Models: []string{"iPhone 17", "iPhone 16"},
 			Runtimes: []string{"26.1", "18.6"}, ModelAliases: map[string][]string{"iPhone 17": {"iphone-17"}},
 			ModelClasses:  map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone"},
+			ClassDefaults: map[contract.DeviceClass][]string{"phone": {"iPhone 17", "iPhone 16"}},
 			ModelRuntimes: map[string][]string{"iPhone 17": {"26.1"}, "iPhone 16": {"26.1", "18.6"}}}},
 	}
 }
@@ -75,6 +76,25 @@ func TestEachRoutingStageKeepsWhatItShould(t *testing.T) {
 			}),
 			with(view("d", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "26.1")} }),
 		}, []string{"b"}},
+		{"ram-room: room in the RAM budget, or an idle device to make it with", ramRoom, ask("", ""), []*contract.WorkerView{
+			view("a", 1, 4),
+			with(view("b", 1, 4), func(v *contract.WorkerView) {
+				pc := v.Capacity.Platforms[contract.PlatformIOS]
+				pc.AtRAMBudget = true
+				v.Capacity.Platforms[contract.PlatformIOS] = pc
+				d := warmDevice("iPhone 16", "26.1")
+				d.LeaseID = "lse_1"
+				v.Devices = []contract.Device{d}
+			}),
+			with(view("c", 1, 4), func(v *contract.WorkerView) {
+				pc := v.Capacity.Platforms[contract.PlatformIOS]
+				pc.AtRAMBudget = true
+				v.Capacity.Platforms[contract.PlatformIOS] = pc
+				d := warmDevice("iPhone 16", "26.1")
+				d.State = contract.DeviceShutdown
+				v.Devices = []contract.Device{d}
+			}),
+		}, []string{"a", "c"}},
 		{"free-slot: a slot free, or an idle device's to take", freeSlot, ask("", ""), []*contract.WorkerView{
 			view("a", 2, 2),
 			view("b", 1, 2),
@@ -283,7 +303,8 @@ func TestARequestForAnImageTagGoesOnlyWhereTheTagIs(t *testing.T) {
 		v.Capacity.Platforms = map[contract.Platform]contract.PlatformCapacity{contract.PlatformAndroid: {MaxRunning: 4}}
 		v.DownloadPolicy = "on-request"
 		cat := contract.Catalog{Platform: contract.PlatformAndroid, Models: []string{"Pixel 9"}, Runtimes: []string{"36"},
-			ModelClasses: map[string]contract.DeviceClass{"Pixel 9": "phone"}, ModelRuntimes: map[string][]string{"Pixel 9": {"36"}}}
+			ModelClasses: map[string]contract.DeviceClass{"Pixel 9": "phone"}, ModelRuntimes: map[string][]string{"Pixel 9": {"36"}},
+			ClassDefaults: map[contract.DeviceClass][]string{"phone": {"Pixel 9"}}}
 		for _, tag := range tags {
 			cat.Images = append(cat.Images, contract.CatalogImage{Runtime: "36", Tag: tag, ABI: "x86_64"})
 		}
@@ -330,7 +351,8 @@ func TestAWarmHitMatchesTheModeAsTheWorkerWould(t *testing.T) {
 		v := view(id, 0, 4)
 		v.Catalog = []contract.Catalog{{Platform: contract.PlatformIOS, Models: []string{"iPhone 16"}, Runtimes: []string{"18.6"},
 			ModelClasses: map[string]contract.DeviceClass{"iPhone 16": "phone"}, ModelRuntimes: map[string][]string{"iPhone 16": {"18.6"}},
-			SlimRuntimes: []string{"18.6"}, DefaultMode: defaultMode}}
+			ClassDefaults: map[contract.DeviceClass][]string{"phone": {"iPhone 16"}},
+			SlimRuntimes:  []string{"18.6"}, DefaultMode: defaultMode}}
 		v.Devices = []contract.Device{{ID: "dev_" + id, State: contract.DeviceReady,
 			Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 16", OSVersion: "18.6", Mode: mode}}}
 		return v

@@ -40,23 +40,34 @@
 // which holds only what was committed. So no decision needs an undo, and no
 // caller ever hears of a decision that was not saved.
 //
-// # Serving and head blocking
+// # Serving, head blocking and passing over
 //
 // Waiters join one line per platform; the line across platforms keeps
-// arrival order. Serving repeatedly takes the earliest waiter among the
-// heads of the platforms not yet blocked in this pass and asks the Placer
-// to place it. A waiter that must wait blocks every later waiter of its
-// platform ([ScopePlatform]) or, when what it waits for is machine- or
-// fleet-wide, every later waiter of every platform ([ScopeAll]). So the
-// head is never bypassed by a request it competes with, and a pass costs
-// the number of waiters placed plus one Place per platform, whatever the
-// length of the line.
+// arrival order. Serving repeatedly takes the earliest waiter not held by
+// an earlier one in this pass and asks the Placer to place it. A waiter
+// that must wait holds, for the rest of the pass, the later waiters of its
+// class of need ([ScopeNeed]: the same platform and an equal [Keyed] key,
+// what the gateway's fleet uses), or every later waiter of its platform
+// ([ScopePlatform]), or, when what it waits for is machine- or fleet-wide,
+// every later waiter of every platform ([ScopeAll]).
+//
+// So fairness is kept per class of need: a waiter is never overtaken by a
+// later one that asks for the same thing, while one that nothing can serve
+// now is passed over by later waiters of other needs that something can.
+// And a passed-over waiter is placed first as soon as room for it appears:
+// every pass walks the line in arrival order, so it is asked before any
+// later waiter in the pass that frees the room (and a Start reserves what
+// it takes before the next waiter is asked). A pass costs the number of
+// waiters placed plus one Place per blocked class of need (one per
+// platform for a plain block), whatever the length of the line, and one
+// walk of it.
 //
 // # The placement consistency model
 //
 // A Placer may assume that Place is called under the decision lock, in
-// arrival order, for the head of a platform's line only, at most once per
-// waiter per pass, and that nothing else decides while it runs: what it
+// arrival order, for the earliest waiter of a platform's line that no
+// earlier waiter holds (the head, unless ScopeNeed passed over some), at
+// most once per waiter per pass, and that nothing else decides while it runs: what it
 // reads of its own state is exact for the duration of the call. It must not
 // block. When it returns a Start it must have reserved, in the same Txn,
 // everything the Start will use, so the next waiter placed in the pass

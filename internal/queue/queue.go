@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +21,15 @@ type Need interface {
 	Platform() contract.Platform
 }
 
+// Keyed is a Need that names its class of need: two waiters whose needs
+// have equal keys ask for the same thing (what serves one serves the
+// other). Only a Keyed need can wait with [ScopeNeed]; the key must not
+// change while the waiter is in line.
+type Keyed interface {
+	Need
+	NeedKey() string
+}
+
 // Scope is how far a waiter's wait reaches.
 type Scope uint8
 
@@ -31,6 +41,10 @@ const (
 	ScopePlatform
 	// ScopeAll: every later waiter waits too (a machine-wide limit).
 	ScopeAll
+	// ScopeNeed: later waiters of the same platform whose need has an
+	// equal key (Keyed) wait too; the others are placed past it. A need
+	// that is not Keyed blocks its platform instead.
+	ScopeNeed
 )
 
 // Block is what a waiter's wait imposes on the waiters behind it.
@@ -48,6 +62,7 @@ var (
 	NoBlock       = Block{}
 	BlockPlatform = Block{Scope: ScopePlatform}
 	BlockAll      = Block{Scope: ScopeAll}
+	BlockNeed     = Block{Scope: ScopeNeed}
 )
 
 // Start is a placement's slow part: what the waiter is told once the
@@ -166,6 +181,7 @@ type Queue struct {
 	all         list                  // open requests in arrival order
 	line        list                  // waiters in line, all platforms, in arrival order
 	lines       []*platformLine       // one line per platform, in first-seen order
+	needs       []*needLine           // one line per class of need waiting
 	seq         uint64                // last arrival number handed out
 	revs        uint64                // last revision handed out
 	lastDepth   int
@@ -461,22 +477,24 @@ func (q *Queue) lineOf(p contract.Platform) *platformLine {
 }
 
 // serveLocked places waiters in arrival order, taking each time the
-// earliest head among the platforms no waiter has blocked in this pass.
+// earliest waiter, among the platforms no waiter has blocked in this pass,
+// whose class of need no earlier waiter has blocked (ScopeNeed). Each
+// class of need has its own line (needLine), so a pass never walks the
+// waiters a block holds: it costs the waiters placed plus one Place per
+// blocked class, times the number of classes waiting.
 func (q *Queue) serveLocked(tx *Txn) {
 	tx.kick = false
 	if q.stopping || q.line.n == 0 {
 		return
 	}
-	var blocked [8]bool // index in q.lines; more platforms than this never exist
+	var platforms []contract.Platform // blocked in this pass
+	var needs map[*needLine]bool      // blocked in this pass
 	for {
 		var w *Waiter
-		wi := -1
-		for i, l := range q.lines {
-			if i < len(blocked) && blocked[i] {
-				continue
-			}
-			if h := l.head; h != nil && (w == nil || h.seq < w.seq) {
-				w, wi = h, i
+		var wl *needLine
+		for _, nl := range q.needs {
+			if h := nl.head; h != nil && (w == nil || h.seq < w.seq) && !needs[nl] && !slices.Contains(platforms, nl.platform) {
+				w, wl = h, nl
 			}
 		}
 		if w == nil {
@@ -496,14 +514,51 @@ func (q *Queue) serveLocked(tx *Txn) {
 			q.log.Error("placer neither placed nor blocked a waiter", "requestId", w.rec.ID)
 			block.Scope = ScopePlatform
 		}
-		tx.hint(w, block.Stage)
-		if wi < len(blocked) {
-			blocked[wi] = true
+		if _, keyed := w.need.(Keyed); block.Scope == ScopeNeed && !keyed {
+			block.Scope = ScopePlatform
 		}
-		if block.Scope == ScopeAll {
+		tx.hint(w, block.Stage)
+		switch block.Scope {
+		case ScopeAll:
 			return
+		case ScopeNeed:
+			if needs == nil {
+				needs = map[*needLine]bool{}
+			}
+			needs[wl] = true
+		default:
+			platforms = append(platforms, w.platform)
 		}
 	}
+}
+
+// needLine is one class of need's waiters in line, in arrival order: the
+// waiters of a platform whose needs are Keyed with one key, or those that
+// are not Keyed (key "").
+type needLine struct {
+	platform contract.Platform
+	key      string
+	list
+}
+
+// needKeyOf is w's class of need within its platform ("" unless Keyed).
+func needKeyOf(n Need) string {
+	if k, ok := n.(Keyed); ok {
+		return k.NeedKey()
+	}
+	return ""
+}
+
+// needLineOf is the line of w's class of need, made on first use.
+func (q *Queue) needLineOf(w *Waiter) *needLine {
+	for _, l := range q.needs {
+		if l.platform == w.platform && l.key == w.key {
+			return l
+		}
+	}
+	l := &needLine{platform: w.platform, key: w.key, list: list{at: needLinks}}
+	q.needs = append(q.needs, l)
+	return l
 }
 
 // reportPositionsLocked tells waiters whose place changed in tx their new
@@ -568,6 +623,13 @@ func (q *Queue) leaveLineLocked(w *Waiter) {
 	}
 	q.line.remove(w)
 	q.lineOf(w.platform).remove(w)
+	nl := q.needLineOf(w)
+	nl.remove(w)
+	if nl.n == 0 {
+		// Forgotten when empty: requests may name many classes of need
+		// over a daemon's life.
+		q.needs = slices.DeleteFunc(q.needs, func(l *needLine) bool { return l == nl })
+	}
 	w.phase = phaseOut
 }
 

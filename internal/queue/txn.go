@@ -191,6 +191,8 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 	}
 	q.line.insert(w)
 	q.lineOf(w.platform).insert(w)
+	w.key = needKeyOf(w.need)
+	q.needLineOf(w).insert(w)
 	w.phase = phaseInLine
 	w.rec.State = contract.RequestQueued
 	tx.moved = append(tx.moved, w)

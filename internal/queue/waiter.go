@@ -50,7 +50,9 @@ type Waiter struct {
 	// written and woken once per decision.
 	writtenIn, touchedIn *Txn
 
-	all, line, plat links
+	all, line, plat, kind links
+	// key is its class of need (needKeyOf), set as it joins the line.
+	key string
 }
 
 // ID is the request's id.
@@ -171,6 +173,7 @@ type links struct{ prev, next *Waiter }
 func allLinks(w *Waiter) *links  { return &w.all }
 func lineLinks(w *Waiter) *links { return &w.line }
 func platLinks(w *Waiter) *links { return &w.plat }
+func needLinks(w *Waiter) *links { return &w.kind }
 
 // list is an intrusive doubly linked list of waiters kept in arrival order.
 type list struct {
