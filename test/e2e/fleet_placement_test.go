@@ -142,3 +142,43 @@ func TestARequestOnlyAFullWorkerServesIsPassedOverAndServedFirstWhenItFrees(t *t
 	}
 	later.kill()
 }
+
+// A worker whose view offers room and that refuses every request before
+// any progress (its RAM budget, a runtime removed: what the gateway cannot
+// see) is a stale view that does not change: the gateway backs off from
+// it, and one request waiting 10 s sends it at most 10 lease.request calls
+// (it once sent hundreds a second), whatever the code of the refusal.
+func TestAWorkerThatRefusesEveryRequestIsAskedAFewTimesNotInALoop(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{"NO_CAPACITY", "RUNTIME_MISSING"} {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			f := newFleet(t)
+			w := f.fakeJoined("fake-refuser", "ios", 2, 2)
+			start := time.Now()
+			ch := f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "refused", "--detach", "--timeout", "10s")
+			calls := 0
+			for {
+				c, r, placed := nextOr(w, "lease.request", ch)
+				if !placed {
+					if r.code != 10 {
+						t.Fatalf("the request no worker would grant: exit %d, want 10 (QUEUE_TIMEOUT)\n%s", r.code, r)
+					}
+					break
+				}
+				calls++
+				w.refuse(c, code, "refused before any progress")
+			}
+			if waited := time.Since(start); waited < 10*time.Second {
+				t.Fatalf("the request gave up after %s, want its 10 s", waited)
+			}
+			if calls > 10 {
+				t.Errorf("a worker refusing with %s took %d lease.request calls for one request waiting 10 s, want at most 10", code, calls)
+			}
+			if calls < 2 {
+				t.Errorf("a worker refusing with %s was asked %d times in 10 s: the stale view was never tried again", code, calls)
+			}
+			t.Logf("%s: %d lease.request calls in %s", code, calls, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
