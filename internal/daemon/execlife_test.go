@@ -307,7 +307,11 @@ func TestCallCancelReachesNoOtherSessionsCall(t *testing.T) {
 // after the command has ended.
 func TestALeasesEndStopsItsCommands(t *testing.T) {
 	p := fifo(t)
-	_, home := startShellDaemon(t, `trap 'echo term > "`+p+`"; exit 143' TERM; echo ready; while :; do sleep 0.05; done`, nil)
+	// The command's TERM trap says so, then takes its time to end, and
+	// leaves a mark just before it does: a clean that comes before the
+	// mark came while the command still ran.
+	ended := filepath.Join(t.TempDir(), "ended")
+	_, home := startShellDaemon(t, `trap 'echo term > "`+p+`"; sleep 0.3; : > "`+ended+`"; exit 143' TERM; echo ready; while :; do sleep 0.05; done`, nil)
 	ctx := context.Background()
 	c, g := execLease(t, home)
 	evs, _, err := dial(t, home, "watcher", true).Subscribe(ctx)
@@ -322,14 +326,19 @@ func TestALeasesEndStopsItsCommands(t *testing.T) {
 	if s := within(t, got, "the command after its lease ended"); s != "term\n" {
 		t.Errorf("the command said %q, want term: it ran on after its lease ended", s)
 	}
-	for drained := false; !drained; {
+	timeout := time.After(bound)
+	for reclaimed := false; !reclaimed; {
 		select {
 		case ev := <-evs:
-			if ev.Event == "device.reclaimed" {
+			if ev.Event != "device.reclaimed" {
+				continue
+			}
+			reclaimed = true
+			if _, err := os.Stat(ended); err != nil {
 				t.Errorf("the device was cleaned (%s) before its lease's command ended", ev.Event)
 			}
-		default:
-			drained = true
+		case <-timeout:
+			t.Fatalf("the device of the lease that ended was not cleaned within %s", bound)
 		}
 	}
 	if err := <-done; code(err) != contract.CodeUnknownLease {

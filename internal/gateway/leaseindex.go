@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -68,6 +69,10 @@ type indexed struct {
 	// in flight: the worker's relayed end then carries the gateway's
 	// reason (killed for release --all), not the worker's.
 	ending string
+	// told tells its holders once that it ended, whoever learns it first
+	// (the worker's relayed end, or the release that ended it); a second
+	// teller waits until the first is done.
+	told *sync.Once
 }
 
 // keyIfChosen is e's key when its id was chosen ("" when its id is its
@@ -217,7 +222,7 @@ func (x *leaseIndex) add(g store.Grant) (*indexed, error) {
 }
 
 func (x *leaseIndex) insert(g store.Grant) (*indexed, error) {
-	e := &indexed{key: g.Key, id: g.Key, workerID: g.WorkerID, workerLeaseID: g.WorkerLeaseID, deviceID: g.DeviceID,
+	e := &indexed{told: new(sync.Once), key: g.Key, id: g.Key, workerID: g.WorkerID, workerLeaseID: g.WorkerLeaseID, deviceID: g.DeviceID,
 		requester: g.RequesterID, owner: g.OwnerID, chosen: g.ChosenID, requestID: g.RequestID, grantedAt: g.GrantedAt}
 	if e.chosen != "" {
 		e.id = e.chosen

@@ -340,9 +340,10 @@ func (l *Leasing) deviceHealth(workerID, workerLeaseID, notice string, attempts 
 	l.opts.DeviceHealth(e.record(), notice, attempts)
 }
 
-// tellEnded tells the holders of e that it ended.
+// tellEnded tells the holders of e that it ended, once: a second call
+// returns when the first has told them.
 func (l *Leasing) tellEnded(e *indexed, reason string) {
-	l.opts.LeaseEnded(e.record(), reason)
+	e.told.Do(func() { l.opts.LeaseEnded(e.record(), reason) })
 }
 
 // viewChanged runs after a worker's view changed: the index learns the
@@ -957,8 +958,10 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 // ending releases e on its worker for reason: marked as ending first, so
 // the worker's relayed end (which may arrive before the answer) is told to
 // its holders with the gateway's reason; then, once the worker answered,
-// forgotten and told, if the relay has not done both already. A release
-// that fails leaves the lease as it was.
+// forgotten and told, if the relay has not done both already; either way
+// its holders have been told when the answer comes (a transfer of the
+// lease, say, is gone by then). A release that fails leaves the lease as
+// it was.
 func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Context, cl *client.Client) error) error {
 	mark := func(r string) {
 		_ = l.q.Do(func(*queue.Txn) error {
@@ -972,9 +975,8 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 		mark("")
 		return err
 	}
-	if _, ok := l.ended(e.workerID, e.workerLeaseID); ok {
-		l.tellEnded(e, reason)
-	}
+	l.ended(e.workerID, e.workerLeaseID)
+	l.tellEnded(e, reason)
 	return nil
 }
 
