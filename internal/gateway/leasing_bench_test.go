@@ -82,7 +82,7 @@ func fullFleet(b *testing.B, n int) *Leasing {
 }
 
 // One dispatch pass over a full fleet with 1,000 and 10,000 requests
-// waiting: the head is placed (and blocks its platform), whatever the
+// waiting: the head is placed (and holds back its class of need), whatever the
 // length of the line. The memory each waiting request holds is reported
 // beside it.
 func BenchmarkDispatchPass(b *testing.B) {
