@@ -69,6 +69,10 @@ type indexed struct {
 	// in flight: the worker's relayed end then carries the gateway's
 	// reason (killed for release --all), not the worker's.
 	ending string
+	// granted is the worker's record of the lease as its grant answered
+	// it (empty for one loaded at start): what a list shows of the lease
+	// until a snapshot of the worker does.
+	granted contract.LeaseRecord
 	// told tells its holders once that it ended, whoever learns it first
 	// (the worker's relayed end, or the release that ended it); a second
 	// teller waits until the first is done.

@@ -726,6 +726,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			// those whose seq reaches the grant's, or read over a later
 			// link, do not.
 			e.grantGen, e.grantSeq, e.grantLink = h.until, g.EventSeq, link
+			e.granted = g.Lease
 		}
 		switch {
 		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
@@ -1126,15 +1127,22 @@ func (l *Leasing) Exec(ctx context.Context, c queue.Caller, in contract.ExecInpu
 // under their gateway ids and a worker's local ones as the worker names
 // them (a lease the gateway did not grant is never the gateway's, whatever
 // its requester or owner says); anyone else the gateway leases they own,
-// by the grant records. The gateway's leases on a worker that is not
-// connected follow, from their grant records, marked unreachable: the
-// gateway keeps them, and so does the worker until their TTL passes.
+// by the grant records. The gateway's leases that no report shows follow,
+// from their grant records: those granted since their worker last
+// reported (as the grant answered them), and those on a worker that is
+// not connected, marked unreachable: the gateway keeps them, and so does
+// the worker until their TTL passes. So a lease is listed from the moment
+// its grant is answered.
 func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contract.LeaseRecord {
 	out := []contract.LeaseRecord{}
 	ws := l.f.names()
 	l.q.View(func() {
+		reported := map[*indexed]bool{}
 		for _, r := range fleet {
 			e, ok := l.idx.ofWorker(r.WorkerID, r.ID)
+			if ok {
+				reported[e] = true
+			}
 			switch {
 			case ok && (c.Admin || e.owner == c.Principal):
 				out = append(out, project(e, r, ws))
@@ -1143,18 +1151,25 @@ func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contrac
 				out = append(out, r)
 			}
 		}
-		var away []contract.LeaseRecord
+		var unseen []contract.LeaseRecord
 		for _, e := range l.idx.byKey {
-			if ws[e.workerID].connected || !(c.Admin || e.owner == c.Principal) {
+			if reported[e] || !(c.Admin || e.owner == c.Principal) {
 				continue
 			}
-			r := e.record()
-			r.GrantedAt, r.IDChosenByRequester = e.grantedAt, e.chosen != ""
-			r.Worker, r.Unreachable = ws.ref(e.workerID), true
-			away = append(away, r)
+			connected := ws[e.workerID].connected
+			var r contract.LeaseRecord
+			if connected && e.granted.ID != "" {
+				r = project(e, e.granted, ws)
+			} else {
+				r = e.record()
+				r.GrantedAt, r.IDChosenByRequester = e.grantedAt, e.chosen != ""
+				r.Worker = ws.ref(e.workerID)
+			}
+			r.Unreachable = !connected
+			unseen = append(unseen, r)
 		}
-		sort.Slice(away, func(i, j int) bool { return away[i].UniqueKey() < away[j].UniqueKey() })
-		out = append(out, away...)
+		sort.Slice(unseen, func(i, j int) bool { return unseen[i].UniqueKey() < unseen[j].UniqueKey() })
+		out = append(out, unseen...)
 	})
 	return out
 }
