@@ -620,7 +620,7 @@ func renewCmd(env Env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, rec)
+				return printResult(cmd, env, rec, func(w io.Writer) { renderRenewed(w, rec, time.Now()) })
 			})
 		},
 	}
@@ -656,7 +656,7 @@ func releaseCmd(env Env) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, res)
+					return printResult(cmd, env, res, func(w io.Writer) { renderReleaseAll(w, res) })
 				})
 			}
 			if len(args) == 0 {
@@ -671,7 +671,7 @@ func releaseCmd(env Env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderRelease(w, res) })
 			})
 		},
 	}
