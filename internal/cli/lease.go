@@ -557,7 +557,7 @@ func (p *progressPrinter) drawLocked() {
 	if p.cur.Stage == contract.StageDownloading && p.cur.Percent != nil {
 		line += p.rate.suffix(*p.cur.Percent, p.cur.BytesDone, p.cur.BytesTotal, now)
 	}
-	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, liveWidth(p.width())))
 	p.drawn = true
 }
 
