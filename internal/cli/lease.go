@@ -175,7 +175,7 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		}
 		fmt.Fprint(env.Stdout, lines)
 	case humanView:
-		renderGrant(env.Stdout, grant, detach)
+		renderGrant(env.Stdout, grant, detach, termWidth(env))
 	default:
 		if err := printJSON(env.Stdout, out); err != nil {
 			return fail(err)

@@ -89,7 +89,7 @@ func leaseListCmd(env Env) *cobra.Command {
 					res.Leases = []contract.LeaseRecord{}
 				}
 				if !jsonOut(cmd, env) {
-					renderLeasesTable(env.Stdout, res.Leases, time.Now())
+					renderLeasesTable(env.Stdout, res.Leases, time.Now(), termWidth(env))
 					return nil
 				}
 				return printJSON(env.Stdout, res)
