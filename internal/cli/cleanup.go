@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ the disk is short). Leased and busy devices are never touched. simlock list
 				if err := c.Call(ctx, contract.OpCleanupRun, in, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderCleanup(w, res) })
 			})
 		},
 	}

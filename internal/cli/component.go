@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 
 	"fmt"
 
@@ -63,7 +64,7 @@ code. simlock job show <id> replays the install afterwards.`,
 					if err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, res)
+					return printResult(cmd, env, res, func(w io.Writer) { renderInstalled(w, res) })
 				}
 				done, err := c.InstallOnFleet(ctx, in, pr.show)
 				pr.stop()
@@ -128,7 +129,7 @@ code. simlock job show <id> replays the install afterwards.`,
 				if err := c.Call(ctx, contract.OpComponentRemove, in, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderRemoved(w, res) })
 			})
 		},
 	}

@@ -232,7 +232,8 @@ func daemonStartCmd(env Env) *cobra.Command {
 			if s.Daemon.Health != "running" {
 				return fail(contract.Errorf(contract.CodeDaemonStopping, "the daemon is %s", s.Daemon.Health).With("health", s.Daemon.Health))
 			}
-			return printJSON(env.Stdout, runningView(s))
+			out := runningView(s)
+			return printResult(cmd, env, out, func(w io.Writer) { renderRunning(w, out) })
 		},
 	}
 }
@@ -265,7 +266,7 @@ func daemonStopCmd(env Env) *cobra.Command {
 			c, err := connect(ctx, cmd, env, session{principal: "simlock-cli", admin: true})
 			if err != nil {
 				if ce := contract.AsError(err); ce.Code == contract.CodeDaemonConnectionLost {
-					return printJSON(env.Stdout, map[string]any{"status": "stopped"})
+					return printResult(cmd, env, map[string]any{"status": "stopped"}, renderStopped(false))
 				}
 				return fail(err)
 			}
@@ -277,7 +278,7 @@ func daemonStopCmd(env Env) *cobra.Command {
 			if err := waitUnlocked(ctx, filepath.Join(home, daemon.LockName), time.Minute); err != nil {
 				return fail(err)
 			}
-			return printJSON(env.Stdout, map[string]any{"status": "stopped"})
+			return printResult(cmd, env, map[string]any{"status": "stopped"}, renderStopped(true))
 		},
 	}
 }
@@ -310,13 +311,7 @@ func daemonStatusCmd(env Env) *cobra.Command {
 					return err
 				}
 			} else if out["status"] == "running" {
-				fmt.Fprintf(env.Stdout, "running (pid %v, %v, version %v)\n", out["pid"], out["health"], out["version"])
-				if u, ok := out["httpUrl"]; ok {
-					fmt.Fprintf(env.Stdout, "HTTP API at %v\n", u)
-				}
-				if u, ok := out["consoleUrl"]; ok {
-					fmt.Fprintf(env.Stdout, "Console at %v\n", u)
-				}
+				renderRunning(env.Stdout, out)
 			} else {
 				fmt.Fprintln(env.Stdout, out["status"])
 			}
@@ -435,7 +430,7 @@ func configCmd(env Env) *cobra.Command {
 				if err != nil {
 					return fail(err)
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderConfig(w, res) })
 			}
 			if ce := contract.AsError(err); ce.Code != contract.CodeDaemonConnectionLost {
 				return fail(err)
@@ -449,18 +444,20 @@ func configCmd(env Env) *cobra.Command {
 				return fail(contract.Errorf(contract.CodeBadRequest, "%v", err))
 			}
 			if key == "" {
-				return printJSON(env.Stdout, map[string]any{"config": cfg.Nested()})
+				res := map[string]any{"config": cfg.Nested()}
+				return printResult(cmd, env, res, func(w io.Writer) { renderConfig(w, res) })
 			}
 			v, ok := cfg.Get(key)
 			if !ok {
 				return fail(contract.BadRequest("key", "unknown config key %q", key))
 			}
-			return printJSON(env.Stdout, map[string]any{"key": key, "value": v})
+			res := map[string]any{"key": key, "value": v}
+			return printResult(cmd, env, res, func(w io.Writer) { renderConfig(w, res) })
 		},
 	}
 	set := &cobra.Command{
 		Use:               "set <key> <value>",
-		Short:             "Validate and write one setting; the daemon uses it at its next start",
+		Short:             "Validate and write one setting; the daemon uses it at its next start (gateway.url, .token, .label: within 2 s)",
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: completeConfigKeys,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -476,7 +473,12 @@ func configCmd(env Env) *cobra.Command {
 				}
 				return fail(err)
 			}
-			return printJSON(env.Stdout, map[string]any{"key": args[0], "value": v, "appliesAt": "next daemon start"})
+			key, secret, at := args[0], config.Secret(args[0]), configAppliesAt(args[0])
+			out := map[string]any{"key": key, "value": v, "appliesAt": at}
+			if secret {
+				out["value"] = hiddenValue
+			}
+			return printResult(cmd, env, out, func(w io.Writer) { renderConfigSet(w, key, v, secret, at) })
 		},
 	}
 	keys := &cobra.Command{

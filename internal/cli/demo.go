@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,7 @@ deviceId is simlock's device id (simlock list --devices).`,
 				if err := c.Call(ctx, contract.OpDemoInject, in, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderInjected(w, res) })
 			})
 		},
 	}

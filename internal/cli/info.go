@@ -318,7 +318,7 @@ func listCmd(env Env) *cobra.Command {
 					now := time.Now()
 					switch kind {
 					case contract.ListLeases:
-						renderLeasesTable(env.Stdout, res.Leases, now)
+						renderLeasesTable(env.Stdout, res.Leases, now, termWidth(env))
 					case contract.ListRequests:
 						renderRequestsTable(env.Stdout, res.Requests, now)
 					default:

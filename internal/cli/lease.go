@@ -175,7 +175,7 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		}
 		fmt.Fprint(env.Stdout, lines)
 	case humanView:
-		renderGrant(env.Stdout, grant, detach)
+		renderGrant(env.Stdout, grant, detach, termWidth(env))
 	default:
 		if err := printJSON(env.Stdout, out); err != nil {
 			return fail(err)
@@ -557,7 +557,7 @@ func (p *progressPrinter) drawLocked() {
 	if p.cur.Stage == contract.StageDownloading && p.cur.Percent != nil {
 		line += p.rate.suffix(*p.cur.Percent, p.cur.BytesDone, p.cur.BytesTotal, now)
 	}
-	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, p.width()))
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, liveWidth(p.width())))
 	p.drawn = true
 }
 
@@ -620,7 +620,7 @@ func renewCmd(env Env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, rec)
+				return printResult(cmd, env, rec, func(w io.Writer) { renderRenewed(w, rec, time.Now()) })
 			})
 		},
 	}
@@ -656,7 +656,7 @@ func releaseCmd(env Env) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, res)
+					return printResult(cmd, env, res, func(w io.Writer) { renderReleaseAll(w, res) })
 				})
 			}
 			if len(args) == 0 {
@@ -671,7 +671,7 @@ func releaseCmd(env Env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderRelease(w, res) })
 			})
 		},
 	}

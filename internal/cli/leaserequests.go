@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,7 +40,7 @@ UNKNOWN_LEASE_REQUEST (exit 1).`,
 				if err := c.Call(ctx, contract.OpLeaseCancel, in, &res); err != nil {
 					return err
 				}
-				if err := printJSON(env.Stdout, res); err != nil {
+				if err := printResult(cmd, env, res, func(w io.Writer) { renderCancel(w, res) }); err != nil {
 					return err
 				}
 				return cancelRefusal(res, in)
@@ -88,7 +89,7 @@ func leaseListCmd(env Env) *cobra.Command {
 					res.Leases = []contract.LeaseRecord{}
 				}
 				if !jsonOut(cmd, env) {
-					renderLeasesTable(env.Stdout, res.Leases, time.Now())
+					renderLeasesTable(env.Stdout, res.Leases, time.Now(), termWidth(env))
 					return nil
 				}
 				return printJSON(env.Stdout, res)

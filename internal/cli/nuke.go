@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,7 +53,7 @@ Asks for confirmation on a terminal; elsewhere it needs --yes.`,
 				if err := c.Call(ctx, contract.OpNuke, contract.NukeInput{DeleteDevices: deleteDevices}, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderNuke(w, res) })
 			})
 		},
 	}

@@ -20,12 +20,21 @@ func progressJSON(p contract.LeaseProgress) string {
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // wanted names the device a request asks for, as the progress lines say
-// it: the model when one was asked for, else the platform's device, with
-// the OS version when one was given ("iPhone 17", "iOS 26.1 device").
+// it: the model when one was asked for, else the platform's device or the
+// class asked for, with the OS version when one was given ("iPhone 17",
+// "iOS 26.1 device", "iOS tablet with OS >=18 <27").
 func wanted(in contract.LeaseRequestInput) string {
-	name := platformName(in.Platform) + " device"
+	noun := "device"
+	if in.Class != "" {
+		noun = string(in.Class)
+	}
+	name := platformName(in.Platform) + " " + noun
 	if in.OSVersion != "" {
-		name = platformName(in.Platform) + " " + in.OSVersion + " device"
+		if v, err := contract.ParseOSVersion(in.OSVersion); err == nil && v.IsRange() {
+			name += " with OS " + in.OSVersion
+		} else {
+			name = platformName(in.Platform) + " " + in.OSVersion + " " + noun
+		}
 	}
 	if in.Model != "" {
 		name = in.Model
@@ -170,16 +179,14 @@ func progressDone(p contract.LeaseProgress, device string, took time.Duration) s
 	return "✓ " + string(p.Stage) + " (" + d + ")"
 }
 
-// article puts "a" or "an" before a device kind ("an iOS device", "an
-// Android device"); a model name stands alone ("iPhone 17").
+// article puts "an" before a device kind, which wanted starts with its
+// platform ("an iOS device", "an Android tablet"); a model name stands
+// alone ("iPhone 17").
 func article(device string) string {
-	if !strings.HasSuffix(device, " device") {
-		return device
-	}
-	if strings.ContainsRune("AEIOUaeiou", rune(device[0])) || strings.HasPrefix(device, "iOS") {
+	if strings.HasPrefix(device, platformName(contract.PlatformIOS)+" ") || strings.HasPrefix(device, platformName(contract.PlatformAndroid)+" ") {
 		return "an " + device
 	}
-	return "a " + device
+	return device
 }
 
 // fitWidth cuts a line to fit a terminal of width columns, leaving the last
@@ -193,6 +200,18 @@ func fitWidth(line string, width int) string {
 	}
 	r := []rune(line)
 	return string(r[:max(room-1, 0)]) + "…"
+}
+
+// liveWidth is the width a live line is cut to on a terminal of width
+// columns: two columns fewer, for the "^C" the terminal echoes at the
+// cursor when the person interrupts. A line that reached the edge would
+// wrap under the echo, and the clear that follows (which takes only the
+// cursor's row) would leave it in the scrollback.
+func liveWidth(width int) int {
+	if width <= 0 {
+		return 0
+	}
+	return max(width-2, 2)
 }
 
 // progressBar draws pct (0-100) as a bar of width cells.

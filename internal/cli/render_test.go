@@ -49,7 +49,7 @@ func TestProgressHumanGolden(t *testing.T) {
 			Limit: contract.WaitMachineRunning, InUse: 2, Max: 2, LeaseID: "lse_1", Holder: "a", EndsAt: clock.Add(-time.Second).UnixMilli()}},
 			"Pixel 9", time.Second, 0, "⠋ Queued 1st for Pixel 9, waiting 1s (2/2 running on this machine: lse_1 held by a, due to expire unless renewed)"},
 		{contract.LeaseProgress{Stage: contract.StageQueued, QueuePosition: 1, Wait: &contract.QueueWait{Limit: contract.WaitDevices, InUse: 3, Max: 3}},
-			"Android device", time.Second, 0, "⠋ Queued 1st for an Android device, waiting 1s (3/3 devices kept)"},
+			"Android device", time.Second, 0, "⠋ Queued 1st for an Android device, waiting 1s (3/3 devices exist, the most allowed)"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000}, "iPhone 17", 10 * time.Second, 2, "⠹ Booting the iPhone 17, about 30s left"},
 		{contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 40000, Detail: "waiting for sys.boot_completed"}, "Pixel 8", 10 * time.Second, 2,
 			"⠹ Booting the Pixel 8 (waiting for sys.boot_completed), about 30s left"},
@@ -97,6 +97,9 @@ func TestWantedNamesTheDeviceAsAsked(t *testing.T) {
 		"iPhone 17 on iOS 26.1":   {Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"},
 		"Android device":          {Platform: contract.PlatformAndroid},
 		"Pixel 9 on Android 36.0": {Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36.0"},
+		// A class is what the request asks for, and a range is said as one.
+		"iOS tablet with OS >=18 <27": {Platform: contract.PlatformIOS, Class: contract.ClassTablet, OSVersion: ">=18 <27"},
+		"Android 36 tablet":           {Platform: contract.PlatformAndroid, Class: contract.ClassTablet, OSVersion: "36"},
 	}
 	for want, in := range cases {
 		if got := wanted(in); got != want {

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +39,7 @@ failed is NOT_RETRYABLE; the original stays as it was.`,
 					if err := c.Call(ctx, contract.OpDeviceRetry, contract.DeviceIDInput{DeviceID: id}, &res); err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, res)
+					return printResult(cmd, env, res, func(w io.Writer) { renderDeviceRetried(w, res, time.Now()) })
 				})
 			case strings.HasPrefix(id, "req_"):
 				return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {
@@ -45,7 +47,7 @@ failed is NOT_RETRYABLE; the original stays as it was.`,
 					if err := c.Call(ctx, contract.OpLeaseRequestRetry, contract.LeaseRequestRetryInput{RequestID: id}, &res); err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, map[string]any{"request": res.Request})
+					return printResult(cmd, env, map[string]any{"request": res.Request}, func(w io.Writer) { renderRequestRetried(id)(w, res) })
 				})
 			}
 			return usage("retry takes a device id (dev_…) or a lease request id (req_…), got %q", id)

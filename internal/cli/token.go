@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,7 @@ func tokenCmd(env Env) *cobra.Command {
 				if err := c.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenRole(role), Label: label}, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, func(w io.Writer) { renderTokenCreated(w, res) })
 			})
 		},
 	}
@@ -63,7 +64,7 @@ func tokenCmd(env Env) *cobra.Command {
 				if err := c.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: args[0]}, &res); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, res)
+				return printResult(cmd, env, res, renderTokenRevoked(args[0]))
 			})
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/howto"
@@ -51,20 +52,77 @@ func renderDevicesTable(w io.Writer, ds []contract.Device, now time.Time) {
 	table(w, "No devices.", []string{"DEVICE", "PLATFORM", "MODEL", "OS", "STATE", "FOR", "LEASE"}, rows)
 }
 
-func renderLeasesTable(w io.Writer, ls []contract.LeaseRecord, now time.Time) {
+// renderLeasesTable lists leases, with the worker each is on when a
+// gateway lists them. On a terminal (width columns; 0 is unknown, and
+// leaves the table whole) it is fitted by cutting the least useful first:
+// long ids are elided in the middle (JSON keeps them whole), then below
+// 100 columns the granted and renewed times go, then below 80 the device.
+func renderLeasesTable(w io.Writer, ls []contract.LeaseRecord, now time.Time, width int) {
+	fleet := slices.ContainsFunc(ls, func(l contract.LeaseRecord) bool { return l.Worker != nil || l.WorkerID != "" })
+	id := func(s string) string { return s }
+	switch {
+	case width <= 0:
+	case width < 100:
+		id = func(s string) string { return elide(s, 12) }
+	default:
+		id = func(s string) string { return elide(s, 22) }
+	}
+	times := width <= 0 || width >= 100
+	device := width <= 0 || width >= 80
 	rows := make([][]string, 0, len(ls))
 	for _, l := range ls {
-		if l.Unreachable {
-			// Its worker is away: the gateway knows the lease from its
-			// grant record, not when it was renewed or ends.
-			rows = append(rows, []string{l.ID, l.DeviceID, l.RequesterID, roundDur(now.Sub(time.UnixMilli(l.GrantedAt))) + " ago",
-				"-", "unreachable"})
-			continue
+		row := []string{id(l.ID)}
+		if device {
+			row = append(row, id(l.DeviceID))
 		}
-		rows = append(rows, []string{l.ID, l.DeviceID, l.RequesterID, roundDur(now.Sub(time.UnixMilli(l.GrantedAt))) + " ago",
-			roundDur(now.Sub(time.UnixMilli(l.LastRenewedAt))) + " ago", roundDur(time.UnixMilli(l.TTLDeadline).Sub(now))})
+		if fleet {
+			worker := l.WorkerID
+			if l.Worker != nil {
+				worker = l.Worker.Label
+				if worker == "" {
+					worker = l.Worker.ID
+				}
+			}
+			row = append(row, id(dash(worker)))
+		}
+		row = append(row, id(l.RequesterID))
+		if times {
+			row = append(row, roundDur(now.Sub(time.UnixMilli(l.GrantedAt)))+" ago", "-")
+			if !l.Unreachable {
+				row[len(row)-1] = roundDur(now.Sub(time.UnixMilli(l.LastRenewedAt))) + " ago"
+			}
+		}
+		// A lease whose worker is away: the gateway knows it from its
+		// grant record, not when it was renewed or ends.
+		expires := "unreachable"
+		if !l.Unreachable {
+			expires = roundDur(time.UnixMilli(l.TTLDeadline).Sub(now))
+		}
+		rows = append(rows, append(row, expires))
 	}
-	table(w, "No active leases.", []string{"LEASE", "DEVICE", "REQUESTER", "GRANTED", "RENEWED", "EXPIRES IN"}, rows)
+	header := []string{"LEASE"}
+	if device {
+		header = append(header, "DEVICE")
+	}
+	if fleet {
+		header = append(header, "WORKER")
+	}
+	header = append(header, "REQUESTER")
+	if times {
+		header = append(header, "GRANTED", "RENEWED")
+	}
+	table(w, "No active leases.", append(header, "EXPIRES IN"), rows)
+}
+
+// elide keeps at most n columns of s: its start and its end, which tell
+// ids apart, around an ellipsis.
+func elide(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	tail := (n - 1) / 2
+	return string(r[:n-1-tail]) + "…" + string(r[len(r)-tail:])
 }
 
 func renderRequestsTable(w io.Writer, rs []contract.LeaseRequestRecord, now time.Time) {
@@ -154,8 +212,13 @@ func renderDoctor(w io.Writer, res contract.DoctorResult) {
 }
 
 // renderGrant is a grant as a person reads it: the device, the lease and
-// how long it lasts, how to use it, and its environment.
-func renderGrant(w io.Writer, g contract.LeaseGrant, detach bool) {
+// how long it lasts, how to use it, and its environment; each field is
+// wrapped between words to a terminal of width columns (0: unknown, no
+// wrap), under its label.
+func renderGrant(out io.Writer, g contract.LeaseGrant, detach bool, width int) {
+	var b strings.Builder
+	w := &b
+	defer func() { _, _ = io.WriteString(out, wrapFields(b.String(), width, 9)) }()
 	held := "held by this command: it renews it, and releases it at exit or Ctrl-C"
 	if detach {
 		held = "detached: renew it with simlock lease renew " + g.Lease.ID + ", end it with simlock release " + g.Lease.ID
@@ -179,4 +242,47 @@ func renderGrant(w io.Writer, g contract.LeaseGrant, detach bool) {
 			fmt.Fprintf(w, "  %s=%s\n", k, g.Environment[k])
 		}
 	}
+}
+
+// termWidth is the terminal's columns, 0 when unknown.
+func termWidth(env Env) int {
+	if env.TermWidth == nil {
+		return 0
+	}
+	return env.TermWidth()
+}
+
+// wrapFields wraps each line of text between words to width columns (the
+// last left free), continuing under the field's value, indent columns in;
+// a word longer than the room is left whole rather than cut. Width 0
+// leaves the text as it is.
+func wrapFields(text string, width, indent int) string {
+	if width <= 0 {
+		return text
+	}
+	room := width - 1
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		nl := strings.HasSuffix(line, "\n")
+		line = strings.TrimSuffix(line, "\n")
+		col := 0
+		for i, word := range strings.Split(line, " ") {
+			n := utf8.RuneCountInString(word)
+			switch {
+			case i == 0:
+			case col+1+n > room && col > indent:
+				out.WriteString("\n" + strings.Repeat(" ", indent))
+				col = indent
+			default:
+				out.WriteByte(' ')
+				col++
+			}
+			out.WriteString(word)
+			col += n
+		}
+		if nl {
+			out.WriteByte('\n')
+		}
+	}
+	return out.String()
 }

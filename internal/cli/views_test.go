@@ -26,8 +26,8 @@ func TestHumanViewsGolden(t *testing.T) {
 		{"list-leases", func(b *bytes.Buffer) {
 			renderLeasesTable(b, []contract.LeaseRecord{{ID: "lse_a", DeviceID: "dev_a", RequesterID: "claude-code:1",
 				GrantedAt: ms(-90 * time.Second), LastRenewedAt: ms(-10 * time.Second), TTLDeadline: ms(5 * time.Minute)},
-				{ID: "ins_w.lse_b", DeviceID: "dev_b", RequesterID: "agent-b", GrantedAt: ms(-time.Hour), Unreachable: true}}, now)
-			renderLeasesTable(b, nil, now)
+				{ID: "ins_w.lse_b", DeviceID: "dev_b", RequesterID: "agent-b", GrantedAt: ms(-time.Hour), Unreachable: true}}, now, 0)
+			renderLeasesTable(b, nil, now, 0)
 		}},
 		{"list-requests", func(b *bytes.Buffer) {
 			renderRequestsTable(b, []contract.LeaseRequestRecord{
@@ -71,10 +71,10 @@ func TestHumanViewsGolden(t *testing.T) {
 				Environment: map[string]string{contract.EnvIOSDeviceSet: "/Users/me/.simlock/devices/ios"},
 				Source:      contract.SourceWarm,
 			}
-			renderGrant(b, g, false)
+			renderGrant(b, g, false, 0)
 			g.Device = contract.GrantDevice{ID: "dev_b", Address: "emulator-5554", Spec: contract.DeviceSpec{Platform: "android", Model: "Pixel 9", OSVersion: "36"}}
 			g.Lease.ID, g.Environment = "lse_b", map[string]string{contract.EnvAndroidADBPort: "5037"}
-			renderGrant(b, g, true)
+			renderGrant(b, g, true, 0)
 		}},
 	}
 	for _, v := range views {

@@ -48,11 +48,11 @@ func workerCmd(env Env) *cobra.Command {
 				if err := c.Call(ctx, contract.OpWorkerGet, contract.WorkerIDInput{WorkerID: args[0]}, &v); err != nil {
 					return err
 				}
-				return printJSON(env.Stdout, v)
+				return printResult(cmd, env, v, func(w io.Writer) { renderWorkersTable(w, []contract.WorkerSummary{v.Summary()}, time.Now()) })
 			})
 		},
 	}
-	act := func(use, short string, op contract.Op) *cobra.Command {
+	act := func(use, short string, op contract.Op, done string) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " <id>",
 			Short: short,
@@ -63,15 +63,15 @@ func workerCmd(env Env) *cobra.Command {
 					if err := c.Call(ctx, op, contract.WorkerIDInput{WorkerID: args[0]}, &res); err != nil {
 						return err
 					}
-					return printJSON(env.Stdout, res)
+					return printResult(cmd, env, res, func(w io.Writer) { renderWorkerDone(done)(w, res) })
 				})
 			},
 		}
 	}
 	cmd.AddCommand(list, show,
-		act("drain", "Send a worker no new work; its leases stay (kept across restarts until undrain)", contract.OpWorkerDrain),
-		act("undrain", "End a worker's drain", contract.OpWorkerUndrain),
-		act("remove", "Forget a worker that is not connected", contract.OpWorkerRemove))
+		act("drain", "Send a worker no new work; its leases stay (kept across restarts until undrain)", contract.OpWorkerDrain, "is drained: it gets no new work, its leases stay"),
+		act("undrain", "End a worker's drain", contract.OpWorkerUndrain, "is no longer drained"),
+		act("remove", "Forget a worker that is not connected", contract.OpWorkerRemove, "is removed from the fleet"))
 	return cmd
 }
 

@@ -58,19 +58,24 @@ type keySpec struct {
 	max int64
 	// allowed lists the values of an enum, or of each list item.
 	allowed []string
+	// live: a running worker reads the key from the file every 2 s
+	// (the daemon's uplink), so a change needs no restart.
+	live bool
+	// secret: config set never prints the value.
+	secret bool
 }
 
 // keys is read-only: the one declaration of every setting.
 var keys = []keySpec{
 	{key: "mode", kind: kindEnum, def: "worker", allowed: []string{"worker", "gateway"},
 		doc: "worker serves this machine's devices; gateway owns none and fronts the workers that join it (needs http.enabled)"},
-	{key: "gateway.url", kind: kindString,
+	{key: "gateway.url", kind: kindString, live: true,
 		doc: "worker: the gateway to join (https://host:port, or http:// for this machine or with gateway.allowInsecure); unset, the worker joins none"},
-	{key: "gateway.token", kind: kindString,
+	{key: "gateway.token", kind: kindString, live: true, secret: true,
 		doc: "worker: the join token (simlock token create --role worker on the gateway)"},
 	{key: "gateway.allowInsecure", kind: kindBool, def: false,
 		doc: "worker: allow an http:// gateway.url to a host other than this machine (the join token and the gateway's admin session then cross the network in clear text)"},
-	{key: "gateway.label", kind: kindString,
+	{key: "gateway.label", kind: kindString, live: true,
 		doc: "worker: its name in the gateway's fleet (default: the host name)"},
 	{key: "gateway.heartbeatMs", kind: kindInt, def: int64(10000), min: 100, max: 600000,
 		doc: "both ends of an uplink ping this often and drop a peer that missed 3"},
@@ -87,13 +92,13 @@ var keys = []keySpec{
 	{key: "capacity.config.maxRunning", kind: kindInt, def: int64(2), min: 1,
 		doc: "fixed: devices running at once, all platforms"},
 	{key: "capacity.config.ios.maxRunning", kind: kindInt, min: 1, doc: "fixed: iOS devices running at once (default: capacity.config.maxRunning)"},
-	{key: "capacity.config.ios.maxDevices", kind: kindInt, min: 1, doc: "fixed: iOS devices kept (default: its maxRunning)"},
+	{key: "capacity.config.ios.maxDevices", kind: kindInt, min: 1, doc: "fixed: the most iOS devices, running or shut down (default: its maxRunning)"},
 	{key: "capacity.config.android.maxRunning", kind: kindInt, min: 1, doc: "fixed: Android devices running at once (default: capacity.config.maxRunning)"},
-	{key: "capacity.config.android.maxDevices", kind: kindInt, min: 1, doc: "fixed: Android devices kept (default: its maxRunning)"},
+	{key: "capacity.config.android.maxDevices", kind: kindInt, min: 1, doc: "fixed: the most Android devices, running or shut down (default: its maxRunning)"},
 	{key: "capacity.config.limits.maxRunning", kind: kindInt, min: 1, doc: "resource: devices running at once (default: sum of the platforms' maxDevices)"},
-	{key: "capacity.config.limits.ios.maxDevices", kind: kindInt, min: 1, doc: "resource: iOS devices kept (default: max(1, cpus/2))"},
+	{key: "capacity.config.limits.ios.maxDevices", kind: kindInt, min: 1, doc: "resource: the most iOS devices, running or shut down (default: max(1, cpus/2))"},
 	{key: "capacity.config.limits.ios.maxRunning", kind: kindInt, min: 1, doc: "resource: iOS devices running (default: its maxDevices)"},
-	{key: "capacity.config.limits.android.maxDevices", kind: kindInt, min: 1, doc: "resource: Android devices kept (default: max(1, min(cpus/4, GiB/8)))"},
+	{key: "capacity.config.limits.android.maxDevices", kind: kindInt, min: 1, doc: "resource: the most Android devices, running or shut down (default: max(1, min(cpus/4, GiB/8)))"},
 	{key: "capacity.config.limits.android.maxRunning", kind: kindInt, min: 1, doc: "resource: Android devices running (default: its maxDevices)"},
 	{key: "capacity.config.ramBudget.iosBytesPerDevice", kind: kindInt, def: int64(3 << 29), min: 1,
 		doc: "resource: RAM one iOS device is assumed to use"},
@@ -703,10 +708,35 @@ func Keys() []KeyDoc {
 	return out
 }
 
+// LiveKeys are the keys a running worker reads from the file as it runs
+// (every 2 s), not only at its start.
+func LiveKeys() []string {
+	var out []string
+	for _, k := range keys {
+		if k.live {
+			out = append(out, k.key)
+		}
+	}
+	return out
+}
+
+// Live reports whether a running worker picks up a change of key without a
+// restart (LiveKeys).
+func Live(key string) bool {
+	k, ok := lookup(key)
+	return ok && k.live
+}
+
+// Secret reports whether key holds a secret, which is never printed back.
+func Secret(key string) bool {
+	k, ok := lookup(key)
+	return ok && k.secret
+}
+
 // Set validates value (given as text, as on a command line) for key and
 // writes it into home's config file, keeping the file's other settings. The
 // file is written with mode 0600. The running daemon reads it at its next
-// start.
+// start, or as it runs for the LiveKeys.
 func Set(home, key, value string) (any, error) {
 	spec, ok := lookup(key)
 	if !ok {

@@ -337,7 +337,7 @@ func (w QueueWait) Words(now time.Time) string {
 	case WaitMachineRunning:
 		s = fmt.Sprintf("%d/%d running on this machine", w.InUse, w.Max)
 	case WaitDevices:
-		s = fmt.Sprintf("%d/%d devices kept", w.InUse, w.Max)
+		s = fmt.Sprintf("%d/%d devices exist, the most allowed", w.InUse, w.Max)
 	case WaitRAM:
 		s = fmt.Sprintf("RAM budget %d/%d MiB in use", w.InUse, w.Max)
 	default:

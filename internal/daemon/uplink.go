@@ -170,7 +170,7 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err 
 			return time.Since(joined), nil
 		case <-t.C:
 			now := d.gatewayConfig()
-			for _, k := range []string{"gateway.url", "gateway.token", "gateway.label"} {
+			for _, k := range config.LiveKeys() {
 				if now.String(k) != cfg.String(k) {
 					c.close()
 					<-done

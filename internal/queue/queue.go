@@ -518,6 +518,9 @@ func (q *Queue) serveLocked(tx *Txn) {
 			block.Scope = ScopePlatform
 		}
 		tx.hint(w, block.Stage)
+		if w.scope != block.Scope {
+			w.scope, tx.rescoped = block.Scope, true
+		}
 		switch block.Scope {
 		case ScopeAll:
 			return
@@ -562,33 +565,54 @@ func (q *Queue) needLineOf(w *Waiter) *needLine {
 }
 
 // reportPositionsLocked tells waiters whose place changed in tx their new
-// place: from the earliest waiter where the line changed to its end.
-// Waiters ahead of every change keep their place and hear nothing.
+// place. A place counts only the earlier waiters a waiter waits behind:
+// those of its class of need (served in arrival order), and those whose
+// wait, when last asked, held it too (its platform's, or everyone's); or,
+// when its own wait is for room everyone needs (ScopeAll), every earlier
+// waiter. An Android request is not told it is behind an iOS one that
+// waits for an iOS limit while it waits for an Android one.
+// It walks the line only when the line or a block's reach changed.
 func (q *Queue) reportPositionsLocked(tx *Txn) {
-	var from *Waiter
-	for _, c := range tx.moved {
-		if c.phase == phaseInLine && (from == nil || c.seq < from.seq) {
-			from = c
+	if len(tx.moved) > 0 || tx.rescoped {
+		// Each earlier waiter counts in one bucket, by how far it holds:
+		// everyone, its platform, or its class of need.
+		all, ahead := 0, 0
+		byPlatform := map[contract.Platform]int{}
+		byNeed := map[needKey]int{}
+		for w := q.line.head; w != nil; w, ahead = w.line.next, ahead+1 {
+			nk := needKey{w.platform, w.key}
+			pos := 1 + all + byPlatform[w.platform] + byNeed[nk]
+			if w.scope == ScopeAll {
+				// It waits for room everyone needs, which the earlier
+				// waiters are offered first.
+				pos = 1 + ahead
+			}
+			switch w.scope {
+			case ScopeAll:
+				all++
+			case ScopePlatform:
+				byPlatform[w.platform]++
+			default:
+				byNeed[nk]++
+			}
+			if w.pos != pos {
+				w.pos = pos
+				w.rec.QueuePosition = pos
+				w.report(q)
+			}
 		}
 	}
 	for _, w := range tx.hinted {
-		if w.phase == phaseInLine && w != from {
+		if w.phase == phaseInLine {
 			w.report(q)
 		}
 	}
-	if from == nil {
-		return
-	}
-	pos := 0
-	if p := from.line.prev; p != nil {
-		pos = p.pos
-	}
-	for w := from; w != nil; w = w.line.next {
-		pos++
-		w.pos = pos
-		w.rec.QueuePosition = pos
-		w.report(q)
-	}
+}
+
+// needKey is a class of need: its platform and key.
+type needKey struct {
+	platform contract.Platform
+	key      string
 }
 
 // forgetLocked removes an open request from every index and line.

@@ -21,7 +21,10 @@ type Txn struct {
 	settled []*Waiter // answered by this decision (after its commit)
 	moved   []*Waiter // where the line changed: positions from here on
 	hinted  []*Waiter // heads whose blocking stage changed
-	kick    bool
+	// rescoped: a waiter's block reaches others than it did, so places
+	// behind it change.
+	rescoped bool
+	kick     bool
 }
 
 // Event adds an event to the decision; it is published after the commit.

@@ -26,6 +26,10 @@ type Waiter struct {
 	phase    phase
 	seq      uint64 // arrival number, given when it first joins the line
 	pos      int    // place in line, from 1, while in line
+	// scope is how far its wait reached when it was last asked and had to
+	// wait (ScopeNone before then): whom it holds, so whose place it adds
+	// to (reportPositionsLocked).
+	scope Scope
 	// deadline is when its timeoutMs runs out (zero: never), fixed when it
 	// first joins the line.
 	deadline time.Time
