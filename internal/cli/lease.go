@@ -257,8 +257,22 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 	kctx, stopKeeping := context.WithCancel(ctx)
 	defer stopKeeping()
 	kept := make(chan error, 1)
+	risky := make(chan riskNote, 8)
+	risk := client.NewRisk(lease)
 	go func() {
-		kept <- client.Hold(kctx, lease, connect, link.renewed)
+		kept <- client.Hold(kctx, lease, connect, func(rec contract.LeaseRecord, err error) {
+			link.renewed(rec, err)
+			if err != nil && link.current() == nil {
+				// The daemon is gone: the loop says so, and reconnects.
+				return
+			}
+			if ch := risk.Note(time.Now(), rec, err); ch != client.RiskNone {
+				select {
+				case risky <- riskNote{change: ch, line: risk.AtRiskLine(), since: risk.Since(), expires: risk.ExpiresAt(), err: err}:
+				default: // the loop is behind; the next change is told
+				}
+			}
+		})
 	}()
 	// release stops the renewals (waiting for one in flight), then ends
 	// the lease; kept is read once, here or below.
@@ -332,6 +346,8 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 			default:
 				return lost(p.Reason)
 			}
+		case n := <-risky:
+			sayRisk(say, lease.ID, n)
 		case <-gone:
 			link.drop()
 			until := time.UnixMilli(link.lastDeadline()).UTC().Format(time.RFC3339)

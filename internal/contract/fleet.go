@@ -54,8 +54,11 @@ type WorkerView struct {
 	Drained    bool             `json:"drained"`
 	// Reason says why the worker is disconnected or incompatible, when
 	// the gateway knows.
-	Reason      string `json:"reason,omitempty"`
-	ConnectedAt int64  `json:"connectedAt,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ReasonCode is the code behind Reason, when there is one
+	// (DAEMON_CONNECTION_LOST, DAEMON_STOPPING): Reason is for people.
+	ReasonCode  Code  `json:"reasonCode,omitempty"`
+	ConnectedAt int64 `json:"connectedAt,omitempty"`
 	// LastSeenAt is when the gateway last heard from the worker (epoch
 	// ms).
 	LastSeenAt int64  `json:"lastSeenAt,omitempty"`
@@ -124,6 +127,7 @@ type WorkerSummary struct {
 	Connection WorkerConnection `json:"connection"`
 	Drained    bool             `json:"drained"`
 	Reason     string           `json:"reason,omitempty"`
+	ReasonCode Code             `json:"reasonCode,omitempty"`
 	LastSeenAt int64            `json:"lastSeenAt,omitempty"`
 	Version    string           `json:"version,omitempty"`
 	Running    int              `json:"running"`
@@ -137,7 +141,7 @@ type WorkerSummary struct {
 
 // Summary is v as a line of the fleet.
 func (v WorkerView) Summary() WorkerSummary {
-	s := WorkerSummary{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason,
+	s := WorkerSummary{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason, ReasonCode: v.ReasonCode,
 		LastSeenAt: v.LastSeenAt, Version: v.Version, Leases: len(v.Leases), QueueDepth: v.QueueDepth, Findings: v.Findings.Total()}
 	if v.Capacity != nil {
 		s.Running, s.MaxRunning = v.Capacity.Global.Running, v.Capacity.Global.MaxRunning

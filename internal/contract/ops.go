@@ -465,7 +465,24 @@ type ReleaseResult struct {
 type ReleaseAllResult struct {
 	Released  []string `json:"released"`
 	Cancelled []string `json:"cancelled"`
+	// Skipped are the leases a gateway lists but does not release: a
+	// worker's own (made on that worker, not through the gateway), each
+	// with why and where it can be released.
+	Skipped []SkippedLease `json:"skipped,omitempty"`
 }
+
+// SkippedLease is a lease release-all left as it was, and why.
+type SkippedLease struct {
+	LeaseID  string `json:"leaseId"`
+	WorkerID string `json:"workerId,omitempty"`
+	// Reason is ReasonWorkerOwnLease.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// ReasonWorkerOwnLease: a lease a gateway lists but did not grant (it was
+// made on its worker directly), which only that worker releases.
+const ReasonWorkerOwnLease = "worker-own-lease"
 
 // LeaseCancelInput withdraws a requester's waiting request.
 type LeaseCancelInput struct {

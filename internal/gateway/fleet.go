@@ -340,7 +340,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 		if l.revoked {
 			w.view = dropped(w.view)
 		}
-		w.view.Reason = reason
+		w.view.Reason, w.view.ReasonCode = reason, reasonCode(reason)
 		w.viewGen++
 	}
 	label := w.view.Label
@@ -356,7 +356,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 // its line: id, label, connection, drain, when it was last seen, and the
 // findings against it.
 func dropped(v contract.WorkerView) contract.WorkerView {
-	return contract.WorkerView{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason,
+	return contract.WorkerView{ID: v.ID, Label: v.Label, Connection: v.Connection, Drained: v.Drained, Reason: v.Reason, ReasonCode: v.ReasonCode,
 		LastSeenAt: v.LastSeenAt, Version: v.Version, Findings: v.Findings}
 }
 
@@ -390,7 +390,7 @@ func (f *Fleet) serve(ctx context.Context, a Attachment, w *worker, gen int) str
 			f.incompatible(w, gen, ce)
 			return "protocol ranges do not overlap"
 		}
-		return "hello failed: " + err.Error()
+		return callFailed(nil, "hello", err)
 	}
 	defer c.Close()
 	f.mu.Lock()
@@ -410,7 +410,7 @@ func (f *Fleet) serve(ctx context.Context, a Attachment, w *worker, gen int) str
 	}
 	events, lastSeq, err := c.Subscribe(ctx)
 	if err != nil {
-		return "events.subscribe failed: " + err.Error()
+		return callFailed(c, "events.subscribe", err)
 	}
 	if reason := f.readAll(ctx, c, w, gen); reason != "" {
 		return reason
@@ -451,14 +451,14 @@ func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen in
 	defer cancel()
 	cat, err := c.Catalog(cctx, "")
 	if err != nil {
-		return "catalog.get failed: " + err.Error()
+		return callFailed(c, "catalog.get", err)
 	}
 	if err := checkCatalog(cat); err != nil {
 		return "sent an invalid catalog: " + err.Error()
 	}
 	cfg, err := c.Config(cctx, "lease.maxTtlMs")
 	if err != nil {
-		return "config.get failed: " + err.Error()
+		return callFailed(c, "config.get", err)
 	}
 	maxTTL, ok := cfg["value"].(float64)
 	if !ok || maxTTL < 0 || maxTTL > float64(contract.MaxTTLMs) {
@@ -466,7 +466,7 @@ func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen in
 	}
 	cfg, err = c.Config(cctx, "downloads.policy")
 	if err != nil {
-		return "config.get failed: " + err.Error()
+		return callFailed(c, "config.get", err)
 	}
 	policy, _ := cfg["value"].(string)
 	if !slices.Contains(downloadPolicies, policy) {
@@ -486,7 +486,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	defer cancel()
 	s, err := c.Status(cctx)
 	if err != nil {
-		return "status.get failed: " + err.Error()
+		return callFailed(c, "status.get", err)
 	}
 	if err := checkStatus(s); err != nil {
 		return "sent an invalid status: " + err.Error()
@@ -528,7 +528,7 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 		return errors.New("replaced by a new uplink from the same worker")
 	}
 	v := &w.view
-	v.Connection, v.Reason, v.Protocol = contract.WorkerConnected, "", protocol
+	v.Connection, v.Reason, v.ReasonCode, v.Protocol = contract.WorkerConnected, "", "", protocol
 	v.WorkerProtocol, v.GatewayProtocol = nil, nil
 	v.ConnectedAt = time.Now().UnixMilli()
 	if w.owner == "" {
@@ -574,7 +574,7 @@ func (f *Fleet) catchUp(ctx context.Context, c *client.Client, w *worker, lastSe
 		evs, err := c.Replay(cctx, contract.EventsReplayInput{AfterSeq: after, Limit: 1000})
 		cancel()
 		if err != nil {
-			return "events.replay failed: " + err.Error()
+			return callFailed(c, "events.replay", err)
 		}
 		var batch []contract.Event
 		for _, ev := range evs {
@@ -882,14 +882,6 @@ func (f *Fleet) refreshCatalog(id string) {
 		default:
 		}
 	}
-}
-
-// endReason says why the uplink under c ended.
-func endReason(c *client.Client) string {
-	if err := c.Err(); err != nil {
-		return "the uplink failed: " + err.Error()
-	}
-	return "the uplink closed"
 }
 
 // relay commits batch to the gateway's log and publishes it: the events

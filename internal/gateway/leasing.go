@@ -941,7 +941,7 @@ func (l *Leasing) Renew(c queue.Caller, in contract.LeaseRenewInput) (contract.L
 func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.ReleaseResult, error) {
 	e, err := l.owned(c, in.LeaseID)
 	if err != nil {
-		return contract.ReleaseResult{}, err
+		return contract.ReleaseResult{}, l.refuseWorkerOwn(c, in.LeaseID, err)
 	}
 	var out contract.ReleaseResult
 	err = l.ending(e, "explicit", func(ctx context.Context, cl *client.Client) error {
@@ -982,7 +982,8 @@ func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Con
 }
 
 // ReleaseAll cancels every request in the fleet queue and releases every
-// lease the gateway issued (never a worker's own), on every worker. A
+// lease the gateway issued (never a worker's own: those are listed as
+// skipped, with why), on every worker. A
 // worker that cannot be reached leaves its leases as they are: the answer
 // is then WORKER_UNREACHABLE naming those workers, with the leases that
 // were released.
@@ -1019,6 +1020,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 			}
 		}
 	}
+	res.Skipped = l.skippedWorkerOwn()
 	if len(unreachable) > 0 {
 		return res, contract.Errorf(contract.CodeWorkerUnreachable, "released %d leases; workers %s did not answer, and their leases are kept until released or expired",
 			len(res.Released), strings.Join(unreachable, ", ")).With("releasedLeaseIds", res.Released).With("unreachableWorkers", unreachable)

@@ -63,14 +63,18 @@ func (s *server) keep(h *heldLease) {
 	}()
 	rec := h.record()
 	connect := func(ctx context.Context) (*client.Client, error) { return s.daemon(ctx, false) }
+	risk := client.NewRisk(rec)
 	err := client.Hold(ctx, rec, connect, func(renewed contract.LeaseRecord, err error) {
 		if err != nil {
 			s.log.Warn("lease renewal failed; trying again", "leaseId", rec.ID, "err", err)
-			return
+		} else {
+			h.mu.Lock()
+			h.rec = renewed
+			h.mu.Unlock()
 		}
-		h.mu.Lock()
-		h.rec = renewed
-		h.mu.Unlock()
+		if ch := risk.Note(time.Now(), renewed, err); ch != client.RiskNone {
+			s.riskNotice(rec.ID, h.deviceID, ch, risk, err)
+		}
 	})
 	if errors.Is(err, client.ErrLeaseGone) {
 		s.lost(rec.ID, h.deviceID, "ended")
@@ -169,6 +173,34 @@ func (s *server) deviceNotice(in contract.Inbound) {
 		level = "info"
 		data = map[string]any{"lease_id": in.LeaseID, "device_id": in.DeviceID, "attempts": in.Attempts,
 			"message": fmt.Sprintf("Device %s of lease %s runs again (after %d attempt(s)); app state may be gone.", in.DeviceID, in.LeaseID, in.Attempts)}
+	}
+	ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
+	defer cancel()
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "simlock", Data: data})
+}
+
+// riskNotice tells the client that a held lease is at risk, its renewals
+// failing (a warning: the lease ends at its deadline unless one succeeds;
+// the server keeps renewing), or safe again (info).
+func (s *server) riskNotice(leaseID, deviceID string, ch client.RiskChange, risk *client.Risk, err error) {
+	s.mu.Lock()
+	_, held := s.held[leaseID]
+	ss := s.ss
+	s.mu.Unlock()
+	if !held || ss == nil {
+		return
+	}
+	expires := risk.ExpiresAt()
+	level := mcp.LoggingLevel("info")
+	data := map[string]any{"lease_id": leaseID, "device_id": deviceID, "at_risk": false, "expires_at": expires.UnixMilli(),
+		"message": fmt.Sprintf("lease safe again: lease %s renewed, expires at %s", leaseID, expires.UTC().Format(time.RFC3339))}
+	if ch == client.RiskAtRisk {
+		ce := contract.AsError(err)
+		level = "warning"
+		data = map[string]any{"lease_id": leaseID, "device_id": deviceID, "at_risk": true, "expires_at": expires.UnixMilli(),
+			"since": risk.Since().UnixMilli(), "code": ce.Code,
+			"message": fmt.Sprintf("%s (lease %s: %s); still renewing. Finish or save what you can: the lease ends then unless a renewal succeeds.",
+				risk.AtRiskLine(), leaseID, ce.Error())}
 	}
 	ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
 	defer cancel()

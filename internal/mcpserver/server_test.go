@@ -30,6 +30,10 @@ type rig struct {
 	warns []*mcp.LoggingMessageParams
 	heard chan struct{}
 	done  chan struct{}
+	// d is the daemon; restart starts it again on the same home once
+	// stopped.
+	d       *daemon.Daemon
+	restart func()
 }
 
 func newRig(t *testing.T, settings ...string) *rig {
@@ -67,9 +71,14 @@ func newRigWith(t *testing.T, wrap func(*demo.Driver) driver.Driver, settings ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Stop("test over") })
-
-	r := &rig{t: t, home: home, heard: make(chan struct{}, 64), done: make(chan struct{})}
+	r := &rig{t: t, home: home, heard: make(chan struct{}, 64), done: make(chan struct{}), d: d}
+	r.restart = func() {
+		r.d, err = daemon.Start(context.Background(), daemon.Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { r.d.Stop("test over") })
 	serverT, clientT := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -384,7 +384,7 @@ func checkJourney(t *testing.T, samples []cardSample) {
 			t.Errorf("sample %d: the bar went down from %.0f%% to %.0f%%", i, values[n-1], *s.Bar.Value)
 		}
 		values = append(values, *s.Bar.Value)
-		if regexp.MustCompile(`^[\d.]+ [kMG]?B of [\d.]+ GB$`).MatchString(s.Detail) {
+		if regexp.MustCompile(`^[\d.]+ (?:[KMG]i)?B of [\d.]+ GiB$`).MatchString(s.Detail) {
 			sawDetail = true
 		}
 	}
@@ -392,7 +392,7 @@ func checkJourney(t *testing.T, samples []cardSample) {
 		t.Errorf("the bar showed %v: want it rising through at least three values", slices.Compact(slices.Clone(values)))
 	}
 	if !sawDetail {
-		t.Errorf("no sample showed the size downloaded (\"2.1 GB of 8.6 GB\") under the bar")
+		t.Errorf("no sample showed the size downloaded (\"2.0 GiB of 8.0 GiB\") under the bar")
 	}
 }
 

@@ -43,6 +43,9 @@ type fakeDaemon struct {
 	// an hour with nothing in it), or, with drop, a connection closed
 	// unanswered.
 	usage fakeAnswer
+	// failed are the requests GET /v1/lease-requests?state=failed lists;
+	// a retry of one answers a new request made with the same timeoutMs.
+	failed []map[string]any
 }
 
 // fakeAnswer is what the fake daemon answers a route with.
@@ -117,6 +120,21 @@ func (f *fakeDaemon) serveAPI(w http.ResponseWriter, r *http.Request) {
 		apiError(w, 409, "NOT_RETRYABLE", "device "+id+" is being cleaned already; only a quarantined device can be retried")
 		return
 	}
+	if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/lease-requests/") && strings.HasSuffix(r.URL.Path, "/retry") {
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/lease-requests/"), "/retry")
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, q := range f.failed {
+			if q["id"] == id {
+				f.failed = append(f.failed[:i:i], f.failed[i+1:]...)
+				writeJSON(w, 201, map[string]any{"request": map[string]any{"id": id + "_again", "state": "queued", "requesterId": q["requesterId"],
+					"waitPolicy": q["waitPolicy"]}})
+				return
+			}
+		}
+		apiError(w, 404, "UNKNOWN_LEASE_REQUEST", "no lease request "+id)
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/events":
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
@@ -129,10 +147,22 @@ func (f *fakeDaemon) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"events": evs})
 	case "/v1/events/stream":
 		f.stream(w, r)
+	case "/v1/tokens":
+		writeJSON(w, 200, map[string]any{"tokens": []any{
+			map[string]any{"id": "tok_0123456789abcdef", "role": "agent", "label": "ci-runner-7"},
+		}})
 	case "/v1/workers":
 		writeJSON(w, 200, map[string]any{"mode": "worker", "workers": []any{map[string]any{"id": "ins_fake", "label": "fake", "connection": "connected"}}})
 	case "/v1/lease-requests":
-		writeJSON(w, 200, map[string]any{"requests": []any{}})
+		f.mu.Lock()
+		failed := []any{}
+		if r.URL.Query().Get("state") == "failed" {
+			for _, q := range f.failed {
+				failed = append(failed, q)
+			}
+		}
+		f.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"requests": failed})
 	case "/v1/jobs":
 		writeJSON(w, 200, map[string]any{"jobs": []any{}})
 	case "/v1/usage":

@@ -222,7 +222,7 @@ func (p *page) count(selector string) int {
 	return n
 }
 
-var sizeRE = regexp.MustCompile(`^[\d.]+ [kMG]?B of [\d.]+ GB$`)
+var sizeRE = regexp.MustCompile(`^[\d.]+ (?:[KMG]i)?B of [\d.]+ GiB$`)
 
 // checkJobRow checks what the row of an install that worked showed,
 // sample by sample: the states in order; a bar with no number until one
@@ -290,7 +290,7 @@ func checkJobRow(t *testing.T, samples []jobRowSample) {
 		t.Errorf("the bar showed %v: want it rising through at least three values", slices.Compact(slices.Clone(values)))
 	}
 	if !sized {
-		t.Errorf("no sample showed the size downloaded (\"3.6 GB of 8.6 GB\") under the bar")
+		t.Errorf("no sample showed the size downloaded (\"3.4 GiB of 8.0 GiB\") under the bar")
 	}
 	if !lined {
 		t.Errorf("no sample showed the installer's latest line under the bar")

@@ -142,10 +142,10 @@ func TestTheProgressRules(t *testing.T) {
 		t.Errorf("the bar of a request behind another install does not say it waits")
 	}
 	bar("downloading, no percentage yet", out.BarUnknown, false, 0, "", "")
-	bar("40%", out.Bar40, true, 40, "40%", "3.4 GB of 8.6 GB")
-	bar("35% after 40%", out.BarAfter35, true, 40, "40%", "3.4 GB of 8.6 GB")
-	bar("the percentage gone again", out.BarLostPercent, false, 0, "", "3.4 GB of 8.6 GB")
-	bar("38% after 40%", out.BarBack, true, 40, "40%", "3.4 GB of 8.6 GB")
+	bar("40%", out.Bar40, true, 40, "40%", "3.2 GiB of 8.0 GiB")
+	bar("35% after 40%", out.BarAfter35, true, 40, "40%", "3.2 GiB of 8.0 GiB")
+	bar("the percentage gone again", out.BarLostPercent, false, 0, "", "3.2 GiB of 8.0 GiB")
+	bar("38% after 40%", out.BarBack, true, 40, "40%", "3.2 GiB of 8.0 GiB")
 	if out.BarQueued != nil {
 		t.Errorf("once queued the download's bar is still there: %s", *out.BarQueued)
 	}

@@ -134,6 +134,7 @@ type workerLine struct {
 	Connection string `json:"connection"`
 	Drained    bool   `json:"drained"`
 	Reason     string `json:"reason"`
+	ReasonCode string `json:"reasonCode"`
 	MaxRunning int    `json:"maxRunning"`
 	Leases     int    `json:"leases"`
 }

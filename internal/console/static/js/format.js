@@ -1,11 +1,12 @@
 // How numbers, sizes, durations and times read on the page.
 
-// bytes says a size in decimal units, as installers print them: 2.1 GB.
+// bytes says a size in binary units, 2.1 GiB: one unit system on every
+// page, the one RAM (a host's, a budget's) is counted in.
 export function bytes(n) {
   if (!Number.isFinite(n) || n < 0) return '';
-  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let i = 0;
-  while (n >= 1000 && i < units.length - 1) { n /= 1000; i++; }
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : 1)} ${units[i]}`;
 }
 

@@ -19,6 +19,7 @@ export function routesFor(ev, gateway) {
   const p = ev.payload || {};
   const out = new Set();
   if (name === 'worker.rejected') return out; // a refused uplink changes no list
+  if (name.startsWith('token.')) { out.add('tokens'); return out; }
   if (name.startsWith('worker.')) {
     out.add('workers');
     out.add('status');
@@ -162,6 +163,7 @@ export class Live {
     this.touch('workers');
     this.touch('jobs:running');
     this.touch('jobs:failed');
+    this.touch('tokens');
     for (const r of this.wanted()) this.touch(r);
   }
 
@@ -216,6 +218,8 @@ export class Live {
         if (state === 'running') this.afterRunningJobs(doc.jobs || []);
       } else if (route === 'usage') {
         store.setUsage(await api.get(usagePath(api.clock.now())));
+      } else if (route === 'tokens') {
+        store.setTokens(await api.get('/v1/tokens'));
       } else if (route === 'catalog') {
         store.setCatalog(await api.get('/v1/catalog'));
       } else if (route.startsWith('worker:')) {

@@ -3,6 +3,7 @@
 
 import { Api, ApiError, Unreachable } from './api.js';
 import { h } from './dom.js';
+import { shortDuration } from './format.js';
 import { Live } from './live.js';
 import { KINDS, Store } from './store.js';
 import { renderAttention } from './views/attention.js';
@@ -282,10 +283,13 @@ class App {
       } else {
         const doc = await api.call('POST', `/v1/lease-requests/${encodeURIComponent(t.id)}/retry`);
         const again = doc && doc.request ? doc.request.id : '';
-        store.actions.set(t.key, { ok: true, message: again ? `Retried as ${again}` : 'Retried' });
+        // A retry is the request as it was made, its wait bound too: one
+        // that timed out after 1 s waits 1 s again, and the page says so.
+        const bound = retryBound(doc && doc.request);
+        store.actions.set(t.key, { ok: true, message: `${again ? `Retried as ${again}` : 'Retried'}${bound ? `, ${bound}` : ''}` });
         store.retried.add(t.id);
         store.journeys.dismiss(t.id);
-        this.notice(`Request ${t.id} retried${again ? ` as ${again}` : ''}.`);
+        this.notice(`Request ${t.id} retried${again ? ` as ${again}` : ''}${bound ? `, ${bound}` : ''}.`);
       }
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) return;
@@ -431,3 +435,14 @@ const app = new App(document.getElementById('app'));
 // the console's own browser test) to look at.
 window.simlockConsole = app;
 app.boot();
+
+// retryBound says how long a retried request waits, which is what the
+// failed one was made with (a retry does not change it): "waiting up to
+// 1.0 s again, the timeout it was made with". "" when it waits as long as
+// the daemon lets it.
+function retryBound(req) {
+  const p = (req && req.waitPolicy) || {};
+  if (p.noWait) return 'without waiting, as it was made';
+  if (p.timeoutMs > 0) return `waiting up to ${shortDuration(p.timeoutMs)} again, the timeout it was made with; for longer, make a new request`;
+  return '';
+}

@@ -89,6 +89,7 @@ export class Store {
     this.failed = new Map(); // request id -> a failed request heard of in events
     this.retried = new Set(); // request and device keys retried from this page
     this.actions = new Map(); // key -> {busy, message, ok}: a Retry's outcome
+    this.tokenLabels = new Map(); // token id -> its label: an HTTP requester's name
     this.version = 0;
   }
 
@@ -103,6 +104,14 @@ export class Store {
   }
 
   setWorkers(doc) { this.workers = doc; this.version++; }
+  setTokens(doc) {
+    this.tokenLabels = new Map((doc && doc.tokens || []).filter((t) => t.label).map((t) => [t.id, t.label]));
+    this.version++;
+  }
+
+  // who names a requester for people: an HTTP agent by its token's label
+  // (its requester id is the token's id), anyone else by the id it gave.
+  who(requesterId) { return this.tokenLabels.get(requesterId) || requesterId || ''; }
   setWorkerView(id, view) { this.workerViews.set(id, view); this.version++; }
   setFailed(doc) { this.failedList = (doc && doc.requests) || []; this.failedAt = Date.now(); this.version++; }
   setCatalog(doc) { this.catalog = doc; this.version++; }

@@ -42,7 +42,9 @@ export function renderDevices(root, app) {
   reconcile(root.prep, shownJourneys, (j) => `req:${j.requestId}`,
     (j) => journeySig(app, j, now, byKey, daemonNow),
     (j) => journeyCard(app, j, now, byKey, daemonNow));
-  root.devHead.textContent = `Devices (${devices.length})`;
+  // The count is of the cards under it: a device being readied is on its
+  // request's card above.
+  root.devHead.textContent = `Devices (${rest.length})`;
   root.devHead.hidden = shownDevices.length === 0 && shownJourneys.length > 0;
   reconcile(root.list, shownDevices, (d) => `dev:${deviceKey(d.workerId, d.id)}`,
     (d) => deviceSig(app, d, leases),
@@ -58,22 +60,22 @@ function rank(d) {
   return d.stalled ? -1 : i < 0 ? STATE_ORDER.length : i;
 }
 
-function holderOf(d, leases) {
+function holderOf(app, d, leases) {
   if (!d.leaseId) return '';
   const l = leases.get(deviceKey(d.workerId, d.leaseId));
-  return l ? l.requesterId : '';
+  return l ? app.store.who(l.requesterId) : '';
 }
 
 function deviceSig(app, d, leases) {
   const key = deviceKey(d.workerId, d.id);
   const note = app.store.deviceNotes.get(key);
   const act = app.store.actions.get(key);
-  return JSON.stringify([d.state, d.stalled, d.spec, d.leaseId, holderOf(d, leases), d.stateSince, note, act]);
+  return JSON.stringify([d.state, d.stalled, d.spec, d.leaseId, holderOf(app, d, leases), d.stateSince, note, act]);
 }
 
 function deviceCard(app, d, leases) {
   const key = deviceKey(d.workerId, d.id);
-  const holder = holderOf(d, leases);
+  const holder = holderOf(app, d, leases);
   const note = app.store.deviceNotes.get(key);
   const s = d.spec || {};
   return h('article', { class: ['card', `card-${d.state}`], dataset: { deviceId: d.id, state: d.state, workerId: d.workerId } },
@@ -95,7 +97,7 @@ function deviceCard(app, d, leases) {
 function journeySig(app, j, now, byKey, daemonNow) {
   const dev = j.deviceId ? byKey.get(deviceKey(workerOf(j), j.deviceId)) : null;
   return JSON.stringify([j.stage, j.outcome, j.goneAt > 0, j.deviceId, dev && dev.state, j.strip(now), j.progressBar(),
-    stageWords(j, daemonNow), stageDetail(j), failureWords(app, j), app.store.actions.get(j.requestId)]);
+    stageWords(j, daemonNow), stageDetail(j), failureWords(app, j), app.store.actions.get(j.requestId), app.store.who((j.entry || {}).requesterId)]);
 }
 
 function journeyCard(app, j, now, byKey, daemonNow) {
@@ -110,7 +112,7 @@ function journeyCard(app, j, now, byKey, daemonNow) {
     dataset: { requestId: j.requestId, requester: e.requesterId || '', deviceId: j.deviceId, outcome: j.outcome || '', stage: j.stage },
   },
   h('header', { class: 'card-head' }, h('h3', { text: title }), stageBadge),
-  h('p', { class: 'meta' }, `for ${e.requesterId || 'a requester'} · ${j.requestId}`, dev ? ` · ${dev.id}` : '',
+  h('p', { class: 'meta' }, `for ${app.store.who(e.requesterId) || 'a requester'} · ${j.requestId}`, dev ? ` · ${dev.id}` : '',
     e.workerId ? ' · ' : '', e.workerId ? workerLink(app, e.workerId) : ''),
   strip ? stripEl(strip) : null,
   h('p', { class: 'stage-line', text: stageWords(j, daemonNow) }),

@@ -25,12 +25,12 @@ export function renderLeases(root, app) {
   keyedTable(root.tableSlot, 'leases', heads, rows, (l) => l.id,
     (l) => {
       const d = devices.get(deviceKey(l.workerId, l.deviceId));
-      return JSON.stringify([l.requesterId, l.ttlDeadline, l.lastRenewedAt, l.grantedAt, d && d.spec, gateway]);
+      return JSON.stringify([store.who(l.requesterId), l.ttlDeadline, l.lastRenewedAt, l.grantedAt, d && d.spec, gateway]);
     },
     (l) => {
       const d = devices.get(deviceKey(l.workerId, l.deviceId));
       return h('tr', { dataset: { leaseId: l.id, deviceId: l.deviceId } },
-        h('td', { class: 'holder', text: l.requesterId }),
+        h('td', { class: 'holder', title: l.requesterId, text: store.who(l.requesterId) }),
         h('td', null, d ? deviceTitle(d) : '', h('span', { class: 'id', text: ` ${l.deviceId}` })),
         gateway ? h('td', null, workerLink(app, l.workerId)) : null,
         h('td', { text: clock(l.grantedAt) }),

@@ -38,9 +38,9 @@ export function renderWaiting(root, app) {
   };
   const items = rows.map(view);
   keyedTable(root.tableSlot, 'waiting', heads, items, (v) => v.w.requestId,
-    (v) => JSON.stringify([v.stage, v.place, v.why, v.bar, v.p.etaMs, v.p.detail, v.w.workerId, v.w.requesterId, gateway]),
+    (v) => JSON.stringify([v.stage, v.place, v.why, v.bar, v.p.etaMs, v.p.detail, v.w.workerId, store.who(v.w.requesterId), gateway]),
     (v) => h('tr', { dataset: { requestId: v.w.requestId, requester: v.w.requesterId, stage: v.stage } },
-      h('td', { text: v.w.requesterId }),
+      h('td', { title: v.w.requesterId, text: store.who(v.w.requesterId) }),
       h('td', { text: specWords(v.w.requestSpec) }),
       h('td', null, stateBadge(v.stage)),
       h('td', { class: 'place', text: v.place ? String(v.place) : '—' }),

@@ -163,23 +163,23 @@ export function renderWorker(root, app, id) {
 
   const leaseById = new Map((v.leases || []).map((l) => [l.id, l]));
   keyedTable(root.devs, 'devices', ['Device', 'State', 'OS', 'Holder', 'Id'], v.devices || [], (d) => deviceKey(d.workerId, d.id),
-    (d) => JSON.stringify([d.state, d.spec, d.leaseId, d.stalled, leaseById.get(d.leaseId) && leaseById.get(d.leaseId).requesterId]),
+    (d) => JSON.stringify([d.state, d.spec, d.leaseId, d.stalled, leaseById.get(d.leaseId) && store.who(leaseById.get(d.leaseId).requesterId)]),
     (d) => h('tr', { dataset: { deviceId: d.id, state: d.state } },
       h('td', { text: deviceTitle(d) }), h('td', null, stateBadge(d.state), d.stalled ? badge('stalled', 'warn') : null),
       h('td', { text: `${(d.spec && d.spec.platform) || ''} ${(d.spec && d.spec.osVersion) || ''}` }),
-      h('td', { text: d.leaseId && leaseById.get(d.leaseId) ? leaseById.get(d.leaseId).requesterId : '—' }),
+      h('td', { text: d.leaseId && leaseById.get(d.leaseId) ? store.who(leaseById.get(d.leaseId).requesterId) : '—' }),
       h('td', { class: 'id', text: d.id })),
     'No devices.');
   keyedTable(root.leaseSlot, 'leases', ['Holder', 'Device', 'Granted', 'Expires in', 'Lease'], v.leases || [], (l) => l.id,
-    (l) => JSON.stringify([l.requesterId, l.deviceId, l.grantedAt, l.ttlDeadline]),
+    (l) => JSON.stringify([store.who(l.requesterId), l.deviceId, l.grantedAt, l.ttlDeadline]),
     (l) => h('tr', { dataset: { leaseId: l.id } },
-      h('td', { text: l.requesterId }), h('td', { class: 'id', text: l.deviceId }), h('td', { text: clock(l.grantedAt) }),
+      h('td', { text: store.who(l.requesterId) }), h('td', { class: 'id', text: l.deviceId }), h('td', { text: clock(l.grantedAt) }),
       h('td', { class: 'countdown', dataset: { expiresAt: l.ttlDeadline }, text: '' }), h('td', { class: 'id', text: l.id })),
     'No leases.');
   keyedTable(root.waitSlot, 'waiting', ['Requester', 'Asked for', 'Stage', 'Request'], v.waiting || [], (w) => w.requestId,
-    (w) => JSON.stringify([w.stage, w.requesterId, w.requestSpec, w.progress && w.progress.stage]),
+    (w) => JSON.stringify([w.stage, store.who(w.requesterId), w.requestSpec, w.progress && w.progress.stage]),
     (w) => h('tr', { dataset: { requestId: w.requestId } },
-      h('td', { text: w.requesterId }), h('td', { text: specWords(w.requestSpec) }),
+      h('td', { text: store.who(w.requesterId) }), h('td', { text: specWords(w.requestSpec) }),
       h('td', null, stateBadge((w.progress && w.progress.stage) || w.stage)), h('td', { class: 'id', text: w.requestId })),
     'Nobody is waiting.');
   const jobs = store.jobsOf(store.gateway ? v.id : '').map((j) => ({ j, r: (j.workers || []).find((w) => w.workerId === v.id) || (j.workers || [])[0] || {} }));
