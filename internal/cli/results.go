@@ -54,6 +54,11 @@ func renderRelease(w io.Writer, res contract.ReleaseResult) {
 func renderReleaseAll(w io.Writer, res contract.ReleaseAllResult) {
 	fmt.Fprintf(w, "✓ Released %s; cancelled %s\n", listWords(res.Released, "lease", "leases"),
 		listWords(res.Cancelled, "waiting request", "waiting requests"))
+	// A lease the gateway lists but may not release (a worker's own) is
+	// said with where it can be released, never passed over in silence.
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "  not released: %s\n", s.Message)
+	}
 }
 
 func renderCancel(w io.Writer, res contract.LeaseCancelResult) {
