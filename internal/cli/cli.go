@@ -183,5 +183,6 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
 	)
+	refuseUnknownSubcommands(root)
 	return root
 }
