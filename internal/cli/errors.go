@@ -108,6 +108,8 @@ func inFlagTerms(err error, given map[string][2]string) error {
 	}
 	if limit, ok := msDetail(ce.Details, "maxTtlMs"); ok && field == "ttlMs" {
 		restated.Message = fmt.Sprintf("%s %s is above the %s maximum (lease.maxTtlMs)", flag[0], typed, shortDuration(limit))
+	} else if limit, ok := msDetail(ce.Details, "minTtlMs"); ok && field == "ttlMs" {
+		restated.Message = fmt.Sprintf("%s %s is below the %s minimum (lease.minTtlMs)", flag[0], typed, shortDuration(limit))
 	} else {
 		restated.Message = flag[0] + " " + typed + ": " + strings.TrimPrefix(ce.Message, field+": ")
 	}
@@ -134,7 +136,10 @@ func msDetail(d map[string]any, key string) (time.Duration, bool) {
 
 // shortDuration writes d as a person would: 4h, 90m, 1h30m, 45s.
 func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
+	if d%time.Second != 0 {
+		return d.String() // 1.5s, 250ms: rounding would misstate a bound
+	}
+	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/proctable"
 )
 
 // leaseFlags are the flags of simlock lease, as typed.
@@ -48,6 +50,9 @@ its parent, and exits 0 when it goes).`,
 				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
 				"imageTag": {"--image-tag", lf.imageTag}, "mode": {"--mode", lf.mode},
 				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey}, "leaseId": {"--lease-id", lf.leaseID},
+			}
+			if lf.bindPID != 0 {
+				given["pid"] = [2]string{"--bind-pid", strconv.Itoa(lf.bindPID)}
 			}
 			return inFlagTerms(lf.run(cmd, env), given)
 		},
@@ -85,19 +90,18 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 		LeaseID: lf.leaseID,
 	}
 	if lf.ttl != "" {
-		d, err := parseDuration(lf.ttl)
+		d, err := durationFlag("--ttl", lf.ttl, false)
 		if err != nil {
-			return usage("--ttl: %v", err)
+			return err
 		}
-		if d < time.Millisecond {
-			return usage("--ttl must be at least 1ms")
-		}
-		in.TTLMs = d.Milliseconds()
+		// Below a millisecond is still a TTL, refused by the daemon's
+		// lease.minTtlMs as every other short one (0 would be the default).
+		in.TTLMs = max(d.Milliseconds(), 1)
 	}
 	if lf.timeout != "" {
-		d, err := parseDuration(lf.timeout)
+		d, err := durationFlag("--timeout", lf.timeout, true)
 		if err != nil {
-			return usage("--timeout: %v", err)
+			return err
 		}
 		if d > 0 {
 			// Below a millisecond still bounds the wait.
@@ -110,6 +114,13 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	if cmd.Flags().Changed("bind-pid") {
 		if err := contract.CheckPID(lf.bindPID); err != nil {
 			return usage("--bind-pid %s", strings.TrimPrefix(err.(*contract.Error).Message, "pid: "))
+		}
+		// Asked before the request, not at the bind after the grant: a
+		// pid with no process would have a device started and a lease
+		// granted only to give it back. The daemon checks again at the
+		// bind (the process may exit in between); it runs on this machine.
+		if _, err := (proctable.Table{}).StartedAt(lf.bindPID); err != nil {
+			return fail(contract.BadRequest("pid", "no process %d is running", lf.bindPID))
 		}
 	}
 	mode, err := progressModeFor(lf.progressMode, cmd, env)
@@ -606,22 +617,23 @@ func renewCmd(env Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.LeaseRenewInput{LeaseID: args[0]}
 			if ttl != "" {
-				d, err := parseDuration(ttl)
+				d, err := durationFlag("--ttl", ttl, false)
 				if err != nil {
-					return usage("--ttl: %v", err)
+					return err
 				}
 				in.TTLMs = max(d.Milliseconds(), 1)
 			}
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			return withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			err := withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
 				rec, err := c.Renew(ctx, in.LeaseID, in.TTLMs)
 				if err != nil {
 					return err
 				}
 				return printJSON(env.Stdout, rec)
 			})
+			return inFlagTerms(err, map[string][2]string{"ttlMs": {"--ttl", ttl}})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "new lifetime from now; also becomes the lease's width")

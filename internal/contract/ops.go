@@ -276,7 +276,9 @@ func (in *LeaseRequestInput) Validate() error {
 	if err := checkLen("osVersion", in.OSVersion, 64); err != nil {
 		return err
 	}
-	if _, err := ParseOSVersion(in.OSVersion); err != nil {
+	if spec, err := ParseOSVersion(in.OSVersion); err != nil {
+		return err
+	} else if err := spec.CheckFor(in.Platform); err != nil {
 		return err
 	}
 	if err := CheckImageTag(in.Platform, in.ImageTag); err != nil {

@@ -80,9 +80,10 @@ type Options struct {
 	// ClassDefaults are configured model preferences per platform and
 	// class, tried before each driver's own.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
-	// DefaultTTL and MaxTTL bound lease lifetimes.
-	DefaultTTL, MaxTTL time.Duration
-	Logger             *slog.Logger
+	// DefaultTTL and MaxTTL bound lease lifetimes, and MinTTL
+	// (lease.minTtlMs; 0 sets none) from below.
+	DefaultTTL, MaxTTL, MinTTL time.Duration
+	Logger                     *slog.Logger
 	// Publish receives committed events in order. It must not block.
 	Publish func(...contract.Event)
 	// LeaseEnded is told whenever a lease ends, with the reason, so the
