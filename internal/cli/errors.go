@@ -89,13 +89,16 @@ func inFlagTerms(err error, given map[string][2]string) error {
 		return err
 	}
 	var ce *contract.Error
-	if !errors.As(ee.err, &ce) || ce.Code != contract.CodeBadRequest {
+	if !errors.As(ee.err, &ce) {
 		return err
 	}
 	field, _ := ce.Details["field"].(string)
 	flag, ok := given[field]
-	if !ok || flag[1] == "" {
+	if !ok {
 		return err
+	}
+	if _, said := ce.Details["flag"]; said {
+		return err // already in a flag's terms
 	}
 	restated := *ce
 	restated.Details = map[string]any{"flag": flag[0]}
@@ -110,6 +113,9 @@ func inFlagTerms(err error, given map[string][2]string) error {
 		restated.Message = fmt.Sprintf("%s %s is above the %s maximum (lease.maxTtlMs)", flag[0], typed, shortDuration(limit))
 	} else if limit, ok := msDetail(ce.Details, "minTtlMs"); ok && field == "ttlMs" {
 		restated.Message = fmt.Sprintf("%s %s is below the %s minimum (lease.minTtlMs)", flag[0], typed, shortDuration(limit))
+	} else if typed == "" {
+		// Not given: "platform: is required" is "--platform is required".
+		restated.Message = flag[0] + " " + strings.TrimPrefix(ce.Message, field+": ")
 	} else {
 		restated.Message = flag[0] + " " + typed + ": " + strings.TrimPrefix(ce.Message, field+": ")
 	}

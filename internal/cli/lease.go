@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,17 +43,9 @@ without --detach (held, the command then watches that process instead of
 its parent, and exits 0 when it goes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// A refusal of an input is said in the terms of its flag.
-			given := map[string][2]string{
-				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
-				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
-				"imageTag": {"--image-tag", lf.imageTag}, "mode": {"--mode", lf.mode},
-				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey}, "leaseId": {"--lease-id", lf.leaseID},
-			}
-			if lf.bindPID != 0 {
-				given["pid"] = [2]string{"--bind-pid", strconv.Itoa(lf.bindPID)}
-			}
-			return inFlagTerms(lf.run(cmd, env), given)
+			// A refusal of an input is said in the terms of its flag
+			// (inCommandFlags, for every command).
+			return lf.run(cmd, env)
 		},
 	}
 	f := cmd.Flags()
@@ -626,14 +617,13 @@ func renewCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			err := withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
 				rec, err := c.Renew(ctx, in.LeaseID, in.TTLMs)
 				if err != nil {
 					return err
 				}
 				return printJSON(env.Stdout, rec)
 			})
-			return inFlagTerms(err, map[string][2]string{"ttlMs": {"--ttl", ttl}})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "new lifetime from now; also becomes the lease's width")
