@@ -42,7 +42,15 @@ func errorHuman(ce *contract.Error, next string) string {
 // nextStep is what a person can do about a failure, in simlock commands,
 // or "" when the message already says it or there is nothing to do.
 func nextStep(ce *contract.Error) string {
-	str := func(key string) string { s, _ := ce.Details[key].(string); return s }
+	str := func(key string) string {
+		switch v := ce.Details[key].(type) {
+		case string:
+			return v
+		case contract.Platform: // as made in this process, not decoded
+			return string(v)
+		}
+		return ""
+	}
 	switch ce.Code {
 	case contract.CodeNoCapacity:
 		if m, _ := ce.Details["maintenance"].(bool); m {
@@ -64,6 +72,13 @@ func nextStep(ce *contract.Error) string {
 			}
 			return "add --allow-download to download it while you wait, or simlock component install " + str("platform") + " " + component + " first"
 		}
+		if offered := strList(ce.Details["offered"]); len(offered) > 0 {
+			// Refused as not downloadable: name what is, runnable as it is.
+			return "simlock component install " + str("platform") + " " + offered[0] + " installs one the driver offers (" + strings.Join(offered, ", ") + ")"
+		}
+		if p := str("platform"); p != "" {
+			return "simlock catalog --platform " + p + " shows the installed and downloadable runtimes"
+		}
 		return "simlock catalog shows the installed runtimes"
 	case contract.CodeRequesterAlreadyLeased:
 		if id := str("existingLeaseId"); id != "" {
@@ -76,6 +91,24 @@ func nextStep(ce *contract.Error) string {
 		return "simlock daemon logs shows why"
 	}
 	return ""
+}
+
+// strList reads a list of strings from an error's details, as made here
+// ([]string) or as decoded from the daemon's answer ([]any).
+func strList(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return l
+	case []any:
+		var out []string
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // inFlagTerms restates a BAD_REQUEST about an input field in the terms of
