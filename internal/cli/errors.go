@@ -87,6 +87,8 @@ func nextStep(ce *contract.Error) string {
 		return "wait for that request to be served, or give another --agent-id"
 	case contract.CodeUnknownLease:
 		return "simlock list --leases shows the active leases"
+	case contract.CodeUnknownDevice:
+		return "simlock list --devices shows the devices"
 	case contract.CodeDaemonConnectionLost, contract.CodeDaemonStartupFailed:
 		return "simlock daemon logs shows why"
 	}
