@@ -411,6 +411,7 @@ func (d *Daemon) converge(ctx context.Context) {
 		StartClock:     toStore(clockNow),
 		Store:          db,
 		Drivers:        d.opts.Drivers,
+		DriverNotes:    driverNotes(d.opts.DriverNotes, d.opts.Rejections),
 		Limits:         core.LimitsFrom(cfg, d.opts.Host),
 		ClassDefaults:  d.opts.ClassDefaults,
 		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
