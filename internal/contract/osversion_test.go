@@ -81,3 +81,25 @@ func TestAMalformedOSVersionIsABadRequest(t *testing.T) {
 		}
 	}
 }
+
+// A TTL past the protocol's ceiling is told the ceiling, not that it "must
+// be a positive number"; a negative one is told it is negative.
+func TestATTLOutOfTheProtocolBoundSaysTheBound(t *testing.T) {
+	for _, c := range []struct {
+		ms   int64
+		want string
+	}{
+		{1 << 31, "ttlMs: must be at most 604800000 milliseconds (7 days, the protocol's ceiling; lease.maxTtlMs may set less), got 2147483648"},
+		{-1, "ttlMs: must not be negative (0 or none is the default), got -1"},
+	} {
+		for _, in := range []interface{ Validate() error }{
+			&LeaseRequestInput{Platform: PlatformIOS, TTLMs: c.ms},
+			&LeaseRenewInput{LeaseID: "lse_1", TTLMs: c.ms},
+		} {
+			err, _ := in.Validate().(*Error)
+			if err == nil || err.Code != CodeBadRequest || err.Message != c.want {
+				t.Errorf("%T ttlMs %d: %v, want %q", in, c.ms, err, c.want)
+			}
+		}
+	}
+}

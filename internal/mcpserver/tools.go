@@ -221,7 +221,8 @@ func (s *server) register(srv *mcp.Server) {
 		Title: "Run simctl or adb on your leased device",
 		Description: "Runs simctl (iOS) or adb (Android) on a device you lease, on the machine that has it, and answers with the exit code and the output (the last 64 KiB of each stream). " +
 			"For simctl name the device by the udid from the grant; for adb the leased emulator is chosen for you. " +
-			"For when you have no shell on that machine; with one, the grant's usage lines do the same. A command still running after timeoutSeconds is stopped (EXEC_TIMEOUT).",
+			"For when you have no shell on that machine; with one, the grant's usage lines do the same. A command still running after timeoutSeconds is stopped (EXEC_TIMEOUT). " +
+			"A lease from the demo driver (simulated devices, environment SIMLOCK_DEMO=1) has no simctl or adb to run: it is refused with PASSTHROUGH_REFUSED.",
 		InputSchema: inputSchema[execInput](),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, handle(s.runOnDevice))
@@ -419,8 +420,15 @@ func (s *server) leaseStatus(ctx context.Context, _ *mcp.CallToolRequest, in *st
 	if err := c.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: id}, &res); err != nil {
 		if contract.AsError(err).Code == contract.CodeUnknownLease {
 			s.mu.Lock()
-			reason := s.gone[id]
+			reason, ended := s.gone[id]
+			_, held := s.held[id]
 			s.mu.Unlock()
+			if !ended && !held {
+				// Never this session's: nothing of it "ended", it is unknown
+				// (another agent's lease, a typo, one from long ago).
+				return statusResult{Held: false, LeaseID: id, Reason: "unknown",
+					Message: "Lease " + id + " is unknown: this session never held it, and the daemon has no lease of yours by that id. lease_status without leaseId shows the one you hold."}, nil
+			}
 			out := statusResult{Held: false, LeaseID: id, Reason: reason, Message: "Lease " + id + " is not held: " + lossWords(reason) + "."}
 			return out, nil
 		}
