@@ -58,10 +58,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
 	}
+	err = inCommandFlags(cmd, err)
 	// cobra leaves the flag unparsed when it fails first (an unknown
 	// command), so the arguments are read too.
 	asJSON, _ := root.PersistentFlags().GetBool("json")
@@ -183,5 +184,6 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
 	)
+	refuseUnknownSubcommands(root)
 	return root
 }

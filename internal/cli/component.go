@@ -58,6 +58,7 @@ code. simlock job show <id> replays the install afterwards.`,
 			}
 			return withClient(cmd, env, admin, func(ctx context.Context, c *client.Client) error {
 				pr := newJobPrinter(env.Stderr, mode, env.TermWidth, verbose)
+				pr.knowSpec(contract.JobSpec{Platform: in.Platform, Version: in.Version, Workers: in.Workers})
 				if in.Workers == nil {
 					res, err := c.InstallComponent(ctx, in, pr.show)
 					pr.stop()
@@ -137,4 +138,14 @@ code. simlock job show <id> replays the install afterwards.`,
 	remove.Flags().BoolVar(&yes, "yes", false, "confirm the removal")
 	cmd.AddCommand(install, list, remove)
 	return cmd
+}
+
+// knowSpec tells the printer what is installed, for a failure's next step
+// ("try it again: simlock component install ios 26.4"): an install on this
+// machine sends no snapshot of its job, which is where the spec is read
+// from otherwise (and, when one comes, replaces this).
+func (p *jobPrinter) knowSpec(spec contract.JobSpec) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state.Spec = spec
 }

@@ -27,7 +27,7 @@ func TestAFailureIsOneLineWithItsMessageAsWritten(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &e); err != nil {
 		t.Fatal(err)
 	}
-	if want := `unknown command "statsu" for "simlock"; did you mean status or stats? See simlock --help`; e.Error.Message != want {
+	if want := `unknown command "statsu" for "simlock"; did you mean stats or status? See simlock --help`; e.Error.Message != want {
 		t.Errorf("message %q, want %q", e.Error.Message, want)
 	}
 
@@ -95,7 +95,7 @@ func TestAFailureIsASentenceOnATerminalAndJSONElsewhere(t *testing.T) {
 		}
 		return errOut.String()
 	}
-	want := "✗ unknown command \"statsu\" for \"simlock\"; did you mean status or stats? See simlock --help [USAGE]\n"
+	want := "✗ unknown command \"statsu\" for \"simlock\"; did you mean stats or status? See simlock --help [USAGE]\n"
 	if got := run(true, "statsu"); got != want {
 		t.Errorf("on a terminal: %q, want %q", got, want)
 	}

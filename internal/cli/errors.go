@@ -42,7 +42,15 @@ func errorHuman(ce *contract.Error, next string) string {
 // nextStep is what a person can do about a failure, in simlock commands,
 // or "" when the message already says it or there is nothing to do.
 func nextStep(ce *contract.Error) string {
-	str := func(key string) string { s, _ := ce.Details[key].(string); return s }
+	str := func(key string) string {
+		switch v := ce.Details[key].(type) {
+		case string:
+			return v
+		case contract.Platform: // as made in this process, not decoded
+			return string(v)
+		}
+		return ""
+	}
 	switch ce.Code {
 	case contract.CodeNoCapacity:
 		if m, _ := ce.Details["maintenance"].(bool); m {
@@ -64,6 +72,13 @@ func nextStep(ce *contract.Error) string {
 			}
 			return "add --allow-download to download it while you wait, or simlock component install " + str("platform") + " " + component + " first"
 		}
+		if offered := strList(ce.Details["offered"]); len(offered) > 0 {
+			// Refused as not downloadable: name what is, runnable as it is.
+			return "simlock component install " + str("platform") + " " + offered[0] + " installs one the driver offers (" + strings.Join(offered, ", ") + ")"
+		}
+		if p := str("platform"); p != "" {
+			return "simlock catalog --platform " + p + " shows the installed and downloadable runtimes"
+		}
 		return "simlock catalog shows the installed runtimes"
 	case contract.CodeRequesterAlreadyLeased:
 		if id := str("existingLeaseId"); id != "" {
@@ -72,10 +87,30 @@ func nextStep(ce *contract.Error) string {
 		return "wait for that request to be served, or give another --agent-id"
 	case contract.CodeUnknownLease:
 		return "simlock list --leases shows the active leases"
+	case contract.CodeUnknownDevice:
+		return "simlock list --devices shows the devices"
 	case contract.CodeDaemonConnectionLost, contract.CodeDaemonStartupFailed:
 		return "simlock daemon logs shows why"
 	}
 	return ""
+}
+
+// strList reads a list of strings from an error's details, as made here
+// ([]string) or as decoded from the daemon's answer ([]any).
+func strList(v any) []string {
+	switch l := v.(type) {
+	case []string:
+		return l
+	case []any:
+		var out []string
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // inFlagTerms restates a BAD_REQUEST about an input field in the terms of
@@ -89,13 +124,16 @@ func inFlagTerms(err error, given map[string][2]string) error {
 		return err
 	}
 	var ce *contract.Error
-	if !errors.As(ee.err, &ce) || ce.Code != contract.CodeBadRequest {
+	if !errors.As(ee.err, &ce) {
 		return err
 	}
 	field, _ := ce.Details["field"].(string)
 	flag, ok := given[field]
-	if !ok || flag[1] == "" {
+	if !ok {
 		return err
+	}
+	if _, said := ce.Details["flag"]; said {
+		return err // already in a flag's terms
 	}
 	restated := *ce
 	restated.Details = map[string]any{"flag": flag[0]}
@@ -108,6 +146,11 @@ func inFlagTerms(err error, given map[string][2]string) error {
 	}
 	if limit, ok := msDetail(ce.Details, "maxTtlMs"); ok && field == "ttlMs" {
 		restated.Message = fmt.Sprintf("%s %s is above the %s maximum (lease.maxTtlMs)", flag[0], typed, shortDuration(limit))
+	} else if limit, ok := msDetail(ce.Details, "minTtlMs"); ok && field == "ttlMs" {
+		restated.Message = fmt.Sprintf("%s %s is below the %s minimum (lease.minTtlMs)", flag[0], typed, shortDuration(limit))
+	} else if typed == "" {
+		// Not given: "platform: is required" is "--platform is required".
+		restated.Message = flag[0] + " " + strings.TrimPrefix(ce.Message, field+": ")
 	} else {
 		restated.Message = flag[0] + " " + typed + ": " + strings.TrimPrefix(ce.Message, field+": ")
 	}
@@ -134,7 +177,10 @@ func msDetail(d map[string]any, key string) (time.Duration, bool) {
 
 // shortDuration writes d as a person would: 4h, 90m, 1h30m, 45s.
 func shortDuration(d time.Duration) string {
-	s := d.Round(time.Second).String()
+	if d%time.Second != 0 {
+		return d.String() // 1.5s, 250ms: rounding would misstate a bound
+	}
+	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
 	}

@@ -390,6 +390,9 @@ func renderJobFailure(w io.Writer, job contract.Job, r contract.JobWorker, termi
 			allow = "allow downloads, run on that worker:"
 		}
 		steps = [][2]string{{allow, "simlock config set downloads.policy on-request"}, {"then try it again:", again}}
+	case e != nil && e.Code == contract.CodeRuntimeMissing:
+		// The same again is refused the same way: see what can be had.
+		steps = [][2]string{{"see what it offers:", strings.TrimSpace("simlock catalog --platform " + string(job.Spec.Platform))}}
 	case e != nil && e.Code == contract.CodeInsufficientDiskSpace:
 		if fleet {
 			say("free disk space on that worker first")

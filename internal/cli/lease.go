@@ -15,6 +15,7 @@ import (
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/proctable"
 )
 
 // leaseFlags are the flags of simlock lease, as typed.
@@ -42,14 +43,9 @@ without --detach (held, the command then watches that process instead of
 its parent, and exits 0 when it goes).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// A refusal of an input is said in the terms of its flag.
-			given := map[string][2]string{
-				"ttlMs": {"--ttl", lf.ttl}, "timeoutMs": {"--timeout", lf.timeout}, "model": {"--device", lf.device},
-				"osVersion": {"--os", lf.osVersion}, "class": {"--class", lf.class}, "platform": {"--platform", lf.platform},
-				"imageTag": {"--image-tag", lf.imageTag}, "mode": {"--mode", lf.mode},
-				"idempotencyKey": {"--idempotency-key", lf.idempotencyKey}, "leaseId": {"--lease-id", lf.leaseID},
-			}
-			return inFlagTerms(lf.run(cmd, env), given)
+			// A refusal of an input is said in the terms of its flag
+			// (inCommandFlags, for every command).
+			return lf.run(cmd, env)
 		},
 	}
 	f := cmd.Flags()
@@ -85,19 +81,18 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 		LeaseID: lf.leaseID,
 	}
 	if lf.ttl != "" {
-		d, err := parseDuration(lf.ttl)
+		d, err := durationFlag("--ttl", lf.ttl, false)
 		if err != nil {
-			return usage("--ttl: %v", err)
+			return err
 		}
-		if d < time.Millisecond {
-			return usage("--ttl must be at least 1ms")
-		}
-		in.TTLMs = d.Milliseconds()
+		// Below a millisecond is still a TTL, refused by the daemon's
+		// lease.minTtlMs as every other short one (0 would be the default).
+		in.TTLMs = max(d.Milliseconds(), 1)
 	}
 	if lf.timeout != "" {
-		d, err := parseDuration(lf.timeout)
+		d, err := durationFlag("--timeout", lf.timeout, true)
 		if err != nil {
-			return usage("--timeout: %v", err)
+			return err
 		}
 		if d > 0 {
 			// Below a millisecond still bounds the wait.
@@ -110,6 +105,13 @@ func (lf *leaseFlags) run(cmd *cobra.Command, env Env) error {
 	if cmd.Flags().Changed("bind-pid") {
 		if err := contract.CheckPID(lf.bindPID); err != nil {
 			return usage("--bind-pid %s", strings.TrimPrefix(err.(*contract.Error).Message, "pid: "))
+		}
+		// Asked before the request, not at the bind after the grant: a
+		// pid with no process would have a device started and a lease
+		// granted only to give it back. The daemon checks again at the
+		// bind (the process may exit in between); it runs on this machine.
+		if _, err := (proctable.Table{}).StartedAt(lf.bindPID); err != nil {
+			return fail(contract.BadRequest("pid", "no process %d is running", lf.bindPID))
 		}
 	}
 	mode, err := progressModeFor(lf.progressMode, cmd, env)
@@ -622,9 +624,9 @@ func renewCmd(env Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := contract.LeaseRenewInput{LeaseID: args[0]}
 			if ttl != "" {
-				d, err := parseDuration(ttl)
+				d, err := durationFlag("--ttl", ttl, false)
 				if err != nil {
-					return usage("--ttl: %v", err)
+					return err
 				}
 				in.TTLMs = max(d.Milliseconds(), 1)
 			}

@@ -23,7 +23,7 @@ func parseDuration(s string) (time.Duration, error) {
 			break
 		}
 	}
-	if num == "" || strings.ContainsAny(num, "eE+-") {
+	if num == "" || strings.Trim(num, "0123456789.") != "" { // no sign, exponent, inf or nan
 		return 0, fmt.Errorf("%q is not a duration (use a number with ms, s, m, h or d)", s)
 	}
 	f, err := strconv.ParseFloat(num, 64)

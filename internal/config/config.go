@@ -108,6 +108,8 @@ var keys = []keySpec{
 		doc: "resource: RAM one slim iOS device is assumed to use (default: capacity.config.ramBudget.iosBytesPerDevice)"},
 	{key: "lease.defaultTtlMs", kind: kindInt, def: int64(15 * 60 * 1000), min: 1,
 		doc: "lease lifetime between renewals when a request names none"},
+	{key: "lease.minTtlMs", kind: kindInt, def: int64(10 * 1000), min: 1,
+		doc: "shortest lease lifetime a request or renewal may ask for; less is refused, never raised"},
 	{key: "lease.maxTtlMs", kind: kindInt, def: int64(4 * 60 * 60 * 1000), min: 1,
 		doc: "longest lease lifetime a request may ask for; more is refused, never clamped"},
 	{key: "lease.identity.ios", kind: kindEnum, def: "reusable", allowed: []string{"reusable", "fresh"},
@@ -381,6 +383,10 @@ func (c *Config) check() error {
 	}
 	if port := c.Int("http.port"); port > 65535 {
 		return &Error{Key: "http.port", Msg: fmt.Sprintf("must be a port from 0 to 65535, got %d", port)}
+	}
+	if c.Int("lease.minTtlMs") > c.Int("lease.defaultTtlMs") {
+		return &Error{Key: "lease.minTtlMs", Msg: fmt.Sprintf("must not exceed lease.defaultTtlMs (%d), got %d",
+			c.Int("lease.defaultTtlMs"), c.Int("lease.minTtlMs"))}
 	}
 	if c.Int("lease.defaultTtlMs") > c.Int("lease.maxTtlMs") {
 		return &Error{Key: "lease.defaultTtlMs", Msg: fmt.Sprintf("must not exceed lease.maxTtlMs (%d), got %d",

@@ -57,7 +57,7 @@ func TestDecodeInputNamesTheField(t *testing.T) {
 		{`{"platform":"ios","bogus":1}`, "bogus", "unknown field"},
 		{`{"platform":"ios","ttlMs":"soon"}`, "ttlMs", "integer"},
 		{`{"platform":"ios","ttlMs":1.5}`, "ttlMs", "integer"},
-		{`{"platform":"ios","ttlMs":-1}`, "ttlMs", "positive"},
+		{`{"platform":"ios","ttlMs":-1}`, "ttlMs", "negative"},
 		{`{"platform":"windows"}`, "platform", "ios or android"},
 		{`{}`, "platform", "required"},
 		{`{"platform":"ios","model":"iPhone","class":"phone"}`, "class", "not both"},

@@ -276,7 +276,9 @@ func (in *LeaseRequestInput) Validate() error {
 	if err := checkLen("osVersion", in.OSVersion, 64); err != nil {
 		return err
 	}
-	if _, err := ParseOSVersion(in.OSVersion); err != nil {
+	if spec, err := ParseOSVersion(in.OSVersion); err != nil {
+		return err
+	} else if err := spec.CheckFor(in.Platform); err != nil {
 		return err
 	}
 	if err := CheckImageTag(in.Platform, in.ImageTag); err != nil {
@@ -285,8 +287,8 @@ func (in *LeaseRequestInput) Validate() error {
 	if err := CheckDeviceMode(in.Mode); err != nil {
 		return err
 	}
-	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
-		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
+	if err := checkTTLMs(in.TTLMs); err != nil {
+		return err
 	}
 	if in.TimeoutMs < 0 || in.TimeoutMs > MaxWaitMs {
 		return BadRequest("timeoutMs", "must be between 0 and %d milliseconds, got %d", MaxWaitMs, in.TimeoutMs)
@@ -358,10 +360,7 @@ func (in *LeaseRenewInput) Validate() error {
 	if err := checkID("leaseId", in.LeaseID, true); err != nil {
 		return err
 	}
-	if in.TTLMs < 0 || in.TTLMs > MaxTTLMs {
-		return BadRequest("ttlMs", "must be a positive number of milliseconds, got %d", in.TTLMs)
-	}
-	return nil
+	return checkTTLMs(in.TTLMs)
 }
 
 // MaxPID is the largest process id lease.bind accepts (Linux's pid_max
@@ -902,4 +901,18 @@ func ParseListCursor(s string) (ListCursor, error) {
 // order: on an earlier page.
 func (c ListCursor) Passed(at int64, id string) bool {
 	return at < c.At || (at == c.At && id <= c.ID)
+}
+
+// checkTTLMs is the protocol's bound of a TTL, whatever the config: not
+// negative (0 is the default) and at most MaxTTLMs, said as such (a TTL of
+// 2^31 was once told it "must be a positive number"). The config's own
+// bounds, lease.minTtlMs and lease.maxTtlMs, are the engine's (queue.TTLFor).
+func checkTTLMs(ms int64) error {
+	if ms < 0 {
+		return BadRequest("ttlMs", "must not be negative (0 or none is the default), got %d", ms)
+	}
+	if ms > MaxTTLMs {
+		return BadRequest("ttlMs", "must be at most %d milliseconds (7 days, the protocol's ceiling; lease.maxTtlMs may set less), got %d", int64(MaxTTLMs), ms)
+	}
+	return nil
 }

@@ -1,9 +1,20 @@
 package contract
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
+
+// oneVersion is the shape of one version as a runtime is named: a number
+// (18, 26.1), an Android level with its extension (34-ext12), or an Android
+// preview's code name, which starts with a capital (Baklava). Anything else
+// ("garbage") is malformed, refused before a request is made, rather than a
+// runtime looked for and not found.
+var oneVersion = regexp.MustCompile(`^(\d+(\.\d+)*(-[A-Za-z0-9]+)?|[A-Z][A-Za-z0-9]*)$`)
+
+// numericVersion is a version with no letters, the only kind iOS has.
+var numericVersion = regexp.MustCompile(`^\d+(\.\d+)*$`)
 
 // OSVersionSpec is what a request's osVersion asks for: one version (a
 // short one such as "18" covers 18.x) or a range ("&gt;=18 &lt;26",
@@ -17,6 +28,15 @@ type OSVersionSpec struct {
 type bound struct {
 	op string // ">=" or "<"
 	v  []int
+}
+
+// CheckFor refuses a version the platform cannot have: iOS versions are
+// numbers only.
+func (s OSVersionSpec) CheckFor(p Platform) error {
+	if p == PlatformIOS && !s.IsRange() && s.Raw != "" && !numericVersion.MatchString(s.Raw) {
+		return BadRequest("osVersion", "iOS versions are numbers, such as 26.1 or 18; got %q", clip(s.Raw))
+	}
+	return nil
 }
 
 // IsRange reports whether the spec is a range; a range never downloads.
@@ -45,6 +65,9 @@ func ParseOSVersion(raw string) (OSVersionSpec, error) {
 		return spec, spec.check()
 	}
 	if !strings.ContainsAny(s, "<>=") {
+		if !oneVersion.MatchString(s) {
+			return spec, BadRequest("osVersion", "%q is not a version: give a version (26.1, 18), a range (>=18 <26), a hyphen range (18 - 26) or an Android preview's code name (Baklava)", clip(s))
+		}
 		return spec, nil // one version
 	}
 	for _, part := range strings.Fields(s) {

@@ -53,7 +53,11 @@ func outsideLock(t *testing.T, path string) (release func()) {
 // the calls that failed work when made again.
 func TestALockedDatabaseFailsTheCallNotTheDaemon(t *testing.T) {
 	home := tempHome(t)
-	d, err := Start(t.Context(), Options{Home: home, Version: "test", Config: config.Default(), Drivers: demoDrivers(t),
+	cfg, err := config.Parse([]byte(`{"lease":{"minTtlMs":1000}}`)) // b's lease is to expire soon
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Start(t.Context(), Options{Home: home, Version: "test", Config: cfg, Drivers: demoDrivers(t),
 		Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}, StoreBusyTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

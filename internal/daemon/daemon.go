@@ -45,6 +45,7 @@ import (
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
+	"github.com/simlock/simlock/internal/proctable"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
 	"github.com/simlock/simlock/internal/transfer"
@@ -236,7 +237,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		opts.Config = config.Default()
 	}
 	if opts.Processes == nil {
-		opts.Processes = osProcesses{}
+		opts.Processes = proctable.Table{}
 	}
 	if opts.ReadClock == nil {
 		opts.ReadClock = wallclock.Read
@@ -410,10 +411,12 @@ func (d *Daemon) converge(ctx context.Context) {
 		StartClock:     toStore(clockNow),
 		Store:          db,
 		Drivers:        d.opts.Drivers,
+		DriverNotes:    driverNotes(d.opts.DriverNotes, d.opts.Rejections),
 		Limits:         core.LimitsFrom(cfg, d.opts.Host),
 		ClassDefaults:  d.opts.ClassDefaults,
 		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
 		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		MinTTL:         time.Duration(cfg.Int("lease.minTtlMs")) * time.Millisecond,
 		Logger:         d.log.With("module", "leasing"),
 		Publish:        d.bus.Publish,
 		LeaseEnded:     d.leaseEnded,

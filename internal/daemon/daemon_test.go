@@ -208,7 +208,11 @@ func TestSecondDaemonOnSameHomeIsRefused(t *testing.T) {
 }
 
 func TestHolderHearsItsLeaseExpire(t *testing.T) {
-	_, home := startDaemon(t, nil)
+	cfg, err := config.Parse([]byte(`{"lease":{"minTtlMs":100}}`)) // below the default minimum, to expire soon
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, home := startDaemon(t, cfg)
 	c := dial(t, home, "a", false)
 	g, err := c.RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformAndroid, TTLMs: 100}, nil)
 	if err != nil {

@@ -42,6 +42,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		Store:          gatewayQueueStore{d},
 		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
 		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
+		MinTTL:         time.Duration(cfg.Int("lease.minTtlMs")) * time.Millisecond,
 		RequestTimeout: time.Duration(cfg.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond,
 		ExecTimeout:    time.Duration(cfg.Int("gateway.execTimeoutMs")) * time.Millisecond,
 		LeaseEnded:     d.leaseEnded,

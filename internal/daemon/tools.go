@@ -274,7 +274,9 @@ func (d *Daemon) demoInject(in contract.DemoInjectInput) (contract.DemoInjectRes
 		}
 	}
 	if dev == nil {
-		return contract.DemoInjectResult{}, contract.Errorf(contract.CodeBadRequest, "no device %s", in.DeviceID).With("field", "deviceId")
+		// Unknown, as any other device id the daemon does not have (the
+		// exit-code table's UNKNOWN_DEVICE, exit 1), not a malformed input.
+		return contract.DemoInjectResult{}, contract.Errorf(contract.CodeUnknownDevice, "no device %s", in.DeviceID).With("deviceId", in.DeviceID)
 	}
 	drv, ok := d.opts.Drivers[dev.Spec.Platform].(*demo.Driver)
 	if !ok {

@@ -80,6 +80,9 @@ type NotDownloadableError struct {
 	Platform  contract.Platform
 	Component string
 	Reason    string
+	// Offered are the components the driver can download instead, when it
+	// knows them; the refusal's next step names them.
+	Offered []string
 }
 
 func (e *NotDownloadableError) Error() string {

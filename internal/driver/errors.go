@@ -100,8 +100,12 @@ func ContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeLicenseNotAccepted, "%s", err.Error()).
 			With("platform", license.Platform).With("componentName", license.ComponentName)
 	case errors.As(err, &nodl):
-		return contract.Errorf(contract.CodeRuntimeMissing, "%s", err.Error()).
+		e := contract.Errorf(contract.CodeRuntimeMissing, "%s", err.Error()).
 			With("platform", nodl.Platform).With("component", nodl.Component).With("downloadable", false)
+		if len(nodl.Offered) > 0 {
+			e = e.With("offered", nodl.Offered)
+		}
+		return e
 	case errors.As(err, &refused):
 		return contract.Errorf(contract.CodePassthroughRefused, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):

@@ -61,6 +61,8 @@ type LeasingOptions struct {
 	// DefaultTTL and MaxTTL are the gateway's lease.defaultTtlMs and
 	// lease.maxTtlMs.
 	DefaultTTL, MaxTTL time.Duration
+	// MinTTL is the gateway's lease.minTtlMs; 0 sets none.
+	MinTTL time.Duration
 	// RequestTimeout bounds the worker's silence on one forwarded
 	// lease.request (gateway.leaseRequestTimeoutMs): the forward fails
 	// WORKER_UNREACHABLE once this long passed with no progress push and
@@ -432,7 +434,7 @@ func (l *Leasing) Close() {
 }
 
 func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
-	ttl, cerr := queue.TTLFor(in.TTLMs, l.opts.DefaultTTL, l.opts.MaxTTL, "ttlMs")
+	ttl, cerr := queue.TTLFor(in.TTLMs, l.opts.DefaultTTL, l.opts.MinTTL, l.opts.MaxTTL, "ttlMs")
 	if cerr != nil {
 		return nil, cerr
 	}

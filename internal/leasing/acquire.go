@@ -62,7 +62,7 @@ func (e *Engine) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelIn
 }
 
 func (e *Engine) ttlFor(ms int64, field string) (time.Duration, *contract.Error) {
-	return queue.TTLFor(ms, e.opts.DefaultTTL, e.opts.MaxTTL, field)
+	return queue.TTLFor(ms, e.opts.DefaultTTL, e.opts.MinTTL, e.opts.MaxTTL, field)
 }
 
 // need is what the local placer places: the request's wants with its class

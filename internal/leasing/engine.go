@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,13 +77,17 @@ const (
 type Options struct {
 	Store   Store
 	Drivers map[contract.Platform]driver.Driver
-	Limits  core.Limits
+	// DriverNotes say, per platform without a driver, why (its
+	// detection's error, or that it is not enabled): NO_DRIVER carries it.
+	DriverNotes map[contract.Platform]string
+	Limits      core.Limits
 	// ClassDefaults are configured model preferences per platform and
 	// class, tried before each driver's own.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
-	// DefaultTTL and MaxTTL bound lease lifetimes.
-	DefaultTTL, MaxTTL time.Duration
-	Logger             *slog.Logger
+	// DefaultTTL and MaxTTL bound lease lifetimes, and MinTTL
+	// (lease.minTtlMs; 0 sets none) from below.
+	DefaultTTL, MaxTTL, MinTTL time.Duration
+	Logger                     *slog.Logger
 	// Publish receives committed events in order. It must not block.
 	Publish func(...contract.Event)
 	// LeaseEnded is told whenever a lease ends, with the reason, so the
@@ -521,10 +526,19 @@ func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error)
 		// The usual way here is a command run with SIMLOCK_DRIVERS=demo
 		// against a daemon that was already running without it: say that the
 		// variable only shapes a daemon the command starts.
-		return nil, contract.Errorf(contract.CodeNoDriver,
-			"no driver serves %s in the running daemon (simlock status says why). SIMLOCK_DRIVERS configures only a daemon a command starts, not one already running: "+
-				"for simulated devices run `simlock daemon stop` and the command again, or `simlock config set drivers.demo.enabled true` and restart the daemon", p).
+		why := "simlock status says why"
+		note := e.opts.DriverNotes[p]
+		if note != "" {
+			why = "its driver: " + strings.TrimSuffix(note, ".")
+		}
+		err := contract.Errorf(contract.CodeNoDriver,
+			"no driver serves %s in the running daemon (%s). SIMLOCK_DRIVERS configures only a daemon a command starts, not one already running: "+
+				"for simulated devices run `simlock daemon stop` and the command again, or `simlock config set drivers.demo.enabled true` and restart the daemon", p, why).
 			With("platform", p)
+		if note != "" {
+			err = err.With("reason", note)
+		}
+		return nil, err
 	}
 	return d, nil
 }

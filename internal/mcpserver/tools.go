@@ -36,7 +36,7 @@ type leaseInput struct {
 	OSVersion      string               `json:"osVersion,omitempty" jsonschema:"OS version: exact (18.6), a prefix (18) or a range (>=18 <26); omit for the newest installed"`
 	ImageTag       string               `json:"imageTag,omitempty" jsonschema:"Android only: the system image tag, such as google_apis or google_apis_playstore (list_devices shows the installed images); omit for any installed image"`
 	Mode           contract.DeviceMode  `json:"mode,omitempty" jsonschema:"slim or full: slim (iOS 18.5 and later) disables background services so the simulator boots faster and uses less memory, best effort; full is every service, guaranteed; omit for the daemon's default (full unless ios.defaultMode says slim); the grant's device.mode says which you got"`
-	TTLMs          int64                `json:"ttlMs,omitempty" jsonschema:"lease lifetime between renewals in milliseconds; this server renews it for you while it runs; omit for the daemon's default"`
+	TTLMs          int64                `json:"ttlMs,omitempty" jsonschema:"lease lifetime between renewals in milliseconds, from lease.minTtlMs (10000 by default) to lease.maxTtlMs; this server renews it for you while it runs; omit for the daemon's default"`
 	TimeoutMs      int64                `json:"timeoutMs,omitempty" jsonschema:"give up (QUEUE_TIMEOUT) if no device is free within this many milliseconds; omit to wait until cancelled"`
 	NoWait         bool                 `json:"noWait,omitempty" jsonschema:"fail at once with NO_CAPACITY instead of queueing"`
 	AllowDownload  bool                 `json:"allowDownload,omitempty" jsonschema:"download the OS runtime if it is not installed (takes 10 to 20 minutes; progress shows a downloading stage); without it a missing runtime fails with RUNTIME_MISSING"`
@@ -221,7 +221,8 @@ func (s *server) register(srv *mcp.Server) {
 		Title: "Run simctl or adb on your leased device",
 		Description: "Runs simctl (iOS) or adb (Android) on a device you lease, on the machine that has it, and answers with the exit code and the output (the last 64 KiB of each stream). " +
 			"For simctl name the device by the udid from the grant; for adb the leased emulator is chosen for you. " +
-			"For when you have no shell on that machine; with one, the grant's usage lines do the same. A command still running after timeoutSeconds is stopped (EXEC_TIMEOUT).",
+			"For when you have no shell on that machine; with one, the grant's usage lines do the same. A command still running after timeoutSeconds is stopped (EXEC_TIMEOUT). " +
+			"A lease from the demo driver (simulated devices, environment SIMLOCK_DEMO=1) has no simctl or adb to run: it is refused with PASSTHROUGH_REFUSED.",
 		InputSchema: inputSchema[execInput](),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, handle(s.runOnDevice))
@@ -419,8 +420,15 @@ func (s *server) leaseStatus(ctx context.Context, _ *mcp.CallToolRequest, in *st
 	if err := c.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: id}, &res); err != nil {
 		if contract.AsError(err).Code == contract.CodeUnknownLease {
 			s.mu.Lock()
-			reason := s.gone[id]
+			reason, ended := s.gone[id]
+			_, held := s.held[id]
 			s.mu.Unlock()
+			if !ended && !held {
+				// Never this session's: nothing of it "ended", it is unknown
+				// (another agent's lease, a typo, one from long ago).
+				return statusResult{Held: false, LeaseID: id, Reason: "unknown",
+					Message: "Lease " + id + " is unknown: this session never held it, and the daemon has no lease of yours by that id. lease_status without leaseId shows the one you hold."}, nil
+			}
 			out := statusResult{Held: false, LeaseID: id, Reason: reason, Message: "Lease " + id + " is not held: " + lossWords(reason) + "."}
 			return out, nil
 		}

@@ -89,13 +89,22 @@ func (q *Queue) Await(ctx context.Context, t *Ticket) (contract.LeaseGrant, erro
 	return g, nil
 }
 
-// TTLFor is a request's lease lifetime: ms, or def when 0; above max it is
-// BAD_REQUEST naming field (never clamped).
-func TTLFor(ms int64, def, max time.Duration, field string) (time.Duration, *contract.Error) {
+// TTLFor is a request's or renewal's lease lifetime: ms, or def when 0;
+// below min or above max it is BAD_REQUEST naming field, with minTtlMs or
+// maxTtlMs in its details (never raised or clamped). It is the one check of
+// a TTL: every surface (socket, HTTP, MCP, a gateway's forward) reaches it.
+// A min of 0 sets no lower bound.
+func TTLFor(ms int64, def, min, max time.Duration, field string) (time.Duration, *contract.Error) {
 	if ms == 0 {
 		return def, nil
 	}
 	ttl := time.Duration(ms) * time.Millisecond
+	if ttl < min {
+		// A lease this short would expire before its holder could
+		// renew it, or even read the grant.
+		return 0, contract.BadRequest(field, "must be at least lease.minTtlMs (%d), got %d", min.Milliseconds(), ms).
+			With("minTtlMs", min.Milliseconds())
+	}
 	if ttl > max {
 		return 0, contract.BadRequest(field, "must be at most lease.maxTtlMs (%d), got %d", max.Milliseconds(), ms).
 			With("maxTtlMs", max.Milliseconds())

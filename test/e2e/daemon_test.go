@@ -218,7 +218,7 @@ func TestDaemonStartReportsAFailedStartup(t *testing.T) {
 // and the new daemon renews its lease; Ctrl-C then still releases it.
 func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
 	t.Parallel()
-	h := newHome(t, fastDemo...)
+	h := newHome(t, append([]string{"lease.minTtlMs", "1000"}, fastDemo...)...) // a short TTL, renewed across the restart
 	holder := h.start("lease", "--platform", "android", "--agent-id", "keeper", "--ttl", "3s")
 	g := parseGrant(t, holder.waitLine(holder.stdout, "the grant", func(string) bool { return true }).text)
 

@@ -225,6 +225,11 @@ func TestUnownedRootDisablesOnlyItsPlatform(t *testing.T) {
 	if msg, _ := noDriver["message"].(string); !strings.Contains(msg, "not one already running") || !strings.Contains(msg, "simlock daemon stop") {
 		t.Errorf("NO_DRIVER message %q does not say how to get a driver into the running daemon", msg)
 	}
+	// And why this daemon has none: the driver's own reason, not only
+	// "simlock status says why".
+	if reason, _ := noDriver["reason"].(string); !strings.Contains(reason, "non-empty-unowned-root") || !strings.Contains(message(noDriver), reason) {
+		t.Errorf("NO_DRIVER %v does not carry the refused root as its reason", noDriver)
+	}
 	h.leaseDetached("a", "android")
 	if _, err := os.Stat(h.path("devices/ios/.simlock-owned.json")); err == nil {
 		t.Error("simlock marked a root that was not its own")

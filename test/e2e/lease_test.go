@@ -173,7 +173,7 @@ func TestQueueAndRefusals(t *testing.T) {
 // the holder releases it (reason explicit) and exits 0.
 func TestLeaseTTL(t *testing.T) {
 	t.Parallel()
-	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2"}, fastDemo...)...)
+	h := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2", "lease.minTtlMs", "1000"}, fastDemo...)...)
 	h.startDaemon()
 	f := h.follow()
 

@@ -235,7 +235,7 @@ func TestMCPPendingThenWaitForLease(t *testing.T) {
 // releases it.
 func TestMCPWarmGrantIsHeldRenewedAndReleasedAtClose(t *testing.T) {
 	t.Parallel()
-	h := newHome(t, fastDemo...)
+	h := newHome(t, append([]string{"lease.minTtlMs", "1000"}, fastDemo...)...)
 	f := h.follow()
 	// A demo Android reclaim leaves the device running: one lease and its
 	// release make it ready and idle.

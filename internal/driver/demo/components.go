@@ -275,7 +275,7 @@ func (d *Driver) InstallComponent(ctx context.Context, component string, progres
 		if len(downloadable) > 0 {
 			reason = "the demo driver can download only " + strings.Join(downloadable, ", ")
 		}
-		return driver.InstallResult{}, &driver.NotDownloadableError{Platform: d.platform, Component: component, Reason: reason}
+		return driver.InstallResult{}, &driver.NotDownloadableError{Platform: d.platform, Component: component, Reason: reason, Offered: downloadable}
 	}
 
 	// The installer's quiet start: no percentage until it knows the size.
