@@ -14,7 +14,7 @@ import (
 // the server keeps renewing, and when a renewal succeeds again (the daemon
 // is back, and the lease with it) the client hears it is safe again.
 func TestALeaseWhoseRenewalsFailIsAtRiskThenSafeAgain(t *testing.T) {
-	r := newRig(t)
+	r := newRig(t, "lease.minTtlMs", "1000")
 	ctx := context.Background()
 	// 3 s: renewals every second.
 	res, grant, err := r.call(ctx, "lease_simulator", map[string]any{"platform": "ios", "ttlMs": 3000})
