@@ -51,7 +51,7 @@ func Env(dir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_SESSION_ID" {
+		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_THREAD_ID" {
 			continue
 		}
 		env = append(env, kv)

@@ -65,7 +65,7 @@ its parent, and exits 0 when it goes).`,
 	f.BoolVar(&lf.allowDownload, "allow-download", false, "download the OS runtime if it is not installed (10-20 min; within downloads.policy); progress shows a downloading stage")
 	f.BoolVar(&lf.detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
 	f.BoolVar(&lf.exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
-	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
+	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_THREAD_ID, parent pid)")
 	f.IntVar(&lf.bindPID, "bind-pid", 0, "end the lease when this local process exits (the daemon watches it; with or without --detach)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	f.StringVar(&lf.leaseID, "lease-id", "", "the id the lease is to have (1-64 ASCII letters, digits, _ and -); LEASE_ID_TAKEN (exit 13) while another active lease or waiting request has it")
