@@ -30,7 +30,8 @@ func leaseCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease --platform <ios|android> [flags]",
 		Short: "Lease a device and hold it until exit (or --detach)",
-		Long: `Lease a device. The grant is one JSON line on stdout; progress goes to stderr.
+		Long: `Lease a device. The grant goes to stdout: a short view on a terminal, one
+JSON line when piped or with --json. Progress goes to stderr.
 
 Without --detach the command holds the lease: it renews it every TTL/3 and
 releases it when it exits, on SIGINT or SIGTERM, or when its parent process

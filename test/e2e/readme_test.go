@@ -88,6 +88,10 @@ func TestTheREADMEBlocksRunInOrder(t *testing.T) {
 	if n := strings.Count(out.String(), "### README block "); n != ran {
 		t.Errorf("%d blocks ran, want %d", n, ran)
 	}
+	// The HTTP block ends its wait on a grant, not on an error.
+	if !strings.Contains(out.String(), `"state":"granted"`) {
+		t.Errorf("the HTTP block printed no granted request\n%s", out.String())
+	}
 }
 
 // readmeEnv is a new user's environment: this process's without simlock's
