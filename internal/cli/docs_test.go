@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,6 +24,8 @@ import (
 //   - Every `simlock <command> …` a doc writes (in a code span, a shell
 //     block or a ```text block) names a command that exists, and every
 //     --flag on that line is a flag of that command (or a global one).
+//   - A flag table in a command's section of docs/CLI.md lists only flags
+//     of that command or of a command under it.
 //   - A "not yet" list (a paragraph or list under a line saying something
 //     is not yet built, or not in this build) names no command that exists.
 
@@ -283,4 +286,54 @@ func TestDocNotYetListsNameNoCommandThatExists(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A flag table in a command's section of docs/CLI.md (a row starting with
+// `--flag`) lists flags of that command, or of a command under it.
+func TestDocFlagTablesListFlagsThatExist(t *testing.T) {
+	root := docRoot()
+	doc := docFiles(t)[filepath.Join("docs", "CLI.md")]
+	headingRE := regexp.MustCompile(`^##+ simlock (.+)$`)
+	rowRE := regexp.MustCompile("^\\| `(--[a-z][a-z0-9-]*)")
+	var section []*cobra.Command
+	rows := 0
+	for i, line := range strings.Split(outsideFences(doc), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			section = nil
+		}
+		if m := headingRE.FindStringSubmatch(line); m != nil {
+			section = nil
+			for _, name := range strings.Split(m[1], ", ") {
+				if cmd, rest := resolve(root, strings.Fields(name)); cmd != root && len(rest) == 0 {
+					section = append(section, cmd)
+				}
+			}
+			continue
+		}
+		m := rowRE.FindStringSubmatch(line)
+		if m == nil || section == nil {
+			continue
+		}
+		rows++
+		name := strings.TrimPrefix(m[1], "--")
+		if !slices.ContainsFunc(section, func(c *cobra.Command) bool { return hasFlagBelow(c, name) }) {
+			t.Errorf("docs/CLI.md:%d: --%s is in the flag table of %s, which has no such flag", i+1, name, section[0].CommandPath())
+		}
+	}
+	if rows < 30 {
+		t.Errorf("checked %d flag rows in docs/CLI.md; the scan is broken", rows)
+	}
+}
+
+// hasFlagBelow reports whether c or a command under it has the flag.
+func hasFlagBelow(c *cobra.Command, name string) bool {
+	if c.Flags().Lookup(name) != nil || c.InheritedFlags().Lookup(name) != nil {
+		return true
+	}
+	for _, sub := range c.Commands() {
+		if hasFlagBelow(sub, name) {
+			return true
+		}
+	}
+	return false
 }
