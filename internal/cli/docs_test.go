@@ -17,7 +17,8 @@ import (
 //
 //   - A fenced shell block (```sh, ```bash, ```shell) is run by a test or
 //     marked as an example (```sh example). The README's plain ```sh blocks
-//     are run in order by test/e2e's TestTheREADMEBlocksRunInOrder, and
+//     are run in order by test/e2e's TestTheREADMEBlocksRunInOrder,
+//     docs/FLEET.md's by TestTheFleetWalkthroughRunsAsWritten, and
 //     docs/CLI.md's `claude mcp add` block by
 //     TestClaudeCodeMCPConfigWorksAsTheDocWritesIt; every other shell block
 //     is an example.
@@ -91,6 +92,8 @@ func runByTest(file string, f fence) bool {
 	}
 	switch file {
 	case "README.md":
+		return true
+	case filepath.Join("docs", "FLEET.md"):
 		return true
 	case filepath.Join("docs", "CLI.md"):
 		return strings.HasPrefix(f.body, "claude mcp add ")
