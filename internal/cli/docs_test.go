@@ -122,6 +122,7 @@ var (
 	spanRE  = regexp.MustCompile("`([^`\n]+)`")
 	flagRE  = regexp.MustCompile(`(?:^|[\[|(])(--[a-z][a-z0-9-]*)`)
 	startRE = regexp.MustCompile(`^(?:\$\(|"\$\(|\./cmd/)?simlock$`)
+	wordRE  = regexp.MustCompile(`^[a-z]`)
 	envRE   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=[^"':]*$`)
 )
 
@@ -214,7 +215,7 @@ func TestDocCommandsAndFlagsExist(t *testing.T) {
 	root := docRoot()
 	checked := 0
 	for _, dc := range docCommands(t) {
-		if len(dc.words) == 0 || !regexp.MustCompile(`^[a-z]`).MatchString(dc.words[0]) {
+		if len(dc.words) == 0 || !wordRE.MatchString(dc.words[0]) {
 			continue // simlock alone, a placeholder (<cmd>) or a flag of the root
 		}
 		// `simlock simctl|adb …` names two commands.
@@ -231,24 +232,22 @@ func TestDocCommandsAndFlagsExist(t *testing.T) {
 // checkDocCommand checks that words name a command and flags of it.
 func checkDocCommand(t *testing.T, root *cobra.Command, dc docCommand, words []string) {
 	t.Helper()
-	{
-		cmd, rest := resolve(root, words)
-		if cmd == root {
-			t.Errorf("%s: `simlock %s`: there is no command %q", dc.where, strings.Join(dc.words, " "), words[0])
-			return
+	cmd, rest := resolve(root, words)
+	if cmd == root {
+		t.Errorf("%s: `simlock %s`: there is no command %q", dc.where, strings.Join(dc.words, " "), words[0])
+		return
+	}
+	if cmd.DisableFlagParsing {
+		return // the rest is the wrapped tool's (simctl, adb)
+	}
+	for _, w := range rest {
+		if w == "--" {
+			break
 		}
-		if cmd.DisableFlagParsing {
-			return // the rest is the wrapped tool's (simctl, adb)
-		}
-		for _, w := range rest {
-			if w == "--" {
-				break
-			}
-			for _, m := range flagRE.FindAllStringSubmatch(w, -1) {
-				name := strings.TrimPrefix(m[1], "--")
-				if cmd.Flags().Lookup(name) == nil && cmd.InheritedFlags().Lookup(name) == nil && name != "help" {
-					t.Errorf("%s: `simlock %s`: %s has no flag --%s", dc.where, strings.Join(dc.words, " "), cmd.CommandPath(), name)
-				}
+		for _, m := range flagRE.FindAllStringSubmatch(w, -1) {
+			name := strings.TrimPrefix(m[1], "--")
+			if cmd.Flags().Lookup(name) == nil && cmd.InheritedFlags().Lookup(name) == nil && name != "help" {
+				t.Errorf("%s: `simlock %s`: %s has no flag --%s", dc.where, strings.Join(dc.words, " "), cmd.CommandPath(), name)
 			}
 		}
 	}
