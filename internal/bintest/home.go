@@ -1,12 +1,10 @@
 package bintest
 
 import (
-	"errors"
-	"math/rand/v2"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -27,23 +25,22 @@ func LockHeld(dir string) bool {
 	return false
 }
 
-// FreePort is a local TCP port that was free a moment ago. It is taken
-// from 20000-29999, below the kernel's ephemeral range (32768 and up on
-// Linux, 49152 and up on macOS): every port-0 listener and outgoing
-// connection of the tests running beside this one gets its port from that
-// range, so none of them can take this one between now and its use.
+// FreePort is a local TCP port the OS handed out a moment ago: it listens
+// on 127.0.0.1:0, reads the port it was given and closes the listener. A
+// test asks for one only where the daemon cannot bind port 0 and report
+// what it bound (a port it must find again after a restart, or the port of
+// a program it starts, such as its own adb server); everywhere else it
+// hands the daemon port 0. The port is in the kernel's ephemeral range,
+// where Linux gives a listener on port 0 odd ports first and an outgoing
+// connection even ones, so the connections of the tests beside this one
+// seldom take it before its use.
 func FreePort() (int, error) {
-	const base, span = 20000, 10000
-	start := rand.IntN(span)
-	for i := range span {
-		port := base + (start+i)%span
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port, nil
-		}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("no free TCP port on 127.0.0.1: %w", err)
 	}
-	return 0, errors.New("no free TCP port in 20000-29999")
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Env is the test process's environment without anything that would
@@ -54,7 +51,7 @@ func Env(dir string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_SESSION_ID" {
+		if strings.HasPrefix(k, "SIMLOCK_") || k == "CLAUDE_CODE_SESSION_ID" || k == "CODEX_THREAD_ID" {
 			continue
 		}
 		env = append(env, kv)

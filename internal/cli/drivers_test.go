@@ -49,8 +49,8 @@ func TestMCPAgentIDPrefersTheNamedAgentThenTheSession(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"SIMLOCK_AGENT_ID": "a1", "CLAUDE_CODE_SESSION_ID": "s1"}, "a1"},
-		{map[string]string{"CLAUDE_CODE_SESSION_ID": "s1", "CODEX_SESSION_ID": "c1"}, "claude-code:s1"},
-		{map[string]string{"CODEX_SESSION_ID": "c1"}, "codex:c1"},
+		{map[string]string{"CLAUDE_CODE_SESSION_ID": "s1", "CODEX_THREAD_ID": "c1"}, "claude-code:s1"},
+		{map[string]string{"CODEX_THREAD_ID": "c1"}, "codex:c1"},
 		{nil, "mcp:42"},
 	}
 	for _, c := range cases {

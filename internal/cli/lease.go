@@ -31,7 +31,8 @@ func leaseCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lease --platform <ios|android> [flags]",
 		Short: "Lease a device and hold it until exit (or --detach)",
-		Long: `Lease a device. The grant is one JSON line on stdout; progress goes to stderr.
+		Long: `Lease a device. The grant goes to stdout: a short view on a terminal, one
+JSON line when piped or with --json. Progress goes to stderr.
 
 Without --detach the command holds the lease: it renews it every TTL/3 and
 releases it when it exits, on SIGINT or SIGTERM, or when its parent process
@@ -61,7 +62,7 @@ its parent, and exits 0 when it goes).`,
 	f.BoolVar(&lf.allowDownload, "allow-download", false, "download the OS runtime if it is not installed (10-20 min; within downloads.policy); progress shows a downloading stage")
 	f.BoolVar(&lf.detach, "detach", false, "print the grant and exit; the lease lives until released or its TTL passes")
 	f.BoolVar(&lf.exportEnv, "export-env", false, "print the lease's environment as shell export lines instead of the grant JSON")
-	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_SESSION_ID, parent pid)")
+	f.StringVar(&lf.agent, "agent-id", "", "requester id (default: SIMLOCK_AGENT_ID, CLAUDE_CODE_SESSION_ID, CODEX_THREAD_ID, parent pid)")
 	f.IntVar(&lf.bindPID, "bind-pid", 0, "end the lease when this local process exits (the daemon watches it; with or without --detach)")
 	f.StringVar(&lf.progressMode, "progress", "", "json, human or none (default: human on a terminal, else json)")
 	f.StringVar(&lf.leaseID, "lease-id", "", "the id the lease is to have (1-64 ASCII letters, digits, _ and -); LEASE_ID_TAKEN (exit 13) while another active lease or waiting request has it")

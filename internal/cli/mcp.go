@@ -24,7 +24,8 @@ func mcpCmd(env Env) *cobra.Command {
 lease_simulator, wait_for_lease, release_simulator and lease_status.
 
 The server acts as the agent named by SIMLOCK_AGENT_ID, else the Claude Code
-session (CLAUDE_CODE_SESSION_ID), else the Codex session (CODEX_SESSION_ID),
+session (CLAUDE_CODE_SESSION_ID), else the Codex thread (CODEX_THREAD_ID, which
+Codex sets for its shell commands; it passes none to the MCP servers it starts),
 else mcp:<pid>. It starts the daemon when a tool needs it, renews the leases it was granted, and releases them (and
 withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
 		Args: cobra.NoArgs,

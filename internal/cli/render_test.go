@@ -155,8 +155,10 @@ func TestAgentIDResolution(t *testing.T) {
 	}{
 		{"mine", map[string]string{"SIMLOCK_AGENT_ID": "env"}, "mine"},
 		{"", map[string]string{"SIMLOCK_AGENT_ID": "env", "CLAUDE_CODE_SESSION_ID": "abc"}, "env"},
-		{"", map[string]string{"CLAUDE_CODE_SESSION_ID": "abc", "CODEX_SESSION_ID": "x"}, "claude-code:abc"},
-		{"", map[string]string{"CODEX_SESSION_ID": "x"}, "codex:x"},
+		{"", map[string]string{"CLAUDE_CODE_SESSION_ID": "abc", "CODEX_THREAD_ID": "x"}, "claude-code:abc"},
+		{"", map[string]string{"CODEX_THREAD_ID": "x"}, "codex:x"},
+		// Codex documents no CODEX_SESSION_ID: it is not an identity.
+		{"", map[string]string{"CODEX_SESSION_ID": "x"}, "pid:42"},
 		{"", map[string]string{}, "pid:42"},
 	}
 	for _, c := range cases {

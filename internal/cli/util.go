@@ -51,7 +51,7 @@ func agentID(flag string, getenv func(string) string, ppid int) string {
 }
 
 // sessionAgentID is the identity the environment gives: SIMLOCK_AGENT_ID,
-// then a Claude Code or Codex session id, or "" when there is none. The CLI
+// then a Claude Code session id or a Codex thread id, or "" when there is none. The CLI
 // and the MCP server both take it, so an agent's commands and its MCP tools
 // are one requester.
 func sessionAgentID(getenv func(string) string) string {
@@ -60,8 +60,8 @@ func sessionAgentID(getenv func(string) string) string {
 		return getenv("SIMLOCK_AGENT_ID")
 	case getenv("CLAUDE_CODE_SESSION_ID") != "":
 		return "claude-code:" + getenv("CLAUDE_CODE_SESSION_ID")
-	case getenv("CODEX_SESSION_ID") != "":
-		return "codex:" + getenv("CODEX_SESSION_ID")
+	case getenv("CODEX_THREAD_ID") != "":
+		return "codex:" + getenv("CODEX_THREAD_ID")
 	}
 	return ""
 }

@@ -269,7 +269,7 @@ func TestDownloadStageOverHTTPAndMCP(t *testing.T) {
 func TestRealDriversDownloadThroughTheirInstallers(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h := newHome(t)
 	h.withShims(e, "ios,android")
 	r := h.run("lease", "--platform", "ios", "--device", "iPhone 16", "--os", "26.4", "--allow-download", "--agent-id", "a", "--detach")
 	if r.code != 0 {

@@ -16,7 +16,17 @@ import (
 
 // withShims points h's commands (and the daemon they start) at the fake
 // platform tools, with the given drivers enabled.
+//
+// With the Android driver, its private adb server gets a port from the OS
+// (h.adbPort), not the default 5038, which another program on the host may
+// hold: the suite does not depend on what else runs.
 func (h *home) withShims(e shimtest.Env, drivers string) {
+	if strings.Contains(drivers, "android") {
+		h.adbPort = freePort(h.t)
+		if r := h.run("config", "set", "drivers.android.adbServerPort", h.adbPort); r.code != 0 {
+			h.t.Fatalf("config set drivers.android.adbServerPort %s: %s", h.adbPort, r)
+		}
+	}
 	var env []string
 	for _, kv := range e.Environ(h.env) {
 		if !strings.HasPrefix(kv, "SIMLOCK_DRIVERS=") {
@@ -184,7 +194,7 @@ func TestIOSCatalogClassesAndRanges(t *testing.T) {
 func TestUnownedRootDisablesOnlyItsPlatform(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h := newHome(t)
 	h.withShims(e, "ios,android")
 	if err := os.MkdirAll(h.path("devices/ios/SOMEONE-ELSES-SIM"), 0o700); err != nil {
 		t.Fatal(err)
@@ -260,8 +270,8 @@ func freePort(t *testing.T) string {
 
 // The Android driver on a shim SDK: avdmanager creates simlock_<...> in the
 // root, the emulator starts on an even console port in 5586-5682, readiness
-// is read through simlock's own adb server on 5038, and the grant's address
-// is emulator-<port>.
+// is read through simlock's own adb server on its configured port, and the
+// grant's address is emulator-<port>.
 func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
@@ -295,8 +305,8 @@ func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 			}
 		case c.Tool == "adb" && slices.Contains(c.Args, "sys.boot_completed"):
 			sawReadiness = true
-			if i := slices.Index(c.Args, "-P"); i < 0 || c.Args[i+1] != "5038" {
-				t.Errorf("readiness asked through %q, want adb -P 5038", c.Args)
+			if i := slices.Index(c.Args, "-P"); i < 0 || c.Args[i+1] != h.adbPort {
+				t.Errorf("readiness asked through %q, want adb -P %s", c.Args, h.adbPort)
 			}
 		}
 	}
@@ -306,8 +316,8 @@ func TestAndroidDriverLeasesThroughTheSDK(t *testing.T) {
 	if g.Device.Address != "emulator-"+strconv.Itoa(port) || g.Device.DriverDeviceID != avd {
 		t.Errorf("grant device = %+v, want %s at emulator-%d", g.Device, avd, port)
 	}
-	if g.Environment["ANDROID_ADB_SERVER_PORT"] != "5038" {
-		t.Errorf("grant environment = %v", g.Environment)
+	if g.Environment["ANDROID_ADB_SERVER_PORT"] != h.adbPort {
+		t.Errorf("grant environment = %v, want ANDROID_ADB_SERVER_PORT=%s", g.Environment, h.adbPort)
 	}
 	if _, err := os.Stat(filepath.Join(root, avd+".ini")); err != nil {
 		t.Errorf("the AVD is not in simlock's root: %v", err)

@@ -266,9 +266,9 @@ func TestFilesOnTheIOSStandIn(t *testing.T) {
 func TestFilesOnTheAndroidStandIn(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	port := freePort(t)
-	h := newHome(t, "drivers.android.adbServerPort", port, "exec.maxUploadBytes", "4194304")
+	h := newHome(t, "exec.maxUploadBytes", "4194304")
 	h.withShims(e, "android")
+	port := h.adbPort
 	g := h.leaseDetached("droid-files", "android")
 
 	roundTrip(t, h, "droid-files", "/sdcard/Download/blob.bin", randomBytes(2<<20+7))

@@ -46,8 +46,11 @@ func TestAForwardedRequestWhoseWorkerFallsSilentEndsOneBoundAfterItsLastProgress
 	c := w.serveUntil("lease.request")
 	var last time.Time
 	for range 4 {
-		w.progress(c, contract.StageBooting)
+		// Read before it is sent: the gateway hears the progress after
+		// this, so the bound counts from no earlier than last, however
+		// late this goroutine runs on a loaded machine.
 		last = time.Now()
+		w.progress(c, contract.StageBooting)
 		time.Sleep(500 * time.Millisecond) // the worker's pace, not a wait for the gateway
 	}
 	r := waitResult(t, ch, 10*time.Second, "a request whose worker fell silent did not end")

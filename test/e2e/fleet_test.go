@@ -68,9 +68,6 @@ func (f *fleet) joinSecret(name string) string { return f.join(name).secret }
 func (f *fleet) shimWorker(e shimtest.Env, platform, label string, extra ...string) *home {
 	f.t.Helper()
 	settings := []string{"gateway.url", f.url, "gateway.token", f.joinSecret(label), "gateway.label", label, "gateway.heartbeatMs", fleetHeartbeat}
-	if platform == "android" {
-		settings = append(settings, "drivers.android.adbServerPort", freePort(f.t))
-	}
 	w := newHome(f.t, append(settings, extra...)...)
 	w.withShims(e, platform)
 	w.startDaemon()

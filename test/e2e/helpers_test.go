@@ -44,6 +44,9 @@ type home struct {
 	t   *testing.T
 	dir string
 	env []string
+	// adbPort is the port of the daemon's own adb server, which withShims
+	// takes from the OS for a home with the Android driver ("" without).
+	adbPort string
 }
 
 // newHome makes a fresh, short SIMLOCK_HOME and writes the given settings

@@ -307,7 +307,7 @@ func TestHTTPEventStreamResumes(t *testing.T) {
 func TestHTTPExecStreamsPassthroughOutput(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "http.enabled", "true", "http.port", "0", "drivers.android.adbServerPort", freePort(t))
+	h := newHome(t, "http.enabled", "true", "http.port", "0")
 	h.withShims(e, "android")
 	h.startDaemon()
 	st := h.run("status", "--json")

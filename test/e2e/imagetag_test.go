@@ -49,7 +49,7 @@ func TestLeaseByImageTag(t *testing.T) {
 	abi := hostABI()
 	e := shimtest.Build(t)
 	e.AddAndroidImage(t, "system-images;android-36;google_apis_playstore;"+abi)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "3")
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "3")
 	h.withShims(e, "android")
 	f := h.follow()
 
@@ -101,7 +101,7 @@ func TestComponentInstallInstallsAnImageTagsSystemImage(t *testing.T) {
 	t.Parallel()
 	abi := hostABI()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h := newHome(t)
 	h.withShims(e, "android")
 	if r := h.run("component", "install", "android", "35;google_apis_playstore"); r.code != 0 {
 		t.Fatalf("component install android 35;google_apis_playstore\n%s", r)
@@ -124,7 +124,7 @@ func TestAWarmPoolTargetOfAnImageTagKeepsThatTagsDeviceWarm(t *testing.T) {
 	abi := hostABI()
 	e := shimtest.Build(t)
 	e.AddAndroidImage(t, "system-images;android-36;google_apis_playstore;"+abi)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t),
+	h := newHome(t,
 		"warmPool.targets", `[{"platform":"android","model":"Pixel 9","osVersion":"36","imageTag":"google_apis_playstore","count":1}]`)
 	h.withShims(e, "android")
 	f := h.follow()

@@ -109,7 +109,7 @@ func (a *api) leaseOver(secret, platform string) map[string]any {
 // drivers, two running slots, and returns it with its API.
 func httpShimHome(t *testing.T, e shimtest.Env, drivers string) (*home, *api) {
 	t.Helper()
-	h := newHome(t, "http.enabled", "true", "http.port", "0", "drivers.android.adbServerPort", freePort(t),
+	h := newHome(t, "http.enabled", "true", "http.port", "0",
 		"capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
 	h.withShims(e, drivers)
 	h.startDaemon()
@@ -294,7 +294,7 @@ func TestOverHTTPBootedIsTheLeasesSimulatorAndHostPathsAreRefused(t *testing.T) 
 func TestTheLocalCLIIsPinnedToTheCallersLeaseAndKeepsHostPaths(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
 	h.withShims(e, "android")
 	other := h.leaseDetached("other", "android")
 	mine := h.leaseDetached("me", "android")
@@ -325,7 +325,7 @@ func TestTheLocalCLIIsPinnedToTheCallersLeaseAndKeepsHostPaths(t *testing.T) {
 func TestMCPRunOnDeviceIsConfinedLikeARemoteCaller(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "2")
 	h.withShims(e, "android")
 	other := h.leaseDetached("other", "android")
 	if r := h.runAs("other", "adb", "--lease", other.Lease.ID, "shell", "echo 'secret-of-other' > /data/local/tmp/o.txt"); r.code != 0 {
@@ -430,7 +430,7 @@ func TestThroughAGatewayExecReachesTheLeasesDeviceOnly(t *testing.T) {
 func TestAPoisonedCleanSnapshotQuarantinesItsDeviceAtReclaim(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t), "capacity.strategy", "fixed", "capacity.config.maxRunning", "1",
+	h := newHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "1",
 		"warmPool.quarantine.retryBackoffMs", "200")
 	h.withShims(e, "android")
 	f := h.follow()

@@ -470,7 +470,7 @@ func TestMCPBadArgumentsAreToolErrors(t *testing.T) {
 func TestMCPRunOnDeviceRunsAdbOnTheLeasedEmulator(t *testing.T) {
 	t.Parallel()
 	e := shimtest.Build(t)
-	h := newHome(t, "drivers.android.adbServerPort", freePort(t))
+	h := newHome(t)
 	h.withShims(e, "android")
 	m := h.mcpConnect("agent-exec")
 	res, grant := m.call("lease_simulator", map[string]any{"platform": "android"}, nil)

@@ -42,6 +42,15 @@ func TestTheREADMEBlocksRunInOrder(t *testing.T) {
 		t.Fatalf("README has %d sh blocks; the test expects the lease, test, next-steps and HTTP ones at least", len(blocks))
 	}
 	home := t.TempDir()
+	// The one setting the README does not make: its HTTP API takes a port
+	// from the OS instead of the default 4700, which another program on
+	// the host may hold. The block reads the address back from status.
+	if err := os.MkdirAll(filepath.Join(home, ".simlock"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".simlock", "config.json"), []byte(`{"http":{"port":0}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	ran := 0
@@ -78,6 +87,10 @@ func TestTheREADMEBlocksRunInOrder(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "### README block "); n != ran {
 		t.Errorf("%d blocks ran, want %d", n, ran)
+	}
+	// The HTTP block ends its wait on a grant, not on an error.
+	if !strings.Contains(out.String(), `"state":"granted"`) {
+		t.Errorf("the HTTP block printed no granted request\n%s", out.String())
 	}
 }
 
