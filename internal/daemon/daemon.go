@@ -804,8 +804,10 @@ func (d *Daemon) leaseEnded(l contract.LeaseRecord, reason string) {
 	if d.fleet != nil {
 		// A gateway's relayed transfers of the lease end with it (a
 		// worker's end before its device is cleaned, as a lease-end
-		// participant).
-		go d.transfers.EndLease(context.Background(), l.UniqueKey())
+		// participant): gone before whoever ended the lease hears so,
+		// their sessions closed and running calls waited for apart.
+		finish := d.transfers.EndLeaseNow(l.UniqueKey())
+		go finish(context.Background())
 	}
 	d.mu.Lock()
 	var told []*session

@@ -418,6 +418,14 @@ func (r *Registry) Abort(owner, id string) (contract.TransferAbortResult, error)
 // EndLease aborts every transfer of lease and waits, until ctx ends, for
 // the calls that were running on them to return.
 func (r *Registry) EndLease(ctx context.Context, lease string) {
+	r.EndLeaseNow(lease)(ctx)
+}
+
+// EndLeaseNow aborts every transfer of lease at once: when it returns, no
+// call finds any of them by id (UNKNOWN_TRANSFER). What it returns closes
+// their sessions and waits, until ctx ends, for the calls that were
+// running on them; a caller that must not wait for those runs it apart.
+func (r *Registry) EndLeaseNow(lease string) (finish func(ctx context.Context)) {
 	r.mu.Lock()
 	var running []chan struct{}
 	var idle []*entry
@@ -431,14 +439,16 @@ func (r *Registry) EndLease(ctx context.Context, lease string) {
 		e.cancel()
 	}
 	r.mu.Unlock()
-	for _, e := range idle {
-		e.sess.Close()
-	}
-	for _, done := range running {
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return
+	return func(ctx context.Context) {
+		for _, e := range idle {
+			e.sess.Close()
+		}
+		for _, done := range running {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
