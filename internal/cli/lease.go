@@ -572,11 +572,8 @@ func (p *progressPrinter) drawLocked() {
 		return
 	}
 	now := time.Now()
-	line := progressHuman(*p.cur, p.device, p.elapsedLocked(now), now, p.frame)
-	if p.cur.Stage == contract.StageDownloading && p.cur.Percent != nil {
-		line += p.rate.suffix(*p.cur.Percent, p.cur.BytesDone, p.cur.BytesTotal, now)
-	}
-	fmt.Fprintf(p.w, "\r\x1b[2K%s", fitWidth(line, liveWidth(p.width())))
+	line := liveLine(*p.cur, p.device, p.elapsedLocked(now), now, p.frame, &p.rate, liveWidth(p.width()))
+	fmt.Fprintf(p.w, "\r\x1b[2K%s", line)
 	p.drawn = true
 }
 

@@ -78,9 +78,28 @@ func ordinal(n int) string {
 // across a download); now is the clock a lease's end is counted down
 // against; frame picks the spinner glyph.
 func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duration, now time.Time, frame int) string {
+	return liveLine(p, device, elapsed, now, frame, nil, 0)
+}
+
+// liveLine is progressHuman fitted to a terminal of width columns (0: no
+// limit), with what rate knows of a download after its bar. What does not
+// fit goes least useful first, so the line keeps what a person waits to
+// read: a download's bar shrinks, then its speed, its sizes and the bar
+// go, and its time left stays; in line, the holder of the lease waited
+// for goes, then the count of requests ahead (the place says it), the
+// time waited and the limit reached, and when that lease ends stays.
+// Only then is the line cut.
+func liveLine(p contract.LeaseProgress, device string, elapsed time.Duration, now time.Time, frame int, rate *downloadRate, width int) string {
+	room := width - 1
+	fits := func(line string) bool { return width <= 0 || utf8.RuneCountInString(line) <= room }
 	glyph := spinner[frame%len(spinner)]
-	switch p.Stage {
-	case contract.StageQueued:
+	switch {
+	case p.Stage == contract.StageQueued:
+		// drop: the higher, the sooner it goes; 0 stays.
+		type part struct {
+			text string
+			drop int
+		}
 		ahead := ""
 		switch {
 		case p.QueuePosition == 2:
@@ -88,11 +107,79 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 		case p.QueuePosition > 2:
 			ahead = fmt.Sprintf(" (%d requests ahead)", p.QueuePosition-1)
 		}
-		line := fmt.Sprintf("%s Queued %s for %s%s, waiting %s", glyph, ordinal(p.QueuePosition), article(device), ahead, roundDur(elapsed))
+		head := []part{{fmt.Sprintf("%s Queued %s for %s", glyph, ordinal(p.QueuePosition), article(device)), 0},
+			{ahead, 4}, {", waiting " + roundDur(elapsed), 3}}
+		var why []part // said in parentheses, a comma between
 		if p.Wait != nil {
-			line += " (" + p.Wait.Words(now) + ")"
+			limit, holder, ends := p.Wait.WordParts(now)
+			why = []part{{limit, 2}, {holder, 5}, {ends, 1}}
 		}
-		return line
+		join := func() string {
+			var b strings.Builder
+			for _, x := range head {
+				b.WriteString(x.text)
+			}
+			var in []string
+			for i, x := range why {
+				switch {
+				case x.text == "":
+				case i == 1 && why[0].text != "":
+					// "3/3 running: lse_… held by a"
+					in[len(in)-1] += ": " + x.text
+				default:
+					in = append(in, x.text)
+				}
+			}
+			if len(in) > 0 {
+				b.WriteString(" (" + strings.Join(in, ", ") + ")")
+			}
+			return b.String()
+		}
+		for line := join(); !fits(line); line = join() {
+			worst := (*part)(nil)
+			for _, ps := range [][]part{head, why} {
+				for i := range ps {
+					if x := &ps[i]; x.drop > 0 && x.text != "" && (worst == nil || x.drop > worst.drop) {
+						worst = x
+					}
+				}
+			}
+			if worst == nil {
+				break
+			}
+			worst.text = ""
+		}
+		return fitWidth(join(), width)
+	case p.Stage == contract.StageDownloading && !p.Waiting && p.Percent != nil:
+		head := fmt.Sprintf("Downloading runtime %s", p.Component)
+		pct := fmt.Sprintf(" %3d%%", *p.Percent)
+		var sizes, speed, left string
+		if rate != nil {
+			sizes, speed, left = rate.parts(*p.Percent, p.BytesDone, p.BytesTotal, now)
+		}
+		const barMax, barMin = 24, 8
+		for _, drop := range []*string{nil, &speed, &sizes} {
+			if drop != nil {
+				*drop = ""
+			}
+			rest := utf8.RuneCountInString(head + pct + sizes + speed + left)
+			bar := barMax
+			if width > 0 {
+				bar = min(barMax, room-rest-3) // " [" and "]"
+			}
+			if bar >= barMin {
+				return head + " " + progressBar(*p.Percent, bar) + pct + sizes + speed + left
+			}
+		}
+		return fitWidth(fmt.Sprintf("%s %d%%%s", head, *p.Percent, left), width)
+	}
+	return fitWidth(progressWords(p, device, elapsed, glyph), width)
+}
+
+// progressWords is the live line of a step that is neither a place in line
+// nor a download's bar: the step in words with its ETA or time so far.
+func progressWords(p contract.LeaseProgress, device string, elapsed time.Duration, glyph string) string {
+	switch p.Stage {
 	case contract.StageReclaiming, contract.StageProvisioning, contract.StageBooting:
 		left := time.Duration(p.EtaMs)*time.Millisecond - elapsed
 		// Whole seconds rounded up: "about 0s left" never shows while
@@ -110,10 +197,7 @@ func progressHuman(p contract.LeaseProgress, device string, elapsed time.Duratio
 		if p.Waiting {
 			return fmt.Sprintf("%s Waiting for another download to finish before runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
 		}
-		if p.Percent == nil {
-			return fmt.Sprintf("%s Downloading runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
-		}
-		return fmt.Sprintf("Downloading runtime %s %s %3d%%", p.Component, progressBar(*p.Percent, 24), *p.Percent)
+		return fmt.Sprintf("%s Downloading runtime %s, %s so far", glyph, p.Component, roundDur(elapsed))
 	}
 	return glyph + " " + string(p.Stage)
 }
@@ -138,24 +222,30 @@ func (r *downloadRate) see(pct *int, bytes int64, now time.Time) {
 // means something (2 s, and 2 points or some bytes moved). The installers'
 // own figures are all there is to go on; nothing is made up before them.
 func (r *downloadRate) suffix(pct int, bytes, total int64, now time.Time) string {
-	var s string
+	sizes, speed, left := r.parts(pct, bytes, total, now)
+	return sizes + speed + left
+}
+
+// parts are suffix in its three parts, each with its leading separator or
+// "": the sizes, the speed, and the time left.
+func (r *downloadRate) parts(pct int, bytes, total int64, now time.Time) (sizes, speed, left string) {
 	if total > 0 {
-		s = " · " + contract.SizeWords(bytes, total)
+		sizes = " · " + contract.SizeWords(bytes, total)
 	}
 	took := now.Sub(r.at)
 	if r.at.IsZero() || took < 2*time.Second || pct >= 100 {
-		return s
+		return sizes, "", ""
 	}
 	if moved := bytes - r.fromBytes; total > 0 && moved > 0 {
-		s += " · " + contract.Bytes(int64(float64(moved)/took.Seconds())) + "/s"
-		left := time.Duration(float64(total-bytes) / float64(moved) * float64(took))
-		return s + ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+		speed = " · " + contract.Bytes(int64(float64(moved)/took.Seconds())) + "/s"
+		rest := time.Duration(float64(total-bytes) / float64(moved) * float64(took))
+		return sizes, speed, ", about " + roundDur((rest+time.Second-1)/time.Second*time.Second) + " left"
 	}
 	if moved := pct - r.fromPct; moved >= 2 {
-		left := took * time.Duration(100-pct) / time.Duration(moved)
-		return s + ", about " + roundDur((left+time.Second-1)/time.Second*time.Second) + " left"
+		rest := took * time.Duration(100-pct) / time.Duration(moved)
+		return sizes, "", ", about " + roundDur((rest+time.Second-1)/time.Second*time.Second) + " left"
 	}
-	return s
+	return sizes, "", ""
 }
 
 // progressDone is the line a finished step leaves in the scrollback.

@@ -332,32 +332,45 @@ const (
 // ("1/1 running: lse_… held by holder2, expires in 14m"). The CLI's live
 // line and the MCP progress message both say it so.
 func (w QueueWait) Words(now time.Time) string {
-	var s string
+	limit, holder, ends := w.WordParts(now)
+	if holder == "" {
+		return limit
+	}
+	return limit + ": " + holder + ", " + ends
+}
+
+// WordParts are Words in its three parts, for a line that has room for
+// only some of them: the limit reached, the lease whose end frees it and
+// who holds it, and when that lease ends ("" for the last two when no
+// lease is named).
+func (w QueueWait) WordParts(now time.Time) (limit, holder, ends string) {
 	switch w.Limit {
 	case WaitMachineRunning:
-		s = fmt.Sprintf("%d/%d running on this machine", w.InUse, w.Max)
+		limit = fmt.Sprintf("%d/%d running on this machine", w.InUse, w.Max)
 	case WaitDevices:
-		s = fmt.Sprintf("%d/%d devices exist, the most allowed", w.InUse, w.Max)
+		limit = fmt.Sprintf("%d/%d devices exist, the most allowed", w.InUse, w.Max)
 	case WaitRAM:
-		s = fmt.Sprintf("RAM budget %d/%d MiB in use", w.InUse, w.Max)
+		limit = fmt.Sprintf("RAM budget %d/%d MiB in use", w.InUse, w.Max)
 	default:
-		s = fmt.Sprintf("%d/%d running", w.InUse, w.Max)
+		limit = fmt.Sprintf("%d/%d running", w.InUse, w.Max)
 	}
 	if w.LeaseID == "" {
-		return s
+		return limit, "", ""
 	}
-	s += ": " + w.LeaseID + " held by " + w.Holder
+	holder = w.LeaseID + " held by " + w.Holder
 	left := time.UnixMilli(w.EndsAt).Sub(now)
 	switch {
 	case left <= 0:
-		return s + ", due to expire unless renewed"
+		ends = "due to expire unless renewed"
 	case left < time.Minute:
-		return s + fmt.Sprintf(", expires in %ds", int((left+time.Second-1)/time.Second))
+		ends = fmt.Sprintf("expires in %ds", int((left+time.Second-1)/time.Second))
 	case left < time.Hour:
-		return s + fmt.Sprintf(", expires in %dm", int((left+time.Minute-1)/time.Minute))
+		ends = fmt.Sprintf("expires in %dm", int((left+time.Minute-1)/time.Minute))
+	default:
+		h := (left + time.Minute - 1) / time.Minute
+		ends = fmt.Sprintf("expires in %dh%02dm", int(h/60), int(h%60))
 	}
-	h := (left + time.Minute - 1) / time.Minute
-	return s + fmt.Sprintf(", expires in %dh%02dm", int(h/60), int(h%60))
+	return limit, holder, ends
 }
 
 // MaxDownloadBytes bounds a download's size read from the wire (1 PB).
