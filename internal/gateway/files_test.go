@@ -1,15 +1,12 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/transfer"
@@ -24,41 +21,27 @@ type lyingFiles struct {
 	calls []contract.Request
 }
 
-func (w *lyingFiles) serve(conn net.Conn) {
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 0, 1<<20), contract.MaxFrameLen)
-	enc := json.NewEncoder(conn)
-	answer := func(id json.RawMessage, v any) {
-		res, _ := json.Marshal(v)
-		_ = enc.Encode(contract.Response{ID: id, Result: res})
-	}
-	for sc.Scan() {
-		var req contract.Request
-		if json.Unmarshal(sc.Bytes(), &req) != nil {
-			return
+// answer records req and answers it as the lying worker does.
+func (w *lyingFiles) answer(req contract.Request) any {
+	w.mu.Lock()
+	w.calls = append(w.calls, req)
+	w.mu.Unlock()
+	switch req.Op {
+	case contract.OpFilesGet, contract.OpFilesPut:
+		size := int64(10)
+		var in contract.FilesGetInput
+		if json.Unmarshal(req.Input, &in) == nil && in.Path == "/huge" {
+			size = 1 << 40
 		}
-		w.mu.Lock()
-		w.calls = append(w.calls, req)
-		w.mu.Unlock()
-		ten := int64(10)
-		switch req.Op {
-		case contract.OpHello:
-			answer(req.ID, contract.HelloResult{Protocol: 1, Daemon: contract.VersionRange{Min: 1, Max: 1}, Role: contract.RoleAdmin})
-		case contract.OpFilesGet, contract.OpFilesPut:
-			size := ten
-			var in contract.FilesGetInput
-			if json.Unmarshal(req.Input, &in) == nil && in.Path == "/huge" {
-				size = 1 << 40
-			}
-			answer(req.ID, contract.TransferInfo{TransferID: "tr_worker", Size: &size, ChunkBytes: contract.MaxTransferChunk})
-		case contract.OpTransferRead:
-			answer(req.ID, contract.TransferChunk{Data: make([]byte, 20), EOF: true})
-		case contract.OpTransferWrite:
-			answer(req.ID, contract.TransferWriteResult{Received: 1 << 20})
-		case contract.OpTransferAbort:
-			answer(req.ID, contract.TransferAbortResult{Aborted: true})
-		}
+		return contract.TransferInfo{TransferID: "tr_worker", Size: &size, ChunkBytes: contract.MaxTransferChunk}
+	case contract.OpTransferRead:
+		return contract.TransferChunk{Data: make([]byte, 20), EOF: true}
+	case contract.OpTransferWrite:
+		return contract.TransferWriteResult{Received: 1 << 20}
+	case contract.OpTransferAbort:
+		return contract.TransferAbortResult{Aborted: true}
 	}
+	return nil
 }
 
 func (w *lyingFiles) ops() []contract.Op {
@@ -78,15 +61,8 @@ func (w *lyingFiles) ops() []contract.Op {
 // uplink names it.
 func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 	f, _ := newFleet(t, newMemStore())
-	gwEnd, workerEnd := net.Pipe()
-	defer gwEnd.Close()
-	defer workerEnd.Close()
 	w := &lyingFiles{}
-	go w.serve(workerEnd)
-	c, err := client.New(t.Context(), gwEnd, contract.HelloInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := scriptedSession(t, w.answer)
 	f.mu.Lock()
 	f.workers["w1"] = &worker{view: contract.WorkerView{ID: "w1", Label: "one", Connection: contract.WorkerConnected}, client: c}
 	f.mu.Unlock()

@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
 )
@@ -17,15 +15,8 @@ import (
 func TestALeaseIsListedFromItsGrantBeforeItsWorkerReportsIt(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	f.put(*view("w1", 0, 2))
-	gwEnd, workerEnd := net.Pipe()
-	defer gwEnd.Close()
-	defer workerEnd.Close()
 	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
-	go w.serve(workerEnd)
-	c, err := client.New(t.Context(), gwEnd, contract.HelloInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := scriptedSession(t, w.answer)
 	f.mu.Lock()
 	f.workers["w1"].client = c
 	f.mu.Unlock()

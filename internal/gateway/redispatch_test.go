@@ -1,52 +1,34 @@
 package gateway
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
 )
 
-// grantingWorker answers hello as an admin's session and grants every
-// lease.request, telling requests of each.
+// grantingWorker grants every lease.request, telling requests of each.
 type grantingWorker struct {
 	requests chan contract.LeaseRequestInput
 }
 
-func (w *grantingWorker) serve(conn net.Conn) {
-	sc := bufio.NewScanner(conn)
-	sc.Buffer(make([]byte, 0, 1<<20), contract.MaxFrameLen)
-	enc := json.NewEncoder(conn)
-	answer := func(id json.RawMessage, v any) {
-		res, _ := json.Marshal(v)
-		_ = enc.Encode(contract.Response{ID: id, Result: res})
+// answer grants a lease.request and tells the test of it.
+func (w *grantingWorker) answer(req contract.Request) any {
+	if req.Op != contract.OpLeaseRequest {
+		return nil
 	}
-	for sc.Scan() {
-		var req contract.Request
-		if json.Unmarshal(sc.Bytes(), &req) != nil {
-			return
-		}
-		switch req.Op {
-		case contract.OpHello:
-			answer(req.ID, contract.HelloResult{Protocol: 1, Daemon: contract.VersionRange{Min: 1, Max: 1}, Role: contract.RoleAdmin})
-		case contract.OpLeaseRequest:
-			var in contract.LeaseRequestInput
-			_ = json.Unmarshal(req.Input, &in)
-			w.requests <- in
-			now := time.Now().UnixMilli()
-			answer(req.ID, contract.LeaseGrant{
-				Device: contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID-1", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}},
-				Lease: contract.LeaseRecord{ID: "lse_1", DeviceID: "dev_1", RequesterID: in.RequesterID, OwnerID: in.Owner, GrantedAt: now,
-					TTLMs: in.TTLMs, LastRenewedAt: now, TTLDeadline: now + in.TTLMs},
-				RequestID: "req_w1", Source: contract.SourceProvisioned,
-			})
-		}
+	var in contract.LeaseRequestInput
+	_ = json.Unmarshal(req.Input, &in)
+	w.requests <- in
+	now := time.Now().UnixMilli()
+	return contract.LeaseGrant{
+		Device: contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID-1", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}},
+		Lease: contract.LeaseRecord{ID: "lse_1", DeviceID: "dev_1", RequesterID: in.RequesterID, OwnerID: in.Owner, GrantedAt: now,
+			TTLMs: in.TTLMs, LastRenewedAt: now, TTLDeadline: now + in.TTLMs},
+		RequestID: "req_w1", Source: contract.SourceProvisioned,
 	}
 }
 
@@ -95,15 +77,8 @@ func TestARequestRoutedBeforeAWorkersSessionExistsIsSentOnceItDoes(t *testing.T)
 		t.Fatalf("after its dispatch found no session the request is %s, want queued", s)
 	}
 
-	gwEnd, workerEnd := net.Pipe()
-	defer gwEnd.Close()
-	defer workerEnd.Close()
 	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
-	go w.serve(workerEnd)
-	c, err := client.New(t.Context(), gwEnd, contract.HelloInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := scriptedSession(t, w.answer)
 	f.mu.Lock()
 	f.workers["w1"].client = c
 	f.workers["w1"].viewGen++
