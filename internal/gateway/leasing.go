@@ -324,7 +324,7 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	case e.ending != "":
 		reason = e.ending
 	case ev.Event == "lease.expired":
-		reason = "expired"
+		reason = string(contract.EndExpired)
 	}
 	l.tellEnded(e, reason)
 }
@@ -946,7 +946,7 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 		return contract.ReleaseResult{}, l.refuseWorkerOwn(c, in.LeaseID, err)
 	}
 	var out contract.ReleaseResult
-	err = l.ending(e, "explicit", func(ctx context.Context, cl *client.Client) error {
+	err = l.ending(e, contract.EndReleased, func(ctx context.Context, cl *client.Client) error {
 		r, err := cl.Release(ctx, e.workerLeaseID)
 		out = r
 		return err
@@ -965,21 +965,21 @@ func (l *Leasing) Release(c queue.Caller, in contract.LeaseIDInput) (contract.Re
 // its holders have been told when the answer comes (a transfer of the
 // lease, say, is gone by then). A release that fails leaves the lease as
 // it was.
-func (l *Leasing) ending(e *indexed, reason string, release func(ctx context.Context, cl *client.Client) error) error {
+func (l *Leasing) ending(e *indexed, reason contract.EndReason, release func(ctx context.Context, cl *client.Client) error) error {
 	mark := func(r string) {
 		_ = l.q.Do(func(*queue.Txn) error {
 			e.ending = r
 			return nil
 		})
 	}
-	mark(reason)
+	mark(string(reason))
 	err := l.forward(e, release)
 	if err != nil {
 		mark("")
 		return err
 	}
 	l.ended(e.workerID, e.workerLeaseID)
-	l.tellEnded(e, reason)
+	l.tellEnded(e, string(reason))
 	return nil
 }
 
@@ -993,7 +993,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
 	var entries []*indexed
 	err := l.q.Do(func(tx *queue.Txn) error {
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), "killed", false)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), string(contract.EndKilled), false)
 		for _, e := range l.idx.byKey {
 			entries = append(entries, e)
 		}
@@ -1005,7 +1005,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].key < entries[j].key })
 	var unreachable []string
 	for _, e := range entries {
-		err := l.ending(e, "killed", func(ctx context.Context, cl *client.Client) error {
+		err := l.ending(e, contract.EndKilled, func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.Release(ctx, e.workerLeaseID)
 			return err
 		})

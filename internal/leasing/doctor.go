@@ -65,7 +65,7 @@ func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 func (e *Engine) ExpireNow(id string) {
 	_ = e.try(func(tx *queue.Txn) error {
 		if l, ok := e.leases[id]; ok && !time.Now().Before(l.expiry) {
-			e.endLocked(tx, id, ReasonExpired)
+			e.endLocked(tx, id, contract.EndExpired)
 		}
 		return nil
 	})

@@ -63,16 +63,6 @@ type Store interface {
 	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
 }
 
-// Lease-end reasons.
-const (
-	ReasonExplicit = "explicit"
-	ReasonExpired  = "expired"
-	ReasonKilled   = "killed"
-	// ReasonDeviceLost: the device stopped and could not be booted again,
-	// or vanished.
-	ReasonDeviceLost = "device-lost"
-)
-
 // Options configure an Engine. Store and Limits are required.
 type Options struct {
 	Store   Store
@@ -418,7 +408,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		sort.Strings(expired)
 		for _, id := range expired {
-			e.endLocked(tx, id, ReasonExpired)
+			e.endLocked(tx, id, contract.EndExpired)
 		}
 		e.convergeLeasesLocked(tx, reality)
 		e.reg.each(func(d *dev) bool {

@@ -44,7 +44,7 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 		// frees while the nuke runs, only to lose it a moment later. A
 		// request whose device is being started keeps the device, ready,
 		// and gets no lease from it.
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), ReasonKilled, true)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), string(contract.EndKilled), true)
 		inflight = e.reclaimsLocked()
 		return nil
 	})
@@ -56,7 +56,7 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 		return res, fmt.Errorf("wait for reclaims in flight: %w", err)
 	}
 	err = e.try(func(tx *queue.Txn) error {
-		res.Released = e.endAllLocked(tx, ReasonKilled)
+		res.Released = e.endAllLocked(tx, contract.EndKilled)
 		inflight = e.reclaimsLocked()
 		return nil
 	})

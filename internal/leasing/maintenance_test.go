@@ -112,7 +112,7 @@ func TestNukeCallsParticipantsWithAnAlreadyCancelledContext(t *testing.T) {
 			t.Fatalf("participant calls = %+v, want two", calls)
 		}
 		for _, c := range calls {
-			if !c.cancelled || c.ended.Reason != ReasonKilled {
+			if !c.cancelled || c.ended.Reason != contract.EndKilled {
 				t.Errorf("call %+v: want reason killed with an already cancelled context", c)
 			}
 		}
@@ -160,7 +160,7 @@ func TestNukeEndsEveryLeaseAsKilled(t *testing.T) {
 			t.Errorf("released = %v", res.Released)
 		}
 		for _, p := range payloads(t, h.st, "lease.released") {
-			if p["reason"] != ReasonKilled {
+			if p["reason"] != string(contract.EndKilled) {
 				t.Errorf("lease.released %v, want reason killed", p)
 			}
 		}
@@ -204,7 +204,7 @@ func TestNukeFailsEveryWaitingRequest(t *testing.T) {
 			t.Fatalf("lease.rejected = %v, want two", rejected)
 		}
 		for _, p := range rejected {
-			if p["reason"] != ReasonKilled {
+			if p["reason"] != string(contract.EndKilled) {
 				t.Errorf("lease.rejected %v, want reason killed", p)
 			}
 		}

@@ -299,7 +299,7 @@ func TestReleaseAnswersWhileTheParticipantHasNotReturnedAndTellsItTheLease(t *te
 		if c.returned {
 			t.Fatal("the participant returned; it should still be running")
 		}
-		want := EndedLease{LeaseID: grant.Lease.ID, OwnerID: "a", DeviceID: grant.Device.ID, Platform: contract.PlatformIOS, Reason: ReasonExplicit}
+		want := EndedLease{LeaseID: grant.Lease.ID, OwnerID: "a", DeviceID: grant.Device.ID, Platform: contract.PlatformIOS, Reason: contract.EndReleased}
 		if c.ended != want {
 			t.Errorf("participant told %+v, want %+v", c.ended, want)
 		}
@@ -648,11 +648,11 @@ func TestEveryLeaseEndCallsTheParticipantBeforeTheReclaimWithItsReason(t *testin
 		mu.Lock()
 		defer mu.Unlock()
 		want := map[string]EndedLease{
-			explicit.Lease.ID: {explicit.Lease.ID, "explicit", explicit.Device.ID, contract.PlatformIOS, ReasonExplicit},
-			lost.Lease.ID:     {lost.Lease.ID, "lost", lost.Device.ID, contract.PlatformIOS, ReasonDeviceLost},
-			expiring.Lease.ID: {expiring.Lease.ID, "expiring", expiring.Device.ID, contract.PlatformIOS, ReasonExpired},
-			k1.Lease.ID:       {k1.Lease.ID, "k1", k1.Device.ID, contract.PlatformIOS, ReasonKilled},
-			k2.Lease.ID:       {k2.Lease.ID, "k2", k2.Device.ID, contract.PlatformAndroid, ReasonKilled},
+			explicit.Lease.ID: {explicit.Lease.ID, "explicit", explicit.Device.ID, contract.PlatformIOS, contract.EndReleased},
+			lost.Lease.ID:     {lost.Lease.ID, "lost", lost.Device.ID, contract.PlatformIOS, contract.EndDeviceLost},
+			expiring.Lease.ID: {expiring.Lease.ID, "expiring", expiring.Device.ID, contract.PlatformIOS, contract.EndExpired},
+			k1.Lease.ID:       {k1.Lease.ID, "k1", k1.Device.ID, contract.PlatformIOS, contract.EndKilled},
+			k2.Lease.ID:       {k2.Lease.ID, "k2", k2.Device.ID, contract.PlatformAndroid, contract.EndKilled},
 		}
 		if len(calls) != len(want) {
 			t.Fatalf("participant calls = %+v, want one per ended lease (%d)", calls, len(want))
@@ -665,7 +665,7 @@ func TestEveryLeaseEndCallsTheParticipantBeforeTheReclaimWithItsReason(t *testin
 				t.Errorf("lease %s (%s): the device had been reclaimed %d times when the participant was called", c.ended.LeaseID, c.ended.Reason, c.reclaims)
 			}
 			// The vanished device's reclaim fails, and quarantine retries it.
-			if n := h.reclaimsOf(c.ended.DeviceID); n != 1 && (c.ended.Reason != ReasonDeviceLost || n < 1) {
+			if n := h.reclaimsOf(c.ended.DeviceID); n != 1 && (c.ended.Reason != contract.EndDeviceLost || n < 1) {
 				t.Errorf("lease %s (%s): device reclaimed %d times after, want 1", c.ended.LeaseID, c.ended.Reason, n)
 			}
 		}
@@ -687,7 +687,7 @@ func TestStartupExpiryCallsTheParticipantAndStartLeavesTheDeviceToIt(t *testing.
 		h := startEnds(t, st, fixed(2), nil, g)
 		synctest.Wait()
 		c := g.only(t)
-		if c.ended.LeaseID != grant.Lease.ID || c.ended.Reason != ReasonExpired {
+		if c.ended.LeaseID != grant.Lease.ID || c.ended.Reason != contract.EndExpired {
 			t.Fatalf("participant told %+v, want lease %s expired", c.ended, grant.Lease.ID)
 		}
 		before := len(h.st.names())
@@ -730,7 +730,7 @@ func TestEndThatLeavesNoDeviceToCleanCallsTheParticipantWithoutWaiting(t *testin
 		h.release("a", "lse_orphan")
 		synctest.Wait()
 		c := running.only(t)
-		if c.ended.Reason != ReasonExplicit || c.ended.DeviceID != "dev_gone" {
+		if c.ended.Reason != contract.EndReleased || c.ended.DeviceID != "dev_gone" {
 			t.Errorf("participant told %+v", c.ended)
 		}
 		errs := h.logs.at(slog.LevelError, "participant")
@@ -773,7 +773,7 @@ func TestUnknownLeaseAndMovedExpiryCallNoParticipant(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the new deadline
 		synctest.Wait()
-		if c := g.only(t); c.ended.Reason != ReasonExpired {
+		if c := g.only(t); c.ended.Reason != contract.EndExpired {
 			t.Errorf("reason = %s, want expired", c.ended.Reason)
 		}
 	})
