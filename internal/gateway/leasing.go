@@ -109,6 +109,7 @@ type LeasingOptions struct {
 type Leasing struct {
 	f    *Fleet
 	q    *queue.Queue
+	desk *queue.Desk // the front desk over q
 	opts LeasingOptions
 	log  *slog.Logger
 
@@ -211,6 +212,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		// chosen id live side by side.
 		LeaseHeld: func(owner, id string) bool { return l.idx.heldBy(owner, id) },
 	})
+	l.desk = &queue.Desk{Q: l.q, DefaultTTL: opts.DefaultTTL, MinTTL: opts.MinTTL, MaxTTL: opts.MaxTTL, Resolve: l.resolveRequest}
 	if opts.LeaseEnded == nil {
 		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
 	}
@@ -433,62 +435,44 @@ func (l *Leasing) Close() {
 	l.q.Close()
 }
 
-func (l *Leasing) submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
-	ttl, cerr := queue.TTLFor(in.TTLMs, l.opts.DefaultTTL, l.opts.MinTTL, l.opts.MaxTTL, "ttlMs")
-	if cerr != nil {
-		return nil, cerr
-	}
-	spec, err := contract.ParseOSVersion(in.OSVersion)
+// resolveRequest is the fleet's resolution of a request: what routing
+// reads of it, and its class of need. Nothing is asked of a worker yet.
+func (l *Leasing) resolveRequest(_ context.Context, in contract.LeaseRequestInput) queue.Resolution {
+	ttl, _ := l.desk.TTL(in.TTLMs, "ttlMs") // checked by the desk already
+	a, err := askOf(in.Spec(), ttl.Milliseconds(), in.AllowDownload)
 	if err != nil {
-		return nil, err
+		// The input was validated with its osVersion; nothing reaches here.
+		return queue.Resolution{Err: contract.AsError(err), Reason: "unresolvable-spec"}
 	}
-	a := Ask{Platform: in.Platform, Model: in.Model, Class: in.Class, OS: spec, ImageTag: in.ImageTag, Mode: in.Mode, TTLMs: ttl.Milliseconds(),
-		AllowDownload: in.AllowDownload}
-	qa := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
-	return l.q.Submit(ctx, qa, func(context.Context) queue.Resolution {
-		return queue.Resolution{Need: &fleetNeed{ask: a, key: needKey(a)}}
-	})
+	return queue.Resolution{Need: &fleetNeed{ask: a, key: needKey(a)}}
 }
 
-// Acquire asks for a lease and waits for it, as lease.request does.
+// Acquire asks for a lease and waits for it, as lease.request does (see
+// queue.Desk.Acquire).
 func (l *Leasing) Acquire(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
-	if progress == nil {
-		progress = func(contract.LeaseProgress) {}
-	}
-	t, err := l.submit(ctx, c, in, progress)
-	if err != nil {
-		return contract.LeaseGrant{}, err
-	}
-	return l.q.Await(ctx, t)
+	return l.desk.Acquire(ctx, c, in, progress)
 }
 
-// Submit makes a lease request that waits on its own (lease-request.create).
+// Submit makes a lease request that waits on its own (lease-request.create;
+// see queue.Desk.Submit).
 func (l *Leasing) Submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput) (contract.LeaseRequestStatus, error) {
-	t, err := l.submit(ctx, c, in, nil)
-	if err != nil {
-		return contract.LeaseRequestStatus{}, err
-	}
-	return l.q.Resource(t)
+	return l.desk.Submit(ctx, c, in)
 }
 
 // RetryRequest makes a failed request of the fleet queue again, as it was
 // stored, as a new request for the same requester.
 func (l *Leasing) RetryRequest(ctx context.Context, c queue.Caller, id string) (contract.LeaseRequestStatus, error) {
-	owner, in, err := l.q.RetryInput(ctx, c, id)
-	if err != nil {
-		return contract.LeaseRequestStatus{}, err
-	}
-	return l.Submit(ctx, owner, in)
+	return l.desk.RetryRequest(ctx, c, id)
 }
 
 // RequestStatus reads a lease request (lease-request.get).
 func (l *Leasing) RequestStatus(ctx context.Context, c queue.Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
-	return l.q.Status(ctx, c, in)
+	return l.desk.RequestStatus(ctx, c, in)
 }
 
 // Cancel withdraws a waiting request (lease.cancel).
 func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
-	return l.q.Cancel(ctx, c, in)
+	return l.desk.Cancel(ctx, c, in)
 }
 
 // Admit is the fast-fail table, run as a request joins the line.

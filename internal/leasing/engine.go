@@ -74,8 +74,9 @@ type Options struct {
 	// ClassDefaults are configured model preferences per platform and
 	// class, tried before each driver's own.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
-	// DefaultTTL and MaxTTL bound lease lifetimes, and MinTTL
-	// (lease.minTtlMs; 0 sets none) from below.
+	// DefaultTTL is lease.defaultTtlMs, and MaxTTL and MinTTL
+	// (lease.maxTtlMs, lease.minTtlMs; 0 sets no minimum) bound lease
+	// lifetimes: the configuration's, with no default here.
 	DefaultTTL, MaxTTL, MinTTL time.Duration
 	Logger                     *slog.Logger
 	// Publish receives committed events in order. It must not block.
@@ -150,8 +151,10 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 	// q is the request book and the line; its decision lock guards every
-	// field below it.
+	// field below it but desk.
 	q *queue.Queue
+	// desk is the front desk over q (TTL bounds, the request operations).
+	desk *queue.Desk
 
 	// ctx bounds driver work; cancel ends it at Close.
 	ctx    context.Context
@@ -254,12 +257,6 @@ func New(opts Options) *Engine {
 	if opts.Wall == nil {
 		opts.Wall = time.Now
 	}
-	if opts.DefaultTTL <= 0 {
-		opts.DefaultTTL = 15 * time.Minute
-	}
-	if opts.MaxTTL <= 0 {
-		opts.MaxTTL = 4 * time.Hour
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
@@ -284,6 +281,7 @@ func New(opts Options) *Engine {
 		Go:      e.goWork,
 		Logger:  opts.Logger.With("module", "queue"),
 	})
+	e.desk = &queue.Desk{Q: e.q, DefaultTTL: opts.DefaultTTL, MinTTL: opts.MinTTL, MaxTTL: opts.MaxTTL, Resolve: e.resolveRequest}
 	return e
 }
 

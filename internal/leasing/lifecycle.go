@@ -100,7 +100,7 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 		}
 		nl := l.Lease
 		if in.TTLMs != 0 {
-			ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
+			ttl, cerr := e.desk.TTL(in.TTLMs, "ttlMs")
 			if cerr != nil {
 				return cerr
 			}
