@@ -60,7 +60,7 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 	defer release()
 	// A lease's end stops the commands it finds holding a slot; one that
 	// ended between the check above and the slot is seen here.
-	if _, err := d.engine.Lease(c, lease.lease); err != nil {
+	if _, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: lease.lease}); err != nil {
 		return contract.ExecResult{}, leaseEndedError(in.LeaseID, in.Tool, "was not run")
 	}
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
@@ -196,7 +196,7 @@ func (p execParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedLeas
 // gateway's uplink does for the owner it acts for). A requester named by
 // anyone must be the lease's.
 func (d *Daemon) leaseToRun(c leasing.Caller, leaseID, requesterID string) (contract.LeaseGetResult, error) {
-	l, err := d.engine.Lease(c, leaseID)
+	l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: leaseID})
 	if err != nil {
 		return contract.LeaseGetResult{}, err
 	}

@@ -78,9 +78,9 @@ func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInp
 	return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
 }
 
-// Admit refuses a request whose resolved runtime is being removed: no new
+// admit refuses a request whose resolved runtime is being removed: no new
 // device is made on it while it goes.
-func (e *Engine) Admit(w *queue.Waiter) (*contract.Error, string) {
+func (e *Engine) admit(w *queue.Waiter) (*contract.Error, string) {
 	n := w.Need().(*need)
 	if n.spec.Model != "" && e.removingLocked(n.spec) {
 		return contract.Errorf(contract.CodeRuntimeMissing, "%s %s is being removed", n.spec.Platform, n.spec.OSVersion).

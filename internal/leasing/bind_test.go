@@ -131,7 +131,7 @@ func TestABindingOutlivesARestartAndAProcessThatExitedMeanwhileEndsTheLease(t *t
 			t.Fatal(err)
 		}
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 
 		h2 := bindHarness(t, st, procs, h)
 		if got := h2.e.Leases(Caller{Admin: true}); len(got) != 1 || got[0].BoundPID != 4242 {

@@ -269,7 +269,7 @@ func New(opts Options) *Engine {
 	e.leaseOrder.Init()
 	e.q = queue.New(queue.Options{
 		Store:   engineStore{e},
-		Placer:  e,
+		Placer:  placer{e},
 		LeaseOf: e.leaseOfLocked,
 		LeaseHeld: func(owner, id string) bool {
 			return e.chosen[id][owner] != nil
@@ -505,8 +505,8 @@ func (e *Engine) Close() {
 	e.q.Close()
 }
 
-// Wait blocks until background driver work has finished. Tests use it.
-func (e *Engine) Wait() { e.work.Wait() }
+// wait blocks until background driver work has finished. Tests use it.
+func (e *Engine) wait() { e.work.Wait() }
 
 func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error) {
 	d, ok := e.opts.Drivers[p]

@@ -137,7 +137,7 @@ func startEnds(t *testing.T, st *memStore, limits core.Limits, opts func(*Option
 	}
 	t.Cleanup(func() {
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 	})
 	return h
 }
@@ -181,7 +181,7 @@ func (h *endHarness) claim(deviceID string) string {
 }
 
 func (h *endHarness) state(deviceID string) contract.DeviceState {
-	for _, d := range h.e.Devices() {
+	for _, d := range h.e.devices() {
 		if d.ID == deviceID {
 			return d.State
 		}
@@ -315,7 +315,7 @@ func TestParticipantIsCalledAfterLeaseReleasedWhileTheDeviceReclaimsWithNoLease(
 		g := newGate(t)
 		g.onCall = func(context.Context, EndedLease) {
 			released = h.st.names("lease.released")
-			devs = h.e.Devices()
+			devs = h.e.devices()
 			leases = h.e.Leases(Caller{Admin: true})
 		}
 		h = startEnds(t, newMemStore(), fixed(2), nil, g)
@@ -581,7 +581,7 @@ func TestParticipantFailingAfterTheWaitEndedIsLogged(t *testing.T) {
 		synctest.Wait()
 		h.release("b", b.Lease.ID)
 		synctest.Wait()
-		if _, err := h.e.Nuke(context.Background(), false); err != nil { // b's wait is cut short
+		if _, err := h.e.Maintenance().Nuke(context.Background(), false); err != nil { // b's wait is cut short
 			t.Fatal(err)
 		}
 		late.let()
@@ -680,7 +680,7 @@ func TestStartupExpiryCallsTheParticipantAndStartLeavesTheDeviceToIt(t *testing.
 		in.TTLMs = 3000
 		grant := h1.mustGrant(h1.acquire("a", in))
 		h1.e.Close()
-		h1.e.Wait()
+		h1.e.wait()
 		time.Sleep(5 * time.Second) // the deadline passes while the daemon is down
 
 		g := newGate(t)
@@ -875,7 +875,7 @@ func TestCloseCancelsTheParticipantAndStartsNoReclaim(t *testing.T) {
 		time.Sleep(endWait)
 		g.let()
 		synctest.Wait()
-		h.e.Wait()
+		h.e.wait()
 		if n := h.reclaims(); n != 0 {
 			t.Errorf("reclaims after Close = %d, want none", n)
 		}
@@ -965,7 +965,7 @@ func TestDaemonStoppedWhileTheParticipantRunsIsWipedInFullAtTheNextStart(t *test
 		h.release("a", grant.Lease.ID)
 		time.Sleep(time.Minute)
 		h.e.Close() // the daemon dies mid-wait
-		h.e.Wait()
+		h.e.wait()
 		// The marker is what tells the next start this device must be
 		// wiped in full, not only shut down.
 		if s := stored(st, grant.Device.ID); s.State != contract.DeviceReclaiming || !s.DeferredReclaim {
@@ -1004,7 +1004,7 @@ func TestDaemonStoppedDuringTheWipeAfterTheWaitIsWipedInFullAtTheNextStart(t *te
 			t.Fatalf("reclaims = %d, want the wipe under way", n)
 		}
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 		if s := stored(st, grant.Device.ID); s.State != contract.DeviceReclaiming || !s.DeferredReclaim {
 			t.Fatalf("stored device %s marker %v after a stop mid-wipe, want reclaiming with the marker", s.State, s.DeferredReclaim)
 		}
