@@ -8,19 +8,15 @@ import (
 )
 
 // actsOn finds a gateway lease the caller may run a command on, or move
-// files into and out of: its own, or, for an admin, one whose requester it
-// names, as on a worker. A requester named by anyone must be the lease's.
+// files into and out of, by the rule a worker keeps too
+// (queue.Caller.ActsOn), on the gateway's grant record.
 func (l *Leasing) actsOn(c queue.Caller, id, requesterID string) (*indexed, error) {
 	e, err := l.owned(c, id)
 	if err != nil {
 		return nil, err
 	}
-	if requesterID != "" && requesterID != e.requester {
-		return nil, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", id, requesterID).With("leaseId", id)
-	}
-	if c.Admin && e.owner != c.Principal && requesterID == "" {
-		return nil, contract.Errorf(contract.CodeForbidden,
-			"to act on someone else's lease, name its requester (requesterId)").With("leaseId", id)
+	if err := c.ActsOn(id, requesterID, e.requester, e.owner); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

@@ -264,16 +264,16 @@ func (l *Leasing) Leases(c queue.Caller, fleet []contract.LeaseRecord) []contrac
 				reported[e] = true
 			}
 			switch {
-			case ok && (c.Admin || e.owner == c.Principal):
+			case ok && c.SeesLease(e.owner, true):
 				out = append(out, project(e, r, ws))
-			case !ok && c.Admin:
+			case !ok && c.SeesLease(r.OwnerID, false):
 				r.Worker, r.Unreachable = ws.ref(r.WorkerID), false
 				out = append(out, r)
 			}
 		}
 		var unseen []contract.LeaseRecord
 		for _, e := range l.idx.byKey {
-			if reported[e] || !(c.Admin || e.owner == c.Principal) {
+			if reported[e] || !c.SeesLease(e.owner, true) {
 				continue
 			}
 			connected := ws[e.workerID].connected
@@ -309,9 +309,11 @@ func (l *Leasing) ProjectDevices(c queue.Caller, ds []contract.Device) []contrac
 					// The worker puts a lease of the gateway's on
 					// another device than it granted: not this one's.
 					d.LeaseID = ""
-				case ok && (c.Admin || e.owner == c.Principal):
+				case ok && c.SeesLease(e.owner, true):
 					d.LeaseID = e.id
-				case !c.Admin:
+				case !c.SeesLease("", false):
+					// Another's, or one the grant records do not bear
+					// out: the device shows leased, the lease unnamed.
 					d.LeaseID = ""
 				}
 			}

@@ -69,9 +69,10 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 // Waiting). Each record's encoding is kept until the record changes, so a
 // status of thousands of them costs copying bytes, not encoding them.
 //
-// An agent sees every device but only its own leases and requests: another
-// agent's lease is not listed, nor named on the device it holds (the device
-// is shown leased). The counts are of everything.
+// An agent sees every device but only its own leases and requests
+// (queue.Caller.SeesLease, Sees): another agent's lease is not listed, nor
+// named on the device it holds (the device is shown leased). The counts
+// are of everything.
 func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 	var s Snapshot
 	e.view(func() {
@@ -86,7 +87,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 			}
 			first = false
 			l := e.leases[d.lease]
-			hide := !c.Admin && d.lease != "" && (l == nil || l.OwnerID != c.Principal)
+			hide := d.lease != "" && !c.SeesLease(ownerOf(l), l != nil)
 			if hide || transitioning(d.State) {
 				// Not the kept encoding: it names the lease, or the
 				// transition's age has moved on since it was made.
@@ -104,7 +105,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 		first = true
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			l := el.Value.(*lease)
-			if !c.Admin && l.OwnerID != c.Principal {
+			if !c.SeesLease(l.OwnerID, true) {
 				continue
 			}
 			if !first {
@@ -157,7 +158,7 @@ func (e *Engine) leasesPage(c Caller, after *contract.ListCursor, limit int) ([]
 		}
 		for ; el != nil; el = el.Next() {
 			l := el.Value.(*lease)
-			if (after != nil && after.Passed(l.GrantedAt, l.UniqueKey())) || (!c.Admin && l.OwnerID != c.Principal) {
+			if (after != nil && after.Passed(l.GrantedAt, l.UniqueKey())) || !c.SeesLease(l.OwnerID, true) {
 				continue
 			}
 			if limit > 0 && len(out) == limit {
@@ -219,6 +220,14 @@ func deviceView(d *dev) contract.Device {
 		Address: d.Address, LeaseID: d.leaseID, LeaseKey: keyIfChosen(d.leaseID, d.lease), CreatedAt: d.CreatedAt, StateSince: d.StateSince,
 		LastUsedAt: d.LastUsedAt, Slimmed: d.Slimmed,
 	}
+}
+
+// ownerOf is l's owner, "" for none.
+func ownerOf(l *lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.OwnerID
 }
 
 // keyIfChosen is a lease's key when it differs from its id (the id was
