@@ -1,7 +1,11 @@
 // Package gateway is a gateway daemon's fleet: the workers that joined it
 // over their uplinks, what each one has (read over the daemon protocol, the
 // gateway being the client, and checked before any of it is used), the
-// events they relay, and the reads that sum the fleet.
+// events they relay, and the reads that sum the fleet; and its leasing
+// (Leasing): the fleet queue, with the fleet as its Placer, answering the
+// request operations through the queue's front desk (queue.Desk) as a
+// worker's engine does, and forwarding each lease operation to the worker
+// that holds the lease.
 //
 // A worker's answer is a claim, never a fact: every status, catalog and
 // event is checked against the bounds in validate.go, and a worker that

@@ -25,6 +25,17 @@
 // puts it back in line). A decision costs the same whatever the number of
 // devices and leases: lookups go through indexes, never over every row.
 //
+// # Its surface
+//
+// The Engine's exported methods are the lease port the daemon serves (the
+// request operations, answered through the queue's front desk,
+// queue.Desk, as a gateway's are; resolve, renew, release, get, watch),
+// its lifecycle, and its reads (status, lists, the catalog). The queue
+// alone reaches its placement, through an unexported placer; maintenance
+// (the doctor's finds and fixes, quarantine retries, cleanup, the warm
+// pool's status, runtimes the installer may remove, clock jumps, nuke) is
+// on Maintenance.
+//
 // All exported methods are safe for concurrent use.
 package leasing
 
