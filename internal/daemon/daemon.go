@@ -26,7 +26,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,8 +180,15 @@ type Daemon struct {
 	// transfers are the file transfers in flight (files.go), set by Start.
 	transfers *transfer.Registry
 
-	// fleet is a gateway's workers (nil on a worker), set before ready
-	// closes.
+	// ops is the operation table the sessions dispatch through.
+	ops opTable
+	// leases is the lease port of the daemon's mode: the engine on a
+	// worker, the fleet queue (leasing) on a gateway; set before ready
+	// closes. The operations both modes answer alike use it alone.
+	leases LeasePort
+	// fleet is a gateway's workers (nil on a worker), and leasing its
+	// fleet queue, set before ready closes: a gateway's own handlers and
+	// its startup and stop use them.
 	fleet   *gateway.Fleet
 	leasing *gateway.Leasing
 	// appendMu orders a gateway's event commits with their publication:
@@ -246,7 +252,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
+		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(), ops: newOpTable(),
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
@@ -469,6 +475,7 @@ func (d *Daemon) converge(ctx context.Context) {
 			MaxBackoff: time.Duration(cfg.Int("warmPool.quarantine.maxRetryBackoffMs")) * time.Millisecond,
 		},
 	})
+	d.leases = enginePort{d.engine}
 	if err := d.recordRejections(ctx); err != nil {
 		fail(err)
 		return
@@ -571,20 +578,6 @@ func (d *Daemon) pruneHistory(ctx context.Context, now time.Time) error {
 	_, err3 := d.db.PruneLeases(ctx, now.Add(-leaseRetention).UnixMilli())
 	_, err4 := d.jobs.Prune(ctx, now, time.Duration(cfg.Int("jobs.retentionDays"))*24*time.Hour)
 	return errors.Join(err1, err2, err3, err4)
-}
-
-// eventLogStatus is the event log's extent and pruning as status shows it.
-func (d *Daemon) eventLogStatus(ctx context.Context) (*contract.EventLogStatus, error) {
-	span, err := d.db.EventLogSpan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := &contract.EventLogStatus{Events: span.Events, OldestSeq: span.OldestSeq, OldestTs: span.OldestTs, LastSeq: span.LastSeq,
-		RetentionDays: d.opts.Config.Int("eventLog.retentionDays"), MaxEvents: d.opts.Config.Int("eventLog.maxEvents")}
-	d.mu.Lock()
-	s.LastPruneAt, s.LastPruned, s.PrunedTotal = d.pruneAt, d.lastPruned, d.prunedTotal
-	d.mu.Unlock()
-	return s, nil
 }
 
 // recordRejections commits driver.root-rejected for each refused root, so
@@ -869,58 +862,12 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 	}
 }
 
-func (d *Daemon) info(health string) contract.DaemonInfo {
-	return contract.DaemonInfo{
-		Mode: d.mode(), Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
-		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		HTTPURL: d.httpURL, ConsoleURL: d.consoleURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
-	}
-}
-
 // mode is the daemon's mode, worker unless the config says gateway.
 func (d *Daemon) mode() string {
 	if d.opts.Config.String("mode") == contract.ModeGateway {
 		return contract.ModeGateway
 	}
 	return contract.ModeWorker
-}
-
-func (d *Daemon) host() contract.HostInfo {
-	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes,
-		OSVersion: d.opts.HostOS}
-}
-
-// toolVersionsTimeout bounds one driver's report of its tool versions
-// (xcodebuild -version takes seconds on a cold Mac).
-const toolVersionsTimeout = 30 * time.Second
-
-// readToolVersions asks each driver, once and side by side, which tool
-// versions it uses, for status. It runs after ready: a slow tool delays
-// only its line in status, not the daemon.
-func (d *Daemon) readToolVersions() {
-	var wg sync.WaitGroup
-	for p, drv := range d.opts.Drivers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(d.life, toolVersionsTimeout)
-			defer cancel()
-			vs, err := drv.ToolVersions(ctx)
-			if err != nil {
-				d.log.Warn("tool versions unreadable", "platform", p, "err", err)
-				return
-			}
-			d.mu.Lock()
-			d.tools[p] = vs
-			d.mu.Unlock()
-		})
-	}
-	wg.Wait()
-}
-
-// toolVersions is what p's driver reported, nil until it has.
-func (d *Daemon) toolVersions(p contract.Platform) []contract.ToolVersion {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.tools[p]
 }
 
 func randHex(n int) string {
