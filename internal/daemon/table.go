@@ -113,16 +113,28 @@ func (e opEntry) handler(m string) handler {
 	}
 }
 
+// refusal is the error a daemon in mode m answers the operation with, nil
+// when m serves it. readsInput: the input is decoded first, and its error
+// answered ahead of the refusal.
+func (e opEntry) refusal(m string) (err *contract.Error, readsInput bool) {
+	switch {
+	case m == contract.ModeGateway && e.gatewayRefuses != "":
+		return contract.Errorf(contract.CodeUnsupportedInGatewayMode, "%s: %s", e.op, e.gatewayRefuses).With("operation", e.op), false
+	case m == contract.ModeWorker && e.workerRefuses:
+		return contract.Errorf(contract.CodeUnsupportedInWorkerMode, "%s: this daemon is a worker; point at its gateway", e.op).With("operation", e.op), true
+	}
+	return nil, false
+}
+
 // run answers the call in mode m: the mode's refusal, or its handler.
 func (e opEntry) run(c *call, m string, raw json.RawMessage) (any, error) {
-	if m == contract.ModeGateway && e.gatewayRefuses != "" {
-		return nil, contract.Errorf(contract.CodeUnsupportedInGatewayMode, "%s: %s", e.op, e.gatewayRefuses).With("operation", e.op)
-	}
-	if m == contract.ModeWorker && e.workerRefuses {
-		if err := e.gateway.decode(raw); err != nil {
-			return nil, err
+	if refused, readsInput := e.refusal(m); refused != nil {
+		if readsInput {
+			if err := e.gateway.decode(raw); err != nil {
+				return nil, err
+			}
 		}
-		return nil, contract.Errorf(contract.CodeUnsupportedInWorkerMode, "%s: this daemon is a worker; point at its gateway", e.op).With("operation", e.op)
+		return nil, refused
 	}
 	h := e.handler(m)
 	if h == nil {
