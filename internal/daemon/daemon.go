@@ -1,6 +1,10 @@
-// Package daemon is the simlock worker daemon: it claims $SIMLOCK_HOME (one
-// daemon per home), serves the daemon protocol on a unix socket, and runs the
-// lease engine over the SQLite store and the enabled drivers.
+// Package daemon is the simlock daemon of both modes: it claims
+// $SIMLOCK_HOME (one daemon per home), serves the daemon protocol on a unix
+// socket (and the HTTP API, when enabled), and answers every operation
+// through one table (table.go) against one lease port (port.go). A worker
+// runs the lease engine over the SQLite store and the enabled drivers, and
+// may join a gateway over an uplink; a gateway runs the fleet of workers
+// that dial in and its fleet queue.
 //
 // Startup claims first and converges after: the admin token is written,
 // then the socket listens, before the engine has loaded the registry, so

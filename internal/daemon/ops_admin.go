@@ -14,6 +14,9 @@ func adminOps() []opEntry {
 		{op: contract.OpHello, conn: true},
 		{op: contract.OpCallCancel, conn: true},
 
+		// One handler: status answers during startup and after a failed
+		// one too, when the mode's parts may not be there; d.status fills
+		// in a worker's or a gateway's part by what startup set.
 		{op: contract.OpStatusGet, both: handle(func(c *call, in contract.StatusGetInput) (statusAnswer, error) {
 			if in.WaitReady {
 				if err := c.s.awaitStartup(); err != nil {

@@ -88,6 +88,8 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	}
 	d.mu.Unlock()
 	s := contract.Status{Daemon: d.info(health), Host: d.host()}
+	// By the part startup set, not by the config's mode: a gateway whose
+	// start failed before its fleet answers as a worker without an engine.
 	if d.fleet != nil {
 		d.gatewayStatus(&s, c, in.Summary)
 		if log, err := d.eventLogStatus(ctx); err == nil {
@@ -95,6 +97,12 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 		}
 		return statusAnswer{s: s}
 	}
+	return d.workerStatus(ctx, s, c, in)
+}
+
+// workerStatus fills a worker's status: its drivers, then, once the engine
+// is up, its installs, event log and the engine's part.
+func (d *Daemon) workerStatus(ctx context.Context, s contract.Status, c leasing.Caller, in contract.StatusGetInput) statusAnswer {
 	for _, p := range contract.Platforms() {
 		ds := contract.DriverStatus{Platform: p}
 		if drv, ok := d.opts.Drivers[p]; ok {
