@@ -25,17 +25,13 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // Record is the proof that simlock installed a component: only a component
-// whose current receipt matches its record may be removed by simlock.
-type Record struct {
-	Platform    contract.Platform
-	Version     string
-	Name        string
-	Receipt     string
-	InstalledAt int64
-}
+// whose current receipt matches its record may be removed by simlock. It is
+// the store's record, so a store backend needs nothing of this package.
+type Record = store.ComponentRecord
 
 // Records keeps the records.
 type Records interface {
