@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
 )
@@ -49,7 +50,7 @@ func appendEvents(ctx context.Context, path string, total int, leaseIDs []string
 		for i := range batch {
 			k := have + i
 			payload, _ := json.Marshal(map[string]any{"leaseId": leaseIDs[k%len(leaseIDs)], "ttlDeadline": now + ttl, "ttlMs": ttl})
-			batch[i] = store.NewEvent{ID: fmt.Sprintf("evt_bench%010d", k), Timestamp: now, Event: "lease.renewed", Payload: payload}
+			batch[i] = store.NewEvent{ID: fmt.Sprintf("evt_bench%010d", k), Timestamp: now, Event: contract.EvLeaseRenewed, Payload: payload}
 		}
 		if err := ctx.Err(); err != nil {
 			return 0, err

@@ -250,7 +250,7 @@ func watchReclaims(ctx context.Context, admin *client.Client) (<-chan string, er
 	go func() {
 		defer close(out)
 		for ev := range events {
-			if ev.Event != "device.reclaimed" {
+			if ev.Event != contract.EvDeviceReclaimed {
 				continue
 			}
 			var p struct {
