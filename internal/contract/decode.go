@@ -115,13 +115,8 @@ func checkLen(field, v string, max int) error {
 	return nil
 }
 
-// clip shortens a value quoted back in a message.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// clip shortens a value quoted back in a message (Clip).
+func clip(s string) string { return Clip(s) }
 
 // ParseEnumError formats a list of allowed values.
 func ParseEnumError(field, got string, allowed ...string) *Error {
