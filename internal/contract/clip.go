@@ -11,7 +11,9 @@ func Clip(s string) string { return ClipTo(s, ClipLen) }
 // less (or more) than ClipLen.
 func ClipTo(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "…"
+		// Cut on a character boundary: a message never ends in half a
+		// UTF-8 sequence.
+		return ClipText(s, n) + "…"
 	}
 	return s
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/httpapi"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/proctable"
@@ -433,7 +434,7 @@ func (d *Daemon) recordRejections(ctx context.Context) error {
 		}
 		d.log.Warn("device root refused; platform disabled", "platform", p, "root", r.Path, "reason", r.Reason, "detail", r.Detail)
 		payload, _ := json.Marshal(map[string]any{"platform": p, "rootPath": r.Path, "reason": r.Reason, "detail": r.Detail})
-		evs = append(evs, store.NewEvent{ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: "driver.root-rejected", Payload: payload})
+		evs = append(evs, store.NewEvent{ID: ids.New("evt_", ids.Short), Timestamp: time.Now().UnixMilli(), Event: contract.EvDriverRootRejected, Payload: payload})
 	}
 	if len(evs) == 0 {
 		return nil
@@ -692,10 +693,4 @@ func (d *Daemon) mode() string {
 		return contract.ModeGateway
 	}
 	return contract.ModeWorker
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

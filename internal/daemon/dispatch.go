@@ -61,7 +61,7 @@ func newSession(d *Daemon, ctx context.Context, role contract.Role, principal st
 func (s *session) dispatch(ctx context.Context, id json.RawMessage, op contract.Op, raw json.RawMessage) (any, error) {
 	info, known := contract.LookupOp(op)
 	if !known {
-		return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(op))).With("op", clip(string(op)))
+		return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", contract.Clip(string(op))).With("op", contract.Clip(string(op)))
 	}
 	if op == contract.OpHello {
 		return nil, contract.Errorf(contract.CodeBadRequest, "hello was already sent on this connection")
@@ -164,11 +164,4 @@ func (s *session) subscribe() subscription {
 		}
 	}
 	return subscription{s: s, res: contract.EventsSubscribeResult{SubscriptionID: id, LastSeq: last}, run: run}
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/gateway"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/ownership"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
@@ -59,7 +60,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 	if err := d.leasing.Settle(snap.Requests); err != nil {
 		return err
 	}
-	return d.emit(ctx, "daemon.started", map[string]any{"mode": contract.ModeGateway})
+	return d.emit(ctx, contract.EvDaemonStarted, map[string]any{"mode": contract.ModeGateway})
 }
 
 // gatewayQueueStore is the fleet queue's store: the gateway's request
@@ -181,7 +182,7 @@ func (d *Daemon) emit(ctx context.Context, event string, payload map[string]any)
 	}
 	d.appendMu.Lock()
 	defer d.appendMu.Unlock()
-	evs, err := d.db.Commit(ctx, store.Change{Events: []store.NewEvent{{ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: event, Payload: b}}})
+	evs, err := d.db.Commit(ctx, store.Change{Events: []store.NewEvent{{ID: ids.New("evt_", ids.Short), Timestamp: time.Now().UnixMilli(), Event: event, Payload: b}}})
 	if err != nil {
 		return fmt.Errorf("record %s: %w", event, err)
 	}

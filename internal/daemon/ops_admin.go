@@ -32,7 +32,7 @@ func adminOps() []opEntry {
 			}
 			v, ok := cfg.Get(in.Key)
 			if !ok {
-				return nil, contract.BadRequest("key", "unknown config key %q", clip(in.Key))
+				return nil, contract.BadRequest("key", "unknown config key %q", contract.Clip(in.Key))
 			}
 			return map[string]any{"key": in.Key, "value": v}, nil
 		})},

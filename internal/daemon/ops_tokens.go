@@ -24,7 +24,7 @@ func tokenCreate(c *call, in contract.TokenCreateInput) (contract.TokenCreateRes
 	}
 	res, err := d.tokens.create(c.s.ctx, in)
 	if err == nil {
-		d.Emit("token.created", tokenEvent(res.Token, c.caller.Principal))
+		d.Emit(contract.EvTokenCreated, tokenEvent(res.Token, c.caller.Principal))
 	}
 	return res, err
 }
@@ -45,7 +45,7 @@ func tokenRevoke(c *call, in contract.TokenRevokeInput) (contract.TokenRevokeRes
 		d.fleet.CloseToken(ctx, in.ID)
 	}
 	if res.Revoked {
-		d.Emit("token.revoked", tokenEvent(was, c.caller.Principal))
+		d.Emit(contract.EvTokenRevoked, tokenEvent(was, c.caller.Principal))
 	}
 	return res, nil
 }
