@@ -1,6 +1,7 @@
 // Package events is the daemon's in-process event bus. Events are facts
 // published after the decision that made them has committed; observers
-// (`simlock events`, later the console and the gateway) subscribe to them.
+// (`simlock events`, the HTTP event stream the console reads, a gateway's
+// uplink relaying a worker's log) subscribe to them.
 // Nothing that a requester must see travels only on the bus: progress goes to
 // the requester by a direct call chain.
 //

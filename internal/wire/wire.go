@@ -1,7 +1,7 @@
 // Package wire frames the daemon protocol: one JSON object per line, each at
-// most a fixed size. It knows nothing of the transport (a unix socket today,
-// a worker's uplink later) or of the operations; the daemon and the typed
-// client both use it.
+// most a fixed size. It knows nothing of the transport (the unix socket, or
+// a worker's uplink, which carries one frame per WebSocket message) or of
+// the operations; the daemon and the typed client use it over either.
 //
 // A Reader is for one goroutine; a Writer may be shared by many.
 package wire
