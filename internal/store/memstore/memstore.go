@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
@@ -35,7 +36,7 @@ type Store struct {
 	lock chan struct{}
 	// mu guards the fields below; taken for reads and, under lock, for
 	// the short time a commit applies.
-	mu       chan struct{}
+	mu       sync.Mutex
 	devices  map[string]store.Device
 	leases   map[string]store.Lease // by UniqueKey
 	requests map[string]storedRequest
@@ -59,7 +60,6 @@ type storedRequest struct {
 func New() *Store {
 	return &Store{
 		lock:     make(chan struct{}, 1),
-		mu:       make(chan struct{}, 1),
 		devices:  map[string]store.Device{},
 		leases:   map[string]store.Lease{},
 		requests: map[string]storedRequest{},
@@ -69,8 +69,8 @@ func New() *Store {
 	}
 }
 
-func (s *Store) enter() { s.mu <- struct{}{} }
-func (s *Store) leave() { <-s.mu }
+func (s *Store) enter() { s.mu.Lock() }
+func (s *Store) leave() { s.mu.Unlock() }
 
 // errNotStored is a Change.Before naming a row the store does not hold.
 var errNotStored = errors.New("not stored, though the change says it is")
