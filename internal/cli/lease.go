@@ -404,13 +404,13 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 // lostWords says why a lease ended, for a person.
 func lostWords(reason string) string {
 	switch reason {
-	case "expired":
+	case string(contract.EndExpired):
 		return "its TTL passed without a renewal"
-	case "killed":
+	case string(contract.EndKilled):
 		return "an operator ended it"
-	case "device-lost":
+	case string(contract.EndDeviceLost):
 		return "its device stopped and could not be booted again"
-	case "explicit":
+	case string(contract.EndReleased):
 		return "another session released it"
 	case "unknown-lease":
 		return "the daemon no longer knows it"

@@ -61,7 +61,7 @@ func (d *Daemon) watchClock(last wallclock.Reading) {
 		last = r
 		if ok && wallclock.Jumped(skew) {
 			d.log.Warn("the wall clock jumped; stored deadlines move with it", "skew", skew)
-			d.engine.ClockJumped(skew, toStore(r))
+			d.engine.Maintenance().ClockJumped(skew, toStore(r))
 			saved = time.Now()
 			continue
 		}

@@ -140,7 +140,7 @@ func (ph *phases) fail(ce *contract.Error) {
 }
 
 func (d *Daemon) listComponents(s *session, in contract.ComponentListInput) (contract.ComponentListResult, error) {
-	list, err := d.installer.List(s.ctx, in.Platform, d.engine.DevicesOn)
+	list, err := d.installer.List(s.ctx, in.Platform, d.engine.Maintenance().DevicesOn)
 	if err != nil {
 		return contract.ComponentListResult{}, err
 	}
@@ -148,7 +148,7 @@ func (d *Daemon) listComponents(s *session, in contract.ComponentListInput) (con
 }
 
 func (d *Daemon) removeComponent(s *session, in contract.ComponentRemoveInput) (contract.ComponentRemoveResult, error) {
-	return d.installer.Remove(s.ctx, in, d.engine.HoldRuntime)
+	return d.installer.Remove(s.ctx, in, d.engine.Maintenance().HoldRuntime)
 }
 
 // freeBytes is the free space of the volume holding path.

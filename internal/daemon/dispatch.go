@@ -268,7 +268,7 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		d, err := e.RetryDevice(in.DeviceID)
+		d, err := e.Maintenance().RetryDevice(in.DeviceID)
 		if err != nil {
 			return nil, err
 		}
@@ -284,7 +284,7 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Lease(caller, in.LeaseID)
+		return e.Get(caller, in)
 	case contract.OpLeaseWatch:
 		var in contract.LeaseIDInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -297,7 +297,7 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 			return nil, err
 		}
 		s.d.holds(s, key)
-		l, err := e.Lease(caller, key)
+		l, err := e.Get(caller, contract.LeaseIDInput{LeaseID: key})
 		if err != nil {
 			s.d.unhold(s, key)
 			return nil, err
@@ -369,19 +369,19 @@ func (s *session) dispatch(ctx context.Context, call json.RawMessage, op contrac
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Nuke(s.ctx, in.DeleteDevices)
+		return e.Maintenance().Nuke(s.ctx, in.DeleteDevices)
 	case contract.OpCleanupRun:
 		var in contract.CleanupRunInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Cleanup(s.ctx, in, "command"), nil
+		return e.Maintenance().Cleanup(s.ctx, in, "command"), nil
 	case contract.OpCleanupRules:
 		var in contract.Empty
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
 			return nil, err
 		}
-		return e.Rules(), nil
+		return e.Maintenance().Rules(), nil
 	case contract.OpTokenCreate:
 		var in contract.TokenCreateInput
 		if err := contract.DecodeInput(req.Input, &in); err != nil {
@@ -674,15 +674,7 @@ func (d *Daemon) list(in contract.ListGetInput) (contract.ListGetResult, error) 
 		}
 		after = &c
 	}
-	var res contract.ListGetResult
-	switch in.Kind {
-	case contract.ListLeases:
-		res.Leases, res.Next = d.engine.LeasesPage(leasing.Caller{Admin: true}, after, in.Limit)
-	case contract.ListRequests:
-		res.Requests, res.Next = d.engine.RequestsPage(after, in.Limit)
-	default:
-		res.Devices, res.Next = d.engine.DevicesPage(after, in.Limit)
-	}
+	res := d.engine.List(in.Kind, after, in.Limit)
 	// The kind read is in the answer, empty or not (see its MarshalJSON).
 	switch {
 	case in.Kind == contract.ListLeases && res.Leases == nil:

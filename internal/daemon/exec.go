@@ -60,7 +60,7 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 	defer release()
 	// A lease's end stops the commands it finds holding a slot; one that
 	// ended between the check above and the slot is seen here.
-	if _, err := d.engine.Lease(c, lease.lease); err != nil {
+	if _, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: lease.lease}); err != nil {
 		return contract.ExecResult{}, leaseEndedError(in.LeaseID, in.Tool, "was not run")
 	}
 	timeout := time.Duration(d.opts.Config.Int("exec.timeoutMs")) * time.Millisecond
@@ -192,21 +192,14 @@ func (p execParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedLeas
 }
 
 // leaseToRun is the lease c may run a command on, or move files into and
-// out of: its own, or, for an admin, one whose requester it names (as a
-// gateway's uplink does for the owner it acts for). A requester named by
-// anyone must be the lease's.
+// out of (queue.Caller.ActsOn says who may).
 func (d *Daemon) leaseToRun(c leasing.Caller, leaseID, requesterID string) (contract.LeaseGetResult, error) {
-	l, err := d.engine.Lease(c, leaseID)
+	l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: leaseID})
 	if err != nil {
 		return contract.LeaseGetResult{}, err
 	}
-	if requesterID != "" && requesterID != l.Lease.RequesterID {
-		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden, "lease %s was not made for %s", leaseID, requesterID).
-			With("leaseId", leaseID)
-	}
-	if c.Admin && l.Lease.OwnerID != c.Principal && requesterID == "" {
-		return contract.LeaseGetResult{}, contract.Errorf(contract.CodeForbidden,
-			"to act on someone else's lease, name its requester (requesterId)").With("leaseId", leaseID)
+	if err := c.ActsOn(leaseID, requesterID, l.Lease.RequesterID, l.Lease.OwnerID); err != nil {
+		return contract.LeaseGetResult{}, err
 	}
 	return l, nil
 }

@@ -167,7 +167,7 @@ func (d *Daemon) fileLease(c leasing.Caller, leaseID, requesterID string) (*onDe
 // its id since. Checked inside a transfer's call, after the registry
 // counted it in flight, so a lease that ends after the check waits for it.
 func (o *onDevice) stillLeased() error {
-	l, err := o.d.engine.Lease(leasing.Caller{Admin: true}, o.lease.UniqueKey())
+	l, err := o.d.engine.Get(leasing.Caller{Admin: true}, contract.LeaseIDInput{LeaseID: o.lease.UniqueKey()})
 	if err != nil || l.Lease.GrantedAt != o.lease.GrantedAt {
 		return contract.Errorf(contract.CodeUnknownLease, "lease %s has ended", o.leaseID).With("leaseId", o.leaseID)
 	}

@@ -35,7 +35,7 @@ func (d *Daemon) passthrough(s *session, c leasing.Caller, in contract.Passthrou
 // device pass); with several, the caller must name one.
 func (d *Daemon) passthroughLease(c leasing.Caller, in contract.PassthroughInput) (*contract.LeaseGetResult, error) {
 	if in.LeaseID != "" {
-		l, err := d.engine.Lease(c, in.LeaseID)
+		l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: in.LeaseID})
 		if err != nil || (c.Admin && l.Lease.OwnerID != c.Principal) {
 			// Another owner's lease is not one of yours, whoever asks.
 			return nil, contract.Errorf(contract.CodeUnknownLease, "no active lease %s of yours", in.LeaseID).With("leaseId", in.LeaseID)
@@ -48,7 +48,7 @@ func (d *Daemon) passthroughLease(c leasing.Caller, in contract.PassthroughInput
 		if rec.OwnerID != c.Principal {
 			continue
 		}
-		if l, err := d.engine.Lease(c, rec.UniqueKey()); err == nil && l.Device.Spec.Platform == platform {
+		if l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: rec.UniqueKey()}); err == nil && l.Device.Spec.Platform == platform {
 			mine = append(mine, l)
 		}
 	}
@@ -135,7 +135,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 			res.Findings = append(res.Findings, contract.Finding{Kind: "driver-unavailable", Platform: p, Message: d.opts.DriverNotes[p]})
 		}
 	}
-	missing, err := d.engine.Vanished(ctx)
+	missing, err := d.engine.Maintenance().Vanished(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -145,7 +145,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		if dev.LeaseID != "" {
 			f.Message += "; it is leased, so doctor leaves it"
 		} else if fix {
-			if err := d.engine.MarkMissing(dev.ID); err != nil {
+			if err := d.engine.Maintenance().MarkMissing(dev.ID); err != nil {
 				return res, err
 			}
 			f.Fixed = true
@@ -154,11 +154,11 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		}
 		res.Findings = append(res.Findings, f)
 	}
-	for _, dev := range d.engine.Stalled() {
+	for _, dev := range d.engine.Maintenance().Stalled() {
 		f := contract.Finding{Kind: "stalled-transition", Platform: dev.Spec.Platform, DeviceID: dev.ID,
 			Message: fmt.Sprintf("device %s has been %s since %s with nothing working on it", dev.ID, dev.State, time.UnixMilli(dev.StateSince).UTC().Format(time.RFC3339))}
 		if fix {
-			if err := d.engine.QuarantineStalled(dev.ID); err != nil {
+			if err := d.engine.Maintenance().QuarantineStalled(dev.ID); err != nil {
 				return res, err
 			}
 			f.Fixed = true
@@ -167,26 +167,26 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		}
 		res.Findings = append(res.Findings, f)
 	}
-	foreign, err := d.engine.Foreign(ctx, fix)
+	foreign, err := d.engine.Maintenance().Foreign(ctx, fix)
 	if err != nil {
 		return res, err
 	}
 	for _, f := range foreign {
 		res.Findings = append(res.Findings, foreignFinding(f))
 	}
-	for _, l := range d.engine.ExpiredLeases() {
+	for _, l := range d.engine.Maintenance().ExpiredLeases() {
 		f := contract.Finding{Kind: "expired-lease", DeviceID: l.DeviceID,
 			Message: fmt.Sprintf("lease %s passed its deadline (%s) but its device is still leased", l.ID, time.UnixMilli(l.TTLDeadline).UTC().Format(time.RFC3339))}
 		if fix {
-			d.engine.ExpireNow(l.UniqueKey())
+			d.engine.Maintenance().ExpireNow(l.UniqueKey())
 			f.Fixed = true
 		} else {
 			f.Remedy = "simlock doctor --fix expires it"
 		}
 		res.Findings = append(res.Findings, f)
 	}
-	res.Findings = append(res.Findings, d.engine.SlimAdvisories()...)
-	for _, t := range d.engine.WarmPoolStatus().Targets {
+	res.Findings = append(res.Findings, d.engine.Maintenance().SlimAdvisories()...)
+	for _, t := range d.engine.Maintenance().WarmPoolStatus().Targets {
 		switch t.Reason {
 		case "no-driver", "unknown-model", "runtime-missing", "unresolvable":
 			res.Findings = append(res.Findings, contract.Finding{Kind: "warm-pool-target-unreachable", Platform: t.Platform, Reason: t.Reason,
@@ -194,7 +194,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 				Remedy:  "fix or remove the target in warmPool.targets (simlock catalog lists the models and runtimes), then restart the daemon"})
 		}
 	}
-	orphans, err := d.engine.Orphans(ctx)
+	orphans, err := d.engine.Maintenance().Orphans(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -202,7 +202,7 @@ func (d *Daemon) doctor(ctx context.Context, in contract.DoctorInput) (contract.
 		f := contract.Finding{Kind: "orphan", Platform: o.Platform, Path: o.Name,
 			Message: fmt.Sprintf("%s device %s (%s) is in simlock's root but not in its registry", o.Platform, o.ID, o.Name)}
 		if in.PurgeOrphans {
-			if err := d.engine.PurgeOrphan(ctx, o); err != nil {
+			if err := d.engine.Maintenance().PurgeOrphan(ctx, o); err != nil {
 				f.Message += "; deleting it failed: " + err.Error()
 			} else {
 				f.Fixed = true
@@ -267,7 +267,7 @@ func foreignFinding(f leasing.Foreign) contract.Finding {
 // without a real device.
 func (d *Daemon) demoInject(in contract.DemoInjectInput) (contract.DemoInjectResult, error) {
 	var dev *contract.Device
-	for _, x := range d.engine.Devices() {
+	for _, x := range d.engine.List(contract.ListDevices, nil, 0).Devices {
 		if x.ID == in.DeviceID {
 			dev = &x
 			break

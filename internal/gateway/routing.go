@@ -28,6 +28,21 @@ type Ask struct {
 	AllowDownload bool
 }
 
+// askOf is the Ask for a request of spec, whose lease lives ttlMs.
+func askOf(spec contract.RequestSpec, ttlMs int64, allowDownload bool) (Ask, error) {
+	os, err := contract.ParseOSVersion(spec.OSVersion)
+	if err != nil {
+		return Ask{}, err
+	}
+	return Ask{Platform: spec.Platform, Model: spec.Model, Class: spec.Class, OS: os, ImageTag: spec.ImageTag, Mode: spec.Mode,
+		TTLMs: ttlMs, AllowDownload: allowDownload}, nil
+}
+
+// spec is the request spec a routes, as the queue keeps it.
+func (a Ask) spec() contract.RequestSpec {
+	return contract.RequestSpec{Platform: a.Platform, Model: a.Model, Class: a.Class, OSVersion: a.OS.Raw, ImageTag: a.ImageTag, Mode: a.Mode}
+}
+
 // Route is where a request goes: the worker, the model by that worker's
 // own name, and why that worker (request.dispatched's reason).
 type Route struct {
@@ -210,7 +225,7 @@ func modelsAsked(a Ask, cat contract.Catalog) []string {
 
 // wantOf is the ask as the worker's engine settles it.
 func wantOf(a Ask, cat contract.Catalog) core.Want {
-	return core.WantOf(contract.RequestSpec{Platform: a.Platform, Model: a.Model, Class: a.Class, OSVersion: a.OS.Raw, ImageTag: a.ImageTag, Mode: a.Mode}, cat)
+	return core.WantOf(a.spec(), cat)
 }
 
 func catalogOf(v *contract.WorkerView, p contract.Platform) (contract.Catalog, bool) {

@@ -2,7 +2,6 @@ package leasing
 
 import (
 	"context"
-	"time"
 
 	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
@@ -11,58 +10,37 @@ import (
 	"github.com/simlock/simlock/internal/queue"
 )
 
+// The request operations are the front desk's (queue.Desk), which both
+// placers share; the engine adds only how a request resolves
+// (resolveRequest).
+
 // Acquire asks for a device and waits until one is granted, the request
-// fails, or ctx ends. Progress is called with each step of the wait; it must
-// not block. When ctx ends while the request waits in the queue, the request
-// is withdrawn (cancelled); when it ends while a device is being started for
-// it, the device is kept for the next requester and no lease is made.
+// fails, or ctx ends (see queue.Desk.Acquire). When ctx ends while a
+// device is being started for the request, the device is kept for the
+// next requester and no lease is made.
 func (e *Engine) Acquire(ctx context.Context, c Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
-	if progress == nil {
-		progress = func(contract.LeaseProgress) {}
-	}
-	t, err := e.submit(ctx, c, in, progress)
-	if err != nil {
-		return contract.LeaseGrant{}, err
-	}
-	return e.q.Await(ctx, t)
+	return e.desk.Acquire(ctx, c, in, progress)
 }
 
-// Submit makes a lease request that waits on its own, as a resource: it
-// returns at once with the request stored and in line (or already granted),
-// and the request stays until it is granted, times out or is cancelled,
-// whoever watches it. Failures found before the request could wait (bad
-// input, an unknown model, no capacity with noWait, the requester already
-// holding a lease) are returned as errors.
+// Submit makes a lease request that waits on its own, as a resource (see
+// queue.Desk.Submit).
 func (e *Engine) Submit(ctx context.Context, c Caller, in contract.LeaseRequestInput) (contract.LeaseRequestStatus, error) {
-	t, err := e.submit(ctx, c, in, nil)
-	if err != nil {
-		return contract.LeaseRequestStatus{}, err
-	}
-	return e.q.Resource(t)
+	return e.desk.Submit(ctx, c, in)
 }
 
-// RetryRequest makes failed request id again, as it was stored, as a new
-// request for the same requester (see queue.Queue.RetryInput).
+// RetryRequest makes failed request id again (see queue.Desk.RetryRequest).
 func (e *Engine) RetryRequest(ctx context.Context, c Caller, id string) (contract.LeaseRequestStatus, error) {
-	owner, in, err := e.q.RetryInput(ctx, c, id)
-	if err != nil {
-		return contract.LeaseRequestStatus{}, err
-	}
-	return e.Submit(ctx, owner, in)
+	return e.desk.RetryRequest(ctx, c, id)
 }
 
 // RequestStatus reads a lease request (see queue.Queue.Status).
 func (e *Engine) RequestStatus(ctx context.Context, c Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
-	return e.q.Status(ctx, c, in)
+	return e.desk.RequestStatus(ctx, c, in)
 }
 
 // Cancel withdraws a waiting request (see queue.Queue.Cancel).
 func (e *Engine) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
-	return e.q.Cancel(ctx, c, in)
-}
-
-func (e *Engine) ttlFor(ms int64, field string) (time.Duration, *contract.Error) {
-	return queue.TTLFor(ms, e.opts.DefaultTTL, e.opts.MinTTL, e.opts.MaxTTL, field)
+	return e.desk.Cancel(ctx, c, in)
 }
 
 // need is what the local placer places: the request's wants with its class
@@ -74,21 +52,10 @@ type need struct {
 
 func (n *need) Platform() contract.Platform { return n.want.Platform }
 
-// submit checks the TTL and hands the request to the queue, with the
-// resolution of what it needs (outside the lock: it may ask the driver).
-func (e *Engine) submit(ctx context.Context, c Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (*queue.Ticket, error) {
-	ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
-	if cerr != nil {
-		return nil, cerr
-	}
-	ask := queue.Ask{Caller: c, Input: in, TTLMs: ttl.Milliseconds(), Progress: progress}
-	return e.q.Submit(ctx, ask, func(ctx context.Context) queue.Resolution { return e.resolveRequest(ctx, in) })
-}
-
 // resolveRequest turns a request into a need, a download to make first, or
 // the error that settles it.
 func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInput) queue.Resolution {
-	spec := contract.RequestSpec{Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag, Mode: in.Mode}
+	spec := in.Spec()
 	drv, cerr := e.driverFor(in.Platform)
 	if cerr != nil {
 		return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
@@ -111,9 +78,9 @@ func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInp
 	return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
 }
 
-// Admit refuses a request whose resolved runtime is being removed: no new
+// admit refuses a request whose resolved runtime is being removed: no new
 // device is made on it while it goes.
-func (e *Engine) Admit(w *queue.Waiter) (*contract.Error, string) {
+func (e *Engine) admit(w *queue.Waiter) (*contract.Error, string) {
 	n := w.Need().(*need)
 	if n.spec.Model != "" && e.removingLocked(n.spec) {
 		return contract.Errorf(contract.CodeRuntimeMissing, "%s %s is being removed", n.spec.Platform, n.spec.OSVersion).

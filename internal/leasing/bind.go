@@ -7,10 +7,6 @@ import (
 	"github.com/simlock/simlock/internal/queue"
 )
 
-// ReasonProcessExited: the process the lease was bound to (lease.bind)
-// exited.
-const ReasonProcessExited = contract.ReasonBoundProcessExited
-
 // Processes reads the machine's process table for lease.bind.
 type Processes interface {
 	// StartedAt is when process pid started, in epoch ms, or an error when
@@ -102,7 +98,7 @@ func (e *Engine) checkBound() {
 		for _, b := range gone {
 			// Bound again, or ended, since it was read: not this one's to end.
 			if l, ok := e.bound[b.leaseID]; ok && l.BoundPID == b.pid && l.BoundPIDStartedAt == b.started {
-				e.endLocked(tx, b.leaseID, ReasonProcessExited)
+				e.endLocked(tx, b.leaseID, contract.EndBoundProcessExited)
 			}
 		}
 		return nil

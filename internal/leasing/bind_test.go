@@ -75,7 +75,7 @@ func TestABoundLeaseEndsWhenItsProcessExits(t *testing.T) {
 		if got := h.e.Leases(Caller{Admin: true}); len(got) != 0 {
 			t.Errorf("leases a second after the process exited = %+v, want none", got)
 		}
-		if want := []string{g.Lease.ID + ":" + ReasonProcessExited}; !slices.Equal(h.lostReasons(), want) {
+		if want := []string{g.Lease.ID + ":" + string(contract.EndBoundProcessExited)}; !slices.Equal(h.lostReasons(), want) {
 			t.Errorf("lease ends = %v, want %v", h.lostReasons(), want)
 		}
 	})
@@ -131,7 +131,7 @@ func TestABindingOutlivesARestartAndAProcessThatExitedMeanwhileEndsTheLease(t *t
 			t.Fatal(err)
 		}
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 
 		h2 := bindHarness(t, st, procs, h)
 		if got := h2.e.Leases(Caller{Admin: true}); len(got) != 1 || got[0].BoundPID != 4242 {

@@ -37,7 +37,7 @@ func TestChosenLeaseIDsAreScopedPerOwner(t *testing.T) {
 			who  Caller
 			want contract.LeaseGrant
 		}{{alice, ga}, {bob, gb}} {
-			got, err := h.e.Lease(c.who, "build-42")
+			got, err := h.e.Get(c.who, contract.LeaseIDInput{LeaseID: "build-42"})
 			if err != nil || got.Lease.Key != c.want.Lease.Key || got.Device.ID != c.want.Device.ID {
 				t.Errorf("%s's build-42 = %+v, %v; want its own, on %s", c.who.Principal, got.Lease, err, c.want.Device.ID)
 			}
@@ -46,7 +46,7 @@ func TestChosenLeaseIDsAreScopedPerOwner(t *testing.T) {
 				t.Errorf("%s renewing build-42 renewed %+v, %v; want its own", c.who.Principal, rec, err)
 			}
 		}
-		if _, err := h.e.Lease(alice, gb.Lease.Key); contract.AsError(err).Code != contract.CodeUnknownLease {
+		if _, err := h.e.Get(alice, contract.LeaseIDInput{LeaseID: gb.Lease.Key}); contract.AsError(err).Code != contract.CodeUnknownLease {
 			t.Errorf("alice naming bob's lease by its key: %v, want UNKNOWN_LEASE", err)
 		}
 		if _, err := h.e.Release(Caller{Principal: "carol"}, contract.LeaseIDInput{LeaseID: "build-42"}); contract.AsError(err).Code != contract.CodeUnknownLease {
@@ -61,18 +61,18 @@ func TestChosenLeaseIDsAreScopedPerOwner(t *testing.T) {
 		}
 
 		admin := Caller{Principal: "ops", Admin: true}
-		_, err := h.e.Lease(admin, "build-42")
+		_, err := h.e.Get(admin, contract.LeaseIDInput{LeaseID: "build-42"})
 		if ce := contract.AsError(err); ce.Code != contract.CodeBadRequest || !slices.Contains(anyStrings(ce.Details["keys"]), ga.Lease.Key) || !slices.Contains(anyStrings(ce.Details["keys"]), gb.Lease.Key) {
 			t.Errorf("an admin naming build-42, which two owners chose: %v, want BAD_REQUEST naming both keys", err)
 		}
-		if got, err := h.e.Lease(admin, gb.Lease.Key); err != nil || got.Lease.OwnerID != "bob" {
+		if got, err := h.e.Get(admin, contract.LeaseIDInput{LeaseID: gb.Lease.Key}); err != nil || got.Lease.OwnerID != "bob" {
 			t.Errorf("an admin naming bob's lease by its key: %+v, %v", got.Lease, err)
 		}
 
 		if res, err := h.e.Release(alice, contract.LeaseIDInput{LeaseID: "build-42"}); err != nil || res.LeaseID != "build-42" || res.DeviceID != ga.Device.ID {
 			t.Fatalf("alice releasing build-42: %+v, %v; want hers released", res, err)
 		}
-		if got, err := h.e.Lease(admin, "build-42"); err != nil || got.Lease.Key != gb.Lease.Key {
+		if got, err := h.e.Get(admin, contract.LeaseIDInput{LeaseID: "build-42"}); err != nil || got.Lease.Key != gb.Lease.Key {
 			t.Errorf("an admin naming build-42 once only bob's is left: %+v, %v", got.Lease, err)
 		}
 		synctest.Wait()

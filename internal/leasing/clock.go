@@ -20,7 +20,8 @@ import (
 // time, a quarantine's next retry, a stall's start) and the deadlines
 // shown and stored (which the next start compares with the clock) in step
 // with it.
-func (e *Engine) ClockJumped(skew time.Duration, at *store.Clock) {
+func (m *Maintenance) ClockJumped(skew time.Duration, at *store.Clock) {
+	e := m.e
 	_ = e.do(func(tx *queue.Txn) error {
 		e.shiftClockLocked(tx, skew, "running")
 		e.pending.clock = at

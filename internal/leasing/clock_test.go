@@ -53,7 +53,7 @@ func TestAWallClockJumpWhileRunningMovesNoExpiry(t *testing.T) {
 				in.TTLMs = tenMinutes.Milliseconds()
 				g := h.mustGrant(h.acquire("a", in))
 				granted := time.Now()
-				dev := h.e.Devices()[0]
+				dev := h.e.devices()[0]
 
 				time.Sleep(time.Minute)
 				wall.jump(jump)
@@ -62,16 +62,16 @@ func TestAWallClockJumpWhileRunningMovesNoExpiry(t *testing.T) {
 				if n := len(h.e.Leases(Caller{Admin: true})); n != 1 {
 					t.Fatalf("the wall clock jumped %s: %d leases a minute into a ten-minute lease, want it kept", jump, n)
 				}
-				if over := h.e.ExpiredLeases(); len(over) != 0 {
+				if over := h.e.Maintenance().ExpiredLeases(); len(over) != 0 {
 					t.Errorf("the wall clock jumped %s: doctor finds %d leases overdue, want none", jump, len(over))
 				}
 
-				h.e.ClockJumped(jump, nil)
+				h.e.Maintenance().ClockJumped(jump, nil)
 				l := h.e.Leases(Caller{Admin: true})[0]
 				if l.TTLDeadline != g.Lease.TTLDeadline+jump.Milliseconds() {
 					t.Errorf("deadline after clock.jumped: %d, want %d moved by %s", l.TTLDeadline, g.Lease.TTLDeadline, jump)
 				}
-				if d := h.e.Devices()[0]; d.StateSince != dev.StateSince+jump.Milliseconds() || d.LastUsedAt != dev.LastUsedAt+jump.Milliseconds() {
+				if d := h.e.devices()[0]; d.StateSince != dev.StateSince+jump.Milliseconds() || d.LastUsedAt != dev.LastUsedAt+jump.Milliseconds() {
 					t.Errorf("device times after clock.jumped: since %d last used %d, want %d and %d", d.StateSince, d.LastUsedAt,
 						dev.StateSince+jump.Milliseconds(), dev.LastUsedAt+jump.Milliseconds())
 				}
@@ -108,7 +108,7 @@ func TestAClockJumpFoundAtStartMovesDeadlinesInsteadOfExpiring(t *testing.T) {
 		g := h.mustGrant(h.acquire("a", in))
 		granted := time.Now()
 		h.e.Close() // the daemon stops
-		h.e.Wait()
+		h.e.wait()
 
 		time.Sleep(time.Minute) // down a minute, during which the clock is set an hour on
 		wall.jump(time.Hour)
@@ -167,7 +167,7 @@ func TestALeaseRenewedBeforeAJumpIsToldKeepsItsExpiry(t *testing.T) {
 				}
 				renewedAt := time.Now()
 				time.Sleep(800 * time.Millisecond)
-				h.e.ClockJumped(jump, nil)
+				h.e.Maintenance().ClockJumped(jump, nil)
 				synctest.Wait()
 
 				leases := h.e.Leases(Caller{Admin: true})

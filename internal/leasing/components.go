@@ -20,7 +20,8 @@ func (e *Engine) Emit(name string, payload map[string]any) {
 }
 
 // DevicesOn lists simlock's devices (in any state) on a runtime.
-func (e *Engine) DevicesOn(p contract.Platform, version string) []string {
+func (m *Maintenance) DevicesOn(p contract.Platform, version string) []string {
+	e := m.e
 	var out []string
 	e.view(func() { out = e.devicesOnLocked(p, version) })
 	return out
@@ -43,7 +44,8 @@ func runtimeKey(p contract.Platform, version string) string { return string(p) +
 // HoldRuntime marks a runtime as being removed, once no device of simlock's
 // uses it: from then until release, no request resolves to it, so no new
 // device is made on it while it goes.
-func (e *Engine) HoldRuntime(p contract.Platform, version string) (release func(), err error) {
+func (m *Maintenance) HoldRuntime(p contract.Platform, version string) (release func(), err error) {
+	e := m.e
 	var cerr *contract.Error
 	k := runtimeKey(p, version)
 	e.view(func() {

@@ -164,7 +164,7 @@ func (e *Engine) convergeLeasesLocked(tx *queue.Txn, r reality) {
 		case !present:
 			e.endAtStartupLocked(tx, id, d, "missing")
 		case state == driver.Stopped:
-			e.endLocked(tx, id, ReasonDeviceLost)
+			e.endLocked(tx, id, contract.EndDeviceLost)
 		}
 	}
 }
@@ -175,7 +175,7 @@ func (e *Engine) convergeLeasesLocked(tx *queue.Txn, r reality) {
 func (e *Engine) endAtStartupLocked(tx *queue.Txn, leaseID string, d *dev, why string) {
 	e.noReclaim[d.ID] = true
 	defer delete(e.noReclaim, d.ID)
-	e.endLocked(tx, leaseID, ReasonDeviceLost)
+	e.endLocked(tx, leaseID, contract.EndDeviceLost)
 	if d.at == nil {
 		return
 	}

@@ -16,11 +16,11 @@ import (
 // crashAll stops the engine like a killed daemon: nothing more is written.
 func crashAll(h *harness) {
 	h.e.Close()
-	h.e.Wait()
+	h.e.wait()
 }
 
 func deviceState(h *harness, id string) contract.DeviceState {
-	for _, d := range h.e.Devices() {
+	for _, d := range h.e.devices() {
 		if d.ID == id {
 			return d.State
 		}
@@ -57,7 +57,7 @@ func TestStartupEndsLeasesWhoseDeviceStoppedOrVanishedAndKeepsTheRest(t *testing
 		if s := deviceState(h2, gone.Device.ID); s != contract.DeviceDeleted {
 			t.Errorf("the vanished device is %s, want deleted", s)
 		}
-		for _, d := range h2.e.Devices() {
+		for _, d := range h2.e.devices() {
 			if d.State == contract.DeviceReclaiming {
 				t.Errorf("device %s stuck reclaiming", d.ID)
 			}
@@ -93,7 +93,7 @@ func TestUnreadablePlatformEndsLeasesAndLeavesDevicesForALaterStart(t *testing.T
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		devs := e.Devices()
+		devs := e.devices()
 		if len(devs) != 1 || devs[0].State != contract.DeviceReclaiming {
 			t.Fatalf("devices = %+v, want the device left reclaiming", devs)
 		}
@@ -101,7 +101,7 @@ func TestUnreadablePlatformEndsLeasesAndLeavesDevicesForALaterStart(t *testing.T
 			t.Error("the device was not marked for a full clean")
 		}
 		e.Close()
-		e.Wait()
+		e.wait()
 
 		// A start that can read the platform cleans it.
 		h3 := restart(t, st, fixed(2), h)

@@ -14,7 +14,8 @@ import (
 // Stalled lists devices stuck in a transition (provisioning, reclaiming)
 // past the stall threshold with no work in flight on them: nothing will
 // move them on.
-func (e *Engine) Stalled() []contract.Device {
+func (m *Maintenance) Stalled() []contract.Device {
+	e := m.e
 	var out []contract.Device
 	t := e.now()
 	e.view(func() {
@@ -34,7 +35,8 @@ func (e *Engine) Stalled() []contract.Device {
 
 // QuarantineStalled puts a stalled device in quarantine, where its clean is
 // retried; a device that moved on meanwhile is left alone.
-func (e *Engine) QuarantineStalled(id string) error {
+func (m *Maintenance) QuarantineStalled(id string) error {
+	e := m.e
 	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() || (d.State != contract.DeviceProvisioning && d.State != contract.DeviceReclaiming) {
@@ -48,7 +50,8 @@ func (e *Engine) QuarantineStalled(id string) error {
 // ExpiredLeases lists active leases more than a second past their expiry
 // (on the monotonic clock, as their timers count it); the engine expires
 // them on its timers, so any found is a fault to report.
-func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
+func (m *Maintenance) ExpiredLeases() []contract.LeaseRecord {
+	e := m.e
 	var out []contract.LeaseRecord
 	e.view(func() {
 		for _, l := range e.leases {
@@ -62,10 +65,11 @@ func (e *Engine) ExpiredLeases() []contract.LeaseRecord {
 }
 
 // ExpireNow ends the lease with key id if its deadline passed.
-func (e *Engine) ExpireNow(id string) {
+func (m *Maintenance) ExpireNow(id string) {
+	e := m.e
 	_ = e.try(func(tx *queue.Txn) error {
 		if l, ok := e.leases[id]; ok && !time.Now().Before(l.expiry) {
-			e.endLocked(tx, id, ReasonExpired)
+			e.endLocked(tx, id, contract.EndExpired)
 		}
 		return nil
 	})
@@ -80,7 +84,8 @@ type Orphan struct {
 
 // Orphans lists, per platform with a root, the devices found there that no
 // registry record names.
-func (e *Engine) Orphans(ctx context.Context) ([]Orphan, error) {
+func (m *Maintenance) Orphans(ctx context.Context) ([]Orphan, error) {
+	e := m.e
 	var out []Orphan
 	for _, p := range contract.Platforms() {
 		drv, ok := e.opts.Drivers[p]
@@ -118,7 +123,8 @@ func (e *Engine) Orphans(ctx context.Context) ([]Orphan, error) {
 }
 
 // PurgeOrphan deletes an orphan after checking its root is still simlock's.
-func (e *Engine) PurgeOrphan(ctx context.Context, o Orphan) error {
+func (m *Maintenance) PurgeOrphan(ctx context.Context, o Orphan) error {
+	e := m.e
 	drv, ok := e.opts.Drivers[o.Platform]
 	if !ok {
 		return fmt.Errorf("no %s driver", o.Platform)

@@ -200,7 +200,7 @@ func TestDownloadingRequestIsNotCancellableButItsRequesterMayLeave(t *testing.T)
 		if res, _ := h.e.Cancel(ctx, Caller{Principal: "a"}, contract.LeaseCancelInput{RequestID: st.Request.ID}); res.Outcome != contract.CancelNotCancellable {
 			t.Errorf("cancel while downloading = %s, want not-cancellable", res.Outcome)
 		}
-		if w := h.e.WaitingList(); len(w) != 1 || w[0].Stage != "downloading" {
+		if w := h.e.waitingList(); len(w) != 1 || w[0].Stage != "downloading" {
 			t.Errorf("waiting list = %+v", w)
 		}
 		// A socket requester that leaves ends its own request; the

@@ -25,6 +25,17 @@
 // puts it back in line). A decision costs the same whatever the number of
 // devices and leases: lookups go through indexes, never over every row.
 //
+// # Its surface
+//
+// The Engine's exported methods are the lease port the daemon serves (the
+// request operations, answered through the queue's front desk,
+// queue.Desk, as a gateway's are; resolve, renew, release, get, watch),
+// its lifecycle, and its reads (status, lists, the catalog). The queue
+// alone reaches its placement, through an unexported placer; maintenance
+// (the doctor's finds and fixes, quarantine retries, cleanup, the warm
+// pool's status, runtimes the installer may remove, clock jumps, nuke) is
+// on Maintenance.
+//
 // All exported methods are safe for concurrent use.
 package leasing
 
@@ -63,16 +74,6 @@ type Store interface {
 	Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error)
 }
 
-// Lease-end reasons.
-const (
-	ReasonExplicit = "explicit"
-	ReasonExpired  = "expired"
-	ReasonKilled   = "killed"
-	// ReasonDeviceLost: the device stopped and could not be booted again,
-	// or vanished.
-	ReasonDeviceLost = "device-lost"
-)
-
 // Options configure an Engine. Store and Limits are required.
 type Options struct {
 	Store   Store
@@ -84,8 +85,9 @@ type Options struct {
 	// ClassDefaults are configured model preferences per platform and
 	// class, tried before each driver's own.
 	ClassDefaults map[contract.Platform]map[contract.DeviceClass][]string
-	// DefaultTTL and MaxTTL bound lease lifetimes, and MinTTL
-	// (lease.minTtlMs; 0 sets none) from below.
+	// DefaultTTL is lease.defaultTtlMs, and MaxTTL and MinTTL
+	// (lease.maxTtlMs, lease.minTtlMs; 0 sets no minimum) bound lease
+	// lifetimes: the configuration's, with no default here.
 	DefaultTTL, MaxTTL, MinTTL time.Duration
 	Logger                     *slog.Logger
 	// Publish receives committed events in order. It must not block.
@@ -160,8 +162,10 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 	// q is the request book and the line; its decision lock guards every
-	// field below it.
+	// field below it but desk.
 	q *queue.Queue
+	// desk is the front desk over q (TTL bounds, the request operations).
+	desk *queue.Desk
 
 	// ctx bounds driver work; cancel ends it at Close.
 	ctx    context.Context
@@ -264,12 +268,6 @@ func New(opts Options) *Engine {
 	if opts.Wall == nil {
 		opts.Wall = time.Now
 	}
-	if opts.DefaultTTL <= 0 {
-		opts.DefaultTTL = 15 * time.Minute
-	}
-	if opts.MaxTTL <= 0 {
-		opts.MaxTTL = 4 * time.Hour
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		opts: opts, log: opts.Logger, ctx: ctx, cancel: cancel,
@@ -282,7 +280,7 @@ func New(opts Options) *Engine {
 	e.leaseOrder.Init()
 	e.q = queue.New(queue.Options{
 		Store:   engineStore{e},
-		Placer:  e,
+		Placer:  placer{e},
 		LeaseOf: e.leaseOfLocked,
 		LeaseHeld: func(owner, id string) bool {
 			return e.chosen[id][owner] != nil
@@ -294,6 +292,7 @@ func New(opts Options) *Engine {
 		Go:      e.goWork,
 		Logger:  opts.Logger.With("module", "queue"),
 	})
+	e.desk = &queue.Desk{Q: e.q, DefaultTTL: opts.DefaultTTL, MinTTL: opts.MinTTL, MaxTTL: opts.MaxTTL, Resolve: e.resolveRequest}
 	return e
 }
 
@@ -418,7 +417,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		sort.Strings(expired)
 		for _, id := range expired {
-			e.endLocked(tx, id, ReasonExpired)
+			e.endLocked(tx, id, contract.EndExpired)
 		}
 		e.convergeLeasesLocked(tx, reality)
 		e.reg.each(func(d *dev) bool {
@@ -517,8 +516,8 @@ func (e *Engine) Close() {
 	e.q.Close()
 }
 
-// Wait blocks until background driver work has finished. Tests use it.
-func (e *Engine) Wait() { e.work.Wait() }
+// wait blocks until background driver work has finished. Tests use it.
+func (e *Engine) wait() { e.work.Wait() }
 
 func (e *Engine) driverFor(p contract.Platform) (driver.Driver, *contract.Error) {
 	d, ok := e.opts.Drivers[p]

@@ -93,7 +93,7 @@ func build(t *testing.T, st *memStore, limits core.Limits, prev *harness, demoOp
 	}
 	t.Cleanup(func() {
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 	})
 	return h
 }
@@ -290,7 +290,7 @@ func TestNoWaitTimeoutAndOneLeasePerRequester(t *testing.T) {
 		if ce.Details["existingLeaseId"] != a.Lease.ID {
 			t.Errorf("details = %v, want existingLeaseId %s", ce.Details, a.Lease.ID)
 		}
-		if n := len(h.e.Requests()); n != 0 {
+		if n := len(h.e.requests()); n != 0 {
 			t.Errorf("%d requests still open", n)
 		}
 	})
@@ -388,7 +388,7 @@ func TestIdleRunningDeviceIsEvictedForAnotherPlatform(t *testing.T) {
 		if got := h.st.names("device.shutdown"); len(got) != 1 {
 			t.Errorf("device.shutdown events = %v, want one eviction", got)
 		}
-		for _, d := range h.e.Devices() {
+		for _, d := range h.e.devices() {
 			if d.ID == a.Device.ID && d.State != contract.DeviceShutdown {
 				t.Errorf("evicted device is %s", d.State)
 			}
@@ -441,7 +441,7 @@ func TestExpiryAtDeadlineAndRenewMovesIt(t *testing.T) {
 		if got := h.st.names("lease.expired", "device.reclaimed"); !slices.Equal(got, []string{"lease.expired", "device.reclaimed"}) {
 			t.Errorf("events = %v", got)
 		}
-		if d := h.e.Devices()[0]; d.State != contract.DeviceShutdown {
+		if d := h.e.devices()[0]; d.State != contract.DeviceShutdown {
 			t.Errorf("device state %s after reclaim, want shutdown", d.State)
 		}
 	})
@@ -503,7 +503,7 @@ func TestCancelAndAbandonWithdrawQueuedRequests(t *testing.T) {
 		c.cancel()
 		<-c.done
 		wantCode(t, c.err, contract.CodeCancelled)
-		if n := len(h.e.Requests()); n != 0 {
+		if n := len(h.e.requests()); n != 0 {
 			t.Errorf("%d requests open after cancel and abandon", n)
 		}
 		res, _ = h.e.Cancel(context.Background(), Caller{Principal: "b"}, contract.LeaseCancelInput{})
@@ -547,7 +547,7 @@ func TestRestartRestoresLeasesAndExpiresPassedDeadlines(t *testing.T) {
 		waiting := h.acquire("c", ios)
 		synctest.Wait()
 		h.e.Close() // the daemon dies: nothing more is written
-		h.e.Wait()
+		h.e.wait()
 		<-waiting.done
 
 		time.Sleep(10 * time.Second) // down past g1's deadline, not g2's
@@ -609,7 +609,7 @@ func TestAFailedCommitStopsTheEngineTellsNobodyAndARestartConverges(t *testing.T
 
 		// The next start converges from what was saved: the lease is there.
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 		h2 := restart(t, st, fixed(2), h)
 		if l := h2.e.Leases(Caller{Admin: true}); len(l) != 1 || l[0].ID != g.Lease.ID {
 			t.Fatalf("after the restart: leases %+v, want the saved one", l)
@@ -629,7 +629,7 @@ func TestFailedBootFailsRequestAndRemovesDevice(t *testing.T) {
 		wantCode(t, p.err, contract.CodeInternal)
 		time.Sleep(reclaimTime) // the failed device is deleted in the background
 		synctest.Wait()
-		if n := len(h.e.Devices()); n != 0 {
+		if n := len(h.e.devices()); n != 0 {
 			t.Errorf("%d devices left after a failed start", n)
 		}
 		// The slot is free again.
@@ -727,7 +727,7 @@ func TestQuarantinedDeviceIsDeletedToMakeRoom(t *testing.T) {
 		h.release("a", g.Lease.ID)
 		time.Sleep(reclaimTime)
 		synctest.Wait()
-		if d := h.e.Devices(); len(d) != 1 || d[0].State != contract.DeviceQuarantined {
+		if d := h.e.devices(); len(d) != 1 || d[0].State != contract.DeviceQuarantined {
 			t.Fatalf("devices after a failed clean = %+v, want one quarantined", d)
 		}
 		g2 := h.mustGrant(h.acquire("b", ios))
@@ -754,7 +754,7 @@ func TestReleaseAllCancelsARequestWhoseDeviceIsStarting(t *testing.T) {
 		if n := len(h.e.Leases(Caller{Admin: true})); n != 0 {
 			t.Errorf("%d leases after release-all", n)
 		}
-		if d := h.e.Devices(); len(d) != 1 || d[0].State != contract.DeviceReady {
+		if d := h.e.devices(); len(d) != 1 || d[0].State != contract.DeviceReady {
 			t.Errorf("devices = %+v, want the started one kept ready", d)
 		}
 	})
@@ -774,7 +774,7 @@ func TestFailedMakeRoomDoesNotOvershootCapacity(t *testing.T) {
 		if b.finished() {
 			t.Fatalf("b finished (%v) although no room could be made", b.err)
 		}
-		devs := h.e.Devices()
+		devs := h.e.devices()
 		if len(devs) != 1 || devs[0].State != contract.DeviceQuarantined {
 			t.Fatalf("devices = %+v, want only the quarantined one", devs)
 		}
@@ -827,11 +827,11 @@ func TestDoctorDoesNotCallRootlessDevicesMissing(t *testing.T) {
 		h := start(t, st, fixed(2))
 		h.mustGrant(h.acquire("a", ios))
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 		// A new demo driver never saw the device: it has no root to lose it
 		// from, so it is not reported missing (and --fix deletes nothing).
 		h2 := start(t, st, fixed(2))
-		gone, err := h2.e.Vanished(context.Background())
+		gone, err := h2.e.Maintenance().Vanished(context.Background())
 		if err != nil || len(gone) != 0 {
 			t.Errorf("vanished = %+v, %v; want none", gone, err)
 		}

@@ -57,7 +57,8 @@ type foreignCandidate struct {
 // quarantined. A leased device is only reported: the health monitor ends
 // its lease when it sees the drift on the running device. A platform whose
 // devices cannot be listed fails the call, as it does for Vanished.
-func (e *Engine) Foreign(ctx context.Context, fix bool) ([]Foreign, error) {
+func (m *Maintenance) Foreign(ctx context.Context, fix bool) ([]Foreign, error) {
+	e := m.e
 	var found []Foreign
 	cands := map[string]foreignCandidate{}
 	for _, p := range contract.Platforms() {

@@ -152,14 +152,14 @@ func TestForeignFindsDriftAndFixQuarantinesOnlyIdleDevices(t *testing.T) {
 		if a, b := deviceState(h, shut.Device.ID), deviceState(h, ready.Device.ID); a != contract.DeviceShutdown || b != contract.DeviceReady {
 			t.Fatalf("after their cleans: %s and %s, want shutdown (iOS) and ready (Android)", a, b)
 		}
-		if got, err := h.e.Foreign(ctx, false); err != nil || len(got) != 0 {
+		if got, err := h.e.Maintenance().Foreign(ctx, false); err != nil || len(got) != 0 {
 			t.Fatalf("Foreign with every device intact = %v, %v; want nothing", foreignKinds(got), err)
 		}
 		h.drivers[contract.PlatformIOS].Inject(shut.Device.DriverDeviceID, demo.FaultErase)
 		h.drivers[contract.PlatformAndroid].Inject(ready.Device.DriverDeviceID, demo.FaultErase)
 		h.drivers[contract.PlatformIOS].Inject(leased.Device.DriverDeviceID, demo.FaultReplace)
 
-		found, err := h.e.Foreign(ctx, false)
+		found, err := h.e.Maintenance().Foreign(ctx, false)
 		want := []string{shut.Device.ID + ":foreign-provenance:erased", ready.Device.ID + ":foreign-provenance:erased",
 			leased.Device.ID + ":foreign-provenance:mark-mismatch"}
 		slices.Sort(want)
@@ -173,7 +173,7 @@ func TestForeignFindsDriftAndFixQuarantinesOnlyIdleDevices(t *testing.T) {
 			t.Errorf("device.foreign-provenance-detected events = %d, want 3", n)
 		}
 
-		found, err = h.e.Foreign(ctx, true)
+		found, err = h.e.Maintenance().Foreign(ctx, true)
 		for i := range want {
 			if want[i] != leased.Device.ID+":foreign-provenance:mark-mismatch" {
 				want[i] += ":fixed"
@@ -202,7 +202,7 @@ func TestForeignFindsDriftAndFixQuarantinesOnlyIdleDevices(t *testing.T) {
 		// again.
 		time.Sleep(30*time.Second + reclaimTime + time.Second)
 		synctest.Wait()
-		found, err = h.e.Foreign(ctx, false)
+		found, err = h.e.Maintenance().Foreign(ctx, false)
 		if want := []string{leased.Device.ID + ":foreign-provenance:mark-mismatch"}; err != nil || !slices.Equal(foreignKinds(found), want) {
 			t.Errorf("Foreign after the retries = %v, %v; want only %v", foreignKinds(found), err, want)
 		}
@@ -227,14 +227,14 @@ func TestForeignStateChangeIsFoundAndQuarantined(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{g.Device.ID + ":foreign-state-change:shutdown/running"}
-		if found, err := h.e.Foreign(ctx, false); err != nil || !slices.Equal(foreignKinds(found), want) {
+		if found, err := h.e.Maintenance().Foreign(ctx, false); err != nil || !slices.Equal(foreignKinds(found), want) {
 			t.Fatalf("Foreign = %v, %v; want %v", foreignKinds(found), err, want)
 		}
 		p := payloads(t, h.st, "device.foreign-state-detected")
 		if len(p) != 1 || p[0]["expected"] != "shutdown" || p[0]["observed"] != "running" || p[0]["platform"] != "ios" {
 			t.Errorf("device.foreign-state-detected = %v, want expected shutdown, observed running", p)
 		}
-		if found, err := h.e.Foreign(ctx, true); err != nil || len(found) != 1 || !found[0].Fixed {
+		if found, err := h.e.Maintenance().Foreign(ctx, true); err != nil || len(found) != 1 || !found[0].Fixed {
 			t.Fatalf("Foreign with fix = %v, %v; want it fixed", foreignKinds(found), err)
 		}
 		if s := deviceState(h, g.Device.ID); s != contract.DeviceQuarantined {
@@ -245,7 +245,7 @@ func TestForeignStateChangeIsFoundAndQuarantined(t *testing.T) {
 		if s := deviceState(h, g.Device.ID); s != contract.DeviceShutdown {
 			t.Errorf("after its retried clean: %s, want shutdown", s)
 		}
-		if found, err := h.e.Foreign(ctx, false); err != nil || len(found) != 0 {
+		if found, err := h.e.Maintenance().Foreign(ctx, false); err != nil || len(found) != 0 {
 			t.Errorf("Foreign after the clean = %v, %v; want nothing", foreignKinds(found), err)
 		}
 	})

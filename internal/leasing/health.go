@@ -188,7 +188,7 @@ func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, d
 				if h.absent >= e.opts.Health.StableObservations {
 					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
 					delete(e.health, d.ID)
-					e.endLocked(tx, leaseID, ReasonDeviceLost)
+					e.endLocked(tx, leaseID, contract.EndDeviceLost)
 				}
 			case state == driver.Stopped:
 				h.absent = 0
@@ -207,7 +207,7 @@ func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, d
 					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0,
 						"reason": "provenance-drift", "detail": drift})
 					delete(e.health, d.ID)
-					e.endLocked(tx, leaseID, ReasonDeviceLost)
+					e.endLocked(tx, leaseID, contract.EndDeviceLost)
 				}
 			}
 		}
@@ -301,7 +301,7 @@ func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan
 		}
 		tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
 		delete(e.health, d.ID)
-		e.endLocked(tx, leaseID, ReasonDeviceLost)
+		e.endLocked(tx, leaseID, contract.EndDeviceLost)
 		return nil
 	})
 }

@@ -35,7 +35,8 @@ func (p IdlePolicy) withDefaults() IdlePolicy {
 }
 
 // Rules describes the idle rules as configured.
-func (e *Engine) Rules() contract.CleanupRulesResult {
+func (m *Maintenance) Rules() contract.CleanupRulesResult {
+	e := m.e
 	p := e.opts.Idle
 	return contract.CleanupRulesResult{
 		Rules: []contract.CleanupRule{
@@ -77,7 +78,7 @@ func (e *Engine) reapIdle() {
 			return
 		case <-t.C:
 		}
-		e.Cleanup(e.ctx, contract.CleanupRunInput{}, "tick")
+		e.Maintenance().Cleanup(e.ctx, contract.CleanupRunInput{}, "tick")
 	}
 }
 
@@ -132,7 +133,8 @@ func (e *Engine) proposalsLocked(rule string, pressure bool) []contract.CleanupA
 // Cleanup runs the idle rules now (or, with DryRun, says what they would
 // do). Each action is taken under a claim, checked again just before, so
 // a device leased meanwhile is left alone.
-func (e *Engine) Cleanup(ctx context.Context, in contract.CleanupRunInput, trigger string) contract.CleanupRunResult {
+func (m *Maintenance) Cleanup(ctx context.Context, in contract.CleanupRunInput, trigger string) contract.CleanupRunResult {
+	e := m.e
 	pressure := e.diskPressure()
 	var actions []contract.CleanupAction
 	var todo []contract.CleanupAction

@@ -40,7 +40,7 @@ func TestIdleDeviceIsShutDownThenDeletedButALeasedOneIsNot(t *testing.T) {
 		time.Sleep(reclaimTime + 2*time.Minute + 31*time.Second)
 		synctest.Wait()
 		state := func(id string) contract.DeviceState {
-			for _, d := range h.e.Devices() {
+			for _, d := range h.e.devices() {
 				if d.ID == id {
 					return d.State
 				}
@@ -72,10 +72,10 @@ func TestDiskPressureDeletesAtTheShutdownAge(t *testing.T) {
 		h.release("a", g.Lease.ID) // iOS reclaim leaves it shut down
 		time.Sleep(reclaimTime + 2*time.Minute + 31*time.Second)
 		synctest.Wait()
-		if d := h.e.Devices(); len(d) != 0 {
+		if d := h.e.devices(); len(d) != 0 {
 			t.Fatalf("devices under disk pressure = %+v, want the idle one deleted at 2 min", d)
 		}
-		if !h.e.Rules().DiskPressure {
+		if !h.e.Maintenance().Rules().DiskPressure {
 			t.Error("rules do not report the pressure")
 		}
 	})
@@ -89,7 +89,7 @@ func TestCleanupDryRunChangesNothing(t *testing.T) {
 		time.Sleep(reclaimTime)
 		synctest.Wait()
 		h.e.Close() // stop the loop; run the rules by hand below
-		res := h.e.Cleanup(context.Background(), contract.CleanupRunInput{DryRun: true}, "command")
+		res := h.e.Maintenance().Cleanup(context.Background(), contract.CleanupRunInput{DryRun: true}, "command")
 		if len(res.Actions) != 0 {
 			t.Errorf("a fresh device was proposed: %+v", res.Actions)
 		}

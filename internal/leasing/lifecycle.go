@@ -29,7 +29,7 @@ func (e *Engine) armLocked(tx *queue.Txn, l *lease) {
 			_ = e.do(func(tx *queue.Txn) error {
 				// A renew re-arms; a timer it replaced does nothing.
 				if e.leases[id] == l && l.armed == armed {
-					e.endLocked(tx, id, ReasonExpired)
+					e.endLocked(tx, id, contract.EndExpired)
 				}
 				return nil
 			})
@@ -100,7 +100,7 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 		}
 		nl := l.Lease
 		if in.TTLMs != 0 {
-			ttl, cerr := e.ttlFor(in.TTLMs, "ttlMs")
+			ttl, cerr := e.desk.TTL(in.TTLMs, "ttlMs")
 			if cerr != nil {
 				return cerr
 			}
@@ -128,7 +128,7 @@ func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseRe
 			return cerr
 		}
 		res = contract.ReleaseResult{LeaseID: l.ID, DeviceID: l.DeviceID, Released: true}
-		e.endLocked(tx, l.UniqueKey(), ReasonExplicit)
+		e.endLocked(tx, l.UniqueKey(), contract.EndReleased)
 		return nil
 	})
 	return res, err
@@ -141,8 +141,8 @@ func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseRe
 func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
 	err := e.try(func(tx *queue.Txn) error {
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), ReasonKilled, false)
-		res.Released = e.endAllLocked(tx, ReasonKilled)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), string(contract.EndKilled), false)
+		res.Released = e.endAllLocked(tx, contract.EndKilled)
 		return nil
 	})
 	return res, err
@@ -150,7 +150,7 @@ func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 
 // endAllLocked ends every active lease with reason, in tx, and returns
 // their ids in order.
-func (e *Engine) endAllLocked(tx *queue.Txn, reason string) []string {
+func (e *Engine) endAllLocked(tx *queue.Txn, reason contract.EndReason) []string {
 	ids := make([]string, 0, len(e.leases))
 	for id := range e.leases {
 		ids = append(ids, id)
@@ -165,13 +165,13 @@ func (e *Engine) endAllLocked(tx *queue.Txn, reason string) []string {
 // endLocked ends the lease with key id in tx; once committed, its holders
 // are told and the device's clean starts (after its lease-end
 // participants, when there are any). Every lease end goes through here.
-func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
+func (e *Engine) endLocked(tx *queue.Txn, id string, reason contract.EndReason) {
 	l, ok := e.leases[id]
 	if !ok {
 		return
 	}
 	ended := l.Lease
-	ended.EndedAt, ended.EndReason = e.now(), reason
+	ended.EndedAt, ended.EndReason = e.now(), string(reason)
 	e.putLease(tx, ended)
 	if d, ok := e.reg.get(ended.DeviceID); ok && d.State == contract.DeviceLeased {
 		e.changeDevice(tx, d, func(r *store.Device) {
@@ -181,12 +181,12 @@ func (e *Engine) endLocked(tx *queue.Txn, id, reason string) {
 			r.DeferredReclaim = r.DeferredReclaim || len(e.opts.LeaseEndParticipants) > 0
 		})
 	}
-	if reason == ReasonExpired {
+	if reason == contract.EndExpired {
 		tx.Event("lease.expired", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "ownerId": ended.OwnerID}))
 	} else {
-		tx.Event("lease.released", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": reason, "ownerId": ended.OwnerID}))
+		tx.Event("lease.released", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": string(reason), "ownerId": ended.OwnerID}))
 	}
-	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, reason) })
+	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, string(reason)) })
 	e.stopRecoveryLocked(ended.DeviceID)
 	e.afterEndLocked(tx, ended, reason)
 }

@@ -10,6 +10,19 @@ import (
 	"github.com/simlock/simlock/internal/queue"
 )
 
+// Maintenance is the engine's care of its devices and leases outside the
+// request path: what the doctor finds and fixes (stalled transitions,
+// leases past their deadline, orphans, foreign and vanished devices, slim
+// advisories), quarantine retries, the idle tiers' cleanup and its rules,
+// the warm pool's status, the runtimes the component installer may remove,
+// a jump of the wall clock, and nuke. It decides through the engine's one
+// queue, as every other change does; its methods are safe for concurrent
+// use.
+type Maintenance struct{ e *Engine }
+
+// Maintenance is the engine's maintenance surface.
+func (e *Engine) Maintenance() *Maintenance { return &Maintenance{e: e} }
+
 // NukeResult is what a nuke did: the leases it ended, the requests it
 // cancelled and the devices it deleted.
 type NukeResult = contract.NukeResult
@@ -30,7 +43,8 @@ const nukePoll = 100 * time.Millisecond
 // maintenance.ended bracket it, and acquisition opens again when it
 // returns. ctx bounds the waits: when it ends, Nuke returns what it did so
 // far with an error, and the work it started goes on.
-func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
+func (m *Maintenance) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, error) {
+	e := m.e
 	res := NukeResult{Released: []string{}, Cancelled: []string{}, Deleted: []string{}, Stopped: []string{}}
 	var inflight []chan struct{}
 	err := e.try(func(tx *queue.Txn) error {
@@ -44,7 +58,7 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 		// frees while the nuke runs, only to lose it a moment later. A
 		// request whose device is being started keeps the device, ready,
 		// and gets no lease from it.
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), ReasonKilled, true)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), string(contract.EndKilled), true)
 		inflight = e.reclaimsLocked()
 		return nil
 	})
@@ -56,7 +70,7 @@ func (e *Engine) Nuke(ctx context.Context, deleteDevices bool) (NukeResult, erro
 		return res, fmt.Errorf("wait for reclaims in flight: %w", err)
 	}
 	err = e.try(func(tx *queue.Txn) error {
-		res.Released = e.endAllLocked(tx, ReasonKilled)
+		res.Released = e.endAllLocked(tx, contract.EndKilled)
 		inflight = e.reclaimsLocked()
 		return nil
 	})

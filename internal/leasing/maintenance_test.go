@@ -24,7 +24,7 @@ func (h *harness) nuke(deleteDevices bool) *nuking {
 	n := &nuking{done: make(chan struct{})}
 	go func() {
 		defer close(n.done)
-		n.res, n.err = h.e.Nuke(context.Background(), deleteDevices)
+		n.res, n.err = h.e.Maintenance().Nuke(context.Background(), deleteDevices)
 	}()
 	return n
 }
@@ -112,7 +112,7 @@ func TestNukeCallsParticipantsWithAnAlreadyCancelledContext(t *testing.T) {
 			t.Fatalf("participant calls = %+v, want two", calls)
 		}
 		for _, c := range calls {
-			if !c.cancelled || c.ended.Reason != ReasonKilled {
+			if !c.cancelled || c.ended.Reason != contract.EndKilled {
 				t.Errorf("call %+v: want reason killed with an already cancelled context", c)
 			}
 		}
@@ -160,7 +160,7 @@ func TestNukeEndsEveryLeaseAsKilled(t *testing.T) {
 			t.Errorf("released = %v", res.Released)
 		}
 		for _, p := range payloads(t, h.st, "lease.released") {
-			if p["reason"] != ReasonKilled {
+			if p["reason"] != string(contract.EndKilled) {
 				t.Errorf("lease.released %v, want reason killed", p)
 			}
 		}
@@ -172,7 +172,7 @@ func TestNukeEndsEveryLeaseAsKilled(t *testing.T) {
 		if !slices.Equal(lost, want) {
 			t.Errorf("holders told %v, want %v", lost, want)
 		}
-		for _, d := range h.e.Devices() {
+		for _, d := range h.e.devices() {
 			if d.State == contract.DeviceReclaiming || d.State == contract.DeviceLeased {
 				t.Errorf("device %s is %s after the nuke: its reclaim was not awaited", d.ID, d.State)
 			}
@@ -204,7 +204,7 @@ func TestNukeFailsEveryWaitingRequest(t *testing.T) {
 			t.Fatalf("lease.rejected = %v, want two", rejected)
 		}
 		for _, p := range rejected {
-			if p["reason"] != ReasonKilled {
+			if p["reason"] != string(contract.EndKilled) {
 				t.Errorf("lease.rejected %v, want reason killed", p)
 			}
 		}
@@ -249,7 +249,7 @@ func TestNukeWithDeleteDevicesLeavesNoDevice(t *testing.T) {
 		res := h.nuke(true).wait(t)
 		<-starting.done
 		wantCode(t, starting.err, contract.CodeCancelled)
-		if d := h.e.Devices(); len(d) != 0 {
+		if d := h.e.devices(); len(d) != 0 {
 			t.Fatalf("devices after a nuke that deletes them = %+v, want none", d)
 		}
 		if len(res.Deleted) != 4 {
@@ -276,7 +276,7 @@ func TestNukeQuarantinesADeviceThatFailsToDelete(t *testing.T) {
 		if len(res.Deleted) != 0 {
 			t.Errorf("deleted = %v, want none", res.Deleted)
 		}
-		if s := h.e.Devices(); len(s) != 1 || s[0].ID != a.Device.ID || s[0].State != contract.DeviceQuarantined {
+		if s := h.e.devices(); len(s) != 1 || s[0].ID != a.Device.ID || s[0].State != contract.DeviceQuarantined {
 			t.Errorf("devices = %+v, want %s quarantined", s, a.Device.ID)
 		}
 	})
@@ -327,7 +327,7 @@ func TestNukeWithoutDeletingStopsEveryRunningDevice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, newMemStore(), fixed(2))
 		a := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformAndroid}))
-		res, err := h.e.Nuke(context.Background(), false)
+		res, err := h.e.Maintenance().Nuke(context.Background(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,7 +335,7 @@ func TestNukeWithoutDeletingStopsEveryRunningDevice(t *testing.T) {
 		if len(res.Stopped) != 1 || res.Stopped[0] != a.Device.ID {
 			t.Errorf("stopped = %v, want %s", res.Stopped, a.Device.ID)
 		}
-		for _, d := range h.e.Devices() {
+		for _, d := range h.e.devices() {
 			if d.State != contract.DeviceShutdown {
 				t.Errorf("device %s is %s after the nuke, want shutdown", d.ID, d.State)
 			}

@@ -22,9 +22,8 @@ type EndedLease struct {
 	DeviceID string
 	// Platform is the device's platform.
 	Platform contract.Platform
-	// Reason is the reason lease.released or lease.expired carries:
-	// explicit, killed, expired or device-lost.
-	Reason string
+	// Reason is the reason lease.released or lease.expired carries.
+	Reason contract.EndReason
 }
 
 // LeaseEndParticipant is code an optional module gives the engine because
@@ -120,7 +119,7 @@ func (e *Engine) cutEndsLocked(cause error) {
 // cleans the device once they have returned (or the ceiling passed); cleans
 // it at once, without waiting, when a nuke or a stop is under way; and
 // waits for nothing when the end left no device to clean.
-func (e *Engine) afterEndLocked(tx *queue.Txn, l store.Lease, reason string) {
+func (e *Engine) afterEndLocked(tx *queue.Txn, l store.Lease, reason contract.EndReason) {
 	d, ok := e.reg.get(l.DeviceID)
 	// A device startup could not read, or found gone, is not cleaned now.
 	reclaim := ok && d.State == contract.DeviceReclaiming && !e.noReclaim[l.DeviceID]

@@ -137,7 +137,7 @@ func startEnds(t *testing.T, st *memStore, limits core.Limits, opts func(*Option
 	}
 	t.Cleanup(func() {
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 	})
 	return h
 }
@@ -181,7 +181,7 @@ func (h *endHarness) claim(deviceID string) string {
 }
 
 func (h *endHarness) state(deviceID string) contract.DeviceState {
-	for _, d := range h.e.Devices() {
+	for _, d := range h.e.devices() {
 		if d.ID == deviceID {
 			return d.State
 		}
@@ -299,7 +299,7 @@ func TestReleaseAnswersWhileTheParticipantHasNotReturnedAndTellsItTheLease(t *te
 		if c.returned {
 			t.Fatal("the participant returned; it should still be running")
 		}
-		want := EndedLease{LeaseID: grant.Lease.ID, OwnerID: "a", DeviceID: grant.Device.ID, Platform: contract.PlatformIOS, Reason: ReasonExplicit}
+		want := EndedLease{LeaseID: grant.Lease.ID, OwnerID: "a", DeviceID: grant.Device.ID, Platform: contract.PlatformIOS, Reason: contract.EndReleased}
 		if c.ended != want {
 			t.Errorf("participant told %+v, want %+v", c.ended, want)
 		}
@@ -315,7 +315,7 @@ func TestParticipantIsCalledAfterLeaseReleasedWhileTheDeviceReclaimsWithNoLease(
 		g := newGate(t)
 		g.onCall = func(context.Context, EndedLease) {
 			released = h.st.names("lease.released")
-			devs = h.e.Devices()
+			devs = h.e.devices()
 			leases = h.e.Leases(Caller{Admin: true})
 		}
 		h = startEnds(t, newMemStore(), fixed(2), nil, g)
@@ -581,7 +581,7 @@ func TestParticipantFailingAfterTheWaitEndedIsLogged(t *testing.T) {
 		synctest.Wait()
 		h.release("b", b.Lease.ID)
 		synctest.Wait()
-		if _, err := h.e.Nuke(context.Background(), false); err != nil { // b's wait is cut short
+		if _, err := h.e.Maintenance().Nuke(context.Background(), false); err != nil { // b's wait is cut short
 			t.Fatal(err)
 		}
 		late.let()
@@ -648,11 +648,11 @@ func TestEveryLeaseEndCallsTheParticipantBeforeTheReclaimWithItsReason(t *testin
 		mu.Lock()
 		defer mu.Unlock()
 		want := map[string]EndedLease{
-			explicit.Lease.ID: {explicit.Lease.ID, "explicit", explicit.Device.ID, contract.PlatformIOS, ReasonExplicit},
-			lost.Lease.ID:     {lost.Lease.ID, "lost", lost.Device.ID, contract.PlatformIOS, ReasonDeviceLost},
-			expiring.Lease.ID: {expiring.Lease.ID, "expiring", expiring.Device.ID, contract.PlatformIOS, ReasonExpired},
-			k1.Lease.ID:       {k1.Lease.ID, "k1", k1.Device.ID, contract.PlatformIOS, ReasonKilled},
-			k2.Lease.ID:       {k2.Lease.ID, "k2", k2.Device.ID, contract.PlatformAndroid, ReasonKilled},
+			explicit.Lease.ID: {explicit.Lease.ID, "explicit", explicit.Device.ID, contract.PlatformIOS, contract.EndReleased},
+			lost.Lease.ID:     {lost.Lease.ID, "lost", lost.Device.ID, contract.PlatformIOS, contract.EndDeviceLost},
+			expiring.Lease.ID: {expiring.Lease.ID, "expiring", expiring.Device.ID, contract.PlatformIOS, contract.EndExpired},
+			k1.Lease.ID:       {k1.Lease.ID, "k1", k1.Device.ID, contract.PlatformIOS, contract.EndKilled},
+			k2.Lease.ID:       {k2.Lease.ID, "k2", k2.Device.ID, contract.PlatformAndroid, contract.EndKilled},
 		}
 		if len(calls) != len(want) {
 			t.Fatalf("participant calls = %+v, want one per ended lease (%d)", calls, len(want))
@@ -665,7 +665,7 @@ func TestEveryLeaseEndCallsTheParticipantBeforeTheReclaimWithItsReason(t *testin
 				t.Errorf("lease %s (%s): the device had been reclaimed %d times when the participant was called", c.ended.LeaseID, c.ended.Reason, c.reclaims)
 			}
 			// The vanished device's reclaim fails, and quarantine retries it.
-			if n := h.reclaimsOf(c.ended.DeviceID); n != 1 && (c.ended.Reason != ReasonDeviceLost || n < 1) {
+			if n := h.reclaimsOf(c.ended.DeviceID); n != 1 && (c.ended.Reason != contract.EndDeviceLost || n < 1) {
 				t.Errorf("lease %s (%s): device reclaimed %d times after, want 1", c.ended.LeaseID, c.ended.Reason, n)
 			}
 		}
@@ -680,14 +680,14 @@ func TestStartupExpiryCallsTheParticipantAndStartLeavesTheDeviceToIt(t *testing.
 		in.TTLMs = 3000
 		grant := h1.mustGrant(h1.acquire("a", in))
 		h1.e.Close()
-		h1.e.Wait()
+		h1.e.wait()
 		time.Sleep(5 * time.Second) // the deadline passes while the daemon is down
 
 		g := newGate(t)
 		h := startEnds(t, st, fixed(2), nil, g)
 		synctest.Wait()
 		c := g.only(t)
-		if c.ended.LeaseID != grant.Lease.ID || c.ended.Reason != ReasonExpired {
+		if c.ended.LeaseID != grant.Lease.ID || c.ended.Reason != contract.EndExpired {
 			t.Fatalf("participant told %+v, want lease %s expired", c.ended, grant.Lease.ID)
 		}
 		before := len(h.st.names())
@@ -730,7 +730,7 @@ func TestEndThatLeavesNoDeviceToCleanCallsTheParticipantWithoutWaiting(t *testin
 		h.release("a", "lse_orphan")
 		synctest.Wait()
 		c := running.only(t)
-		if c.ended.Reason != ReasonExplicit || c.ended.DeviceID != "dev_gone" {
+		if c.ended.Reason != contract.EndReleased || c.ended.DeviceID != "dev_gone" {
 			t.Errorf("participant told %+v", c.ended)
 		}
 		errs := h.logs.at(slog.LevelError, "participant")
@@ -773,7 +773,7 @@ func TestUnknownLeaseAndMovedExpiryCallNoParticipant(t *testing.T) {
 		}
 		time.Sleep(time.Second) // the new deadline
 		synctest.Wait()
-		if c := g.only(t); c.ended.Reason != ReasonExpired {
+		if c := g.only(t); c.ended.Reason != contract.EndExpired {
 			t.Errorf("reason = %s, want expired", c.ended.Reason)
 		}
 	})
@@ -875,7 +875,7 @@ func TestCloseCancelsTheParticipantAndStartsNoReclaim(t *testing.T) {
 		time.Sleep(endWait)
 		g.let()
 		synctest.Wait()
-		h.e.Wait()
+		h.e.wait()
 		if n := h.reclaims(); n != 0 {
 			t.Errorf("reclaims after Close = %d, want none", n)
 		}
@@ -965,7 +965,7 @@ func TestDaemonStoppedWhileTheParticipantRunsIsWipedInFullAtTheNextStart(t *test
 		h.release("a", grant.Lease.ID)
 		time.Sleep(time.Minute)
 		h.e.Close() // the daemon dies mid-wait
-		h.e.Wait()
+		h.e.wait()
 		// The marker is what tells the next start this device must be
 		// wiped in full, not only shut down.
 		if s := stored(st, grant.Device.ID); s.State != contract.DeviceReclaiming || !s.DeferredReclaim {
@@ -1004,7 +1004,7 @@ func TestDaemonStoppedDuringTheWipeAfterTheWaitIsWipedInFullAtTheNextStart(t *te
 			t.Fatalf("reclaims = %d, want the wipe under way", n)
 		}
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 		if s := stored(st, grant.Device.ID); s.State != contract.DeviceReclaiming || !s.DeferredReclaim {
 			t.Fatalf("stored device %s marker %v after a stop mid-wipe, want reclaiming with the marker", s.State, s.DeferredReclaim)
 		}

@@ -31,11 +31,22 @@ func (p plan) waits() bool { return p.grant == nil && p.adopt == nil && p.boot =
 // slot: it runs, or a boot of it is in flight (a re-warm victim).
 func holdsSlot(d *dev) bool { return core.Running(d.State) || d.claim == claimBoot }
 
-// Place is the local placement of the head of a platform's line (see the
+// placer is the engine's side of the queue (queue.Placer), handed to the
+// queue alone: it calls it under the decision lock, and nothing else
+// does.
+type placer struct{ e *Engine }
+
+func (p placer) Admit(w *queue.Waiter) (*contract.Error, string) { return p.e.admit(w) }
+
+func (p placer) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
+	return p.e.place(tx, w)
+}
+
+// place is the local placement of the head of a platform's line (see the
 // package doc for its consistency model): grant an idle ready device that
 // fits, else start a device (boot a shut-down one, or create one, making
 // room first when a limit is reached), else wait.
-func (e *Engine) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
+func (e *Engine) place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
 	n := w.Need().(*need)
 	p := e.planLocked(n)
 	switch {

@@ -108,7 +108,8 @@ func (e *Engine) retryQuarantined(d *dev) {
 // it; the clean runs on (device.quarantine-recovered or
 // device.quarantine-retry-failed end it). Any other device is
 // NOT_RETRYABLE, as is one whose retry already runs.
-func (e *Engine) RetryDevice(id string) (contract.Device, error) {
+func (m *Maintenance) RetryDevice(id string) (contract.Device, error) {
+	e := m.e
 	var out contract.Device
 	var cerr *contract.Error
 	err := e.try(func(tx *queue.Txn) error {

@@ -17,19 +17,19 @@ func TestQuarantinedDeviceIsRetriedAndServesAgain(t *testing.T) {
 		h.release("a", g.Lease.ID)
 		time.Sleep(reclaimTime)
 		synctest.Wait()
-		if d := h.e.Devices(); d[0].State != contract.DeviceQuarantined {
+		if d := h.e.devices(); d[0].State != contract.DeviceQuarantined {
 			t.Fatalf("after a failed clean: %s, want quarantined", d[0].State)
 		}
 		// The first retry comes after the policy's backoff (30 s by
 		// default), not before.
 		time.Sleep(30*time.Second - time.Millisecond)
 		synctest.Wait()
-		if d := h.e.Devices(); d[0].State != contract.DeviceQuarantined {
+		if d := h.e.devices(); d[0].State != contract.DeviceQuarantined {
 			t.Fatalf("retried early: %s", d[0].State)
 		}
 		time.Sleep(time.Millisecond + reclaimTime)
 		synctest.Wait()
-		if d := h.e.Devices(); d[0].State != contract.DeviceShutdown {
+		if d := h.e.devices(); d[0].State != contract.DeviceShutdown {
 			t.Fatalf("after the retry: %s, want shutdown (iOS, cleaned)", d[0].State)
 		}
 		want := []string{"device.purge-failed", "device.quarantined", "device.quarantine-recovered"}
@@ -60,12 +60,12 @@ func TestQuarantineRetriesBackOffThenDeleteTheDevice(t *testing.T) {
 		for range 3*reclaimTime + 30*time.Second + 60*time.Second + 120*time.Second + reclaimTime/4 + reclaimTime {
 			time.Sleep(time.Second)
 			synctest.Wait()
-			if len(h.e.Devices()) == 0 {
+			if len(h.e.devices()) == 0 {
 				break
 			}
 		}
-		if n := len(h.e.Devices()); n != 0 {
-			t.Fatalf("devices = %+v, want the device deleted", h.e.Devices())
+		if n := len(h.e.devices()); n != 0 {
+			t.Fatalf("devices = %+v, want the device deleted", h.e.devices())
 		}
 		if took := time.Since(t0); took < 210*time.Second {
 			t.Errorf("deleted after %s: the retries did not back off", took)
@@ -87,19 +87,19 @@ func TestQuarantineRetryResumesAfterARestart(t *testing.T) {
 		time.Sleep(reclaimTime)
 		synctest.Wait()
 		h.e.Close()
-		h.e.Wait()
+		h.e.wait()
 		time.Sleep(10 * time.Second)
 		// A new engine on the same store: the retry is due 30 s after the
 		// quarantine, 20 s from now.
 		h2 := start(t, st, fixed(2))
 		time.Sleep(20*time.Second - time.Millisecond)
 		synctest.Wait()
-		if d := h2.e.Devices(); d[0].State != contract.DeviceQuarantined {
+		if d := h2.e.devices(); d[0].State != contract.DeviceQuarantined {
 			t.Fatalf("retried before its stored time: %s", d[0].State)
 		}
 		time.Sleep(time.Millisecond + reclaimTime)
 		synctest.Wait()
-		if d := h2.e.Devices(); d[0].State != contract.DeviceShutdown {
+		if d := h2.e.devices(); d[0].State != contract.DeviceShutdown {
 			t.Errorf("after the resumed retry: %s, want shutdown", d[0].State)
 		}
 	})
@@ -114,22 +114,22 @@ func TestAnOperatorsRetryCleansAQuarantinedDeviceNow(t *testing.T) {
 		h := start(t, newMemStore(), fixed(2))
 		g := h.mustGrant(h.acquire("a", ios))
 		h.drivers[contract.PlatformIOS].FailOn("reclaim", 1)
-		if _, err := h.e.RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
+		if _, err := h.e.Maintenance().RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
 			t.Errorf("retry of a leased device: %v, want NOT_RETRYABLE", err)
 		}
 		h.release("a", g.Lease.ID)
 		time.Sleep(reclaimTime)
 		synctest.Wait()
-		d, err := h.e.RetryDevice(g.Device.ID)
+		d, err := h.e.Maintenance().RetryDevice(g.Device.ID)
 		if err != nil || d.State != contract.DeviceQuarantined {
 			t.Fatalf("retry of the quarantined device = %+v, %v; want it as found, quarantined", d, err)
 		}
-		if _, err := h.e.RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
+		if _, err := h.e.Maintenance().RetryDevice(g.Device.ID); contract.AsError(err).Code != contract.CodeNotRetryable {
 			t.Errorf("a second retry while the first runs: %v, want NOT_RETRYABLE", err)
 		}
 		time.Sleep(reclaimTime)
 		synctest.Wait()
-		if ds := h.e.Devices(); ds[0].State != contract.DeviceShutdown {
+		if ds := h.e.devices(); ds[0].State != contract.DeviceShutdown {
 			t.Fatalf("a clean time after the retry: %s, want shutdown (cleaned), well before the 30 s backoff", ds[0].State)
 		}
 		time.Sleep(time.Minute)
@@ -138,7 +138,7 @@ func TestAnOperatorsRetryCleansAQuarantinedDeviceNow(t *testing.T) {
 		if got := h.st.names(want...); !slices.Equal(got, want) {
 			t.Errorf("events = %v, want %v: one attempt, the operator's", got, want)
 		}
-		if _, err := h.e.RetryDevice("dev_nope"); contract.AsError(err).Code != contract.CodeUnknownDevice {
+		if _, err := h.e.Maintenance().RetryDevice("dev_nope"); contract.AsError(err).Code != contract.CodeUnknownDevice {
 			t.Errorf("retry of an unknown device: %v, want UNKNOWN_DEVICE", err)
 		}
 	})

@@ -78,7 +78,7 @@ func TestAReleasedIOSDeviceIsBootedAgainAndLeasedWarm(t *testing.T) {
 		h.release("a", a.Lease.ID)
 		time.Sleep(reclaimTime) // the erase leaves it shut down
 		synctest.Wait()
-		if st := h.e.WarmPoolStatus(); !st.RewarmReleased || st.Rewarming != 1 {
+		if st := h.e.Maintenance().WarmPoolStatus(); !st.RewarmReleased || st.Rewarming != 1 {
 			t.Fatalf("as the clean ends, warm pool = %+v, want the device re-warming at once", st)
 		}
 		time.Sleep(bootTime)
@@ -125,7 +125,7 @@ func TestWithRewarmOffAReleasedIOSDeviceStaysShutDown(t *testing.T) {
 		if g.Source != contract.SourceBooted || time.Since(t0) != bootTime {
 			t.Errorf("next lease: source %s after %s, want booted after %s", g.Source, time.Since(t0), bootTime)
 		}
-		if st := h.e.WarmPoolStatus(); st.RewarmReleased {
+		if st := h.e.Maintenance().WarmPoolStatus(); st.RewarmReleased {
 			t.Errorf("status says re-warming is on: %+v", st)
 		}
 	})
@@ -221,7 +221,7 @@ func rewarming(t *testing.T, h *harness) contract.LeaseGrant {
 	h.release("a", a.Lease.ID)
 	time.Sleep(reclaimTime + 500*time.Millisecond)
 	synctest.Wait()
-	if n := h.e.WarmPoolStatus().Rewarming; n != 1 {
+	if n := h.e.Maintenance().WarmPoolStatus().Rewarming; n != 1 {
 		t.Fatalf("%d re-warm boots half a second after the clean, want 1", n)
 	}
 	return a
@@ -302,7 +302,7 @@ func TestStatusCountsGrantsBySource(t *testing.T) {
 		synctest.Wait()
 		h.mustGrant(h.acquire("b", ios)) // booted: the erase shut it down
 		h.mustGrant(h.acquire("d", and)) // warm: Android's clean leaves it running
-		st := h.e.WarmPoolStatus()
+		st := h.e.Maintenance().WarmPoolStatus()
 		if want := (contract.GrantCounts{Warm: 1, Booted: 1, Provisioned: 2, WarmRate: 0.25}); st.Grants != want {
 			t.Errorf("grants = %+v, want %+v", st.Grants, want)
 		}

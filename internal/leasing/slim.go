@@ -96,7 +96,8 @@ func (e *Engine) noteSlimRefused(n *need, cat driver.Catalog) {
 // runtime a slim request was served full on since the start, and, when
 // the platform's default mode is slim, each installed runtime that cannot
 // be slimmed.
-func (e *Engine) SlimAdvisories() []contract.Finding {
+func (m *Maintenance) SlimAdvisories() []contract.Finding {
+	e := m.e
 	seen := map[string]bool{}
 	e.view(func() {
 		for k := range e.slimRefused {

@@ -52,7 +52,7 @@ func TestASlowTransitionIsFlaggedStalledInStatusAndReportedOnce(t *testing.T) {
 			t.Errorf("%d %s past the threshold, want 1", n, stalledEvent)
 		}
 		// The provision is in flight, so doctor has nothing to fix.
-		if s := h.e.Stalled(); len(s) != 0 {
+		if s := h.e.Maintenance().Stalled(); len(s) != 0 {
 			t.Errorf("doctor's stalled list = %+v, want none while work is in flight", s)
 		}
 

@@ -69,9 +69,10 @@ func (e *Engine) Snapshot(summary bool) Snapshot {
 // Waiting). Each record's encoding is kept until the record changes, so a
 // status of thousands of them costs copying bytes, not encoding them.
 //
-// An agent sees every device but only its own leases and requests: another
-// agent's lease is not listed, nor named on the device it holds (the device
-// is shown leased). The counts are of everything.
+// An agent sees every device but only its own leases and requests
+// (queue.Caller.SeesLease, Sees): another agent's lease is not listed, nor
+// named on the device it holds (the device is shown leased). The counts
+// are of everything.
 func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 	var s Snapshot
 	e.view(func() {
@@ -86,7 +87,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 			}
 			first = false
 			l := e.leases[d.lease]
-			hide := !c.Admin && d.lease != "" && (l == nil || l.OwnerID != c.Principal)
+			hide := d.lease != "" && !c.SeesLease(ownerOf(l), l != nil)
 			if hide || transitioning(d.State) {
 				// Not the kept encoding: it names the lease, or the
 				// transition's age has moved on since it was made.
@@ -104,7 +105,7 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 		first = true
 		for el := e.leaseOrder.Front(); el != nil; el = el.Next() {
 			l := el.Value.(*lease)
-			if !c.Admin && l.OwnerID != c.Principal {
+			if !c.SeesLease(l.OwnerID, true) {
 				continue
 			}
 			if !first {
@@ -119,23 +120,33 @@ func (e *Engine) AppendLists(b []byte, c Caller) ([]byte, Snapshot) {
 	return b, s
 }
 
-// Capacity reports current usage against limits.
-func (e *Engine) Capacity() contract.Capacity {
-	var c contract.Capacity
-	e.view(func() { c = core.Report(e.opts.Limits, e.reg.use, e.reg.warm) })
-	return c
+// List reads one kind of record (list.get), as an admin sees them,
+// oldest first: whole, or with a limit above 0 at most limit records after
+// the cursor, and the next page's cursor (Next) when there is one. Devices
+// are every device not deleted; requests the open ones, in arrival order.
+func (e *Engine) List(kind contract.ListKind, after *contract.ListCursor, limit int) contract.ListGetResult {
+	var res contract.ListGetResult
+	switch kind {
+	case contract.ListLeases:
+		res.Leases, res.Next = e.leasesPage(Caller{Admin: true}, after, limit)
+	case contract.ListRequests:
+		res.Requests, res.Next = e.q.Records(after, limit)
+	default:
+		res.Devices, res.Next = e.devicesPage(after, limit)
+	}
+	return res
 }
 
 // Leases lists active leases the caller may see, oldest first: an agent its
 // own, an admin all of them.
 func (e *Engine) Leases(c Caller) []contract.LeaseRecord {
-	out, _ := e.LeasesPage(c, nil, 0)
+	out, _ := e.leasesPage(c, nil, 0)
 	return out
 }
 
-// LeasesPage is Leases, one page: with a limit above 0, at most limit
+// leasesPage is Leases, one page: with a limit above 0, at most limit
 // leases after the cursor, and the next page's cursor when there is one.
-func (e *Engine) LeasesPage(c Caller, after *contract.ListCursor, limit int) ([]contract.LeaseRecord, string) {
+func (e *Engine) leasesPage(c Caller, after *contract.ListCursor, limit int) ([]contract.LeaseRecord, string) {
 	out := []contract.LeaseRecord{}
 	next := ""
 	e.view(func() {
@@ -147,7 +158,7 @@ func (e *Engine) LeasesPage(c Caller, after *contract.ListCursor, limit int) ([]
 		}
 		for ; el != nil; el = el.Next() {
 			l := el.Value.(*lease)
-			if (after != nil && after.Passed(l.GrantedAt, l.UniqueKey())) || (!c.Admin && l.OwnerID != c.Principal) {
+			if (after != nil && after.Passed(l.GrantedAt, l.UniqueKey())) || !c.SeesLease(l.OwnerID, true) {
 				continue
 			}
 			if limit > 0 && len(out) == limit {
@@ -161,14 +172,14 @@ func (e *Engine) LeasesPage(c Caller, after *contract.ListCursor, limit int) ([]
 	return out, next
 }
 
-// Devices lists every device that is not deleted, oldest first.
-func (e *Engine) Devices() []contract.Device {
-	out, _ := e.DevicesPage(nil, 0)
+// devices lists every device that is not deleted, oldest first.
+func (e *Engine) devices() []contract.Device {
+	out, _ := e.devicesPage(nil, 0)
 	return out
 }
 
-// DevicesPage is Devices, one page, as LeasesPage.
-func (e *Engine) DevicesPage(after *contract.ListCursor, limit int) ([]contract.Device, string) {
+// devicesPage is devices, one page, as leasesPage.
+func (e *Engine) devicesPage(after *contract.ListCursor, limit int) ([]contract.Device, string) {
 	out := []contract.Device{}
 	next := ""
 	e.view(func() {
@@ -194,19 +205,14 @@ func (e *Engine) DevicesPage(after *contract.ListCursor, limit int) ([]contract.
 	return out, next
 }
 
-// Requests lists open requests in arrival order.
-func (e *Engine) Requests() []contract.LeaseRequestRecord {
+// requests lists open requests in arrival order.
+func (e *Engine) requests() []contract.LeaseRequestRecord {
 	out, _ := e.q.Records(nil, 0)
 	return out
 }
 
-// RequestsPage is Requests, one page, as LeasesPage.
-func (e *Engine) RequestsPage(after *contract.ListCursor, limit int) ([]contract.LeaseRequestRecord, string) {
-	return e.q.Records(after, limit)
-}
-
-// WaitingList lists open requests as status shows them.
-func (e *Engine) WaitingList() []contract.WaitingRequest { return e.q.Waiting(Caller{Admin: true}) }
+// waitingList lists open requests as status shows them.
+func (e *Engine) waitingList() []contract.WaitingRequest { return e.q.Waiting(Caller{Admin: true}) }
 
 func deviceView(d *dev) contract.Device {
 	return contract.Device{
@@ -214,6 +220,14 @@ func deviceView(d *dev) contract.Device {
 		Address: d.Address, LeaseID: d.leaseID, LeaseKey: keyIfChosen(d.leaseID, d.lease), CreatedAt: d.CreatedAt, StateSince: d.StateSince,
 		LastUsedAt: d.LastUsedAt, Slimmed: d.Slimmed,
 	}
+}
+
+// ownerOf is l's owner, "" for none.
+func ownerOf(l *lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.OwnerID
 }
 
 // keyIfChosen is a lease's key when it differs from its id (the id was
@@ -225,8 +239,9 @@ func keyIfChosen(id, key string) string {
 	return key
 }
 
-// Lease reads an active lease and its device.
-func (e *Engine) Lease(c Caller, id string) (contract.LeaseGetResult, error) {
+// Get reads an active lease and its device (lease.get).
+func (e *Engine) Get(c Caller, in contract.LeaseIDInput) (contract.LeaseGetResult, error) {
+	id := in.LeaseID
 	var res contract.LeaseGetResult
 	var cerr *contract.Error
 	e.view(func() {
@@ -245,8 +260,16 @@ func (e *Engine) Lease(c Caller, id string) (contract.LeaseGetResult, error) {
 	return res, nil
 }
 
-// Limits are the engine's capacity limits.
-func (e *Engine) Limits() core.Limits { return e.opts.Limits }
+// Watch checks that the caller may watch lease key and returns it
+// (lease.watch); the caller's session, which holds it by key, then hears
+// lease-lost when it ends.
+func (e *Engine) Watch(c Caller, key string) (contract.LeaseWatchResult, error) {
+	r, err := e.Get(c, contract.LeaseIDInput{LeaseID: key})
+	if err != nil {
+		return contract.LeaseWatchResult{}, err
+	}
+	return contract.LeaseWatchResult{Lease: r.Lease}, nil
+}
 
 // Catalog lists what each platform's driver offers, in platform order.
 func (e *Engine) Catalog(ctx context.Context, only contract.Platform) ([]driver.Catalog, error) {
@@ -270,7 +293,8 @@ func (e *Engine) Catalog(ctx context.Context, only contract.Platform) ([]driver.
 
 // Vanished lists registry devices that their driver's root no longer holds.
 // Devices with work in flight are left out: their state is about to change.
-func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
+func (m *Maintenance) Vanished(ctx context.Context) ([]contract.Device, error) {
+	e := m.e
 	var out []contract.Device
 	for _, p := range contract.Platforms() {
 		d, ok := e.opts.Drivers[p]
@@ -301,7 +325,8 @@ func (e *Engine) Vanished(ctx context.Context) ([]contract.Device, error) {
 // MarkMissing records that a device is gone from its root: it becomes
 // deleted (device.deleted, initiator doctor). A leased or busy device is
 // never touched.
-func (e *Engine) MarkMissing(id string) error {
+func (m *Maintenance) MarkMissing(id string) error {
+	e := m.e
 	return e.try(func(tx *queue.Txn) error {
 		d, ok := e.reg.get(id)
 		if !ok || !d.idle() {

@@ -97,7 +97,7 @@ func TestPagesCoverEveryRecordOnceAndResumeAfterAVanishedCursor(t *testing.T) {
 		var after *contract.ListCursor
 		pages := 0
 		for {
-			page, next := h.e.LeasesPage(Caller{Admin: true}, after, 3)
+			page, next := h.e.leasesPage(Caller{Admin: true}, after, 3)
 			pages++
 			for _, l := range page {
 				seen[l.ID]++
@@ -123,10 +123,10 @@ func TestPagesCoverEveryRecordOnceAndResumeAfterAVanishedCursor(t *testing.T) {
 				t.Errorf("lease %s listed %d times", id, n)
 			}
 		}
-		all, _ := h.e.DevicesPage(nil, 0)
-		first, next := h.e.DevicesPage(nil, 4)
+		all, _ := h.e.devicesPage(nil, 0)
+		first, next := h.e.devicesPage(nil, 4)
 		c, _ := contract.ParseListCursor(next)
-		rest, last := h.e.DevicesPage(&c, 4)
+		rest, last := h.e.devicesPage(&c, 4)
 		if len(first) != 4 || len(rest) != 3 || last != "" || rest[0].ID != all[4].ID {
 			t.Fatalf("device pages %d + %d (next %q), want 4 + 3 in list order", len(first), len(rest), last)
 		}
@@ -163,7 +163,7 @@ func TestTheEncodedSnapshotFollowsEveryChange(t *testing.T) {
 		h.release("a", g.Lease.ID)
 		same("after the release")
 		synctest.Wait()
-		h.e.Wait()
+		h.e.wait()
 		same("after the clean")
 	})
 }

@@ -398,7 +398,8 @@ func (e *Engine) runWarm(d *dev, target int, create bool) {
 }
 
 // WarmPoolStatus reports the pool's settings and each target's state.
-func (e *Engine) WarmPoolStatus() contract.WarmPoolStatus {
+func (m *Maintenance) WarmPoolStatus() contract.WarmPoolStatus {
+	e := m.e
 	var out contract.WarmPoolStatus
 	e.view(func() { out = e.warmPoolStatusLocked() })
 	return out

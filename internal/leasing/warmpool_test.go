@@ -19,7 +19,7 @@ func startWarm(t *testing.T, limits int, wp WarmPoolPolicy) *harness {
 
 func readyCount(h *harness) int {
 	n := 0
-	for _, d := range h.e.Devices() {
+	for _, d := range h.e.devices() {
 		if d.State == contract.DeviceReady && d.LeaseID == "" {
 			n++
 		}
@@ -36,7 +36,7 @@ func TestWarmPoolKeepsItsTargetAndRefillsAfterALease(t *testing.T) {
 		if n := readyCount(h); n != 2 {
 			t.Fatalf("ready idle devices = %d, want the target's 2", n)
 		}
-		st := h.e.WarmPoolStatus()
+		st := h.e.Maintenance().WarmPoolStatus()
 		if len(st.Targets) != 1 || st.Targets[0].Ready != 2 || st.Targets[0].Short != 0 {
 			t.Errorf("status = %+v", st)
 		}
@@ -61,7 +61,7 @@ func TestWarmPoolMissesWhatItCannotHaveAndSaysWhy(t *testing.T) {
 		h := startWarm(t, 2, WarmPoolPolicy{Enabled: true, MaxConcurrentBoots: 2, Targets: targets, Interval: time.Second})
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		st := h.e.WarmPoolStatus()
+		st := h.e.Maintenance().WarmPoolStatus()
 		if st.Targets[0].Ready != 2 || st.Targets[0].Short != 1 || st.Targets[0].Reason != "running-limit" {
 			t.Errorf("capped target = %+v, want 2 ready, 1 short for running-limit", st.Targets[0])
 		}
@@ -114,7 +114,7 @@ func TestASlimWarmPoolTargetKeepsSlimDevicesThatOnlySlimRequestsTake(t *testing.
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		var warm []contract.Device
-		for _, d := range h.e.Devices() {
+		for _, d := range h.e.devices() {
 			if d.State == contract.DeviceReady && d.LeaseID == "" {
 				warm = append(warm, d)
 			}
@@ -122,7 +122,7 @@ func TestASlimWarmPoolTargetKeepsSlimDevicesThatOnlySlimRequestsTake(t *testing.
 		if len(warm) != 1 || warm[0].Spec.Mode != contract.DeviceModeSlim || !warm[0].Slimmed {
 			t.Fatalf("warm devices = %+v, want one slim device, slimmed", warm)
 		}
-		if st := h.e.WarmPoolStatus(); st.Targets[0].Ready != 1 {
+		if st := h.e.Maintenance().WarmPoolStatus(); st.Targets[0].Ready != 1 {
 			t.Errorf("target status = %+v, want its slim device counted ready", st.Targets[0])
 		}
 		full := h.mustGrant(h.acquire("a", contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 17", Mode: contract.DeviceModeFull}))

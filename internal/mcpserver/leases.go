@@ -113,13 +113,13 @@ func (s *server) lost(leaseID, deviceID, reason string) {
 
 func lossWords(reason string) string {
 	switch reason {
-	case "expired":
+	case string(contract.EndExpired):
 		return "its TTL ran out without a renewal"
-	case "killed":
+	case string(contract.EndKilled):
 		return "an operator released it"
-	case "device-lost":
+	case string(contract.EndDeviceLost):
 		return "the device stopped and could not be recovered"
-	case "explicit":
+	case string(contract.EndReleased):
 		return "it was released"
 	}
 	return "the daemon no longer has it"
@@ -147,7 +147,7 @@ func (s *server) release(ctx context.Context, id string) (contract.ReleaseResult
 	}
 	s.mu.Lock()
 	delete(s.held, id)
-	s.gone[id] = "explicit"
+	s.gone[id] = string(contract.EndReleased)
 	s.lastGone = id
 	s.mu.Unlock()
 	if h != nil {

@@ -1,8 +1,19 @@
 // Package queue is simlock's request book and fair wait queue. It knows
 // lease requests and the requesters waiting on them, and nothing of devices,
 // drivers or databases: what serves a request is decided by a Placer, and
-// what is made durable goes through a Store, both given by the owner (the
-// worker's lease engine today; the gateway's fleet router next).
+// what is made durable goes through a Store, both given by the owner: the
+// worker's lease engine (internal/leasing), whose Placer places on the
+// machine's devices, and a gateway's leasing (internal/gateway), whose
+// Placer routes each request to a worker of the fleet.
+//
+// # The front desk
+//
+// [Desk] is what both owners answer the request operations with (acquire,
+// submit, status, retry, cancel): the TTL bounds and default, the
+// requester a call may name, one open request or lease per requester,
+// idempotency and the request's spec (contract.LeaseRequestInput.Spec)
+// are decided there and in the queue, once for both modes; an owner adds
+// only how a request resolves into what its Placer places.
 //
 // # What the queue owns
 //

@@ -125,8 +125,7 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 	if err != nil {
 		return nil, err
 	}
-	spec := contract.RequestSpec{Platform: a.Input.Platform, Model: a.Input.Model, Class: a.Input.Class, OSVersion: a.Input.OSVersion,
-		ImageTag: a.Input.ImageTag, Mode: a.Input.Mode}
+	spec := a.Input.Spec()
 	key := a.Input.IdempotencyKey
 
 	// What needs no resolving is answered before resolving, and checked

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// relay commits batch to the gateway's log and publishes it: the events
+// a worker may relay, within the worker's rate (limit), each at the worker's
+// time as the gateway takes it (workerTime). The cursor moves to
+// lastSeq whatever was dropped: a dropped event is not asked for again.
+// It returns why the uplink must end, or "", and whether an event it kept
+// changes the worker's status (refreshOn): dropped events ask for no read.
+func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
+	kept, refused, dropped := f.limit(w, batch)
+	out := make([]contract.Event, 0, len(kept))
+	now := time.Now()
+	for _, ev := range kept {
+		p, err := withWorkerID(ev.Payload, id)
+		if err != nil {
+			return "sent an invalid event: " + err.Error(), false
+		}
+		ev.Payload = p
+		ev.Timestamp = workerTime(ev.Timestamp, now)
+		out = append(out, ev)
+		refresh = refresh || refreshOn(ev.Event)
+	}
+	if err := f.opts.Relay(ctx, id, out, lastSeq); err != nil {
+		return "could not record its events: " + err.Error(), false
+	}
+	f.mu.Lock()
+	w.lastSeq = lastSeq
+	w.view.LastSeenAt = time.Now().UnixMilli()
+	on := f.onEvent
+	f.mu.Unlock()
+	if refused > 0 {
+		f.found(id, findingEventRefused, refused, fmt.Sprintf("%d relayed events of names a worker does not record or with payloads over %d bytes, the last %q: dropped",
+			refused, maxRelayedPayload, clip(lastRefused(batch))))
+	}
+	if dropped > 0 {
+		f.found(id, findingEventDropped, dropped, fmt.Sprintf("%d relayed events over %g a second (bursts of %g): dropped", dropped, f.opts.RelayRate, f.opts.RelayBurst))
+	}
+	if on != nil {
+		for _, ev := range kept {
+			on(id, ev)
+		}
+	}
+	return "", refresh
+}
+
+// limit keeps, of a batch a worker relays, the events it may relay
+// (relayable) within its rate, and counts the others.
+func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if w.relayed == nil {
+		w.relayed = newTokenBucket(f.opts.RelayRate, f.opts.RelayBurst, now)
+	}
+	kept = make([]contract.Event, 0, len(batch))
+	for _, ev := range batch {
+		switch {
+		case !relayable(ev):
+			refused++
+		case !w.relayed.take(now):
+			dropped++
+		default:
+			kept = append(kept, ev)
+		}
+	}
+	return kept, refused, dropped
+}
+
+// lastRefused is the name of the last event of batch a worker may not
+// relay.
+func lastRefused(batch []contract.Event) string {
+	for i := len(batch) - 1; i >= 0; i-- {
+		if !relayable(batch[i]) {
+			return batch[i].Event
+		}
+	}
+	return ""
+}
+
+// withWorkerID sets "workerId" in a payload object; the gateway's value
+// wins over any the worker put there.
+func withWorkerID(payload json.RawMessage, id string) (json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &obj); err != nil || obj == nil {
+		return nil, errors.New("event.payload is not a JSON object")
+	}
+	obj["workerId"], _ = json.Marshal(id)
+	return json.Marshal(obj)
+}
+
+func (f *Fleet) emit(event string, payload map[string]any) {
+	if f.opts.Emit == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.opts.Emit(ctx, event, payload); err != nil {
+		f.log.Warn("could not record a fleet event", "event", event, "err", err)
+	}
+}

@@ -1,0 +1,387 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/queue"
+	"github.com/simlock/simlock/internal/store"
+)
+
+// resolveRequest is the fleet's resolution of a request: what routing
+// reads of it, and its class of need. Nothing is asked of a worker yet.
+func (l *Leasing) resolveRequest(_ context.Context, in contract.LeaseRequestInput) queue.Resolution {
+	ttl, _ := l.desk.TTL(in.TTLMs, "ttlMs") // checked by the desk already
+	a, err := askOf(in.Spec(), ttl.Milliseconds(), in.AllowDownload)
+	if err != nil {
+		// The input was validated with its osVersion; nothing reaches here.
+		return queue.Resolution{Err: contract.AsError(err), Reason: "unresolvable-spec"}
+	}
+	return queue.Resolution{Need: &fleetNeed{ask: a, key: needKey(a)}}
+}
+
+// Acquire asks for a lease and waits for it, as lease.request does (see
+// queue.Desk.Acquire).
+func (l *Leasing) Acquire(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput, progress func(contract.LeaseProgress)) (contract.LeaseGrant, error) {
+	return l.desk.Acquire(ctx, c, in, progress)
+}
+
+// Submit makes a lease request that waits on its own (lease-request.create;
+// see queue.Desk.Submit).
+func (l *Leasing) Submit(ctx context.Context, c queue.Caller, in contract.LeaseRequestInput) (contract.LeaseRequestStatus, error) {
+	return l.desk.Submit(ctx, c, in)
+}
+
+// RetryRequest makes a failed request of the fleet queue again, as it was
+// stored, as a new request for the same requester.
+func (l *Leasing) RetryRequest(ctx context.Context, c queue.Caller, id string) (contract.LeaseRequestStatus, error) {
+	return l.desk.RetryRequest(ctx, c, id)
+}
+
+// RequestStatus reads a lease request (lease-request.get).
+func (l *Leasing) RequestStatus(ctx context.Context, c queue.Caller, in contract.LeaseRequestGetInput) (contract.LeaseRequestStatus, error) {
+	return l.desk.RequestStatus(ctx, c, in)
+}
+
+// Cancel withdraws a waiting request (lease.cancel).
+func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	return l.desk.Cancel(ctx, c, in)
+}
+
+// Admit is the fast-fail table, run as a request joins the line.
+func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
+	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
+		return cerr, rejectedReason(cerr)
+	}
+	return nil, ""
+}
+
+// Place routes a waiter over the views, skipping the workers already
+// dispatched to in this pass, those stale for its class of need (a
+// request of it bounced off them: stale.go), and those a double grant of
+// its own makes it skip. A waiter no worker can serve now is passed over
+// (queue.ScopeNeed): it holds only the later waiters of its class of
+// need, and the others go to the workers that can serve them.
+func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
+	if tx != l.pass {
+		l.pass, l.busy = tx, map[string]bool{}
+	}
+	n := w.Need().(*fleetNeed)
+	all := l.f.views()
+	// The fast-fail table again, on the views as they are now: a drain or
+	// a disconnect may have left no worker that could ever serve it.
+	if cerr := assess(n.ask, all); cerr != nil {
+		tx.Settle(w, cerr, rejectedReason(cerr))
+		return queue.Start{}, queue.NoBlock
+	}
+	var views []*contract.WorkerView
+	now := time.Now()
+	for _, v := range all {
+		if l.busy[v.ID] {
+			continue
+		}
+		if skip, reserve := l.staleFor(v, n.key, now); skip {
+			if reserve {
+				l.busy[v.ID] = true
+			}
+			continue
+		}
+		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {
+			continue
+		}
+		views = append(views, heldView(v, l.holdsOn(v.ID)))
+	}
+	r, ok := route(warmThenFree, n.ask, views)
+	if !ok {
+		return queue.Start{}, queue.BlockNeed
+	}
+	l.busy[r.WorkerID] = true
+	h := &dispatchHold{hold: hold{platform: n.ask.Platform, device: r.DeviceID}}
+	l.held[r.WorkerID] = append(l.held[r.WorkerID], h)
+	// A request by class goes as a class, so the worker picks by its own
+	// preferences; a warm hit names the device's model, or the worker
+	// might start another.
+	model, class := r.Model, contract.DeviceClass("")
+	if n.ask.Model == "" && r.Reason != ReasonWarmHit {
+		model, class = "", n.ask.Class
+	}
+	req := contract.LeaseRequestInput{Platform: n.ask.Platform, Model: model, Class: class, OSVersion: w.Spec().OSVersion, ImageTag: w.Spec().ImageTag,
+		Mode: w.Spec().Mode, TTLMs: w.TTLMs(), NoWait: true, AllowDownload: r.Reason == ReasonDownload,
+		// The chosen id stays the gateway's: the worker names the lease its
+		// own way (lse_…), which no other owner's choice can collide with,
+		// and the index keeps the chosen id within its owner.
+		RequesterID: l.idx.prefix + w.Requester(), Owner: w.Owner()}
+	return queue.Start{
+		// Queued still, to a reader of the request, until the worker says
+		// more; the requester hears nothing from the gateway meanwhile, so
+		// its steps are the worker's own, as on the worker directly.
+		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
+		Quiet:    true,
+		Run:      func() { l.dispatch(w, r, req, h) },
+	}, queue.NoBlock
+}
+
+// dispatch forwards one placed request to its worker and ends it: granted,
+// back in line (a stale view, or a worker that cannot serve it after
+// all), or failed.
+func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestInput, h *dispatchHold) {
+	c, link := l.f.session(r.WorkerID)
+	if c == nil {
+		l.bounce(w, r.WorkerID, h)
+		return
+	}
+	// Bounded by the worker's silence: a download of many minutes is
+	// waited for as long as its progress comes (withSilence).
+	ctx, heard, stop := withSilence(context.Background(), l.opts.RequestTimeout)
+	defer stop()
+	progressed := false
+	announced := new(bool) // guarded by the decision lock
+	g, err := c.RequestLease(ctx, req, func(p contract.LeaseProgress) {
+		heard()
+		if !progressed {
+			// The worker took it on: dispatched, from now, not at the
+			// grant a download may put many minutes away. Off the uplink's
+			// read loop, which the commit must not hold up.
+			go func() {
+				_ = l.q.Do(func(tx *queue.Txn) error {
+					if !tx.Abandoned(w) {
+						l.announce(tx, w, r, announced)
+					}
+					return nil
+				})
+			}()
+		}
+		progressed = true
+		l.q.Progress(w, p)
+	})
+	if err == nil {
+		if cerr := checkGrant(g); cerr != nil {
+			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
+		} else {
+			l.grant(w, r, g, link, announced, h)
+			return
+		}
+	}
+	ce, refused := forwardError(ctx, r.WorkerID, "the lease request", err)
+	if !refused && silent(ctx) {
+		ce = contract.Errorf(contract.CodeWorkerUnreachable, "worker %s sent nothing of the lease request for gateway.leaseRequestTimeoutMs (%d)",
+			r.WorkerID, l.opts.RequestTimeout.Milliseconds()).With("workerId", r.WorkerID)
+	}
+	if refused && ce.Code == contract.CodeDaemonStopping {
+		if !progressed {
+			// The worker is stopping, not the gateway: another worker
+			// serves it, and this one once it is back.
+			l.bounce(w, r.WorkerID, h)
+			return
+		}
+		ce, refused = workerStopping(r.WorkerID), false
+	}
+	if !refused {
+		reason := "worker-unreachable"
+		switch {
+		case ce.Code == contract.CodeInternal:
+			reason = "worker-answer-invalid"
+		case ce.Details["reason"] == reasonWorkerStopping:
+			reason = reasonWorkerStopping
+		}
+		_ = l.q.Do(func(tx *queue.Txn) error {
+			// The worker may still grant it (or did, in an answer the
+			// gateway could not take): a lease nobody holds, to be given
+			// back when its snapshot shows it.
+			l.idx.withdraw(r.WorkerID, w.Requester(), time.Now())
+			l.unhold(r.WorkerID, h)
+			tx.Settle(w, ce, reason)
+			// Every settled attempt serves the line again.
+			delete(l.skip, w)
+			tx.Kick()
+			return nil
+		})
+		return
+	}
+	switch ce.Code {
+	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver:
+		if !progressed {
+			// The view was stale, or the worker's catalog changed: try
+			// another worker, and this one again once its view changes
+			// or its backoff ends (stale.go). The mark is of the view it
+			// bounced off, before the refresh that may change it.
+			l.bounce(w, r.WorkerID, h)
+			if ce.Code == contract.CodeNoCapacity {
+				l.f.refresh(r.WorkerID)
+			} else {
+				// What it lacks is in its catalog, which a status
+				// read does not bring.
+				l.f.refreshCatalog(r.WorkerID)
+			}
+			return
+		}
+	}
+	ce = l.scrub(r.WorkerID, ce)
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.unhold(r.WorkerID, h)
+		tx.Settle(w, ce, "worker-refused")
+		delete(l.skip, w)
+		tx.Kick()
+		return nil
+	})
+}
+
+// bounce puts w back in line, with workerID stale for its class of need
+// (markStale); the dispatch's hold goes (it took nothing).
+func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
+	var print uint64
+	for _, v := range l.f.views() {
+		if v.ID == workerID {
+			print = viewPrint(v)
+		}
+	}
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		l.unhold(workerID, h)
+		l.markStale(workerID, w.Need().(*fleetNeed).key, print, time.Now())
+		tx.Requeue(w)
+		tx.Kick()
+		return nil
+	})
+}
+
+// announce records request.dispatched for w, routed by r, once: at the
+// worker's first progress push or at the grant, whichever commits first.
+func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *bool) {
+	if *announced {
+		return
+	}
+	*announced = true
+	tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
+		"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
+}
+
+// grant records the worker's lease, in the index and as a grant record
+// committed with the grant, and grants w with the gateway's names for it.
+// A grant the index refuses (a double grant, or a requester or chosen id
+// held meanwhile) is given back to the worker, unless that would end the
+// lease the gateway holds under the same id; after a double grant w goes
+// back in line and the worker is skipped until its view moves.
+func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link int, announced *bool, h *dispatchHold) {
+	var refresh bool
+	_ = l.q.Do(func(tx *queue.Txn) error {
+		delete(l.skip, w)
+		// The worker served the need: its view is not stale for it.
+		l.forgetStale(r.WorkerID, w.Need().(*fleetNeed).key, time.Now())
+		tx.Kick()
+		// Held until a view read after this grant shows it.
+		h.until = l.f.generation(r.WorkerID)
+		if tx.Abandoned(w) {
+			// Nobody wants it any more: give it back.
+			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			return nil
+		}
+		now := time.Now()
+		rec := store.Grant{Key: gatewayLeaseID(r.WorkerID, g.Lease.ID), WorkerID: r.WorkerID, WorkerLeaseID: g.Lease.ID,
+			DeviceID: g.Lease.DeviceID, OwnerID: w.Owner(), RequesterID: w.Requester(), ChosenID: w.ChosenLeaseID(),
+			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
+		e, err := l.idx.add(rec)
+		if e != nil {
+			// Snapshots read up to now may predate the worker's grant;
+			// those whose seq reaches the grant's, or read over a later
+			// link, do not.
+			e.grantGen, e.grantSeq, e.grantLink = h.until, g.EventSeq, link
+			e.granted = g.Lease
+		}
+		switch {
+		case errors.Is(err, errDoubleLease), errors.Is(err, errDoubleDevice):
+			if errors.Is(err, errDoubleDevice) {
+				// The id is new: giving it back ends only this grant.
+				go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			}
+			l.f.found(r.WorkerID, findingDoubleGrant, 1, fmt.Sprintf("lease %s on device %s for request %s: %v", g.Lease.ID, g.Lease.DeviceID, w.ID(), err))
+			l.unhold(r.WorkerID, h)
+			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), conflict: l.idx.contradicted(rec)})
+			tx.Requeue(w)
+			refresh = true
+			return nil
+		case err != nil:
+			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			l.unhold(r.WorkerID, h)
+			code := contract.CodeRequesterAlreadyLeased
+			if errors.Is(err, errChosenTaken) {
+				code = contract.CodeLeaseIDTaken
+			}
+			tx.Settle(w, contract.Errorf(code, "%v", err), "worker-refused")
+			return nil
+		}
+		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
+		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
+		g.Lease.IDChosenByRequester, g.Lease.Key = e.chosen != "", e.keyIfChosen()
+		g.Lease.Worker = l.f.names().ref(r.WorkerID)
+		g.RequestID = w.ID() // the gateway's request, not the worker's
+		g.Device.WorkerID = r.WorkerID
+		l.announce(tx, w, r, announced)
+		tx.Event("grant.recorded", map[string]any{"requestId": w.ID(), "leaseId": e.id, "leaseKey": e.key, "workerId": r.WorkerID,
+			"workerLeaseId": e.workerLeaseID, "workerRequestId": workerRequest, "deviceId": e.deviceID, "requesterId": e.requester,
+			"ownerId": e.owner, "source": g.Source, "platform": w.Platform(), "waitMs": max(now.UnixMilli()-w.CreatedAt(), 0),
+			"grantedAt": workerTime(workerGranted, now)})
+		tx.Grant(w, g)
+		tx.Kick()
+		return nil
+	})
+	if refresh {
+		l.f.refresh(r.WorkerID)
+	}
+}
+
+// holdsOn are the holds on workerID's view that routing counts now: the
+// dispatches in flight, and the grants its view does not show yet. The
+// decision lock must be held.
+func (l *Leasing) holdsOn(workerID string) []hold {
+	gen := l.f.generation(workerID)
+	var out []hold
+	kept := l.held[workerID][:0]
+	for _, h := range l.held[workerID] {
+		if h.until != 0 && gen > h.until {
+			continue
+		}
+		kept = append(kept, h)
+		out = append(out, h.hold)
+	}
+	if len(kept) == 0 {
+		delete(l.held, workerID)
+	} else {
+		l.held[workerID] = kept
+	}
+	return out
+}
+
+// unhold drops h, a dispatch's hold on workerID. The decision lock must be
+// held.
+func (l *Leasing) unhold(workerID string, h *dispatchHold) {
+	hs := slices.DeleteFunc(l.held[workerID], func(x *dispatchHold) bool { return x == h })
+	if len(hs) == 0 {
+		delete(l.held, workerID)
+	} else {
+		l.held[workerID] = hs
+	}
+}
+
+func (l *Leasing) releaseOnWorker(workerID, leaseID string) {
+	c := l.f.clientOf(workerID)
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := c.Release(ctx, leaseID); err != nil {
+		l.log.Warn("could not give back a lease nobody waited for", "workerId", workerID, "leaseId", leaseID, "err", err)
+	}
+}
+
+// Waiting lists the fleet queue's open requests the caller may see, and
+// how many wait in line.
+func (l *Leasing) Waiting(c queue.Caller) ([]contract.WaitingRequest, int) {
+	var depth int
+	l.q.View(func() { _, depth = l.q.CountsLocked() })
+	return l.q.Waiting(c), depth
+}
