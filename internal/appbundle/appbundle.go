@@ -339,9 +339,6 @@ func checkLink(rel, target string) error {
 	return nil
 }
 
-func clip(s string) string {
-	if len(s) > 96 {
-		return s[:96] + "…"
-	}
-	return s
-}
+// clip shortens a path quoted back in a refusal: a bundle's paths are
+// longer than most values, so it quotes up to 96 bytes.
+func clip(s string) string { return contract.ClipTo(s, 96) }

@@ -103,9 +103,7 @@ func wrapDial(err error) error {
 	return contract.Errorf(contract.CodeDaemonConnectionLost, "connect to the daemon: %v", err)
 }
 
-func notListening(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
-}
+func notListening(err error) bool { return client.NotListening(err) }
 
 // startupBound bounds an on-demand start as a whole: launching the daemon,
 // its socket accepting, and its startup converging (the store opens, the

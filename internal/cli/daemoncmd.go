@@ -151,15 +151,12 @@ func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) 
 	}
 	// Check the driver names now, so a typo stops the start with a clear
 	// message; the drivers themselves start once the home is ours.
-	if _, _, err := enabledDrivers(cfg, env.Getenv, exec.LookPath); err != nil {
+	drivers := daemon.DriverWiring{Config: cfg, Home: home, Getenv: env.Getenv, LookPath: exec.LookPath, Logger: log}
+	if err := drivers.Check(); err != nil {
 		return daemon.Options{}, err
 	}
-	setup := func(ctx context.Context, installed map[contract.Platform][]string) (daemon.DriverSetup, error) {
-		set, err := buildDrivers(ctx, cfg, home, env.Getenv, exec.LookPath, log, installed)
-		return daemon.DriverSetup{Drivers: set.drivers, Notes: set.notes, Rejections: set.rejections, Prerequisites: set.prerequisites}, err
-	}
 	return daemon.Options{
-		Home: home, Version: env.Version, Config: cfg, SetupDrivers: setup, Host: readHost(), HostOS: hostOS(), Logger: log,
+		Home: home, Version: env.Version, Config: cfg, SetupDrivers: drivers.Setup, Host: readHost(), HostOS: hostOS(), Logger: log,
 		ClassDefaults: classDefaults(cfg),
 	}, nil
 }

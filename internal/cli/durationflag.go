@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -33,4 +35,33 @@ func durationFlag(flag, s string, zeroOK bool) (time.Duration, error) {
 		return 0, usage("%s: %v", flag, err)
 	}
 	return d, nil
+}
+
+// parseDuration reads a duration with unit ms, s, m, h or d; a bare number
+// is milliseconds.
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}}
+	num, unit := s, time.Millisecond
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			num, unit = strings.TrimSuffix(s, u.suffix), u.unit
+			break
+		}
+	}
+	if num == "" || strings.Trim(num, "0123456789.") != "" { // no sign, exponent, inf or nan
+		return 0, fmt.Errorf("%q is not a duration (use a number with ms, s, m, h or d)", s)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("%q is not a duration (use a number with ms, s, m, h or d)", s)
+	}
+	d := f * float64(unit)
+	if d > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too long", s)
+	}
+	return time.Duration(d), nil
 }

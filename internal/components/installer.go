@@ -25,17 +25,13 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // Record is the proof that simlock installed a component: only a component
-// whose current receipt matches its record may be removed by simlock.
-type Record struct {
-	Platform    contract.Platform
-	Version     string
-	Name        string
-	Receipt     string
-	InstalledAt int64
-}
+// whose current receipt matches its record may be removed by simlock. It is
+// the store's record, so a store backend needs nothing of this package.
+type Record = store.ComponentRecord
 
 // Records keeps the records.
 type Records interface {
@@ -297,7 +293,7 @@ func (in *Installer) execute(j *job) {
 	}
 	j.started, j.startedAt, j.cancel = true, time.Now(), cancel
 	in.mu.Unlock()
-	in.opts.Emit("component.install-started", map[string]any{"platform": j.platform, "component": j.component})
+	in.opts.Emit(contract.EvComponentInstallStarted, map[string]any{"platform": j.platform, "component": j.component})
 	res, err := drv.InstallComponent(ctx, j.component, func(p driver.InstallProgress) {
 		switch p.Step {
 		case driver.InstallVerify:
@@ -339,11 +335,11 @@ func (in *Installer) execute(j *job) {
 			in.log.Error("could not record an installed component", "platform", j.platform, "version", res.Version, "err", err)
 		}
 	}
-	in.opts.Emit("component.installed", map[string]any{
+	in.opts.Emit(contract.EvComponentInstalled, map[string]any{
 		"platform": j.platform, "component": j.component, "version": res.Version, "name": res.Name,
 		"duration": time.Since(j.startedAt).Milliseconds(),
 	})
-	in.opts.Emit("catalog.changed", map[string]any{"platform": j.platform, "component": j.component, "cause": "component.installed"})
+	in.opts.Emit(contract.EvCatalogChanged, map[string]any{"platform": j.platform, "component": j.component, "cause": contract.EvComponentInstalled})
 	j.res = Result{Outcome: Installed, ComponentInfo: res.ComponentInfo}
 }
 
@@ -364,7 +360,7 @@ func (in *Installer) report(j *job, r Report) {
 func (in *Installer) failed(j *job, err error) {
 	ce := contract.AsError(err)
 	in.log.Warn("component install failed", "platform", j.platform, "component", j.component, "err", err)
-	in.opts.Emit("component.install-failed", map[string]any{
+	in.opts.Emit(contract.EvComponentInstallFailed, map[string]any{
 		"platform": j.platform, "component": j.component, "code": ce.Code, "message": ce.Message,
 	})
 }

@@ -118,8 +118,8 @@ func (in *Installer) Remove(ctx context.Context, req contract.ComponentRemoveInp
 	if err := in.opts.Records.DeleteComponent(ctx, req.Platform, info.Version); err != nil {
 		in.log.Error("could not delete a component record", "platform", req.Platform, "version", info.Version, "err", err)
 	}
-	in.opts.Emit("component.removed", map[string]any{"platform": req.Platform, "component": req.Version, "version": info.Version, "name": info.Name})
-	in.opts.Emit("catalog.changed", map[string]any{"platform": req.Platform, "component": req.Version, "cause": "component.removed"})
+	in.opts.Emit(contract.EvComponentRemoved, map[string]any{"platform": req.Platform, "component": req.Version, "version": info.Version, "name": info.Name})
+	in.opts.Emit(contract.EvCatalogChanged, map[string]any{"platform": req.Platform, "component": req.Version, "cause": contract.EvComponentRemoved})
 	res.Removed = true
 	return res, nil
 }

@@ -341,3 +341,20 @@ func TestAnInstallNamesAnAndroidImageTagOnlyAsLevelSemicolonTag(t *testing.T) {
 		t.Error("a remove took a tagged component; it removes whole levels")
 	}
 }
+
+func TestClipCutsAtItsBoundAndMarksTheCut(t *testing.T) {
+	long := strings.Repeat("a", 100)
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Clip(""), ""},
+		{Clip(long[:ClipLen]), long[:ClipLen]},
+		{Clip(long[:ClipLen+1]), long[:ClipLen] + "…"},
+		{ClipTo(long, 40), long[:40] + "…"},
+		{ClipTo("short", 40), "short"},
+	} {
+		if c.got != c.want {
+			t.Errorf("clipped to %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -403,7 +403,7 @@ func (c *conn) dispatch(ctx context.Context, req contract.Request) (any, error) 
 	c.mu.Unlock()
 	if s == nil {
 		if _, known := contract.LookupOp(req.Op); !known {
-			return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", clip(string(req.Op))).With("op", clip(string(req.Op)))
+			return nil, contract.Errorf(contract.CodeUnknownRequest, "unknown operation %q", contract.Clip(string(req.Op))).With("op", contract.Clip(string(req.Op)))
 		}
 		return nil, contract.Errorf(contract.CodeHandshakeRequired, "send hello before %s", req.Op)
 	}

@@ -1,6 +1,10 @@
-// Package daemon is the simlock worker daemon: it claims $SIMLOCK_HOME (one
-// daemon per home), serves the daemon protocol on a unix socket, and runs the
-// lease engine over the SQLite store and the enabled drivers.
+// Package daemon is the simlock daemon of both modes: it claims
+// $SIMLOCK_HOME (one daemon per home), serves the daemon protocol on a unix
+// socket (and the HTTP API, when enabled), and answers every operation
+// through one table (table.go) against one lease port (port.go). A worker
+// runs the lease engine over the SQLite store and the enabled drivers, and
+// may join a gateway over an uplink; a gateway runs the fleet of workers
+// that dial in and its fleet queue.
 //
 // Startup claims first and converges after: the admin token is written,
 // then the socket listens, before the engine has loaded the registry, so
@@ -26,7 +30,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +46,7 @@ import (
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/homedir"
 	"github.com/simlock/simlock/internal/httpapi"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
 	"github.com/simlock/simlock/internal/proctable"
@@ -181,8 +185,15 @@ type Daemon struct {
 	// transfers are the file transfers in flight (files.go), set by Start.
 	transfers *transfer.Registry
 
-	// fleet is a gateway's workers (nil on a worker), set before ready
-	// closes.
+	// ops is the operation table the sessions dispatch through.
+	ops opTable
+	// leases is the lease port of the daemon's mode: the engine on a
+	// worker, the fleet queue (leasing) on a gateway; set before ready
+	// closes. The operations both modes answer alike use it alone.
+	leases LeasePort
+	// fleet is a gateway's workers (nil on a worker), and leasing its
+	// fleet queue, set before ready closes: a gateway's own handlers and
+	// its startup and stop use them.
 	fleet   *gateway.Fleet
 	leasing *gateway.Leasing
 	// appendMu orders a gateway's event commits with their publication:
@@ -246,7 +257,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(),
+		opts: opts, log: opts.Logger, bus: events.NewBus(), startedAt: time.Now(), ops: newOpTable(),
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
@@ -336,167 +347,6 @@ func (d *Daemon) unlock() {
 	}
 }
 
-// converge opens the store and starts the engine; parked operations proceed
-// when it is done.
-func (d *Daemon) converge(ctx context.Context) {
-	defer close(d.ready)
-	fail := func(err error) {
-		if ctx.Err() != nil || d.life.Err() != nil {
-			// A stop (a signal, daemon.stop) cut startup short: that is
-			// the stop asked for, not a failed start.
-			d.log.Info("stopped during startup", "err", err)
-			return
-		}
-		d.startErr = err
-		d.log.Error("startup failed", "err", err)
-		d.requestStop()
-	}
-	// The store opens first: HTTP tokens live there, and the HTTP API
-	// checks them while the rest of startup goes on.
-	db, err := d.openStore(ctx)
-	close(d.storeReady)
-	if err != nil {
-		fail(err)
-		return
-	}
-	// An install the last run left running ended with it, unseen.
-	d.jobs = jobs.New(jobs.Options{Store: db, Logger: d.log.With("module", "jobs")})
-	if err := d.jobs.Recover(ctx); err != nil {
-		fail(err)
-		return
-	}
-	if d.mode() == contract.ModeGateway {
-		if err := d.startGateway(ctx, db); err != nil {
-			fail(err)
-			return
-		}
-		d.log.Info("gateway ready", "home", d.opts.Home, "version", d.opts.Version, "http", d.httpURL)
-		d.bg.Add(2)
-		go func() {
-			defer d.bg.Done()
-			d.maintain()
-		}()
-		go func() {
-			defer d.bg.Done()
-			// Workers past gateway.disconnectedRetentionMs go within a
-			// minute of it, whether or not anything else happens.
-			d.fleet.Maintain(d.life)
-		}()
-		return
-	}
-	if d.opts.SetupDrivers != nil {
-		installed := map[contract.Platform][]string{}
-		recs, err := db.Components(ctx)
-		if err != nil {
-			fail(err)
-			return
-		}
-		for _, r := range recs {
-			installed[r.Platform] = append(installed[r.Platform], r.Receipt)
-		}
-		// Written before ready closes; read only after.
-		set, err := d.opts.SetupDrivers(ctx, installed)
-		if err != nil {
-			fail(err)
-			return
-		}
-		d.opts.Drivers, d.opts.DriverNotes, d.opts.Rejections, d.opts.Prerequisites = set.Drivers, set.Notes, set.Rejections, set.Prerequisites
-	}
-	cfg := d.opts.Config
-	d.installer = d.newInstaller(db)
-	skew, clockNow := d.clockAtStart(ctx)
-	d.engine = leasing.New(leasing.Options{
-		Wall:           d.opts.Wall,
-		StartClockSkew: skew,
-		StartClock:     toStore(clockNow),
-		Store:          db,
-		Drivers:        d.opts.Drivers,
-		DriverNotes:    driverNotes(d.opts.DriverNotes, d.opts.Rejections),
-		Limits:         core.LimitsFrom(cfg, d.opts.Host),
-		ClassDefaults:  d.opts.ClassDefaults,
-		DefaultTTL:     time.Duration(cfg.Int("lease.defaultTtlMs")) * time.Millisecond,
-		MaxTTL:         time.Duration(cfg.Int("lease.maxTtlMs")) * time.Millisecond,
-		MinTTL:         time.Duration(cfg.Int("lease.minTtlMs")) * time.Millisecond,
-		Logger:         d.log.With("module", "leasing"),
-		Publish:        d.bus.Publish,
-		LeaseEnded:     d.leaseEnded,
-		// A lease's file transfers and commands end before its device
-		// is cleaned.
-		LeaseEndParticipants: []leasing.LeaseEndParticipant{stagingParticipant{d}, execParticipant{d}},
-		Installer:            d.installer,
-		DownloadPolicy:       cfg.String("downloads.policy"),
-		Health: leasing.HealthPolicy{
-			Enabled:            cfg.Bool("health.enabled"),
-			ProbeInterval:      time.Duration(cfg.Int("health.probeIntervalMs")) * time.Millisecond,
-			StableObservations: int(cfg.Int("health.stableObservations")),
-			MaxAttempts:        int(cfg.Int("health.maxRecoveryAttempts")),
-			Backoff:            time.Duration(cfg.Int("health.recoveryBackoffMs")) * time.Millisecond,
-			MaxConcurrent:      int(cfg.Int("health.maxConcurrentRecoveries")),
-		},
-		DeviceHealth: d.deviceHealth,
-		// A decision the store could not save stops the daemon: memory is
-		// ahead of the database, and the next start converges from what
-		// was saved.
-		Fatal: func(err error) {
-			d.log.Error("could not save a decision; stopping", "err", err)
-			d.requestStop()
-		},
-		WarmPool: warmPoolPolicy(cfg),
-		EndWait:  time.Duration(cfg.Int("lease.endWaitMs")) * time.Millisecond,
-		FreshIdentity: map[contract.Platform]bool{
-			contract.PlatformIOS:     cfg.String("lease.identity.ios") == "fresh",
-			contract.PlatformAndroid: cfg.String("lease.identity.android") == "fresh",
-		},
-		DefaultMode: map[contract.Platform]contract.DeviceMode{
-			contract.PlatformIOS: contract.DeviceMode(cfg.String("ios.defaultMode")),
-		},
-		Idle: leasing.IdlePolicy{
-			Enabled:           true,
-			ShutdownAfter:     time.Duration(cfg.Int("idle.shutdownAfterMs")) * time.Millisecond,
-			DeleteAfter:       time.Duration(cfg.Int("idle.deleteAfterMs")) * time.Millisecond,
-			PressureThreshold: cfg.Int("diskPressure.freeBytesThreshold"),
-			FreeBytes:         freeBytes,
-		},
-		Bind: leasing.BindPolicy{Processes: d.opts.Processes},
-		Stall: leasing.StallPolicy{
-			Multiplier: int(cfg.Int("stalledTransition.thresholdMultiplier")),
-			Minimum:    time.Duration(cfg.Int("stalledTransition.minimumThresholdMs")) * time.Millisecond,
-		},
-		Quarantine: leasing.QuarantinePolicy{
-			MaxRetries: int(cfg.Int("warmPool.quarantine.maxRetries")),
-			Backoff:    time.Duration(cfg.Int("warmPool.quarantine.retryBackoffMs")) * time.Millisecond,
-			Multiplier: int(cfg.Int("warmPool.quarantine.retryBackoffMultiplier")),
-			MaxBackoff: time.Duration(cfg.Int("warmPool.quarantine.maxRetryBackoffMs")) * time.Millisecond,
-		},
-	})
-	if err := d.recordRejections(ctx); err != nil {
-		fail(err)
-		return
-	}
-	if err := d.engine.Start(ctx); err != nil {
-		fail(err)
-		return
-	}
-	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
-	d.bg.Add(4)
-	go func() {
-		defer d.bg.Done()
-		d.watchClock(clockNow)
-	}()
-	go func() {
-		defer d.bg.Done()
-		d.joinGateway()
-	}()
-	go func() {
-		defer d.bg.Done()
-		d.maintain()
-	}()
-	go func() {
-		defer d.bg.Done()
-		d.readToolVersions()
-	}()
-}
-
 // openStore opens the database, private to the user, and loads the tokens.
 func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	dbPath := filepath.Join(d.opts.Home, DBName)
@@ -573,20 +423,6 @@ func (d *Daemon) pruneHistory(ctx context.Context, now time.Time) error {
 	return errors.Join(err1, err2, err3, err4)
 }
 
-// eventLogStatus is the event log's extent and pruning as status shows it.
-func (d *Daemon) eventLogStatus(ctx context.Context) (*contract.EventLogStatus, error) {
-	span, err := d.db.EventLogSpan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := &contract.EventLogStatus{Events: span.Events, OldestSeq: span.OldestSeq, OldestTs: span.OldestTs, LastSeq: span.LastSeq,
-		RetentionDays: d.opts.Config.Int("eventLog.retentionDays"), MaxEvents: d.opts.Config.Int("eventLog.maxEvents")}
-	d.mu.Lock()
-	s.LastPruneAt, s.LastPruned, s.PrunedTotal = d.pruneAt, d.lastPruned, d.prunedTotal
-	d.mu.Unlock()
-	return s, nil
-}
-
 // recordRejections commits driver.root-rejected for each refused root, so
 // operators see it in the event history as well as in status and doctor.
 func (d *Daemon) recordRejections(ctx context.Context) error {
@@ -598,7 +434,7 @@ func (d *Daemon) recordRejections(ctx context.Context) error {
 		}
 		d.log.Warn("device root refused; platform disabled", "platform", p, "root", r.Path, "reason", r.Reason, "detail", r.Detail)
 		payload, _ := json.Marshal(map[string]any{"platform": p, "rootPath": r.Path, "reason": r.Reason, "detail": r.Detail})
-		evs = append(evs, store.NewEvent{ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: "driver.root-rejected", Payload: payload})
+		evs = append(evs, store.NewEvent{ID: ids.New("evt_", ids.Short), Timestamp: time.Now().UnixMilli(), Event: contract.EvDriverRootRejected, Payload: payload})
 	}
 	if len(evs) == 0 {
 		return nil
@@ -830,24 +666,6 @@ func (s *session) mayHold(l contract.LeaseRecord) bool {
 	return s.role == contract.RoleAdmin || s.principal == l.OwnerID
 }
 
-// warmPoolPolicy reads warmPool.* from the config.
-func warmPoolPolicy(cfg *config.Config) *leasing.WarmPoolPolicy {
-	wp := &leasing.WarmPoolPolicy{
-		Enabled: cfg.Bool("warmPool.enabled"),
-		Reserve: map[contract.Platform]int{
-			contract.PlatformIOS:     int(cfg.Int("warmPool.reserveRunning.ios")),
-			contract.PlatformAndroid: int(cfg.Int("warmPool.reserveRunning.android")),
-		},
-		MaxConcurrentBoots: int(cfg.Int("warmPool.maxConcurrentBoots")),
-		RewarmReleased:     cfg.Bool("warmPool.rewarmReleased"),
-	}
-	for _, t := range cfg.Targets("warmPool.targets") {
-		wp.Targets = append(wp.Targets, contract.WarmTarget{Platform: contract.Platform(t.Platform), Model: t.Model, OSVersion: t.OSVersion,
-			ImageTag: t.ImageTag, Mode: contract.DeviceMode(t.Mode), Count: t.Count})
-	}
-	return wp
-}
-
 // deviceHealth tells the sessions holding a lease that its device crashed
 // or was booted again; when none holds it (an HTTP agent between calls),
 // the lease's next renew tells its caller (notices.go).
@@ -869,62 +687,10 @@ func (d *Daemon) deviceHealth(l contract.LeaseRecord, notice string, attempts in
 	}
 }
 
-func (d *Daemon) info(health string) contract.DaemonInfo {
-	return contract.DaemonInfo{
-		Mode: d.mode(), Version: d.opts.Version, PID: os.Getpid(), StartedAt: d.startedAt.UnixMilli(), Health: health,
-		Home: d.opts.Home, Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax},
-		HTTPURL: d.httpURL, ConsoleURL: d.consoleURL, HeapBytes: heapBytes(), Goroutines: runtime.NumGoroutine(), OpenFiles: openFiles(),
-	}
-}
-
 // mode is the daemon's mode, worker unless the config says gateway.
 func (d *Daemon) mode() string {
 	if d.opts.Config.String("mode") == contract.ModeGateway {
 		return contract.ModeGateway
 	}
 	return contract.ModeWorker
-}
-
-func (d *Daemon) host() contract.HostInfo {
-	return contract.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: d.opts.Host.CPUs, RAMBytes: d.opts.Host.RAMBytes,
-		OSVersion: d.opts.HostOS}
-}
-
-// toolVersionsTimeout bounds one driver's report of its tool versions
-// (xcodebuild -version takes seconds on a cold Mac).
-const toolVersionsTimeout = 30 * time.Second
-
-// readToolVersions asks each driver, once and side by side, which tool
-// versions it uses, for status. It runs after ready: a slow tool delays
-// only its line in status, not the daemon.
-func (d *Daemon) readToolVersions() {
-	var wg sync.WaitGroup
-	for p, drv := range d.opts.Drivers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(d.life, toolVersionsTimeout)
-			defer cancel()
-			vs, err := drv.ToolVersions(ctx)
-			if err != nil {
-				d.log.Warn("tool versions unreadable", "platform", p, "err", err)
-				return
-			}
-			d.mu.Lock()
-			d.tools[p] = vs
-			d.mu.Unlock()
-		})
-	}
-	wg.Wait()
-}
-
-// toolVersions is what p's driver reported, nil until it has.
-func (d *Daemon) toolVersions(p contract.Platform) []contract.ToolVersion {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.tools[p]
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

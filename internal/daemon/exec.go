@@ -34,8 +34,8 @@ func (d *Daemon) exec(ctx context.Context, s *session, c leasing.Caller, call js
 		return contract.ExecResult{}, err
 	}
 	if in.Tool != "simctl" && in.Tool != "adb" {
-		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", clip(in.Tool)).
-			With("tool", clip(in.Tool))
+		return contract.ExecResult{}, contract.Errorf(contract.CodeUnknownPassthroughTool, "no tool %q: simlock runs simctl (iOS) and adb (Android)", contract.Clip(in.Tool)).
+			With("tool", contract.Clip(in.Tool))
 	}
 	cmd, err := d.command(in.Tool, in.Args, &l, s.remote)
 	if err != nil {

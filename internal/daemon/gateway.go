@@ -9,7 +9,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/gateway"
-	"github.com/simlock/simlock/internal/leasing"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/ownership"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
@@ -49,6 +49,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
 	})
+	d.leases = d.leasing
 	if err := d.leasing.Load(ctx); err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
 	if err := d.leasing.Settle(snap.Requests); err != nil {
 		return err
 	}
-	return d.emit(ctx, "daemon.started", map[string]any{"mode": contract.ModeGateway})
+	return d.emit(ctx, contract.EvDaemonStarted, map[string]any{"mode": contract.ModeGateway})
 }
 
 // gatewayQueueStore is the fleet queue's store: the gateway's request
@@ -181,7 +182,7 @@ func (d *Daemon) emit(ctx context.Context, event string, payload map[string]any)
 	}
 	d.appendMu.Lock()
 	defer d.appendMu.Unlock()
-	evs, err := d.db.Commit(ctx, store.Change{Events: []store.NewEvent{{ID: "evt_" + randHex(8), Timestamp: time.Now().UnixMilli(), Event: event, Payload: b}}})
+	evs, err := d.db.Commit(ctx, store.Change{Events: []store.NewEvent{{ID: ids.New("evt_", ids.Short), Timestamp: time.Now().UnixMilli(), Event: event, Payload: b}}})
 	if err != nil {
 		return fmt.Errorf("record %s: %w", event, err)
 	}
@@ -200,301 +201,4 @@ func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Even
 	}
 	d.bus.Publish(appended...)
 	return nil
-}
-
-// gatewayRefuses names the operations a gateway does not have, with why.
-var gatewayRefuses = map[contract.Op]string{
-	contract.OpLeaseBind:       "a pid names a process of one machine; bind on the worker",
-	contract.OpPassthrough:     "a gateway has no devices of its own to run simctl or adb against",
-	contract.OpDoctorRun:       "doctor checks one machine's devices and tools; run it on each worker",
-	contract.OpNuke:            "nuke stops one machine's devices; run it on each worker",
-	contract.OpCleanupRun:      "cleanup runs one machine's idle rules; run it on each worker",
-	contract.OpCleanupRules:    "a gateway has no idle rules of its own",
-	contract.OpComponentList:   "a gateway has no runtimes of its own; list them on the workers",
-	contract.OpComponentRemove: "a gateway has no runtimes of its own; remove them on the workers",
-	contract.OpDemoInject:      "a gateway has no simulated devices",
-}
-
-// gatewayOp answers an operation on a gateway that differs from a
-// worker's, or refuses one it does not have; handled is false for the
-// operations both modes answer the same way.
-func (s *session) gatewayOp(ctx context.Context, req contract.Request, caller leasing.Caller) (res any, err error, handled bool) {
-	f := s.d.fleet
-	if why, refused := gatewayRefuses[req.Op]; refused {
-		return nil, contract.Errorf(contract.CodeUnsupportedInGatewayMode, "%s: %s", req.Op, why).With("operation", req.Op), true
-	}
-	l := s.d.leasing
-	switch req.Op {
-	case contract.OpComponentInstall:
-		var in contract.ComponentInstallInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		id := req.ID
-		cfg := s.d.opts.Config
-		pol := gateway.InstallPolicy{
-			Retries: int(cfg.Int("gateway.installRetries")),
-			Silence: time.Duration(cfg.Int("downloads.timeoutMs"))*time.Millisecond + time.Minute,
-		}
-		// The job is the fleet's, not the caller's: a caller that goes
-		// away leaves it running (job show and its event stream follow
-		// it); the gateway stopping ends it.
-		done, err := f.Install(s.d.life, s.d.jobs, pol, in, func(ev contract.JobEvent) {
-			s.push(contract.Push{Push: contract.PushJob, ID: id, Job: &ev})
-		})
-		if err != nil {
-			return nil, err, true
-		}
-		return done, nil, true
-	case contract.OpLeaseRequest:
-		var in contract.LeaseRequestInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		caller, err := s.onBehalf(caller, &in)
-		if err != nil {
-			return nil, err, true
-		}
-		id := req.ID
-		g, err := l.Acquire(s.ctx, caller, in, func(p contract.LeaseProgress) {
-			s.push(contract.Push{Push: contract.PushProgress, ID: id, Progress: &p})
-		})
-		if err != nil {
-			return nil, err, true
-		}
-		s.d.holds(s, g.Lease.UniqueKey())
-		return g, nil, true
-	case contract.OpLeaseRequestCreate:
-		var in contract.LeaseRequestInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		caller, err := s.onBehalf(caller, &in)
-		if err != nil {
-			return nil, err, true
-		}
-		r, err := l.Submit(s.ctx, caller, in)
-		return r, err, true
-	case contract.OpLeaseRequestGet:
-		var in contract.LeaseRequestGetInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.RequestStatus(s.ctx, caller, in)
-		return r, err, true
-	case contract.OpLeaseRequestRetry:
-		var in contract.LeaseRequestRetryInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.RetryRequest(s.ctx, caller, in.RequestID)
-		return r, err, true
-	case contract.OpDeviceRetry:
-		var in contract.DeviceIDInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		d, err := f.RetryDevice(s.ctx, in.DeviceID)
-		if err != nil {
-			return nil, err, true
-		}
-		return contract.DeviceRetryResult{Device: d}, nil, true
-	case contract.OpLeaseCancel:
-		var in contract.LeaseCancelInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.Cancel(s.ctx, caller, in)
-		return r, err, true
-	case contract.OpLeaseRenew:
-		var in contract.LeaseRenewInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.Renew(caller, in)
-		if err == nil {
-			s.d.renewed(s, r)
-		}
-		return r, err, true
-	case contract.OpLeaseRelease:
-		var in contract.LeaseIDInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		// Sessions hold leases by key: the name resolves as the release
-		// will resolve it.
-		if key, err := l.Resolve(caller, in.LeaseID); err == nil {
-			s.d.unhold(s, key)
-		}
-		r, err := l.Release(caller, in)
-		return r, err, true
-	case contract.OpLeaseGet:
-		var in contract.LeaseIDInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.Get(caller, in)
-		return r, err, true
-	case contract.OpLeaseWatch:
-		var in contract.LeaseIDInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		// Held by its key, registered before the check, so an end right
-		// after it is heard.
-		key, err := l.Resolve(caller, in.LeaseID)
-		if err != nil {
-			return nil, err, true
-		}
-		s.d.holds(s, key)
-		r, err := l.Watch(caller, key)
-		if err != nil {
-			s.d.unhold(s, key)
-		}
-		return r, err, true
-	case contract.OpLeaseReleaseAll:
-		var in contract.Empty
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		r, err := l.ReleaseAll()
-		return r, err, true
-	case contract.OpDeviceExec:
-		var in contract.ExecInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		call := req.ID
-		// The call's context: a caller that goes ends the worker's
-		// command too (the forward is cancelled over the uplink).
-		r, err := l.Exec(ctx, caller, in, func() {
-			s.push(contract.Push{Push: contract.PushExecStarted, ID: call})
-		}, func(o contract.ExecOutput) {
-			s.push(contract.Push{Push: contract.PushExecOutput, ID: call, Output: &o})
-		})
-		return r, err, true
-	case contract.OpCatalogGet:
-		var in contract.CatalogGetInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		return f.Catalog(in.Platform), nil, true
-	case contract.OpLeaseList:
-		var in contract.Empty
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		return contract.LeaseListResult{Leases: l.Leases(caller, f.Snapshot().Leases)}, nil, true
-	case contract.OpListGet:
-		var in contract.ListGetInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		if in.Kind == contract.ListFailedRequests {
-			r, err := s.d.failedRequests(s.ctx, in.Limit)
-			return r, err, true
-		}
-		if in.Limit > 0 || in.After != "" {
-			return nil, contract.BadRequest("limit", "a gateway's lists are not paged in this version; ask without limit and after"), true
-		}
-		snap := f.Snapshot()
-		switch in.Kind {
-		case contract.ListLeases:
-			return contract.ListGetResult{Leases: l.Leases(caller, snap.Leases)}, nil, true
-		case contract.ListRequests:
-			rs, err := f.Requests(s.ctx)
-			if err != nil {
-				return nil, err, true
-			}
-			return contract.ListGetResult{Requests: rs}, nil, true
-		default:
-			return contract.ListGetResult{Devices: l.ProjectDevices(caller, snap.Devices)}, nil, true
-		}
-	}
-	if r, err, ok := s.workerOp(req); ok {
-		return r, err, true
-	}
-	return nil, nil, false
-}
-
-func nonNilLeases(ls []contract.LeaseRecord) []contract.LeaseRecord {
-	if ls == nil {
-		return []contract.LeaseRecord{}
-	}
-	return ls
-}
-
-// workerOp answers the worker.* operations: on a gateway, from its fleet;
-// on a worker, worker.list as a fleet of one and the rest refused.
-func (s *session) workerOp(req contract.Request) (res any, err error, handled bool) {
-	f := s.d.fleet
-	switch req.Op {
-	case contract.OpWorkerList:
-		var in contract.Empty
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		if f == nil {
-			return contract.WorkerListResult{Mode: contract.ModeWorker, Workers: []contract.WorkerSummary{s.d.selfSummary()}}, nil, true
-		}
-		return contract.WorkerListResult{Mode: contract.ModeGateway, Workers: f.Summaries()}, nil, true
-	case contract.OpWorkerGet, contract.OpWorkerDrain, contract.OpWorkerUndrain, contract.OpWorkerRemove:
-		var in contract.WorkerIDInput
-		if err := contract.DecodeInput(req.Input, &in); err != nil {
-			return nil, err, true
-		}
-		if f == nil {
-			return nil, contract.Errorf(contract.CodeUnsupportedInWorkerMode, "%s: this daemon is a worker; point at its gateway", req.Op).With("operation", req.Op), true
-		}
-		var sum contract.WorkerSummary
-		var err error
-		switch req.Op {
-		case contract.OpWorkerGet:
-			v, err := f.View(in.WorkerID)
-			return v, err, true
-		case contract.OpWorkerDrain:
-			sum, err = f.Drain(s.ctx, in.WorkerID)
-		case contract.OpWorkerUndrain:
-			sum, err = f.Undrain(s.ctx, in.WorkerID)
-		default:
-			sum, err = f.Remove(s.ctx, in.WorkerID)
-		}
-		if err != nil {
-			return nil, err, true
-		}
-		return contract.WorkerResult{Worker: sum}, nil, true
-	}
-	return nil, nil, false
-}
-
-// selfSummary is a worker's line of its fleet of one.
-func (d *Daemon) selfSummary() contract.WorkerSummary {
-	in, _ := ownership.LoadInstance(d.opts.Home)
-	snap := d.engine.Snapshot(true)
-	return contract.WorkerSummary{ID: in.ID, Label: d.labelOf(d.opts.Config), Connection: contract.WorkerConnected,
-		LastSeenAt: time.Now().UnixMilli(), Version: d.opts.Version, Running: snap.Capacity.Global.Running,
-		MaxRunning: snap.Capacity.Global.MaxRunning, Leases: snap.Counts.Leases, QueueDepth: snap.QueueDepth}
-}
-
-// gatewayStatus fills a gateway's status from its fleet and its queue: the
-// requests waiting in the fleet queue come first, then those waiting on
-// each worker.
-func (d *Daemon) gatewayStatus(s *contract.Status, c leasing.Caller, summary bool) {
-	snap := d.fleet.Snapshot()
-	fleetWaiting, depth := d.leasing.Waiting(c)
-	snap.Counts.Waiting += len(fleetWaiting)
-	s.Fleet, s.Capacity, s.QueueDepth, s.Counts = &snap.Fleet, &snap.Capacity, snap.QueueDepth+depth, &snap.Counts
-	s.Installs = snap.Installs
-	if summary {
-		return
-	}
-	// An agent sees its own leases and requests, and every device, another
-	// agent's shown leased without naming the lease; the counts are of
-	// everything (as on a worker). What is its own is the grant records'
-	// say, never a worker's.
-	s.Devices, s.Leases = d.leasing.ProjectDevices(c, snap.Devices), nonNilLeases(d.leasing.Leases(c, snap.Leases))
-	s.Waiting = append(fleetWaiting, snap.Waiting...)
-	if !c.Admin {
-		s.Waiting = fleetWaiting
-	}
 }

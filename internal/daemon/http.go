@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/simlock/simlock/internal/console"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/simlock/simlock/internal/console"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/httpapi"

@@ -20,7 +20,7 @@ func reservedRequester(gatewaySession bool, field, id string) error {
 		return nil
 	}
 	return contract.Errorf(contract.CodeForbidden,
-		"%s %q: requester ids starting with %s are reserved for the requests a gateway forwards over its uplink", field, clip(id), contract.GatewayRequesterPrefix).
+		"%s %q: requester ids starting with %s are reserved for the requests a gateway forwards over its uplink", field, contract.Clip(id), contract.GatewayRequesterPrefix).
 		With("field", field)
 }
 
@@ -33,7 +33,7 @@ func reservedRequester(gatewaySession bool, field, id string) error {
 func reservedPrincipal(gatewaySession bool, principal string) error {
 	if !gatewaySession && strings.HasPrefix(principal, contract.GatewayPrincipalPrefix) {
 		return contract.Errorf(contract.CodeForbidden,
-			"principal %q: principals starting with %s are reserved for a gateway's uplink", clip(principal), contract.GatewayPrincipalPrefix).
+			"principal %q: principals starting with %s are reserved for a gateway's uplink", contract.Clip(principal), contract.GatewayPrincipalPrefix).
 			With("field", "principal")
 	}
 	return reservedRequester(gatewaySession, "principal", principal)

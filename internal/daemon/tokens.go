@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
 )
@@ -57,7 +58,7 @@ func (b *tokenBook) create(ctx context.Context, in contract.TokenCreateInput) (c
 	_, _ = rand.Read(raw[:])
 	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	t := store.Token{
-		TokenRecord: contract.TokenRecord{ID: "tok_" + randHex(8), Role: in.Role, Label: in.Label, CreatedAt: time.Now().UnixMilli()},
+		TokenRecord: contract.TokenRecord{ID: ids.New("tok_", ids.Short), Role: in.Role, Label: in.Label, CreatedAt: time.Now().UnixMilli()},
 		Hash:        hashSecret(secret),
 	}
 	if err := b.db.PutToken(ctx, t); err != nil {

@@ -346,7 +346,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	label := w.view.Label
 	f.mu.Unlock()
 	if current && wasConnected {
-		f.emit("worker.disconnected", map[string]any{"workerId": a.ID, "label": label, "reason": reason})
+		f.emit(contract.EvWorkerDisconnected, map[string]any{"workerId": a.ID, "label": label, "reason": reason})
 		f.notify(a.ID, statusRead{}, false)
 	}
 }

@@ -177,7 +177,7 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 	if err := f.opts.Store.PutWorker(ctx, rec); err != nil {
 		return fmt.Errorf("could not record the worker: %w", err)
 	}
-	f.emit("worker.connected", map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
+	f.emit(contract.EvWorkerConnected, map[string]any{"workerId": view.ID, "label": view.Label, "version": view.Version, "protocol": protocol})
 	f.notify(view.ID, read, true)
 	return nil
 }
@@ -251,7 +251,7 @@ func refreshOn(name string) bool {
 // can. A worker that says so often gets a read at a time, the rest
 // coalesced, within its relay rate.
 func catalogChanged(batch []contract.Event) bool {
-	return slices.ContainsFunc(batch, func(ev contract.Event) bool { return ev.Event == "catalog.changed" })
+	return slices.ContainsFunc(batch, func(ev contract.Event) bool { return ev.Event == contract.EvCatalogChanged })
 }
 
 // follow relays the worker's events as they come, and has its status read

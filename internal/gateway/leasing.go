@@ -291,7 +291,7 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 		Attempts int    `json:"attempts"`
 	}
 	switch ev.Event {
-	case "lease.expired", "lease.released", "device.crash-detected", "device.recovered":
+	case contract.EvLeaseExpired, contract.EvLeaseReleased, contract.EvDeviceCrashDetected, contract.EvDeviceRecovered:
 	default:
 		return
 	}
@@ -299,10 +299,10 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 		return
 	}
 	switch ev.Event {
-	case "device.crash-detected":
+	case contract.EvDeviceCrashDetected:
 		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceUnhealthy, 0)
 		return
-	case "device.recovered":
+	case contract.EvDeviceRecovered:
 		if p.Attempts < 1 {
 			l.log.Warn("a worker's device.recovered names an impossible attempt count; not relayed", "worker", workerID, "attempts", p.Attempts)
 			return
@@ -318,7 +318,7 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 	switch {
 	case e.ending != "":
 		reason = e.ending
-	case ev.Event == "lease.expired":
+	case ev.Event == contract.EvLeaseExpired:
 		reason = string(contract.EndExpired)
 	}
 	l.tellEnded(e, reason)

@@ -255,7 +255,7 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 		return
 	}
 	*announced = true
-	tx.Event("request.dispatched", map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
+	tx.Event(contract.EvRequestDispatched, map[string]any{"requestId": w.ID(), "workerId": r.WorkerID, "requesterId": w.Requester(),
 		"platform": w.Platform(), "model": r.Model, "reason": r.Reason, "queuedMs": max(time.Now().UnixMilli()-w.CreatedAt(), 0)})
 }
 
@@ -320,7 +320,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 		g.RequestID = w.ID() // the gateway's request, not the worker's
 		g.Device.WorkerID = r.WorkerID
 		l.announce(tx, w, r, announced)
-		tx.Event("grant.recorded", map[string]any{"requestId": w.ID(), "leaseId": e.id, "leaseKey": e.key, "workerId": r.WorkerID,
+		tx.Event(contract.EvGrantRecorded, map[string]any{"requestId": w.ID(), "leaseId": e.id, "leaseKey": e.key, "workerId": r.WorkerID,
 			"workerLeaseId": e.workerLeaseID, "workerRequestId": workerRequest, "deviceId": e.deviceID, "requesterId": e.requester,
 			"ownerId": e.owner, "source": g.Source, "platform": w.Platform(), "waitMs": max(now.UnixMilli()-w.CreatedAt(), 0),
 			"grantedAt": workerTime(workerGranted, now)})

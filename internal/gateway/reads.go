@@ -80,9 +80,9 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 	s := w.view.Summary()
 	f.mu.Unlock()
 	if changed {
-		event := "worker.undrained"
+		event := contract.EvWorkerUndrained
 		if drained {
-			event = "worker.drained"
+			event = contract.EvWorkerDrained
 		}
 		f.emit(event, map[string]any{"workerId": id, "label": s.Label})
 		// Who may be routed to changed: the line is served again.
@@ -117,7 +117,7 @@ func (f *Fleet) Remove(ctx context.Context, id string) (contract.WorkerSummary, 
 		gone = true
 	}
 	f.mu.Unlock()
-	f.emit("worker.removed", map[string]any{"workerId": id, "label": s.Label, "reason": "operator"})
+	f.emit(contract.EvWorkerRemoved, map[string]any{"workerId": id, "label": s.Label, "reason": "operator"})
 	if gone {
 		f.forgotten(id)
 	}
@@ -149,7 +149,7 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 		}
 		f.mu.Unlock()
 		if gone {
-			f.emit("worker.removed", map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
+			f.emit(contract.EvWorkerRemoved, map[string]any{"workerId": w.view.ID, "label": w.view.Label, "reason": "retention"})
 			f.forgotten(w.view.ID)
 		}
 	}

@@ -102,5 +102,5 @@ func (f *Fleet) Rejected(now time.Time, code contract.Code, reason, workerID, re
 	if workerID != "" {
 		p["workerId"] = workerID
 	}
-	f.emit("worker.rejected", p)
+	f.emit(contract.EvWorkerRejected, p)
 }

@@ -13,22 +13,22 @@ import (
 // worker.connected, a request.dispatched or a grant.recorded passed off
 // as the gateway's, or a name no simlock records) is dropped and counted.
 var workerEvents = map[string]bool{
-	"lease.requested": true, "lease.queued": true, "lease.granted": true, "lease.renewed": true,
-	"lease.released": true, "lease.bound": true, "lease.expired": true, "lease.rejected": true,
-	"device.provisioned": true, "device.ready": true, "device.slimmed": true, "device.slim-failed": true,
-	"device.reclaimed": true, "device.purge-failed": true, "device.quarantined": true,
-	"device.retry-requested": true, "device.quarantine-retry-failed": true, "device.quarantine-recovered": true,
-	"device.quarantine-abandoned": true, "device.stalled-transition-detected": true, "device.crash-detected": true,
-	"device.recovered": true, "device.recovery-failed": true, "device.shutdown": true, "device.deleted": true,
-	"warm-pool.target-missed": true,
-	"device.orphan-purged":    true, "device.foreign-provenance-detected": true, "device.foreign-state-detected": true,
-	"maintenance.started": true, "maintenance.ended": true,
-	"cleanup.executed":          true,
-	"driver.root-rejected":      true,
-	"component.install-started": true, "component.installed": true, "component.install-failed": true, "component.removed": true,
-	"catalog.changed":  true,
-	"capacity.changed": true, "queue.changed": true, "daemon.started": true, "daemon.stopping": true,
-	"clock.jumped": true, "token.created": true, "token.revoked": true,
+	contract.EvLeaseRequested: true, contract.EvLeaseQueued: true, contract.EvLeaseGranted: true, contract.EvLeaseRenewed: true,
+	contract.EvLeaseReleased: true, contract.EvLeaseBound: true, contract.EvLeaseExpired: true, contract.EvLeaseRejected: true,
+	contract.EvDeviceProvisioned: true, contract.EvDeviceReady: true, contract.EvDeviceSlimmed: true, contract.EvDeviceSlimFailed: true,
+	contract.EvDeviceReclaimed: true, contract.EvDevicePurgeFailed: true, contract.EvDeviceQuarantined: true,
+	contract.EvDeviceRetryRequested: true, contract.EvDeviceQuarantineRetryFailed: true, contract.EvDeviceQuarantineRecovered: true,
+	contract.EvDeviceQuarantineAbandoned: true, contract.EvDeviceStalledTransitionDetected: true, contract.EvDeviceCrashDetected: true,
+	contract.EvDeviceRecovered: true, contract.EvDeviceRecoveryFailed: true, contract.EvDeviceShutdown: true, contract.EvDeviceDeleted: true,
+	contract.EvWarmPoolTargetMissed: true,
+	contract.EvDeviceOrphanPurged:   true, contract.EvDeviceForeignProvenanceDetected: true, contract.EvDeviceForeignStateDetected: true,
+	contract.EvMaintenanceStarted: true, contract.EvMaintenanceEnded: true,
+	contract.EvCleanupExecuted:         true,
+	contract.EvDriverRootRejected:      true,
+	contract.EvComponentInstallStarted: true, contract.EvComponentInstalled: true, contract.EvComponentInstallFailed: true, contract.EvComponentRemoved: true,
+	contract.EvCatalogChanged:  true,
+	contract.EvCapacityChanged: true, contract.EvQueueChanged: true, contract.EvDaemonStarted: true, contract.EvDaemonStopping: true,
+	contract.EvClockJumped: true, contract.EvTokenCreated: true, contract.EvTokenRevoked: true,
 }
 
 // maxRelayedPayload bounds the payload of one event a gateway relays. A

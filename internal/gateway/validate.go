@@ -80,12 +80,8 @@ func checkState(what string, s contract.DeviceState) error {
 	return bad(what, "is %q, not a device state", clip(string(s)))
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+// clip bounds a worker's claim quoted back in a finding.
+func clip(s string) string { return contract.ClipTo(s, 40) }
 
 // checkStatus checks a worker's status.get answer.
 func checkStatus(s contract.Status) error {

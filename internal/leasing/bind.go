@@ -47,7 +47,7 @@ func (e *Engine) Bind(c Caller, in contract.LeaseBindInput) (contract.LeaseRecor
 		nl := l.Lease
 		nl.BoundPID, nl.BoundPIDStartedAt = in.PID, started
 		e.putLease(tx, nl)
-		tx.Event("lease.bound", leaseEvent(nl, map[string]any{"deviceId": nl.DeviceID, "pid": in.PID}))
+		tx.Event(contract.EvLeaseBound, leaseEvent(nl, map[string]any{"deviceId": nl.DeviceID, "pid": in.PID}))
 		out = nl.LeaseRecord
 		return nil
 	})

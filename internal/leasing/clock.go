@@ -88,5 +88,5 @@ func (e *Engine) shiftClockLocked(tx *queue.Txn, skew time.Duration, at string) 
 			e.armQuarantineLocked(tx, d)
 		}
 	}
-	tx.Event("clock.jumped", map[string]any{"skewMs": ms, "at": at, "leases": len(ids), "devices": len(devs)})
+	tx.Event(contract.EvClockJumped, map[string]any{"skewMs": ms, "at": at, "leases": len(ids), "devices": len(devs)})
 }

@@ -93,7 +93,7 @@ func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
 			case d.DriverDeviceID != "" && present && state == driver.Stopped && r.readable(d.Platform):
 				// Made, never booted: a device like any shut down one.
 				e.changeDevice(tx, d, func(rec *store.Device) { rec.State, rec.Address = contract.DeviceShutdown, "" })
-				tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": "startup"})
+				tx.Event(contract.EvDeviceShutdown, map[string]any{"deviceId": d.ID, "initiator": "startup"})
 			default:
 				e.setClaim(tx, d, claimDestroy)
 				tx.After(func() { e.goWork(func() { e.destroyAbandoned(d) }) })
@@ -112,14 +112,14 @@ func (e *Engine) convergeDevicesLocked(tx *queue.Txn, r reality) {
 			switch {
 			case !present:
 				e.setState(tx, d, contract.DeviceDeleted)
-				tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "missing"})
+				tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": d.ID, "initiator": "missing"})
 			case d.State == contract.DeviceShutdown && (state == driver.Running || state == driver.Transitioning):
 				// A boot a request or the warm pool started, gone on
 				// without the daemon: wait for it.
 				e.reprobeLocked(tx, d)
 			case d.State == contract.DeviceReady && state == driver.Stopped:
 				e.changeDevice(tx, d, func(rec *store.Device) { rec.State, rec.Address = contract.DeviceShutdown, "" })
-				tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": "startup"})
+				tx.Event(contract.EvDeviceShutdown, map[string]any{"deviceId": d.ID, "initiator": "startup"})
 			}
 		case contract.DeviceLeased:
 			if d.lease == "" {
@@ -181,7 +181,7 @@ func (e *Engine) endAtStartupLocked(tx *queue.Txn, leaseID string, d *dev, why s
 	}
 	if why == "missing" {
 		e.setState(tx, d, contract.DeviceDeleted)
-		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "missing"})
+		tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": d.ID, "initiator": "missing"})
 		return
 	}
 	e.changeDevice(tx, d, func(rec *store.Device) { rec.DeferredReclaim = true })
@@ -221,7 +221,7 @@ func (e *Engine) reprobe(d *dev) {
 		e.booted(tx, d, ready, func(r *store.Device) {
 			r.State = contract.DeviceReady
 		})
-		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "startup"})
+		tx.Event(contract.EvDeviceReady, map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "startup"})
 		tx.Kick()
 		return nil
 	})

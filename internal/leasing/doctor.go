@@ -135,6 +135,6 @@ func (m *Maintenance) PurgeOrphan(ctx context.Context, o Orphan) error {
 	if err := drv.Destroy(ctx, o.Device); err != nil {
 		return err
 	}
-	e.Emit("device.orphan-purged", map[string]any{"platform": o.Platform, "driverDeviceId": o.ID, "name": o.Name})
+	e.Emit(contract.EvDeviceOrphanPurged, map[string]any{"platform": o.Platform, "driverDeviceId": o.ID, "name": o.Name})
 	return nil
 }

@@ -42,8 +42,6 @@ package leasing
 import (
 	"container/list"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -315,12 +313,6 @@ func (e *Engine) wallAt(mono time.Time) int64 {
 	return e.opts.Wall().Add(time.Until(mono)).UnixMilli()
 }
 
-func newID(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
 // do runs one decision that must happen: driver work that finished, a
 // timer that fired (see queue.Do: it waits for the store's write lock as
 // long as it takes).
@@ -360,7 +352,7 @@ func (e *Engine) sealLocked(tx *queue.Txn) {
 		return
 	}
 	e.sealed, e.hasCap = k, true
-	tx.Event("capacity.changed", core.Report(e.opts.Limits, k.use, k.warm))
+	tx.Event(contract.EvCapacityChanged, core.Report(e.opts.Limits, k.use, k.warm))
 }
 
 // Start loads the registry and converges it: requests left open by the last
@@ -397,7 +389,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			tx.SettleStale(rec, "daemon-restarted")
 		}
 		e.convergeDevicesLocked(tx, reality)
-		tx.Event("daemon.started", map[string]any{"limits": e.opts.Limits})
+		tx.Event(contract.EvDaemonStarted, map[string]any{"limits": e.opts.Limits})
 		e.started = true
 		return nil
 	})
@@ -467,7 +459,7 @@ func (e *Engine) Shutdown(ctx context.Context, reason string) error {
 	// A stop does not wait on a database another process holds: past the
 	// bound it goes on without its event.
 	err := e.try(func(tx *queue.Txn) error {
-		tx.Event("daemon.stopping", map[string]any{"reason": reason})
+		tx.Event(contract.EvDaemonStopping, map[string]any{"reason": reason})
 		stop()
 		return nil
 	})

@@ -133,10 +133,10 @@ func (m *Maintenance) Foreign(ctx context.Context, fix bool) ([]Foreign, error) 
 				continue // it moved on meanwhile: the next look decides
 			}
 			if f.Kind == ForeignState {
-				tx.Event("device.foreign-state-detected", map[string]any{"deviceId": d.ID, "platform": d.Platform,
+				tx.Event(contract.EvDeviceForeignStateDetected, map[string]any{"deviceId": d.ID, "platform": d.Platform,
 					"expected": f.Expected, "observed": f.Observed})
 			} else {
-				tx.Event("device.foreign-provenance-detected", map[string]any{"deviceId": d.ID, "platform": d.Platform, "detail": f.Drift})
+				tx.Event(contract.EvDeviceForeignProvenanceDetected, map[string]any{"deviceId": d.ID, "platform": d.Platform, "detail": f.Drift})
 			}
 			if fix && d.idle() && (d.State == contract.DeviceReady || d.State == contract.DeviceShutdown) {
 				// The state machine quarantines only from shutdown; a

@@ -186,7 +186,7 @@ func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, d
 				h.stopped = 0
 				h.absent++
 				if h.absent >= e.opts.Health.StableObservations {
-					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
+					tx.Event(contract.EvDeviceRecoveryFailed, map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0, "reason": "vanished"})
 					delete(e.health, d.ID)
 					e.endLocked(tx, leaseID, contract.EndDeviceLost)
 				}
@@ -204,7 +204,7 @@ func (e *Engine) observe(p contract.Platform, seen map[string]driver.RunState, d
 					// lease cannot go on as if nothing happened. The clean
 					// that follows refuses a device that is not simlock's,
 					// which quarantines it.
-					tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0,
+					tx.Event(contract.EvDeviceRecoveryFailed, map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": 0,
 						"reason": "provenance-drift", "detail": drift})
 					delete(e.health, d.ID)
 					e.endLocked(tx, leaseID, contract.EndDeviceLost)
@@ -227,7 +227,7 @@ func (e *Engine) startRecoveryLocked(tx *queue.Txn, leaseID string, d *dev, h *h
 	ctx, cancel := context.WithCancel(e.ctx)
 	h.cancel = cancel
 	h.stopped = 0
-	tx.Event("device.crash-detected", map[string]any{"deviceId": d.ID, "leaseId": leaseID})
+	tx.Event(contract.EvDeviceCrashDetected, map[string]any{"deviceId": d.ID, "leaseId": leaseID})
 	l := e.leases[leaseID].LeaseRecord
 	tx.After(func() {
 		e.opts.DeviceHealth(l, NoticeUnhealthy, 0)
@@ -281,7 +281,7 @@ func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan
 					return nil
 				}
 				e.booted(tx, d, ready, nil)
-				tx.Event("device.recovered", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": attempt})
+				tx.Event(contract.EvDeviceRecovered, map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": attempt})
 				rec := l.LeaseRecord
 				tx.After(func() { e.opts.DeviceHealth(rec, NoticeRecovered, attempt) })
 				return nil
@@ -299,7 +299,7 @@ func (e *Engine) recover(ctx context.Context, leaseID string, d *dev, slots chan
 		if lastErr != nil {
 			msg = lastErr.Error()
 		}
-		tx.Event("device.recovery-failed", map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
+		tx.Event(contract.EvDeviceRecoveryFailed, map[string]any{"deviceId": d.ID, "leaseId": leaseID, "attempts": e.opts.Health.MaxAttempts, "reason": "attempts-exhausted", "error": msg})
 		delete(e.health, d.ID)
 		e.endLocked(tx, leaseID, contract.EndDeviceLost)
 		return nil

@@ -170,7 +170,7 @@ func (m *Maintenance) Cleanup(ctx context.Context, in contract.CleanupRunInput, 
 			a.Error = err.Error()
 		}
 		_ = e.do(func(tx *queue.Txn) error {
-			tx.Event("cleanup.executed", map[string]any{"rule": a.Rule, "deviceId": a.DeviceID, "action": a.Action, "idleMs": a.IdleMs, "trigger": trigger, "ok": err == nil})
+			tx.Event(contract.EvCleanupExecuted, map[string]any{"rule": a.Rule, "deviceId": a.DeviceID, "action": a.Action, "idleMs": a.IdleMs, "trigger": trigger, "ok": err == nil})
 			return nil
 		})
 		done = append(done, a)

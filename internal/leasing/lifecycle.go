@@ -110,7 +110,7 @@ func (e *Engine) Renew(c Caller, in contract.LeaseRenewInput) (contract.LeaseRec
 		nl.LastRenewedAt, nl.TTLDeadline = t, t+nl.TTLMs
 		e.putLease(tx, nl)
 		l.expiry = mono.Add(time.Duration(nl.TTLMs) * time.Millisecond)
-		tx.Event("lease.renewed", leaseEvent(nl, map[string]any{"ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs}))
+		tx.Event(contract.EvLeaseRenewed, leaseEvent(nl, map[string]any{"ttlDeadline": nl.TTLDeadline, "ttlMs": nl.TTLMs}))
 		e.armLocked(tx, l)
 		out = nl.LeaseRecord
 		return nil
@@ -182,9 +182,9 @@ func (e *Engine) endLocked(tx *queue.Txn, id string, reason contract.EndReason) 
 		})
 	}
 	if reason == contract.EndExpired {
-		tx.Event("lease.expired", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "ownerId": ended.OwnerID}))
+		tx.Event(contract.EvLeaseExpired, leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "ownerId": ended.OwnerID}))
 	} else {
-		tx.Event("lease.released", leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": string(reason), "ownerId": ended.OwnerID}))
+		tx.Event(contract.EvLeaseReleased, leaseEvent(ended, map[string]any{"deviceId": ended.DeviceID, "reason": string(reason), "ownerId": ended.OwnerID}))
 	}
 	tx.After(func() { e.opts.LeaseEnded(ended.LeaseRecord, string(reason)) })
 	e.stopRecoveryLocked(ended.DeviceID)
@@ -234,12 +234,12 @@ func (e *Engine) runReclaim(d *dev) {
 				return nil
 			}
 			e.log.Warn("reclaim failed", "deviceId", d.ID, "err", err)
-			tx.Event("device.purge-failed", map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
+			tx.Event(contract.EvDevicePurgeFailed, map[string]any{"deviceId": d.ID, "duration": time.Since(started).Milliseconds(), "error": err.Error()})
 			e.quarantineLocked(tx, d, "purge-failed", nil)
 			return nil
 		}
 		state := e.reclaimed(tx, d, res, nil)
-		tx.Event("device.reclaimed", map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
+		tx.Event(contract.EvDeviceReclaimed, map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
 		if state == contract.DeviceShutdown {
 			// The warm pass may boot it again; it runs after this commit,
 			// once the line has had its pick of the device and its slot.
@@ -281,7 +281,7 @@ func (e *Engine) retire(d *dev, rec store.Device) {
 			return nil
 		}
 		e.changeDevice(tx, d, func(r *store.Device) { r.State, r.Address = contract.DeviceShutdown, "" })
-		tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": initiatorFresh})
+		tx.Event(contract.EvDeviceShutdown, map[string]any{"deviceId": d.ID, "initiator": initiatorFresh})
 		stopped = true
 		return nil
 	})
@@ -310,7 +310,7 @@ func (e *Engine) shutdownDevice(ctx context.Context, d *dev, initiator string) e
 			return nil
 		}
 		e.changeDevice(tx, d, func(r *store.Device) { r.State, r.Address = contract.DeviceShutdown, "" })
-		tx.Event("device.shutdown", map[string]any{"deviceId": d.ID, "initiator": initiator})
+		tx.Event(contract.EvDeviceShutdown, map[string]any{"deviceId": d.ID, "initiator": initiator})
 		return nil
 	})
 	if err == nil {
@@ -341,7 +341,7 @@ func (e *Engine) removeDevice(ctx context.Context, d *dev, initiator string) err
 			return nil
 		}
 		e.setState(tx, d, contract.DeviceDeleted)
-		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": initiator})
+		tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": d.ID, "initiator": initiator})
 		return nil
 	})
 	if err == nil {
@@ -374,7 +374,7 @@ func (e *Engine) destroyAbandoned(d *dev) {
 			return nil
 		}
 		e.setState(tx, d, contract.DeviceDeleted)
-		tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "failed-start"})
+		tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": d.ID, "initiator": "failed-start"})
 		return nil
 	})
 }

@@ -51,7 +51,7 @@ func (m *Maintenance) Nuke(ctx context.Context, deleteDevices bool) (NukeResult,
 		if e.stopping || !e.started {
 			return contract.Errorf(contract.CodeDaemonStopping, "the daemon is stopping")
 		}
-		tx.Event("maintenance.started", map[string]any{"deleteDevices": deleteDevices})
+		tx.Event(contract.EvMaintenanceStarted, map[string]any{"deleteDevices": deleteDevices})
 		e.ends.maintenance++
 		e.cutEndsLocked(errMaintenance)
 		// Waiters go first, so that none is granted a device a reclaim
@@ -112,7 +112,7 @@ func (e *Engine) endMaintenance(res *NukeResult) {
 	sort.Strings(res.Deleted)
 	err := e.do(func(tx *queue.Txn) error {
 		e.ends.maintenance--
-		tx.Event("maintenance.ended", map[string]any{
+		tx.Event(contract.EvMaintenanceEnded, map[string]any{
 			"released": len(res.Released), "cancelled": len(res.Cancelled), "deleted": len(res.Deleted),
 		})
 		return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -229,7 +230,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 		}
 		err = e.do(func(tx *queue.Txn) error {
 			e.changeDevice(tx, d, func(r *store.Device) { r.DriverDeviceID, r.Address, r.DriverData = dd.ID, dd.Address, dd.Data })
-			tx.Event("device.provisioned", map[string]any{
+			tx.Event(contract.EvDeviceProvisioned, map[string]any{
 				"deviceId": d.ID, "spec": spec, "driver": drv.Name(), "duration": time.Since(started).Milliseconds(),
 			})
 			return nil
@@ -254,7 +255,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 	_ = e.do(func(tx *queue.Txn) error {
 		e.setClaim(tx, d, claimNone)
 		e.booted(tx, d, ready, func(r *store.Device) { r.State = contract.DeviceReady })
-		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds()})
+		tx.Event(contract.EvDeviceReady, map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds()})
 		if tx.Abandoned(w) {
 			// The requester left while its device started: keep the device,
 			// ready, for whoever is next.
@@ -327,7 +328,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	// Every lease has a key of the daemon's own, unique among every
 	// lease it ever granted; a chosen id is its owner's name for it,
 	// unique only among the owner's leases.
-	id, key, chosen := newID("lse_"), "", false
+	id, key, chosen := ids.New("lse_", ids.Short), "", false
 	if c := w.ChosenLeaseID(); c != "" {
 		id, key, chosen = c, id, true
 	}
@@ -362,7 +363,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	e.putLease(tx, rec)
 	e.countGrantLocked(tx, d.Platform, source)
 	tx.Grant(w, grant)
-	tx.Event("lease.granted", leaseEvent(rec, map[string]any{
+	tx.Event(contract.EvLeaseGranted, leaseEvent(rec, map[string]any{
 		"deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
 		"mode": grantMode(d),
 	}))

@@ -61,7 +61,7 @@ func (e *Engine) quarantineLocked(tx *queue.Txn, d *dev, reason string, payload 
 	for k, v := range payload {
 		p[k] = v
 	}
-	tx.Event("device.quarantined", p)
+	tx.Event(contract.EvDeviceQuarantined, p)
 	e.armQuarantineLocked(tx, d)
 }
 
@@ -133,7 +133,7 @@ func (m *Maintenance) RetryDevice(id string) (contract.Device, error) {
 			e.setClaim(tx, d, claimRetry)
 			rec := d.Device
 			out = deviceView(d)
-			tx.Event("device.retry-requested", map[string]any{"deviceId": d.ID, "attempt": rec.QuarantineAttempts + 1})
+			tx.Event(contract.EvDeviceRetryRequested, map[string]any{"deviceId": d.ID, "attempt": rec.QuarantineAttempts + 1})
 			tx.After(func() { e.goWork(func() { e.runQuarantineRetry(d, rec) }) })
 		}
 		return nil
@@ -172,23 +172,23 @@ func (e *Engine) runQuarantineRetry(d *dev, rec store.Device) {
 		case spent && derr != nil:
 			e.log.Warn("could not delete a quarantined device whose retries are spent", "deviceId", d.ID, "err", derr)
 			e.changeDevice(tx, d, func(r *store.Device) { r.QuarantineAttempts, r.QuarantineNextRetry = attempt, 0 })
-			tx.Event("device.quarantine-abandoned", map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": false, "error": derr.Error()})
+			tx.Event(contract.EvDeviceQuarantineAbandoned, map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": false, "error": derr.Error()})
 		case spent:
 			e.setStuck(d, false)
 			e.setState(tx, d, contract.DeviceDeleted)
-			tx.Event("device.quarantine-abandoned", map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": true, "error": err.Error()})
-			tx.Event("device.deleted", map[string]any{"deviceId": d.ID, "initiator": "quarantine"})
+			tx.Event(contract.EvDeviceQuarantineAbandoned, map[string]any{"deviceId": d.ID, "attempts": attempt, "deleted": true, "error": err.Error()})
+			tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": d.ID, "initiator": "quarantine"})
 		case err != nil:
 			e.changeDevice(tx, d, func(r *store.Device) {
 				r.QuarantineAttempts = attempt
 				r.QuarantineNextRetry = e.now() + e.opts.Quarantine.delay(attempt).Milliseconds()
 			})
-			tx.Event("device.quarantine-retry-failed", map[string]any{"deviceId": d.ID, "attempt": attempt, "error": err.Error(), "nextRetryAt": d.QuarantineNextRetry})
+			tx.Event(contract.EvDeviceQuarantineRetryFailed, map[string]any{"deviceId": d.ID, "attempt": attempt, "error": err.Error(), "nextRetryAt": d.QuarantineNextRetry})
 			e.armQuarantineLocked(tx, d)
 		default:
 			e.setStuck(d, false)
 			state := e.reclaimed(tx, d, res, func(r *store.Device) { r.QuarantineAttempts, r.QuarantineNextRetry = 0, 0 })
-			tx.Event("device.quarantine-recovered", map[string]any{"deviceId": d.ID, "attempts": attempt, "state": state})
+			tx.Event(contract.EvDeviceQuarantineRecovered, map[string]any{"deviceId": d.ID, "attempts": attempt, "state": state})
 		}
 		return nil
 	})

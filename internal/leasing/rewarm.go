@@ -176,7 +176,7 @@ func (e *Engine) runRewarm(ctx context.Context, d *dev, r *rewarm) {
 			return nil
 		}
 		e.booted(tx, d, ready, func(r *store.Device) { r.State = contract.DeviceReady })
-		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "rewarm"})
+		tx.Event(contract.EvDeviceReady, map[string]any{"deviceId": d.ID, "bootDuration": time.Since(started).Milliseconds(), "initiator": "rewarm"})
 		if w == nil || tx.Abandoned(w) {
 			// Its last use stays as it was, and the idle rule counts from
 			// there (idle.go): the boot does not make it recently used.

@@ -34,13 +34,13 @@ func (e *Engine) booted(tx *queue.Txn, d *dev, ready driver.Device, change func(
 	switch {
 	case s == nil:
 	case s.Err != nil:
-		tx.Event("device.slim-failed", map[string]any{"deviceId": d.ID, "platform": d.Platform, "error": clipDetail(s.Err.Error())})
+		tx.Event(contract.EvDeviceSlimFailed, map[string]any{"deviceId": d.ID, "platform": d.Platform, "error": clipDetail(s.Err.Error())})
 	case s.Applied:
 		unknown := s.UnknownLabels
 		if unknown == nil {
 			unknown = []string{}
 		}
-		tx.Event("device.slimmed", map[string]any{
+		tx.Event(contract.EvDeviceSlimmed, map[string]any{
 			"deviceId": d.ID, "address": ready.Address, "platform": d.Platform, "categories": s.Categories,
 			"labelCount": s.Labels, "duration": s.Duration.Milliseconds(), "signature": s.Signature, "unknownLabels": unknown,
 		})

@@ -89,7 +89,7 @@ func (e *Engine) reportStall(d *dev, state contract.DeviceState, since int64) {
 		if d.at == nil || d.State != state || d.StateSince != since || e.stopping {
 			return nil
 		}
-		tx.Event("device.stalled-transition-detected", map[string]any{
+		tx.Event(contract.EvDeviceStalledTransitionDetected, map[string]any{
 			"deviceId": d.ID, "platform": d.Platform, "state": d.State,
 			"transitionAgeMs": max(e.now()-since, 0), "thresholdMs": e.stallThresholdMs(d),
 			"inFlight": d.claim != claimNone,

@@ -341,7 +341,7 @@ func (m *Maintenance) MarkMissing(id string) error {
 			e.setState(tx, d, contract.DeviceShutdown)
 		}
 		e.setState(tx, d, contract.DeviceDeleted)
-		tx.Event("device.deleted", map[string]any{"deviceId": id, "initiator": "doctor"})
+		tx.Event(contract.EvDeviceDeleted, map[string]any{"deviceId": id, "initiator": "doctor"})
 		return nil
 	})
 }

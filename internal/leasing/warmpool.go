@@ -240,7 +240,7 @@ func (e *Engine) fillLocked(tx *queue.Txn) []warmPlan {
 		if reason != st.reason[i] {
 			st.reason[i] = reason
 			if reason != "" && reason != "request-waiting" && reason != "boot-limit" {
-				tx.Event("warm-pool.target-missed", map[string]any{
+				tx.Event(contract.EvWarmPoolTargetMissed, map[string]any{
 					"platform": t.Platform, "model": t.Model, "osVersion": t.OSVersion, "count": t.Count,
 					"ready": ready, "short": short, "reason": reason,
 				})
@@ -339,7 +339,7 @@ func (e *Engine) noteWarmFailureLocked(tx *queue.Txn, target int, reason string,
 	}
 	e.warm.reason[target] = reason
 	t := e.opts.WarmPool.Targets[target]
-	tx.Event("warm-pool.target-missed", map[string]any{
+	tx.Event(contract.EvWarmPoolTargetMissed, map[string]any{
 		"platform": t.Platform, "model": t.Model, "osVersion": t.OSVersion, "count": t.Count, "reason": reason,
 	})
 }
@@ -360,7 +360,7 @@ func (e *Engine) runWarm(d *dev, target int, create bool) {
 		if err == nil {
 			err = e.do(func(tx *queue.Txn) error {
 				e.changeDevice(tx, d, func(r *store.Device) { r.DriverDeviceID, r.Address, r.DriverData = dd.ID, dd.Address, dd.Data })
-				tx.Event("device.provisioned", map[string]any{"deviceId": d.ID, "spec": spec, "driver": drv.Name(),
+				tx.Event(contract.EvDeviceProvisioned, map[string]any{"deviceId": d.ID, "spec": spec, "driver": drv.Name(),
 					"duration": time.Since(started).Milliseconds(), "initiator": "warm-pool"})
 				return nil
 			})
@@ -392,7 +392,7 @@ func (e *Engine) runWarm(d *dev, target int, create bool) {
 			r.State = contract.DeviceReady
 			r.LastUsedAt = e.now()
 		})
-		tx.Event("device.ready", map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds(), "initiator": "warm-pool"})
+		tx.Event(contract.EvDeviceReady, map[string]any{"deviceId": d.ID, "bootDuration": time.Since(bootStart).Milliseconds(), "initiator": "warm-pool"})
 		return nil
 	})
 }

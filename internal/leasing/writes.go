@@ -5,6 +5,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -164,7 +165,7 @@ func (e *Engine) setState(tx *queue.Txn, d *dev, to contract.DeviceState) {
 func (e *Engine) newDevice(tx *queue.Txn, spec contract.DeviceSpec, c claim) *dev {
 	t := e.now()
 	d := e.reg.add(store.Device{
-		ID: newID("dev_"), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag, Mode: spec.Mode,
+		ID: ids.New("dev_", ids.Short), Platform: spec.Platform, Model: spec.Model, OSVersion: spec.OSVersion, ImageTag: spec.ImageTag, Mode: spec.Mode,
 		Driver: e.opts.Drivers[spec.Platform].Name(), State: contract.DeviceProvisioning,
 		CreatedAt: t, StateSince: t, LastUsedAt: t,
 	})

@@ -2,8 +2,6 @@ package queue
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -365,7 +363,7 @@ func (q *Queue) finishLocked(tx *Txn) error {
 	}
 	depth := q.line.n
 	if depth != q.lastDepth {
-		tx.Event("queue.changed", map[string]any{"depth": depth})
+		tx.Event(contract.EvQueueChanged, map[string]any{"depth": depth})
 	}
 	if q.opts.Seal != nil {
 		q.opts.Seal(tx)
@@ -660,12 +658,6 @@ func (q *Queue) leaveLineLocked(w *Waiter) {
 func (q *Queue) nextRev() uint64 {
 	q.revs++
 	return q.revs
-}
-
-func newID(prefix string) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }
 
 func marshal(v any) json.RawMessage {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // SettledRev is the revision of every settled request: it never changes
@@ -286,7 +287,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	owner := ownerOf(a, requester)
 	w := &Waiter{
 		rec: contract.LeaseRequestRecord{
-			ID: newID("req_"), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey, ChosenLeaseID: a.Input.LeaseID,
+			ID: ids.New("req_", ids.Short), RequesterID: requester, OwnerID: owner, IdempotencyKey: a.Input.IdempotencyKey, ChosenLeaseID: a.Input.LeaseID,
 			Spec: spec, State: contract.RequestQueued, CreatedAt: time.Now().UnixMilli(),
 			Policy: contract.WaitPolicy{NoWait: a.Input.NoWait, TimeoutMs: a.Input.TimeoutMs, TTLMs: a.TTLMs, AllowDownload: a.Input.AllowDownload},
 		},
@@ -308,7 +309,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	}
 	q.insertOpenLocked(w)
 	tx.write(w)
-	tx.Event("lease.requested", map[string]any{
+	tx.Event(contract.EvLeaseRequested, map[string]any{
 		"requestId": w.rec.ID, "requestSpec": spec, "requester": requester, "waitPolicy": w.rec.Policy,
 	})
 	switch {

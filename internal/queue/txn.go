@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // Txn is one decision in the making. Its changes are in memory at once;
@@ -30,7 +31,7 @@ type Txn struct {
 // Event adds an event to the decision; it is published after the commit.
 func (tx *Txn) Event(name string, payload any) {
 	tx.events = append(tx.events, contract.Event{
-		ID: newID("evt_"), Timestamp: time.Now().UnixMilli(), Event: name, Payload: marshal(payload),
+		ID: ids.New("evt_", ids.Short), Timestamp: time.Now().UnixMilli(), Event: name, Payload: marshal(payload),
 	})
 }
 
@@ -108,7 +109,7 @@ func (tx *Txn) Settle(w *Waiter, cerr *contract.Error, reason string) {
 }
 
 func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason string) {
-	tx.Event("lease.rejected", map[string]any{
+	tx.Event(contract.EvLeaseRejected, map[string]any{
 		"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": reason,
 		"code": rec.Error.Code,
 	})
@@ -210,7 +211,7 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 		return
 	}
 	if !again {
-		tx.Event("lease.queued", map[string]any{"requestId": w.rec.ID, "queuePosition": q.positionLocked(w)})
+		tx.Event(contract.EvLeaseQueued, map[string]any{"requestId": w.rec.ID, "queuePosition": q.positionLocked(w)})
 	}
 	if !w.deadline.IsZero() {
 		tx.After(func() { q.armLocked(w) })

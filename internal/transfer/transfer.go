@@ -23,12 +23,11 @@ package transfer
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // Session is where one transfer's bytes go or come from.
@@ -141,7 +140,7 @@ func (r *Registry) Open(ctx context.Context, o Open, start Start) (contract.Tran
 		return contract.TransferInfo{}, r.tooLarge("the upload", *o.Declared)
 	}
 	ectx, cancel := context.WithCancel(context.Background())
-	e := &entry{id: newID(), open: o, ctx: ectx, cancel: cancel, busy: true, done: make(chan struct{})}
+	e := &entry{id: ids.New("tr_", ids.Long), open: o, ctx: ectx, cancel: cancel, busy: true, done: make(chan struct{})}
 	e.info = contract.TransferInfo{TransferID: e.id, Direction: o.Direction, LeaseID: o.LeaseID, Size: o.Declared,
 		MaxBytes: r.opts.MaxBytes, ChunkBytes: contract.MaxTransferChunk, IdleMs: r.opts.Idle.Milliseconds(), ContentType: o.ContentType}
 	r.mu.Lock()
@@ -474,10 +473,4 @@ func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.byID)
-}
-
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "tr_" + hex.EncodeToString(b[:])
 }

@@ -84,13 +84,13 @@ const (
 // gateway's own record of a grant it forwarded: on a gateway the grants
 // are counted from it, never from a worker's relayed lease.granted.
 var kinds = map[string]kind{
-	"lease.requested":    requested,
-	"request.dispatched": dispatched,
-	"lease.granted":      granted,
-	"grant.recorded":     granted,
-	"lease.rejected":     rejected,
-	"lease.released":     ended,
-	"lease.expired":      ended,
+	contract.EvLeaseRequested:    requested,
+	contract.EvRequestDispatched: dispatched,
+	contract.EvLeaseGranted:      granted,
+	contract.EvGrantRecorded:     granted,
+	contract.EvLeaseRejected:     rejected,
+	contract.EvLeaseReleased:     ended,
+	contract.EvLeaseExpired:      ended,
 }
 
 // EventNames are the names of the events the fold reads, sorted: a store
@@ -153,7 +153,7 @@ func parse(e contract.Event) (leaseEvent, bool) {
 	case k == dispatched:
 		// The worker it went to, which the fold counts it for.
 		le.worker, le.leaseID = "", p.WorkerID
-	case e.Event == "grant.recorded":
+	case e.Event == contract.EvGrantRecorded:
 		if p.WorkerID == "" || p.WorkerLeaseID == "" {
 			return leaseEvent{}, false
 		}

@@ -148,3 +148,15 @@ func takeFault(n *int) bool {
 	*n--
 	return true
 }
+
+var _ driver.FaultInjector = (*Driver)(nil)
+
+// InjectFault is Inject for a fault named as text (the daemon's
+// demo.inject): ParseFault's error for an unknown name, else Inject's.
+func (d *Driver) InjectFault(deviceID, fault string) error {
+	f, err := ParseFault(fault)
+	if err != nil {
+		return err
+	}
+	return d.Inject(deviceID, f)
+}

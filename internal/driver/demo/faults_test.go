@@ -591,3 +591,24 @@ func TestFaultsUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// The daemon's demo.inject reaches the demo driver through the
+// driver.FaultInjector capability: a fault named as text is parsed, then
+// injected, with ParseFault's and Inject's errors as they are.
+func TestInjectFaultIsParseFaultThenInject(t *testing.T) {
+	var fi driver.FaultInjector = newDriver(t, demo.Options{Platform: contract.PlatformIOS})
+	d := fi.(*demo.Driver)
+	dev := boot(t, d, provision(t, d))
+
+	if err := fi.InjectFault(dev.ID, "explode"); !errors.Is(err, demo.ErrUnknownFault) {
+		t.Errorf("InjectFault of an unknown fault: err = %v, want ErrUnknownFault", err)
+	}
+	wantRunState(t, d, dev.ID, driver.Running)
+	if err := fi.InjectFault("no-such-device", string(demo.FaultCrash)); !errors.Is(err, demo.ErrUnknownDevice) {
+		t.Errorf("InjectFault of an unknown device: err = %v, want ErrUnknownDevice", err)
+	}
+	if err := fi.InjectFault(dev.ID, string(demo.FaultCrash)); err != nil {
+		t.Fatalf("InjectFault(crash): %v", err)
+	}
+	wantRunState(t, d, dev.ID, driver.Stopped)
+}

@@ -139,7 +139,7 @@ func (w *Worker) Claim(ctx context.Context, leases ...contract.LeaseRecord) erro
 		w.devices = append(w.devices, w.device(l.DeviceID, l.ID))
 	}
 	w.mu.Unlock()
-	return w.Relay(ctx, "lease.renewed", map[string]any{"leaseId": "refresh"})
+	return w.Relay(ctx, contract.EvLeaseRenewed, map[string]any{"leaseId": "refresh"})
 }
 
 // Pad makes the worker's status report n more devices than it has, each

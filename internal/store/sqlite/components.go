@@ -5,13 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 )
 
 // PutComponent records a component simlock installed, replacing an older
 // record of the same version.
-func (db *DB) PutComponent(ctx context.Context, r components.Record) error {
+func (db *DB) PutComponent(ctx context.Context, r store.ComponentRecord) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO components (platform, version, name, receipt, installed_at) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (platform, version) DO UPDATE SET name = excluded.name, receipt = excluded.receipt, installed_at = excluded.installed_at`,
@@ -25,15 +25,15 @@ ON CONFLICT (platform, version) DO UPDATE SET name = excluded.name, receipt = ex
 }
 
 // Components returns every component record.
-func (db *DB) Components(ctx context.Context) ([]components.Record, error) {
+func (db *DB) Components(ctx context.Context) ([]store.ComponentRecord, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT platform, version, name, receipt, installed_at FROM components ORDER BY platform, version`)
 	if err != nil {
 		return nil, fmt.Errorf("store: components: %w", err)
 	}
 	defer rows.Close()
-	var out []components.Record
+	var out []store.ComponentRecord
 	for rows.Next() {
-		var r components.Record
+		var r store.ComponentRecord
 		var p string
 		if err := rows.Scan(&p, &r.Version, &r.Name, &r.Receipt, &r.InstalledAt); err != nil {
 			return nil, fmt.Errorf("store: components: %w", err)

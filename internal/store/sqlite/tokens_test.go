@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/simlock/simlock/internal/components"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
 )
@@ -60,7 +59,7 @@ func TestComponentRecordsReplaceAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	r := components.Record{Platform: contract.PlatformIOS, Version: "26.4", Name: "iOS 26.4", Receipt: "a@1", InstalledAt: 5}
+	r := store.ComponentRecord{Platform: contract.PlatformIOS, Version: "26.4", Name: "iOS 26.4", Receipt: "a@1", InstalledAt: 5}
 	if err := db.PutComponent(ctx, r); err != nil {
 		t.Fatal(err)
 	}

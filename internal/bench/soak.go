@@ -1,4 +1,4 @@
-package cli
+package bench
 
 // simlock bench --soak runs steady lease traffic against the real daemon for
 // a while and samples what would show a leak: its resident memory, live
@@ -21,14 +21,14 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 )
 
-// soakPlan is a soak to run.
-type soakPlan struct {
+// SoakPlan is a soak to run.
+type SoakPlan struct {
 	Duration, Every time.Duration
 	Agents          int
 	Keep            bool
 }
 
-func (p soakPlan) command() string {
+func (p SoakPlan) command() string {
 	return fmt.Sprintf("simlock bench --soak %s --sample-every %s --agents %d", p.Duration, p.Every, p.Agents)
 }
 
@@ -38,7 +38,7 @@ const soakRenewals = 3
 
 // The result of a soak; the JSON field names are stable.
 type (
-	soakResult struct {
+	SoakResult struct {
 		Command   string       `json:"command"`
 		Version   string       `json:"version"`
 		Date      string       `json:"date"`
@@ -104,7 +104,7 @@ func (w *soakWindow) take() (int, time.Duration) {
 	return ops, percentile(times, 99)
 }
 
-func runSoak(ctx context.Context, env Env, plan soakPlan, note func(string, ...any)) (res soakResult, err error) {
+func RunSoak(ctx context.Context, env Env, plan SoakPlan, note func(string, ...any)) (res SoakResult, err error) {
 	root, done, err := benchRoot(env, "sls", plan.Keep)
 	if err != nil {
 		return res, err
@@ -113,7 +113,7 @@ func runSoak(ctx context.Context, env Env, plan soakPlan, note func(string, ...a
 	if env.Executable == "" {
 		return res, fmt.Errorf("bench: the simlock binary's path is unknown")
 	}
-	res = soakResult{
+	res = SoakResult{
 		Command: plan.command(), Version: env.Version, Date: time.Now().UTC().Format(time.DateOnly),
 		Machine: readMachine(ctx), Agents: plan.Agents, DurationS: plan.Duration.Seconds(), EveryS: plan.Every.Seconds(),
 	}
@@ -298,7 +298,7 @@ func soakTrends(samples []soakSample) ([]soakTrend, bool) {
 	return out, flat
 }
 
-func renderSoakTable(w io.Writer, res soakResult) {
+func RenderSoakTable(w io.Writer, res SoakResult) {
 	m := res.Machine
 	fmt.Fprintln(w, res.Command)
 	fmt.Fprintf(w, "simlock %s, %s, %s\n", res.Version, m.Go, res.Date)

@@ -1,4 +1,6 @@
-package cli
+package daemon
+
+// The real drivers: which are enabled, and starting them for a daemon.
 
 import (
 	"context"
@@ -18,6 +20,32 @@ import (
 	"github.com/simlock/simlock/internal/driver/ios"
 	"github.com/simlock/simlock/internal/ownership"
 )
+
+// DriverWiring is how a daemon run from the command line gets its drivers:
+// the config and home it runs with, the process environment, where tools
+// are found and the log. Options.SetupDrivers is its Setup.
+type DriverWiring struct {
+	Config   *config.Config
+	Home     string
+	Getenv   func(string) string
+	LookPath func(string) (string, error)
+	Logger   *slog.Logger
+}
+
+// Check reads the enabled driver names now, so that a typo stops the start
+// with a clear message; the drivers themselves start once the home is ours
+// (Setup).
+func (w DriverWiring) Check() error {
+	_, _, err := enabledDrivers(w.Config, w.Getenv, w.LookPath)
+	return err
+}
+
+// Setup starts the enabled drivers (see buildDrivers); installed are the
+// component receipts the store holds, by platform.
+func (w DriverWiring) Setup(ctx context.Context, installed map[contract.Platform][]string) (DriverSetup, error) {
+	set, err := buildDrivers(ctx, w.Config, w.Home, w.Getenv, w.LookPath, w.Logger, installed)
+	return DriverSetup{Drivers: set.drivers, Notes: set.notes, Rejections: set.rejections, Prerequisites: set.prerequisites}, err
+}
 
 // driverSet is what the daemon gets: the drivers that started, why the
 // others did not, and how to ask each platform what it lacks.
@@ -192,4 +220,23 @@ func emulatorOptions(cfg *config.Config) android.EmulatorOptions {
 		Window: !cfg.Bool("android.emulator.headless"), GPU: cfg.String("android.emulator.gpu"),
 		Audio: cfg.Bool("android.emulator.audio"), BootAnimation: cfg.Bool("android.emulator.bootAnimation"),
 	}
+}
+
+// driverNotes is, per platform with no driver, why: a refused device root
+// first (it is what disabled a driver that was found), else the note the
+// driver setup left (its detection's error, or that it is not enabled).
+// NO_DRIVER carries it, so a refused request says what status would.
+func driverNotes(notes map[contract.Platform]string, rejections map[contract.Platform]contract.RootRejection) map[contract.Platform]string {
+	out := make(map[contract.Platform]string, len(notes)+len(rejections))
+	for p, n := range notes {
+		out[p] = n
+	}
+	for p, r := range rejections {
+		why := "its device root " + r.Path + " was refused (" + r.Reason
+		if r.Detail != "" {
+			why += ": " + r.Detail
+		}
+		out[p] = why + "); simlock doctor says more"
+	}
+	return out
 }
