@@ -3,13 +3,12 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 func TestPercentileIsNearestRank(t *testing.T) {
@@ -113,7 +112,7 @@ func TestComputeRatios(t *testing.T) {
 func TestBenchTableGolden(t *testing.T) {
 	var b bytes.Buffer
 	RenderTable(&b, sampleBench())
-	golden(t, "bench", b.Bytes())
+	termtest.Golden(t, "bench", b.Bytes())
 }
 
 func TestBenchMarkdownIsTheTableInAFence(t *testing.T) {
@@ -133,7 +132,7 @@ func TestBenchJSONGolden(t *testing.T) {
 	if err := enc.Encode(sampleBench()); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "bench-json", b.Bytes())
+	termtest.Golden(t, "bench-json", b.Bytes())
 	if strings.Count(b.String(), "\n") != 1 {
 		t.Errorf("JSON is not one line:\n%s", b.String())
 	}
@@ -162,24 +161,5 @@ func TestASoakIsFlatUnlessAMetricGrowsFromTheFirstThirdToTheLast(t *testing.T) {
 	}
 	if _, flat := soakTrends(steady[:3]); flat {
 		t.Fatal("three samples (one a warm-up) judged flat: too few to read a trend")
-	}
-}
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", name, path, got, want)
 	}
 }

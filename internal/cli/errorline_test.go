@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 // A failure is one line on stderr whose message reads as written: cobra's
@@ -80,7 +81,7 @@ func TestErrorRenderingsGolden(t *testing.T) {
 		if human {
 			name = "errors-tty"
 		}
-		golden(t, name, b.Bytes())
+		termtest.Golden(t, name, b.Bytes())
 	}
 }
 

@@ -2,33 +2,12 @@ package cli
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", name, path, got, want)
-	}
-}
 
 func TestStatusGolden(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -78,7 +57,7 @@ func TestStatusGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	renderStatus(&b, s, now, false)
-	golden(t, "status", b.Bytes())
+	termtest.Golden(t, "status", b.Bytes())
 
 	// The summary: the same status as the daemon sends it with summary,
 	// counts where the lists were.
@@ -87,7 +66,7 @@ func TestStatusGolden(t *testing.T) {
 		DevicesByState: map[contract.DeviceState]int{contract.DeviceLeased: 1, contract.DeviceProvisioning: 1, contract.DeviceReclaiming: 1}}
 	b.Reset()
 	renderStatus(&b, s, now, true)
-	golden(t, "status-summary", b.Bytes())
+	termtest.Golden(t, "status-summary", b.Bytes())
 }
 
 func TestCatalogGolden(t *testing.T) {
@@ -103,5 +82,5 @@ func TestCatalogGolden(t *testing.T) {
 	}}}
 	var b bytes.Buffer
 	renderCatalog(&b, res)
-	golden(t, "catalog", b.Bytes())
+	termtest.Golden(t, "catalog", b.Bytes())
 }

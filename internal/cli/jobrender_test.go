@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 var jobNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -70,7 +71,7 @@ func TestJobRenderGolden(t *testing.T) {
 
 	t.Run("live", func(t *testing.T) {
 		got := renderJobString(liveJob(), liveLines, term)
-		golden(t, "job-live", []byte(got))
+		termtest.Golden(t, "job-live", []byte(got))
 		for _, want := range []string{
 			"Installing iOS 26.4 on 3 workers, 1m12s so far  (job_0123456789abcdef)\n",
 			"]  41% · 3.6 GB of 8.9 GB",
@@ -90,7 +91,7 @@ func TestJobRenderGolden(t *testing.T) {
 
 	t.Run("ended", func(t *testing.T) {
 		got := renderJobString(endedJob(), liveLines, term)
-		golden(t, "job-ended", []byte(got))
+		termtest.Golden(t, "job-ended", []byte(got))
 		for _, want := range []string{
 			"iOS 26.4 failed after 4m12s: 2 of 3 workers installed  (job_0123456789abcdef)\n",
 			"mac-studio  installed  attempt 4",
@@ -117,7 +118,7 @@ func TestJobRenderGolden(t *testing.T) {
 			Error: &contract.JobError{Phase: contract.PhaseDownload, WorkerID: "wrk_c", Code: contract.CodeWorkerUnreachable,
 				Message: "the worker's uplink closed and it did not come back", Transient: true, Attempts: 4}}
 		got := renderJobString(j, nil, term)
-		golden(t, "job-ended-unknown", []byte(got))
+		termtest.Golden(t, "job-ended-unknown", []byte(got))
 		for _, want := range []string{
 			"mac-studio  unknown    in download  attempt 4",
 			"✗ mac-studio (wrk_c) stopped answering in download, outcome unknown [WORKER_UNREACHABLE]",
@@ -141,7 +142,7 @@ func TestJobRenderGolden(t *testing.T) {
 			{WorkerID: "wrk_f", Label: "ci-mac-4", Phase: contract.PhaseVerify, Stale: true, Outcome: contract.OutcomeUnknown},
 		}
 		got := renderJobString(j, nil, term)
-		golden(t, "job-ended-remedies", []byte(got))
+		termtest.Golden(t, "job-ended-remedies", []byte(got))
 		for _, want := range []string{
 			"  allow downloads, run on that worker:  simlock config set downloads.policy on-request",
 			"  then try it again:                    simlock component install ios 26.4 --workers wrk_d",
@@ -158,7 +159,7 @@ func TestJobRenderGolden(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		plain := jobRender{Width: 80, Now: jobMs(0)}
 		got := renderJobString(liveJob(), liveLines, plain) + "\n" + renderJobString(endedJob(), nil, plain)
-		golden(t, "job-plain", []byte(got))
+		termtest.Golden(t, "job-plain", []byte(got))
 		if strings.ContainsAny(got, "█░") {
 			t.Errorf("off a terminal the grid draws bar characters:\n%s", got)
 		}
@@ -178,7 +179,7 @@ func TestJobRenderGolden(t *testing.T) {
 		j.Workers[0].Error = &contract.JobError{Phase: contract.PhaseDownload, WorkerID: "local", Code: contract.CodeInsufficientDiskSpace,
 			Message: "system-images;android-36 needs 4.2 GB free; 1.1 GB is"}
 		got += "\n" + renderJobString(j, nil, term)
-		golden(t, "job-single", []byte(got))
+		termtest.Golden(t, "job-single", []byte(got))
 		if !strings.Contains(got, "Installing Android 36 on local, 20s so far  (job_00000000000000aa)\n") {
 			t.Errorf("a single worker's header does not name it:\n%s", got)
 		}
@@ -217,7 +218,7 @@ func TestJobListGolden(t *testing.T) {
 	renderJobList(&b, []contract.Job{live, ended, single}, jobMs(0))
 	renderJobList(&b, nil, jobMs(0))
 	got := b.String()
-	golden(t, "job-list", b.Bytes())
+	termtest.Golden(t, "job-list", b.Bytes())
 	for _, want := range []string{"0/3 installed", "2/3 installed", "1/1 installed", "1m12s so far", "4m00s", "No jobs."} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the job list lacks %q:\n%s", want, got)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 func TestStatsGolden(t *testing.T) {
@@ -34,5 +35,5 @@ func TestStatsGolden(t *testing.T) {
 	}
 	var b bytes.Buffer
 	renderUsage(&b, res, time.UTC)
-	golden(t, "stats", b.Bytes())
+	termtest.Golden(t, "stats", b.Bytes())
 }

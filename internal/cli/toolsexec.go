@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/simlock/simlock/internal/client"
@@ -64,40 +63,31 @@ func execOnLease(ctx context.Context, env Env, c *client.Client, principal strin
 	return nil
 }
 
-// onlyLeaseOn is the caller's only active lease on tool's platform, as a
-// passthrough on a worker picks it; holding none or several, the caller
-// must name one (a command through a gateway runs on a lease's worker, so
-// there is no lease-less one).
+// onlyLeaseOn is the caller's only active lease on tool's platform, picked
+// as a passthrough on a worker picks it (contract.OnlyToolLease); holding
+// none or several, the caller must name one (a command through a gateway
+// runs on a lease's worker, so there is no lease-less one).
 func onlyLeaseOn(ctx context.Context, c *client.Client, principal, tool string) (string, error) {
 	var list contract.LeaseListResult
 	if err := c.Call(ctx, contract.OpLeaseList, contract.Empty{}, &list); err != nil {
 		return "", err
 	}
-	platform := toolPlatform(tool)
-	var mine []string
+	var held []contract.LeaseGetResult
 	for _, l := range list.Leases {
 		if l.OwnerID != principal {
 			continue
 		}
 		var got contract.LeaseGetResult
-		if err := c.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: l.ID}, &got); err == nil && got.Device.Spec.Platform == platform {
-			mine = append(mine, l.ID)
+		if err := c.Call(ctx, contract.OpLeaseGet, contract.LeaseIDInput{LeaseID: l.ID}, &got); err == nil {
+			held = append(held, got)
 		}
 	}
-	switch len(mine) {
-	case 1:
-		return mine[0], nil
-	case 0:
-		return "", contract.BadRequest("leaseId", "on a gateway %s runs on one of your %s leases, on its worker, and you hold none: lease a device first", tool, platform)
+	l, err := contract.OnlyToolLease(tool, principal, held)
+	if err != nil {
+		return "", err
 	}
-	return "", contract.BadRequest("leaseId", "you hold %d %s leases (%s): name the one to run %s on with --lease <id>",
-		len(mine), platform, strings.Join(mine, ", "), tool)
-}
-
-// toolPlatform is the platform a passthrough tool drives.
-func toolPlatform(tool string) contract.Platform {
-	if tool == "adb" {
-		return contract.PlatformAndroid
+	if l == nil {
+		return "", contract.BadRequest("leaseId", "on a gateway %s runs on one of your %s leases, on its worker, and you hold none: lease a device first", tool, contract.ToolPlatform(tool))
 	}
-	return contract.PlatformIOS
+	return l.Lease.ID, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 // Each human view as a person at a terminal sees it.
@@ -80,7 +81,7 @@ func TestHumanViewsGolden(t *testing.T) {
 	for _, v := range views {
 		var b bytes.Buffer
 		v.render(&b)
-		golden(t, v.name, b.Bytes())
+		termtest.Golden(t, v.name, b.Bytes())
 	}
 }
 

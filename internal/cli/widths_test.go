@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/termtest"
 )
 
 // The views fitted to a terminal's width, at 120 and 60 columns: no line
@@ -43,7 +44,7 @@ func TestViewsFitTheWidthGolden(t *testing.T) {
 		for name, render := range views {
 			var b bytes.Buffer
 			render(&b)
-			golden(t, fmt.Sprintf("%s-%d", name, width), b.Bytes())
+			termtest.Golden(t, fmt.Sprintf("%s-%d", name, width), b.Bytes())
 			for _, l := range strings.Split(b.String(), "\n") {
 				if n := utf8.RuneCountInString(l); n >= width {
 					t.Errorf("%s at %d columns: a line of %d columns: %q", name, width, n, l)

@@ -79,3 +79,40 @@ type Finding struct {
 type DoctorResult struct {
 	Findings []Finding `json:"findings"`
 }
+
+// ToolPlatform is the platform a device tool drives: adb Android, simctl
+// iOS.
+func ToolPlatform(tool string) Platform {
+	if tool == "adb" {
+		return PlatformAndroid
+	}
+	return PlatformIOS
+}
+
+// OnlyToolLease picks the lease a device tool runs on when the caller names
+// none: of held (the leases the caller can read), those principal owns on
+// the tool's platform, which must be one. It answers nil for none (the
+// caller decides whether a lease-less command may run) and BAD_REQUEST
+// naming them for several. A worker's passthrough and the CLI's command
+// through a gateway both pick by it.
+func OnlyToolLease(tool, principal string, held []LeaseGetResult) (*LeaseGetResult, error) {
+	platform := ToolPlatform(tool)
+	var mine []LeaseGetResult
+	for _, l := range held {
+		if l.Lease.OwnerID == principal && l.Device.Spec.Platform == platform {
+			mine = append(mine, l)
+		}
+	}
+	switch len(mine) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &mine[0], nil
+	}
+	ids := make([]string, len(mine))
+	for i, l := range mine {
+		ids[i] = l.Lease.ID
+	}
+	return nil, BadRequest("leaseId", "you hold %d %s leases (%s): name the one to run %s on with --lease <id>",
+		len(mine), platform, strings.Join(ids, ", "), tool)
+}

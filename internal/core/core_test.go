@@ -283,3 +283,24 @@ func TestTheReportSaysWhenTheRAMBudgetHasNoRoomForOneMoreDevice(t *testing.T) {
 		}
 	}
 }
+
+func TestDownloadAllowedFollowsThePolicyThenTheRequest(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		allow  bool
+		want   bool
+	}{
+		{"always", false, true},
+		{"always", true, true},
+		{"never", true, false},
+		{"never", false, false},
+		{"on-request", true, true},
+		{"on-request", false, false},
+		{"", true, true},
+		{"", false, false},
+	} {
+		if got := DownloadAllowed(c.policy, c.allow); got != c.want {
+			t.Errorf("DownloadAllowed(%q, %v) = %v, want %v", c.policy, c.allow, got, c.want)
+		}
+	}
+}

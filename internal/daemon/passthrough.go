@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"strings"
-
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/leasing"
@@ -38,28 +36,16 @@ func (d *Daemon) passthroughLease(c leasing.Caller, in contract.PassthroughInput
 		}
 		return &l, nil
 	}
-	platform := toolPlatform(in.Tool)
-	var mine []contract.LeaseGetResult
+	var held []contract.LeaseGetResult
 	for _, rec := range d.engine.Leases(c) {
 		if rec.OwnerID != c.Principal {
 			continue
 		}
-		if l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: rec.UniqueKey()}); err == nil && l.Device.Spec.Platform == platform {
-			mine = append(mine, l)
+		if l, err := d.engine.Get(c, contract.LeaseIDInput{LeaseID: rec.UniqueKey()}); err == nil {
+			held = append(held, l)
 		}
 	}
-	switch len(mine) {
-	case 0:
-		return nil, nil
-	case 1:
-		return &mine[0], nil
-	}
-	ids := make([]string, len(mine))
-	for i, l := range mine {
-		ids[i] = l.Lease.ID
-	}
-	return nil, contract.BadRequest("leaseId", "you hold %d %s leases (%s): name the one to run %s on with --lease <id>",
-		len(mine), platform, strings.Join(ids, ", "), in.Tool)
+	return contract.OnlyToolLease(in.Tool, c.Principal, held)
 }
 
 // command is the one path from a tool and its arguments to the command
@@ -69,7 +55,7 @@ func (d *Daemon) passthroughLease(c leasing.Caller, in contract.PassthroughInput
 // driver.Target); remote says the caller may not name files of this
 // machine.
 func (d *Daemon) command(tool string, args []string, l *contract.LeaseGetResult, remote bool) (driver.Command, error) {
-	platform := toolPlatform(tool)
+	platform := contract.ToolPlatform(tool)
 	t := driver.Target{Remote: remote}
 	if l != nil {
 		if got := l.Device.Spec.Platform; got != platform {
@@ -88,14 +74,6 @@ func (d *Daemon) command(tool string, args []string, l *contract.LeaseGetResult,
 		return driver.Command{}, driver.ContractError(err)
 	}
 	return cmd, nil
-}
-
-// toolPlatform is the platform a passthrough tool drives.
-func toolPlatform(tool string) contract.Platform {
-	if tool == "adb" {
-		return contract.PlatformAndroid
-	}
-	return contract.PlatformIOS
 }
 
 // article is a platform with its indefinite article.

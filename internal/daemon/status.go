@@ -169,9 +169,12 @@ func (d *Daemon) gatewayStatus(s *contract.Status, c leasing.Caller, summary boo
 	// everything (as on a worker). What is its own is the grant records'
 	// say, never a worker's.
 	s.Devices, s.Leases = d.leasing.ProjectDevices(c, snap.Devices), nonNilLeases(d.leasing.Leases(c, snap.Leases))
-	s.Waiting = append(fleetWaiting, snap.Waiting...)
-	if !c.Admin {
-		s.Waiting = fleetWaiting
+	// The requests waiting on a worker are that worker's records, none of
+	// them the gateway's: no record here bears out whose they are, so they
+	// are an admin's to see alone (queue.Caller.SeesLease).
+	s.Waiting = fleetWaiting
+	if c.SeesLease("", false) {
+		s.Waiting = append(s.Waiting, snap.Waiting...)
 	}
 }
 

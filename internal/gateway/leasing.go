@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
@@ -184,11 +185,13 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Unset bounds are the config keys' defaults: one home for them.
+	def := config.Default()
 	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = 5 * time.Minute
+		opts.RequestTimeout = time.Duration(def.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond
 	}
 	if opts.ExecTimeout <= 0 {
-		opts.ExecTimeout = 11 * time.Minute
+		opts.ExecTimeout = time.Duration(def.Int("gateway.execTimeoutMs")) * time.Millisecond
 	}
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
 		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, stale: map[staleKey]*staleMark{},

@@ -174,7 +174,7 @@ func servingModels(a Ask, cat contract.Catalog, policy string) (models []string,
 			models = append(models, m)
 		}
 	}
-	if len(models) > 0 || !downloads(policy, a.AllowDownload) || a.OS.IsRange() {
+	if len(models) > 0 || !core.DownloadAllowed(policy, a.AllowDownload) || a.OS.IsRange() {
 		return models, false
 	}
 	if slices.ContainsFunc(cat.Downloadable, a.OS.Matches) {
@@ -193,19 +193,6 @@ func servingModels(a Ask, cat contract.Catalog, policy string) (models []string,
 
 // downloadPolicies are the values of a worker's downloads.policy.
 var downloadPolicies = []string{"never", "on-request", "always"}
-
-// downloads reports whether a worker under downloads.policy policy
-// downloads a missing runtime for a request that allowDownload or not, as
-// the worker's own engine decides it.
-func downloads(policy string, allowDownload bool) bool {
-	switch policy {
-	case "never":
-		return false
-	case "always":
-		return true
-	}
-	return allowDownload
-}
 
 // modelsAsked are cat's models the ask names, as the worker's engine reads
 // the request (core.WantOf, core.ClassModels: one matcher for both modes):

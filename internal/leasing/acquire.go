@@ -101,13 +101,7 @@ func (e *Engine) downloadFor(cerr *contract.Error, in contract.LeaseRequestInput
 	if component == "" || len(component) > contract.MaxComponentLen || e.opts.Installer == nil || !e.opts.Installer.Supports(in.Platform) {
 		return "", false
 	}
-	switch e.opts.DownloadPolicy {
-	case "always":
-		return component, true
-	case "never":
-		return "", false
-	}
-	return component, in.AllowDownload
+	return component, core.DownloadAllowed(e.opts.DownloadPolicy, in.AllowDownload)
 }
 
 // download installs the runtime a parked request needs, reporting the

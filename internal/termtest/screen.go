@@ -1,9 +1,11 @@
-// Package termtest replays what a program wrote to a terminal and returns
-// the lines a person would see in the scrollback afterwards. It models what
-// simlock's live lines use and nothing more: printable text, carriage
-// return, newline, erase-in-line (ESC [ K, ESC [ 2K) and the automatic wrap
-// of a terminal of fixed width, with the wrap deferred until the next
-// glyph as real terminals do. Other escape sequences are skipped.
+// Package termtest holds what tests of terminal views share: a golden-file
+// comparison (Golden), and a replay of what a program wrote to a terminal
+// that returns the lines a person would see in the scrollback afterwards
+// (Screen). The replay models what simlock's live lines use and nothing
+// more: printable text, carriage return, newline, erase-in-line (ESC [ K,
+// ESC [ 2K) and the automatic wrap of a terminal of fixed width, with the
+// wrap deferred until the next glyph as real terminals do. Other escape
+// sequences are skipped.
 package termtest
 
 import (
