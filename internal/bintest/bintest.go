@@ -1,6 +1,8 @@
-// Package bintest builds the simlock binary for tests that run it as a user
-// does (the end-to-end and chaos tests), and keeps go test's result cache
-// honest about a binary it cannot see being built.
+// Package bintest is the harness of the tests that run the simlock binary
+// as a user does (the end-to-end, browser and chaos tests): it builds the
+// binary, keeps go test's result cache honest about a binary it cannot see
+// being built, and gives each test a Home, a temporary SIMLOCK_HOME the
+// binary runs in with the daemon it starts there.
 package bintest
 
 import (

@@ -66,7 +66,7 @@ func TestAWorkersFileAnswersAreCheckedBeforeTheyAreRelayed(t *testing.T) {
 	f.mu.Lock()
 	f.workers["w1"] = &worker{view: contract.WorkerView{ID: "w1", Label: "one", Connection: contract.WorkerConnected}, client: c}
 	f.mu.Unlock()
-	l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour,
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour,
 		ExecTimeout: time.Minute})
 	defer l.Close()
 	var id string

@@ -14,45 +14,51 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
 
-// memStore is an in-memory Store; fail makes every write fail.
+// memStore is the shared in-memory store (memstore) as the fleet's Store;
+// fail makes every write fail.
 type memStore struct {
-	mu      sync.Mutex
-	workers map[string]store.Worker
-	fail    error
+	*memstore.Store
+	mu   sync.Mutex
+	fail error
 }
 
-func newMemStore() *memStore { return &memStore{workers: map[string]store.Worker{}} }
+func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
 
-func (m *memStore) Workers(context.Context) ([]store.Worker, error) {
+func (m *memStore) failure() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []store.Worker
-	for _, w := range m.workers {
-		out = append(out, w)
-	}
-	return out, nil
+	return m.fail
 }
 
-func (m *memStore) PutWorker(_ context.Context, w store.Worker) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail != nil {
-		return m.fail
+func (m *memStore) PutWorker(ctx context.Context, w store.Worker) error {
+	if err := m.failure(); err != nil {
+		return err
 	}
-	m.workers[w.ID] = w
-	return nil
+	return m.Store.PutWorker(ctx, w)
 }
 
-func (m *memStore) DeleteWorker(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.fail != nil {
-		return m.fail
+func (m *memStore) DeleteWorker(ctx context.Context, id string) error {
+	if err := m.failure(); err != nil {
+		return err
 	}
-	delete(m.workers, id)
-	return nil
+	return m.Store.DeleteWorker(ctx, id)
+}
+
+// worker is the stored record of worker id (zero if none).
+func (m *memStore) worker(id string) store.Worker {
+	ws, err := m.Workers(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return w
+		}
+	}
+	return store.Worker{}
 }
 
 // recorder keeps the events a Fleet emits.
@@ -160,8 +166,8 @@ func TestADrainIsStoredBeforeItIsToldAndRemoveRefusesAConnectedWorker(t *testing
 	if _, err := f.Drain(t.Context(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if !st.workers["a"].Drained || !slices.Equal(rec.names(), []string{"worker.drained"}) {
-		t.Errorf("after drain: stored %+v, events %v", st.workers["a"], rec.names())
+	if !st.worker("a").Drained || !slices.Equal(rec.names(), []string{"worker.drained"}) {
+		t.Errorf("after drain: stored %+v, events %v", st.worker("a"), rec.names())
 	}
 	// A restarted gateway lists it drained, disconnected, until it dials in.
 	g, _ := newFleet(t, st)
@@ -482,7 +488,7 @@ func TestAWorkerPastItsRetentionIsForgottenWhileNothingReconnects(t *testing.T) 
 func TestWorkersThatSharedATokenBeforeKeepItButNoNewIDTakesIt(t *testing.T) {
 	st := newMemStore()
 	for _, id := range []string{"w1", "w2"} {
-		st.workers[id] = store.Worker{ID: id, Label: id, TokenID: "tok_shared"}
+		_ = st.Store.PutWorker(context.Background(), store.Worker{ID: id, Label: id, TokenID: "tok_shared"})
 	}
 	f, _ := newFleet(t, st)
 	for _, id := range []string{"w1", "w2"} {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net"
 	"slices"
@@ -14,30 +13,8 @@ import (
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/jobs"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
-
-// jobStore is an in-memory jobs.Store.
-type jobStore struct {
-	mu   sync.Mutex
-	jobs map[string]contract.Job
-}
-
-func (s *jobStore) PutJob(_ context.Context, j contract.Job) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.jobs[j.ID] = jobs.Clone(j)
-	return nil
-}
-
-func (s *jobStore) Job(_ context.Context, id string) (contract.Job, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	return j, ok, nil
-}
-
-func (s *jobStore) Jobs(context.Context, string, int) ([]contract.Job, error) { return nil, nil }
-func (s *jobStore) DeleteJobsBefore(context.Context, int64) (int, error)      { return 0, nil }
 
 // silentInstaller is a worker that answers hello, then answers
 // component.install with the pushes given, claiming another worker's id,
@@ -84,7 +61,7 @@ func TestAWorkerThatFallsSilentMidInstallEndsStaleAndUnknownAndItsBadClaimsAreDr
 		f.mu.Lock()
 		f.workers["w1"] = &worker{view: contract.WorkerView{ID: "w1", Label: "one", Connection: contract.WorkerConnected}, client: c}
 		f.mu.Unlock()
-		tracker := jobs.New(jobs.Options{Store: &jobStore{jobs: map[string]contract.Job{}}})
+		tracker := jobs.New(jobs.Options{Store: memstore.New()})
 		var got []contract.JobEvent
 		var mu sync.Mutex
 		start := time.Now()

@@ -20,7 +20,7 @@ func TestALeaseIsListedFromItsGrantBeforeItsWorkerReportsIt(t *testing.T) {
 	f.mu.Lock()
 	f.workers["w1"].client = c
 	f.mu.Unlock()
-	l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	owner := queue.Caller{Principal: "tok_a"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

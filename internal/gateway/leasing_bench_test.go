@@ -4,65 +4,69 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
 
-// memQueueStore is the leasing's store in memory: commits are kept only
-// as far as the seqs they hand out and the grant records they write.
-type memQueueStore struct {
-	mu     sync.Mutex
-	seq    int64
-	grants map[string]store.Grant
-	events []contract.Event
-}
+// memQueueStore is the leasing's store on the shared in-memory store
+// (memstore): the fleet queue's writes and the grant records of a
+// decision commit together, as the gateway's SQLite store commits them.
+type memQueueStore struct{ *memstore.Store }
 
-func (m *memQueueStore) Commit(_ context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.grants == nil {
-		m.grants = map[string]store.Grant{}
-	}
-	for _, g := range grants {
-		m.grants[g.Key] = g
-	}
-	for _, k := range ended {
-		delete(m.grants, k)
-	}
-	out := make([]contract.Event, len(w.Events))
+func newQueueStore() *memQueueStore { return &memQueueStore{memstore.New()} }
+
+func (m *memQueueStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
+	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events)), Grants: grants, EndedGrants: ended}
 	for i, ev := range w.Events {
-		m.seq++
-		ev.Seq = m.seq
-		out[i] = ev
+		c.Events[i] = store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload}
 	}
-	m.events = append(m.events, out...)
-	return out, nil
+	return m.Store.Commit(ctx, c)
 }
 
-func (m *memQueueStore) RequestByKey(context.Context, string, string) (contract.LeaseRequestRecord, bool, error) {
-	return contract.LeaseRequestRecord{}, false, nil
-}
-
-func (m *memQueueStore) Request(context.Context, string) (contract.LeaseRequestRecord, bool, error) {
-	return contract.LeaseRequestRecord{}, false, nil
-}
-
-func (m *memQueueStore) Grants(context.Context) ([]store.Grant, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]store.Grant, 0, len(m.grants))
-	for _, g := range m.grants {
-		out = append(out, g)
+// putGrant writes a grant record, as one a gateway's earlier run made.
+func (m *memQueueStore) putGrant(g store.Grant) {
+	if _, err := m.Store.Commit(context.Background(), store.Change{Grants: []store.Grant{g}}); err != nil {
+		panic(err)
 	}
-	slices.SortFunc(out, func(a, b store.Grant) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+}
+
+// grant is the stored grant record with key key, if any.
+func (m *memQueueStore) grant(key string) (store.Grant, bool) {
+	gs, err := m.Grants(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	for _, g := range gs {
+		if g.Key == key {
+			return g, true
+		}
+	}
+	return store.Grant{}, false
+}
+
+// storedEvents is every event committed, oldest first.
+func (m *memQueueStore) storedEvents() []contract.Event {
+	evs, err := m.Events(context.Background(), store.EventQuery{Limit: 1 << 30})
+	if err != nil {
+		panic(err)
+	}
+	return evs
+}
+
+// recordlessStore keeps a commit only as far as the seqs it hands out and
+// the grant records it writes, so that what the benchmarks count per
+// waiting request is the leasing's memory, not the store's copy of its
+// record.
+type recordlessStore struct{ *memQueueStore }
+
+func (r recordlessStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
+	w.Requests = nil
+	return r.memQueueStore.Commit(ctx, w, grants, ended)
 }
 
 // fullFleet is leasing over one connected worker whose every slot is taken,
@@ -71,7 +75,7 @@ func fullFleet(b *testing.B, n int) *Leasing {
 	b.Helper()
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	f.put(*view("w1", 4, 4))
-	l := NewLeasing(f, LeasingOptions{Store: &memQueueStore{}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	l := NewLeasing(f, LeasingOptions{Store: recordlessStore{newQueueStore()}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	for i := range n {
 		c := queue.Caller{Principal: fmt.Sprintf("r%05d", i)}
 		if _, err := l.Submit(context.Background(), c, contract.LeaseRequestInput{Platform: contract.PlatformIOS}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,29 +12,6 @@ import (
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
 )
-
-// recordingStore is memQueueStore keeping the request records too.
-type recordingStore struct {
-	memQueueStore
-	mu      sync.Mutex
-	records map[string]contract.LeaseRequestRecord
-}
-
-func (r *recordingStore) Commit(ctx context.Context, w queue.Writes, grants []store.Grant, ended []string) ([]contract.Event, error) {
-	r.mu.Lock()
-	for _, rec := range w.Requests {
-		r.records[rec.ID] = rec
-	}
-	r.mu.Unlock()
-	return r.memQueueStore.Commit(ctx, w, grants, ended)
-}
-
-func (r *recordingStore) Request(_ context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec, ok := r.records[id]
-	return rec, ok, nil
-}
 
 // A request bounced off a worker marks the worker stale for its class of
 // need; once the request ended in line (here, its timeout) and the
@@ -46,7 +22,7 @@ func TestABouncedRequestThatEndsInLineLeavesNoMarkBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 		f.put(*view("w1", 0, 2)) // connected, but no client yet: a dispatch bounces
-		l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+		l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 		st, err := l.Submit(context.Background(), queue.Caller{Principal: "agent"},
 			contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 2000})
 		if err != nil {
@@ -80,9 +56,9 @@ func TestABouncedRequestThatEndsInLineLeavesNoMarkBehind(t *testing.T) {
 // (another owner's is UNKNOWN_LEASE), and a requester with a recorded
 // lease is REQUESTER_ALREADY_LEASED.
 func TestTheLeaseIndexIsLoadedFromTheGrantRecordsAtStart(t *testing.T) {
-	st := &memQueueStore{grants: map[string]store.Grant{}}
+	st := newQueueStore()
 	for _, g := range []store.Grant{grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42"), grantOf("w2", "lse_b", "agent-b", "tok_bob", "build-42")} {
-		st.grants[g.Key] = g
+		st.putGrant(g)
 	}
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
@@ -112,9 +88,9 @@ func TestTheLeaseIndexIsLoadedFromTheGrantRecordsAtStart(t *testing.T) {
 // chosen id with its key (the name sessions hold it by), with the owner
 // from the grant record, and its record ends in the same decision.
 func TestALeasesEndIsToldUnderItsChosenIDAndItsKeyAndEndsItsRecord(t *testing.T) {
-	st := &memQueueStore{grants: map[string]store.Grant{}}
+	st := newQueueStore()
 	g := grantOf("w1", "lse_a", "agent-a", "tok_alice", "build-42")
-	st.grants[g.Key] = g
+	st.putGrant(g)
 	var told []string
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour,
@@ -140,9 +116,9 @@ func TestALeasesEndIsToldUnderItsChosenIDAndItsKeyAndEndsItsRecord(t *testing.T)
 // tenant's) is about the lease, never a way to tell a holder of a device
 // that is not its own.
 func TestALeasesNoticesNameTheDeviceOfItsGrantRecord(t *testing.T) {
-	st := &memQueueStore{grants: map[string]store.Grant{}}
+	st := newQueueStore()
 	g := grantOf("w1", "lse_a", "agent-a", "tok_alice", "")
-	st.grants[g.Key] = g
+	st.putGrant(g)
 	var told []string
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour,

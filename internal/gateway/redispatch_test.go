@@ -39,7 +39,7 @@ func (w *grantingWorker) answer(req contract.Request) any {
 func TestARequestRoutedBeforeAWorkersSessionExistsIsSentOnceItDoes(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	f.put(*view("w1", 0, 2)) // connected, no session yet
-	st := &recordingStore{records: map[string]contract.LeaseRequestRecord{}}
+	st := newQueueStore()
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	ctx := context.Background()

@@ -113,7 +113,7 @@ func TestAReadOfAnEndedLinkIsOlderThanTheNextLinks(t *testing.T) {
 // A worker the gateway forgot leaves nothing of its ended leases behind.
 func TestAForgottenWorkerLeavesNoEndedLeasesBehind(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	l := NewLeasing(f, LeasingOptions{Store: &memQueueStore{}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	_ = l.q.Do(func(*queue.Txn) error {
 		mustAdd(t, l.idx, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
 		return nil

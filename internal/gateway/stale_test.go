@@ -21,7 +21,7 @@ type staleRig struct {
 func newStaleRig(t *testing.T) *staleRig {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	f.put(*view("w1", 0, 2))
-	l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	if _, err := l.Submit(context.Background(), queue.Caller{Principal: "agent"},
 		contract.LeaseRequestInput{Platform: contract.PlatformIOS, TimeoutMs: 600_000}); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestARoomThatFreesRightAfterABounceIsKeptForTheRequestThatBounced(t *testin
 	synctest.Test(t, func(t *testing.T) {
 		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 		f.put(*view("w1", 0, 2)) // no session: every dispatch bounces
-		l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+		l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 		defer l.Close()
 		submit := func(agent, model string) {
 			if _, err := l.Submit(context.Background(), queue.Caller{Principal: agent},

@@ -8,16 +8,13 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/queue"
-	"github.com/simlock/simlock/internal/store"
 )
 
 // rejectedReasons are the reasons of the lease.rejected events st committed.
 func rejectedReasons(t *testing.T, st *memQueueStore) []string {
 	t.Helper()
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	var out []string
-	for _, ev := range st.events {
+	for _, ev := range st.storedEvents() {
 		if ev.Event != "lease.rejected" {
 			continue
 		}
@@ -49,7 +46,7 @@ func TestAFastFailIsRecordedWithItsOwnReason(t *testing.T) {
 			contract.LeaseRequestInput{Platform: contract.PlatformIOS, Model: "iPhone 3G"}, contract.CodeUnknownModel, "unresolvable-spec"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &memQueueStore{}
+			st := newQueueStore()
 			f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 			f.put(*tc.view)
 			l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
@@ -70,9 +67,9 @@ func TestAFastFailIsRecordedWithItsOwnReason(t *testing.T) {
 // without their ids (a detail that is only such an id goes), and the
 // gateway's requester prefix dropped, nested details included.
 func TestScrubRewritesAWorkersOwnNames(t *testing.T) {
-	st := &memQueueStore{grants: map[string]store.Grant{}}
+	st := newQueueStore()
 	g := grantOf("w1", "lse_0a", "agent-a", "tok_alice", "build-42")
-	st.grants[g.Key] = g
+	st.putGrant(g)
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
@@ -113,9 +110,9 @@ func TestScrubRewritesAWorkersOwnNames(t *testing.T) {
 // naming its requester, and the right one. Each refusal would otherwise be forwarded to the
 // lease's worker, which is not connected here: WORKER_UNREACHABLE.
 func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) {
-	st := &memQueueStore{grants: map[string]store.Grant{}}
+	st := newQueueStore()
 	g := grantOf("w1", "lse_0a", "agent-a", "tok_alice", "")
-	st.grants[g.Key] = g
+	st.putGrant(g)
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
@@ -173,7 +170,7 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 			t.Errorf("%s: %s, want %s", tc.what, got, tc.want)
 		}
 	}
-	if _, ok := st.grants[g.Key]; !ok {
+	if _, ok := st.grant(g.Key); !ok {
 		t.Errorf("the refusals, or a release its worker could not hear, ended the lease's grant record")
 	}
 	if got := l.Leases(queue.Caller{Principal: "tok_alice"}, nil); len(got) != 1 || got[0].ID != g.Key || !got[0].Unreachable {
@@ -188,7 +185,7 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 // the worker grants the requester after the restart is not taken for it.
 func TestALeaseGrantedForARequestSettledAtRestartIsGivenBack(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	l := NewLeasing(f, LeasingOptions{Store: &recordingStore{records: map[string]contract.LeaseRequestRecord{}}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	before := time.Now().Add(-time.Second).UnixMilli()
 	open := contract.LeaseRequestRecord{ID: "req_open", RequesterID: "agent-a", OwnerID: "tok_a", State: contract.RequestStarting,

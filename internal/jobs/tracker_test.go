@@ -9,45 +9,25 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
 
-// memStore is an in-memory Store that counts its writes.
+// memStore is the shared in-memory store (memstore) as the tracker's
+// Store, keeping every write in order.
 type memStore struct {
+	*memstore.Store
 	mu     sync.Mutex
-	jobs   map[string]contract.Job
 	writes []contract.Job
 }
 
-func newMemStore() *memStore { return &memStore{jobs: map[string]contract.Job{}} }
+func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
 
-func (m *memStore) PutJob(_ context.Context, j contract.Job) error {
+func (m *memStore) PutJob(ctx context.Context, j contract.Job) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.jobs[j.ID] = Clone(j)
 	m.writes = append(m.writes, Clone(j))
-	return nil
+	m.mu.Unlock()
+	return m.Store.PutJob(ctx, j)
 }
-
-func (m *memStore) Job(_ context.Context, id string) (contract.Job, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	j, ok := m.jobs[id]
-	return Clone(j), ok, nil
-}
-
-func (m *memStore) Jobs(_ context.Context, state string, limit int) ([]contract.Job, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []contract.Job
-	for _, j := range m.jobs {
-		if state == "" || j.State == state {
-			out = append(out, Clone(j))
-		}
-	}
-	return out, nil
-}
-
-func (m *memStore) DeleteJobsBefore(_ context.Context, ts int64) (int, error) { return 0, nil }
 
 func (m *memStore) written() []contract.Job {
 	m.mu.Lock()

@@ -86,11 +86,11 @@ func TestChosenLeaseIDsAreScopedPerOwner(t *testing.T) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		for _, g := range []contract.LeaseGrant{ga, gb, again} {
-			if _, ok := st.leases[g.Lease.Key]; !ok {
+			if _, ok := st.lease(g.Lease.Key); !ok {
 				t.Errorf("no stored lease %s", g.Lease.Key)
 			}
 		}
-		for _, ev := range st.events {
+		for _, ev := range st.storedEvents() {
 			if ev.Event != "lease.granted" && ev.Event != "lease.released" && ev.Event != "lease.renewed" {
 				continue
 			}

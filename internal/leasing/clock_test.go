@@ -23,7 +23,7 @@ func clockEvents(t *testing.T, st *memStore) []map[string]any {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out []map[string]any
-	for _, ev := range st.events {
+	for _, ev := range st.storedEvents() {
 		if ev.Event == "clock.jumped" {
 			var p map[string]any
 			if err := json.Unmarshal(ev.Payload, &p); err != nil {

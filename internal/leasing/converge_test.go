@@ -97,7 +97,7 @@ func TestUnreadablePlatformEndsLeasesAndLeavesDevicesForALaterStart(t *testing.T
 		if len(devs) != 1 || devs[0].State != contract.DeviceReclaiming {
 			t.Fatalf("devices = %+v, want the device left reclaiming", devs)
 		}
-		if !st.devices[g.Device.ID].DeferredReclaim {
+		if !st.device(g.Device.ID).DeferredReclaim {
 			t.Error("the device was not marked for a full clean")
 		}
 		e.Close()

@@ -560,7 +560,7 @@ func TestRestartRestoresLeasesAndExpiresPassedDeadlines(t *testing.T) {
 			t.Errorf("renew after restart: %v", err)
 		}
 		var failed int
-		for _, r := range st.requests {
+		for _, r := range st.storedRequests() {
 			if r.RequesterID == "c" && r.State == contract.RequestFailed {
 				failed++
 			}
@@ -597,7 +597,7 @@ func TestAFailedCommitStopsTheEngineTellsNobodyAndARestartConverges(t *testing.T
 			t.Fatalf("holders were told %v of an end that was never saved", lost)
 		}
 		st.mu.Lock()
-		saved := st.leases[g.Lease.ID]
+		saved, _ := st.lease(g.Lease.ID)
 		st.mu.Unlock()
 		if saved.EndedAt != 0 {
 			t.Fatal("the store holds the end whose commit failed")
@@ -665,7 +665,7 @@ func TestEventsCarryCapacityChanges(t *testing.T) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		var last contract.Capacity
-		for _, ev := range st.events {
+		for _, ev := range st.storedEvents() {
 			if ev.Event == "capacity.changed" {
 				if err := json.Unmarshal(ev.Payload, &last); err != nil {
 					t.Fatal(err)

@@ -9,109 +9,103 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
 
-// memStore is an in-memory Store: it keeps what a real store would, so a
-// second engine can start from it as from a database after a crash.
+// memStore is the shared in-memory store (memstore) as the engine's
+// Store, so a second engine can start from it as from a database after a
+// crash. It checks what a real store cannot: that every row a Change's
+// Before names is stored exactly so (the engine decides from Before which
+// columns a real store writes). failNext fails the next Commit; mu guards
+// it. It is no store.Reserver (the field is not embedded): every decision
+// is written through Commit.
 type memStore struct {
-	mu sync.Mutex
-	// mu guards the fields below.
-	devices  map[string]store.Device
-	leases   map[string]store.Lease
-	requests map[string]contract.LeaseRequestRecord
-	events   []contract.Event
+	st       *memstore.Store
+	mu       sync.Mutex
 	failNext bool
 }
 
-func newMemStore() *memStore {
-	return &memStore{devices: map[string]store.Device{}, leases: map[string]store.Lease{}, requests: map[string]contract.LeaseRequestRecord{}}
+func newMemStore() *memStore { return &memStore{st: memstore.New()} }
+
+func (m *memStore) Load(ctx context.Context) (store.Snapshot, error) { return m.st.Load(ctx) }
+
+func (m *memStore) RequestByKey(ctx context.Context, requester, key string) (contract.LeaseRequestRecord, bool, error) {
+	return m.st.RequestByKey(ctx, requester, key)
+}
+
+func (m *memStore) Request(ctx context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
+	return m.st.Request(ctx, id)
 }
 
 var errInjected = errors.New("disk full")
 
-func (m *memStore) Commit(_ context.Context, c store.Change) ([]contract.Event, error) {
+func (m *memStore) Commit(ctx context.Context, c store.Change) ([]contract.Event, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failNext {
-		m.failNext = false
+	fail := m.failNext
+	m.failNext = false
+	m.mu.Unlock()
+	if fail {
 		return nil, errInjected
 	}
-	// What the engine says is stored must be exactly what is: it decides
-	// which columns a real store writes.
+	// The write lock, so that nothing commits between the check and the
+	// write.
+	res, err := m.st.Reserve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
 	for id, was := range c.Before.Devices {
-		if got, ok := m.devices[id]; !ok || !reflect.DeepEqual(got, was) {
+		if got, ok := m.st.Device(id); !ok || !reflect.DeepEqual(got, was) {
 			return nil, fmt.Errorf("Before names device %s as %+v, stored %+v (%v)", id, was, got, ok)
 		}
 	}
 	for id, was := range c.Before.Leases {
-		if got, ok := m.leases[id]; !ok || got != was {
+		if got, ok := m.st.Lease(id); !ok || got != was {
 			return nil, fmt.Errorf("Before names lease %s as %+v, stored %+v (%v)", id, was, got, ok)
 		}
 	}
-	for _, d := range c.Devices {
-		m.devices[d.ID] = d
-	}
-	for _, l := range c.Leases {
-		m.leases[l.UniqueKey()] = l
-	}
-	for _, r := range c.Requests {
-		m.requests[r.ID] = r
-	}
-	var out []contract.Event
-	for _, e := range c.Events {
-		ev := contract.Event{ID: e.ID, Seq: int64(len(m.events) + 1), Timestamp: e.Timestamp, Event: e.Event, Payload: e.Payload}
-		m.events = append(m.events, ev)
-		out = append(out, ev)
-	}
-	return out, nil
+	return res.Commit(ctx, c)
 }
 
-func (m *memStore) Load(context.Context) (store.Snapshot, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var s store.Snapshot
-	for _, d := range m.devices {
-		if d.State != contract.DeviceDeleted {
-			s.Devices = append(s.Devices, d)
-		}
+// put commits c as an earlier run would have: the rows a test starts
+// from.
+func (m *memStore) put(c store.Change) {
+	if _, err := m.st.Commit(context.Background(), c); err != nil {
+		panic(err)
 	}
-	for _, l := range m.leases {
-		if l.EndedAt == 0 {
-			s.Leases = append(s.Leases, l)
-		}
-	}
-	for _, r := range m.requests {
-		if !r.State.Terminal() {
-			s.Requests = append(s.Requests, r)
-		}
-	}
-	return s, nil
 }
 
-func (m *memStore) RequestByKey(_ context.Context, requester, key string) (contract.LeaseRequestRecord, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range m.requests {
-		if r.RequesterID == requester && r.IdempotencyKey == key {
-			return r, true, nil
-		}
-	}
-	return contract.LeaseRequestRecord{}, false, nil
+// device is the stored device id (zero if none).
+func (m *memStore) device(id string) store.Device {
+	d, _ := m.st.Device(id)
+	return d
 }
 
-func (m *memStore) Request(_ context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.requests[id]
-	return r, ok, nil
+// lease is the stored lease with the unique key key.
+func (m *memStore) lease(key string) (store.Lease, bool) { return m.st.Lease(key) }
+
+// storedEvents is every stored event, oldest first.
+func (m *memStore) storedEvents() []contract.Event {
+	evs, err := m.st.Events(context.Background(), store.EventQuery{Limit: 1 << 30})
+	if err != nil {
+		panic(err)
+	}
+	return evs
+}
+
+// storedRequests is every stored request.
+func (m *memStore) storedRequests() []contract.LeaseRequestRecord {
+	rs, err := m.st.Requests(context.Background(), 1<<30)
+	if err != nil {
+		panic(err)
+	}
+	return rs
 }
 
 // names lists the events stored so far, optionally only those named.
 func (m *memStore) names(only ...string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var out []string
-	for _, e := range m.events {
+	for _, e := range m.storedEvents() {
 		if len(only) == 0 {
 			out = append(out, e.Event)
 			continue

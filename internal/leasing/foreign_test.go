@@ -96,9 +96,9 @@ func TestLegacyLeasedDeviceIsNotDrift(t *testing.T) {
 			t.Fatal(err)
 		}
 		t0 := time.Now().UnixMilli()
-		st.devices["dev_legacy"] = store.Device{ID: "dev_legacy", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1",
+		st.put(store.Change{Devices: []store.Device{{ID: "dev_legacy", Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1",
 			Driver: "demo", State: contract.DeviceReady, DriverDeviceID: "legacy-udid", Address: "legacy-udid",
-			DriverData: []byte(`{"model":"iPhone 17","osVersion":"26.1"}`), CreatedAt: t0, StateSince: t0, LastUsedAt: t0}
+			DriverData: []byte(`{"model":"iPhone 17","osVersion":"26.1"}`), CreatedAt: t0, StateSince: t0, LastUsedAt: t0}}})
 		h := build(t, st, fixed(2), nil, nil, func(_ *harness, o *Options) {
 			o.DefaultTTL = time.Hour
 			o.Drivers[contract.PlatformIOS] = drv

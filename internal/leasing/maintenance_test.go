@@ -44,7 +44,7 @@ func payloads(t *testing.T, st *memStore, name string) []map[string]any {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out []map[string]any
-	for _, ev := range st.events {
+	for _, ev := range st.storedEvents() {
 		if ev.Event != name {
 			continue
 		}

@@ -193,7 +193,7 @@ func (h *endHarness) state(deviceID string) contract.DeviceState {
 func stored(st *memStore, deviceID string) store.Device {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.devices[deviceID]
+	return st.device(deviceID)
 }
 
 // gate is a participant that records each call and returns only once let
@@ -719,10 +719,10 @@ func TestEndThatLeavesNoDeviceToCleanCallsTheParticipantWithoutWaiting(t *testin
 		// A lease whose device record is gone: its end starts no reclaim.
 		st := newMemStore()
 		t0 := time.Now().UnixMilli()
-		st.leases["lse_orphan"] = store.Lease{LeaseRecord: contract.LeaseRecord{
+		st.put(store.Change{Leases: []store.Lease{{LeaseRecord: contract.LeaseRecord{
 			ID: "lse_orphan", DeviceID: "dev_gone", RequesterID: "a", OwnerID: "a",
 			GrantedAt: t0, TTLMs: time.Hour.Milliseconds(), LastRenewedAt: t0, TTLDeadline: t0 + time.Hour.Milliseconds(),
-		}}
+		}}}})
 		running := newGate(t)
 		running.heed = true
 		rejects := participantFunc(func(context.Context, EndedLease) error { return errors.New("no such session") })

@@ -53,7 +53,7 @@ func readyBy(t *testing.T, h *harness, initiator string) []string {
 	h.st.mu.Lock()
 	defer h.st.mu.Unlock()
 	var out []string
-	for _, ev := range h.st.events {
+	for _, ev := range h.st.storedEvents() {
 		if ev.Event != "device.ready" {
 			continue
 		}

@@ -13,10 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/simlock/simlock/internal/client"
-	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
-	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/daemontest"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/demo"
 )
@@ -45,40 +44,16 @@ func newRig(t *testing.T, settings ...string) *rig {
 // nil) before the daemon starts.
 func newRigWith(t *testing.T, wrap func(*demo.Driver) driver.Driver, settings ...string) *rig {
 	t.Helper()
-	home, err := os.MkdirTemp("", "slm")
-	if err != nil {
-		t.Fatal(err)
+	opts := []daemontest.Option{daemontest.Set(settings...), daemontest.DemoTimes(20*time.Millisecond, 20*time.Millisecond)}
+	if wrap != nil {
+		opts = append(opts, daemontest.WrapDemo(wrap))
 	}
-	t.Cleanup(func() { os.RemoveAll(home) })
-	cfg := config.Default()
-	for i := 0; i+1 < len(settings); i += 2 {
-		if cfg, err = cfg.Override(settings[i], settings[i+1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	drivers := map[contract.Platform]driver.Driver{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p, ProvisionTime: 20 * time.Millisecond, BootTime: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		drivers[p] = d
-		if wrap != nil {
-			drivers[p] = wrap(d)
-		}
-	}
-	d, err := daemon.Start(context.Background(), daemon.Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, home: home, heard: make(chan struct{}, 64), done: make(chan struct{}), d: d}
+	dt := daemontest.Start(t, opts...)
+	r := &rig{t: t, home: dt.Home, heard: make(chan struct{}, 64), done: make(chan struct{}), d: dt.Daemon()}
 	r.restart = func() {
-		r.d, err = daemon.Start(context.Background(), daemon.Options{Home: home, Version: "test", Config: cfg, Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		dt.Restart()
+		r.d = dt.Daemon()
 	}
-	t.Cleanup(func() { r.d.Stop("test over") })
 	serverT, clientT := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

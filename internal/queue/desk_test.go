@@ -47,7 +47,7 @@ func TestDeskBoundsTheTTLBeforeAnythingIsStored(t *testing.T) {
 				if resolved != 0 {
 					t.Errorf("the placer resolved a request refused for its TTL %d times, want 0", resolved)
 				}
-				if n := len(r.st.records); n != 0 {
+				if n := len(r.st.all()); n != 0 {
 					t.Errorf("a request refused for its TTL left %d records, want 0", n)
 				}
 				return

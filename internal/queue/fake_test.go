@@ -7,74 +7,64 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/memstore"
 )
 
-// memStore keeps what a database would: every record as last written and
-// every event in order.
+// memStore is the shared in-memory store (memstore) behind the queue's
+// Store: it keeps every record as last written and every event in order,
+// and counts commits; failNext makes the next Commit fail.
 type memStore struct {
+	*memstore.Store
 	mu       sync.Mutex
-	records  map[string]contract.LeaseRequestRecord
-	events   []contract.Event
 	commits  int
 	failNext bool
 }
 
-func newMemStore() *memStore { return &memStore{records: map[string]contract.LeaseRequestRecord{}} }
+func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
 
 var errDiskFull = errors.New("disk full")
 
-func (m *memStore) Commit(_ context.Context, w Writes) ([]contract.Event, error) {
+func (m *memStore) Commit(ctx context.Context, w Writes) ([]contract.Event, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.failNext {
 		m.failNext = false
+		m.mu.Unlock()
 		return nil, errDiskFull
 	}
 	if len(w.Requests)+len(w.Events) == 0 {
+		m.mu.Unlock()
 		return nil, nil
 	}
 	m.commits++
-	for _, r := range w.Requests {
-		m.records[r.ID] = r
+	m.mu.Unlock()
+	c := store.Change{Requests: w.Requests, Events: make([]store.NewEvent, len(w.Events))}
+	for i, e := range w.Events {
+		c.Events[i] = store.NewEvent{ID: e.ID, Timestamp: e.Timestamp, Event: e.Event, Payload: e.Payload}
 	}
-	out := make([]contract.Event, 0, len(w.Events))
-	for _, e := range w.Events {
-		e.Seq = int64(len(m.events) + 1)
-		m.events = append(m.events, e)
-		out = append(out, e)
-	}
-	return out, nil
+	return m.Store.Commit(ctx, c)
 }
 
-func (m *memStore) RequestByKey(_ context.Context, requester, key string) (contract.LeaseRequestRecord, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range m.records {
-		if r.RequesterID == requester && r.IdempotencyKey == key {
-			return r, true, nil
-		}
+// all is every stored request record.
+func (m *memStore) all() []contract.LeaseRequestRecord {
+	rs, err := m.Requests(context.Background(), 1<<30)
+	if err != nil {
+		panic(err)
 	}
-	return contract.LeaseRequestRecord{}, false, nil
-}
-
-func (m *memStore) Request(_ context.Context, id string) (contract.LeaseRequestRecord, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.records[id]
-	return r, ok, nil
+	return rs
 }
 
 func (m *memStore) record(id string) contract.LeaseRequestRecord {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.records[id]
+	r, _, err := m.Request(context.Background(), id)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
 // stateOf is the stored state of requester's request ("" for none).
 func (m *memStore) stateOf(requester string) contract.RequestState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range m.records {
+	for _, r := range m.all() {
 		if r.RequesterID == requester {
 			return r.State
 		}
@@ -82,11 +72,18 @@ func (m *memStore) stateOf(requester string) contract.RequestState {
 	return ""
 }
 
+// storedEvents is every stored event, oldest first.
+func (m *memStore) storedEvents() []contract.Event {
+	evs, err := m.Events(context.Background(), store.EventQuery{Limit: 1 << 30})
+	if err != nil {
+		panic(err)
+	}
+	return evs
+}
+
 func (m *memStore) names() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var out []string
-	for _, e := range m.events {
+	for _, e := range m.storedEvents() {
 		out = append(out, e.Event)
 	}
 	return out

@@ -255,8 +255,8 @@ func TestAnAgentRequestsOnlyInItsOwnLane(t *testing.T) {
 		t.Fatalf("details %v, want the refused requesterId", ce.Details)
 	}
 	expectCode(t, "alice as alicex", r.submitAs(alice, as("alicex/1")).err, contract.CodeForbidden)
-	if len(r.st.records) != 0 {
-		t.Fatalf("a refused request was stored: %v", r.st.records)
+	if len(r.st.all()) != 0 {
+		t.Fatalf("a refused request was stored: %v", r.st.all())
 	}
 	if c := r.submitAs(alice, as("alice/build-1")); c.err != nil {
 		t.Fatalf("alice in her own lane: %v", c.err)

@@ -112,7 +112,7 @@ func TestALockedStoreFailsTryAndDelaysDo(t *testing.T) {
 		default:
 			t.Fatal("Do did not run once the lock was free")
 		}
-		if evs := s.memStore.events; len(evs) != 1 || evs[0].Event != "test.done" {
+		if evs := s.memStore.storedEvents(); len(evs) != 1 || evs[0].Event != "test.done" {
 			t.Errorf("events stored: %+v, want test.done alone", evs)
 		}
 

@@ -68,7 +68,7 @@ func checkRequests(ctx context.Context, h *home, c interface {
 	q := url.Values{}
 	q.Add("mode", "ro")
 	q.Add("_pragma", "busy_timeout(5000)")
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "simlock.db")+"?"+q.Encode())
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.Dir, "simlock.db")+"?"+q.Encode())
 	if err != nil {
 		return []string{named("checker", "open the database: %v", err)}
 	}

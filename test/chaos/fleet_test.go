@@ -202,7 +202,7 @@ func startFleet(t *testing.T) *fleet {
 // instanceOf is the instance id of h's daemon.
 func instanceOf(t *testing.T, h *home) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(h.dir, "instance.json"))
+	b, err := os.ReadFile(filepath.Join(h.Dir, "instance.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func (fl *fleet) keepLogs(t *testing.T, violations []string) {
 	copyLog := func(h *home, name string) {
 		for from, to := range map[string]string{"daemon.log": name + ".log", "simlock.db": name + ".db",
 			"simlock.db-wal": name + ".db-wal"} {
-			b, err := os.ReadFile(filepath.Join(h.dir, from))
+			b, err := os.ReadFile(filepath.Join(h.Dir, from))
 			if err == nil {
 				err = os.WriteFile(filepath.Join(dir, to), b, 0o644)
 			}

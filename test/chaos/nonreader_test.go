@@ -63,7 +63,7 @@ func TestSessionsThatNeverReadAreClosedAndTheirMemoryGivenBack(t *testing.T) {
 	renewAll(200) // the daemon's working set, before the sleepers
 	start := h.rss()
 
-	token, err := os.ReadFile(filepath.Join(h.dir, "admin.token"))
+	token, err := os.ReadFile(filepath.Join(h.Dir, "admin.token"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestDaemonSingleInstanceAndStatus(t *testing.T) {
 	if e["code"] != "DAEMON_STARTUP_FAILED" {
 		t.Errorf("the second daemon's error code = %v, want DAEMON_STARTUP_FAILED", e["code"])
 	}
-	if got := lockPID(h.dir); got != pid {
+	if got := lockPID(h.Dir); got != pid {
 		t.Errorf("daemon.lock names pid %d after the second run, want the first daemon %d", got, pid)
 	}
 
@@ -53,8 +53,8 @@ func TestDaemonSingleInstanceAndStatus(t *testing.T) {
 	if p, _ := st["pid"].(float64); int(p) != pid {
 		t.Errorf("daemon status pid = %v, want %d", st["pid"], pid)
 	}
-	if st["home"] != h.dir {
-		t.Errorf("daemon status home = %v, want %s", st["home"], h.dir)
+	if st["home"] != h.Dir {
+		t.Errorf("daemon status home = %v, want %s", st["home"], h.Dir)
 	}
 
 	r = h.run("daemon", "stop")
@@ -70,7 +70,7 @@ func TestDaemonSingleInstanceAndStatus(t *testing.T) {
 	default:
 		t.Fatalf("daemon stop\n%s", r)
 	}
-	if !waitLockFree(h.dir, waitBound) {
+	if !waitLockFree(h.Dir, waitBound) {
 		t.Fatalf("the daemon still holds its lock after daemon stop")
 	}
 
@@ -80,7 +80,7 @@ func TestDaemonSingleInstanceAndStatus(t *testing.T) {
 			t.Fatalf("daemon status --json of a stopped daemon\n%s", r)
 		}
 	}
-	if lockHeld(h.dir) {
+	if lockHeld(h.Dir) {
 		t.Errorf("daemon status started a daemon")
 	}
 	if _, err := os.Stat(h.path("daemon.sock")); !errors.Is(err, os.ErrNotExist) {
@@ -133,7 +133,7 @@ func TestConfigAndTTLValidation(t *testing.T) {
 		if !strings.Contains(message(e), "lease.defaultTtlMs") {
 			t.Errorf("the error does not name lease.defaultTtlMs\n%s", r)
 		}
-		if lockHeld(h.dir) {
+		if lockHeld(h.Dir) {
 			t.Errorf("a daemon runs despite the invalid config")
 		}
 		r = h.run("status", "--json")
@@ -155,7 +155,7 @@ func TestDaemonStopAnswersBeforeClosing(t *testing.T) {
 		if r.code != 0 || strings.TrimSpace(r.stdout) != `{"status":"stopped"}` {
 			t.Fatalf("stop #%d\n%s", i+1, r)
 		}
-		if !waitLockFree(h.dir, waitBound) {
+		if !waitLockFree(h.Dir, waitBound) {
 			t.Fatalf("the daemon did not stop")
 		}
 	}
@@ -183,8 +183,8 @@ func TestFirstStatusInAFreshHomeShowsTheFullView(t *testing.T) {
 			}
 		}
 	}
-	if pid := h.startDaemon(); pid != lockPID(h.dir) {
-		t.Errorf("daemon start answered for pid %d, the lock names %d", pid, lockPID(h.dir))
+	if pid := h.startDaemon(); pid != lockPID(h.Dir) {
+		t.Errorf("daemon start answered for pid %d, the lock names %d", pid, lockPID(h.Dir))
 	}
 	if st := daemonStatus(t, h); st["health"] != "running" {
 		t.Errorf("daemon status after daemon start: %v, want health running", st)
@@ -208,7 +208,7 @@ func TestDaemonStartReportsAFailedStartup(t *testing.T) {
 	if strings.Contains(r.stdout, "running") {
 		t.Errorf("a failed start printed running\n%s", r)
 	}
-	if !waitLockFree(h.dir, waitBound) {
+	if !waitLockFree(h.Dir, waitBound) {
 		t.Errorf("the daemon whose startup failed still holds its lock")
 	}
 }
@@ -271,7 +271,7 @@ func TestAHeldLeaseSurvivesADaemonRestartAndIsRenewedAfterIt(t *testing.T) {
 func TestDaemonStartStartsADaemonWhenTheSocketDropsTheSessionUnanswered(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("unix", h.path("daemon.sock"))

@@ -22,18 +22,18 @@ import (
 // hold: the suite does not depend on what else runs.
 func (h *home) withShims(e shimtest.Env, drivers string) {
 	if strings.Contains(drivers, "android") {
-		h.adbPort = freePort(h.t)
+		h.adbPort = freePort(h.T)
 		if r := h.run("config", "set", "drivers.android.adbServerPort", h.adbPort); r.code != 0 {
-			h.t.Fatalf("config set drivers.android.adbServerPort %s: %s", h.adbPort, r)
+			h.T.Fatalf("config set drivers.android.adbServerPort %s: %s", h.adbPort, r)
 		}
 	}
 	var env []string
-	for _, kv := range e.Environ(h.env) {
+	for _, kv := range e.Environ(h.Env) {
 		if !strings.HasPrefix(kv, "SIMLOCK_DRIVERS=") {
 			env = append(env, kv)
 		}
 	}
-	h.env = append(env, "SIMLOCK_DRIVERS="+drivers)
+	h.Env = append(env, "SIMLOCK_DRIVERS="+drivers)
 }
 
 // shim runs a fake tool directly, as a user's own script would, outside

@@ -238,17 +238,17 @@ func TestAGatewaysLeaseRecordsNameTheirWorkerAndListAnAbsentOnesLeasesUnreachabl
 
 // runPiped runs simlock as agent with stdin piped from in.
 func (h *home) runPiped(agent, in string, args ...string) result {
-	h.t.Helper()
+	h.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, simlockBin, args...)
-	cmd.Env = append(slices.Clone(h.env), "SIMLOCK_AGENT_ID="+agent)
+	cmd.Env = append(slices.Clone(h.Env), "SIMLOCK_AGENT_ID="+agent)
 	cmd.Stdin = strings.NewReader(in)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	_ = cmd.Run()
 	if ctx.Err() != nil {
-		h.t.Fatalf("simlock %s did not finish", strings.Join(args, " "))
+		h.T.Fatalf("simlock %s did not finish", strings.Join(args, " "))
 	}
 	return result{args: args, stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
 }

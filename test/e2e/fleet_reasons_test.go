@@ -16,7 +16,7 @@ func TestAWorkerThatWentAwayIsListedWithWhyInWordsAndTheCodeInJSON(t *testing.T)
 	a, b := f.worker("worker-a", 1), f.worker("worker-b", 1)
 	idA, idB := instanceID(t, a), instanceID(t, b)
 	f.await("both workers connected", 5*time.Second, connected(idA, idB))
-	if err := syscall.Kill(lockPID(a.dir), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(lockPID(a.Dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.run("daemon", "stop"); r.code != 0 {

@@ -40,10 +40,10 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 	// Five restarts in a row: a worker's redial delay must not grow with
 	// each (it would pass 5 s by the fourth if it doubled).
 	for round := 1; round <= 5; round++ {
-		if err := syscall.Kill(lockPID(f.gw.dir), syscall.SIGKILL); err != nil {
+		if err := syscall.Kill(lockPID(f.gw.Dir), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		if !waitLockFree(f.gw.dir, 10*time.Second) {
+		if !waitLockFree(f.gw.Dir, 10*time.Second) {
 			t.Fatal("the gateway still holds its lock 10 s after SIGKILL")
 		}
 		f.gw.startDaemon()

@@ -760,7 +760,7 @@ func TestReleaseAllWithAWorkerUnreachableNamesWhatItReleasedAndWhoDidNotAnswer(t
 	if g2.Lease.WorkerID == idA {
 		awayHome, reachableHome = a, b
 	}
-	pid := lockPID(awayHome.dir)
+	pid := lockPID(awayHome.Dir)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

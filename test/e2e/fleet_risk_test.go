@@ -20,7 +20,7 @@ func TestAHolderIsToldItsLeaseIsAtRiskWhileItsWorkerIsStoppedAndSafeWhenItIsBack
 	f.await("worker A connected", 5*time.Second, connected(idA))
 	// 21 s: renewals every 7 s, so a stop of a few seconds is survived.
 	p, g := f.gw.hold("at-risk", "ios", "--ttl", "21s")
-	pid := lockPID(a.dir)
+	pid := lockPID(a.Dir)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -112,17 +112,7 @@ func (f *fleet) worker(label string, maxRunning int, extra ...string) *home {
 // instanceID is the worker id a home joins with.
 func instanceID(t *testing.T, h *home) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(h.dir, "instance.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in struct {
-		ID string `json:"instanceId"`
-	}
-	if json.Unmarshal(b, &in) != nil || in.ID == "" {
-		t.Fatalf("instance.json: %s", b)
-	}
-	return in.ID
+	return h.InstanceID(t)
 }
 
 type workerLine struct {
@@ -279,7 +269,7 @@ func TestAKilledWorkerIsListedDisconnectedAndComesBackByItself(t *testing.T) {
 	a := f.worker("worker-a", 2)
 	idA := instanceID(t, a)
 	f.await("worker A connected", 5*time.Second, connected(idA))
-	if err := syscall.Kill(lockPID(a.dir), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(lockPID(a.Dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -559,7 +549,7 @@ func TestAWorkerThatFallsSilentIsDroppedAfterItsMissedHeartbeats(t *testing.T) {
 	f.await("worker A connected", 5*time.Second, connected(idA))
 	// Stopped, not killed: its socket stays open and nothing answers the
 	// gateway's pings, as with a Mac that went to sleep or a cut cable.
-	pid := lockPID(a.dir)
+	pid := lockPID(a.Dir)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -643,10 +633,10 @@ func TestAWorkersEventsWhileTheGatewayIsDownAreRelayedOnceEachWhenItIsBack(t *te
 
 	for round, stop := range []func(){
 		func() { f.gw.run("daemon", "stop") },
-		func() { _ = syscall.Kill(lockPID(f.gw.dir), syscall.SIGKILL) },
+		func() { _ = syscall.Kill(lockPID(f.gw.Dir), syscall.SIGKILL) },
 	} {
 		stop()
-		if !waitLockFree(f.gw.dir, 10*time.Second) {
+		if !waitLockFree(f.gw.Dir, 10*time.Second) {
 			t.Fatalf("round %d: the gateway still holds its lock 10 s after it was stopped", round)
 		}
 		// Work on the worker while nobody relays it.
@@ -896,7 +886,7 @@ func TestFiftyRequestersShareAFleetOfFourFairly(t *testing.T) {
 	clients := make([]*client.Client, n)
 	ids := make([]string, n)
 	for i := range n {
-		c, err := client.Dial(ctx, daemon.SocketPath(f.gw.dir), contract.HelloInput{Principal: fmt.Sprintf("r%02d", i),
+		c, err := client.Dial(ctx, daemon.SocketPath(f.gw.Dir), contract.HelloInput{Principal: fmt.Sprintf("r%02d", i),
 			Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
 		if err != nil {
 			t.Fatal(err)
@@ -984,7 +974,7 @@ func TestARequestInFlightToAWorkerThatDiesEndsWorkerUnreachable(t *testing.T) {
 	f.await("the slow worker connected", 5*time.Second, connected(id))
 	p := f.gw.start("lease", "--platform", "ios", "--agent-id", "stranded", "--progress", "json")
 	p.waitLine(p.stderr, "provisioning on the worker", func(s string) bool { return strings.Contains(s, `"stage":"provisioning"`) })
-	if err := syscall.Kill(lockPID(slow.dir), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(lockPID(slow.Dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	line := p.waitLine(p.stderr, "the request's end", func(s string) bool { return strings.Contains(s, `"code"`) })
@@ -1141,7 +1131,7 @@ func TestASilentUplinkMidLeaseMakesRenewUnreachableAndTheLeaseSurvives(t *testin
 	idA := instanceID(t, a)
 	f.await("worker A connected", 5*time.Second, connected(idA))
 	g := f.gw.leaseDetached("holder", "ios")
-	pid := lockPID(a.dir)
+	pid := lockPID(a.Dir)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

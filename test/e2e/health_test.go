@@ -239,11 +239,11 @@ func TestStartAfterKillEndsTheLeaseOfAStoppedDevice(t *testing.T) {
 	lost := h.leaseDetached("a", "ios", "--ttl", "10m")
 	kept := h.leaseDetached("b", "ios", "--ttl", "10m")
 	inject(t, h, lost.Device.ID, "crash") // no health monitor: nobody notices yet
-	pid := lockPID(h.dir)
+	pid := lockPID(h.Dir)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitLockFree(h.dir, waitBound) {
+	if !waitLockFree(h.Dir, waitBound) {
 		t.Fatal("the killed daemon still holds its lock")
 	}
 	after := h.leases() // a new daemon starts and converges

@@ -9,11 +9,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,11 +37,10 @@ var fastDemo = []string{
 	"drivers.demo.reclaimMs", "60",
 }
 
-// home is one SIMLOCK_HOME, with the daemon the CLI starts for it on demand.
+// home is one SIMLOCK_HOME (bintest.Home), with the daemon the CLI starts
+// for it on demand.
 type home struct {
-	t   *testing.T
-	dir string
-	env []string
+	*bintest.Home
 	// adbPort is the port of the daemon's own adb server, which withShims
 	// takes from the OS for a home with the Android driver ("" without).
 	adbPort string
@@ -55,81 +52,20 @@ type home struct {
 func newHome(t *testing.T, settings ...string) *home {
 	t.Helper()
 	consultSourcesOnce(t)
-	if len(settings)%2 != 0 {
-		t.Fatalf("newHome: settings must be key, value pairs")
-	}
-	// Not t.TempDir(): its path is too long for a unix socket.
-	dir, err := os.MkdirTemp("", "slk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &home{t: t, dir: dir, env: bintest.Env(dir)}
-	t.Cleanup(h.cleanup)
-	for i := 0; i < len(settings); i += 2 {
-		r := h.run("config", "set", settings[i], settings[i+1])
-		if r.code != 0 {
-			t.Fatalf("config set %s %s: %s", settings[i], settings[i+1], r)
-		}
-	}
-	return h
+	return &home{Home: bintest.NewHome(t, simlockBin, bintest.HomeOptions{}, settings...)}
 }
 
-func (h *home) path(name string) string { return filepath.Join(h.dir, name) }
-
-// cleanup stops the daemon gracefully, kills it if it still holds its lock,
-// and removes the home. Processes started with start are killed before this
-// runs (their cleanups were registered later).
-func (h *home) cleanup() {
-	t := h.t
-	defer os.RemoveAll(h.dir)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if r, err := h.exec(ctx, "daemon", "stop"); err != nil || r.code != 0 {
-		t.Logf("cleanup: daemon stop: %v %s", err, r)
-	}
-	if waitLockFree(h.dir, 10*time.Second) {
-		return
-	}
-	pid := lockPID(h.dir)
-	t.Errorf("cleanup: the daemon (pid %d) still holds %s 10s after daemon stop; killing it", pid, h.path("daemon.lock"))
-	if pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if !waitLockFree(h.dir, 10*time.Second) {
-		t.Errorf("cleanup: daemon.lock is still held after SIGKILL of pid %d", pid)
-	}
-}
+func (h *home) path(name string) string { return h.Path(name) }
 
 // lockHeld reports whether a daemon runs for dir (see bintest.LockHeld).
 func lockHeld(dir string) bool { return bintest.LockHeld(dir) }
 
 // waitLockFree polls until nobody holds the daemon lock; false if the bound
 // passed first.
-func waitLockFree(dir string, bound time.Duration) bool {
-	deadline := time.NewTimer(bound)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for lockHeld(dir) {
-		select {
-		case <-deadline.C:
-			return !lockHeld(dir)
-		case <-tick.C:
-		}
-	}
-	return true
-}
+func waitLockFree(dir string, bound time.Duration) bool { return bintest.WaitLockFree(dir, bound) }
 
 // lockPID is the pid on daemon.lock's first line, or 0.
-func lockPID(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "daemon.lock"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	return pid
-}
+func lockPID(dir string) int { return bintest.LockPID(dir) }
 
 // result is a command run to completion.
 type result struct {
@@ -148,18 +84,18 @@ func (r result) String() string {
 // exec runs simlock to completion; an error means it could not run or did
 // not finish in time.
 func (h *home) exec(ctx context.Context, args ...string) (result, error) {
-	r, err := bintest.Exec(ctx, simlockBin, h.env, args...)
+	r, err := h.Exec(ctx, args...)
 	return result{args: r.Args, stdout: r.Stdout, stderr: r.Stderr, code: r.Code, elapsed: r.Elapsed, ended: r.Ended}, err
 }
 
 // run runs simlock to completion from the test goroutine.
 func (h *home) run(args ...string) result {
-	h.t.Helper()
+	h.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), commandBound)
 	defer cancel()
 	r, err := h.exec(ctx, args...)
 	if err != nil {
-		h.t.Fatalf("%v\n%s", err, r)
+		h.T.Fatalf("%v\n%s", err, r)
 	}
 	return r
 }
@@ -257,10 +193,10 @@ type proc struct {
 // start runs simlock in the background; its cleanup kills it if it still
 // runs.
 func (h *home) start(args ...string) *proc {
-	t := h.t
+	t := h.T
 	t.Helper()
 	cmd := exec.Command(simlockBin, args...)
-	cmd.Env = h.env
+	cmd.Env = h.Env
 	outR, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -518,36 +454,36 @@ func expectFailure(t *testing.T, r result, exit int, code string) map[string]any
 // leaseDetached leases a device for agent with --detach and returns the
 // grant.
 func (h *home) leaseDetached(agent, platform string, extra ...string) grant {
-	h.t.Helper()
+	h.T.Helper()
 	args := append([]string{"lease", "--platform", platform, "--agent-id", agent, "--detach"}, extra...)
 	r := h.run(args...)
 	if r.code != 0 {
-		h.t.Fatalf("lease failed\n%s", r)
+		h.T.Fatalf("lease failed\n%s", r)
 	}
-	return parseGrant(h.t, strings.TrimSpace(r.stdout))
+	return parseGrant(h.T, strings.TrimSpace(r.stdout))
 }
 
 // hold starts a lease holder (no --detach) and waits for its grant.
 func (h *home) hold(agent, platform string, extra ...string) (*proc, grant) {
-	h.t.Helper()
+	h.T.Helper()
 	args := append([]string{"lease", "--platform", platform, "--agent-id", agent}, extra...)
 	p := h.start(args...)
 	l := p.waitLine(p.stdout, "a grant", func(string) bool { return true })
-	return p, parseGrant(h.t, l.text)
+	return p, parseGrant(h.T, l.text)
 }
 
 // leases is `simlock list --leases`, by lease id.
 func (h *home) leases() map[string]leaseRec {
-	h.t.Helper()
+	h.T.Helper()
 	r := h.run("list", "--leases")
 	if r.code != 0 {
-		h.t.Fatalf("list --leases failed\n%s", r)
+		h.T.Fatalf("list --leases failed\n%s", r)
 	}
 	var out struct {
 		Leases *[]leaseRec `json:"leases"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Leases == nil {
-		h.t.Fatalf("list --leases: not {\"leases\":[...]}: %v\n%s", err, r)
+		h.T.Fatalf("list --leases: not {\"leases\":[...]}: %v\n%s", err, r)
 	}
 	m := map[string]leaseRec{}
 	for _, l := range *out.Leases {
@@ -558,16 +494,8 @@ func (h *home) leases() map[string]leaseRec {
 
 // startDaemon starts the daemon (`simlock daemon start`) and returns its pid.
 func (h *home) startDaemon() int {
-	h.t.Helper()
-	r := h.run("daemon", "start")
-	var st struct {
-		Status string `json:"status"`
-		PID    int    `json:"pid"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Status != "running" || st.PID <= 0 {
-		h.t.Fatalf("daemon start\n%s", r)
-	}
-	return st.PID
+	h.T.Helper()
+	return h.StartDaemon()
 }
 
 // follower is a running `simlock events --follow`.
@@ -580,7 +508,7 @@ type follower struct {
 // follow starts `simlock events --follow` and waits for its first line (the
 // replayed history), so it is subscribed when follow returns.
 func (h *home) follow() *follower {
-	h.t.Helper()
+	h.T.Helper()
 	f := &follower{p: h.start("events", "--follow")}
 	f.next("its first event", func(event) bool { return true })
 	return f
@@ -656,13 +584,13 @@ type rawConn struct {
 }
 
 func (h *home) dial() *rawConn {
-	h.t.Helper()
+	h.T.Helper()
 	c, err := net.Dial("unix", h.path("daemon.sock"))
 	if err != nil {
-		h.t.Fatalf("dial the daemon: %v", err)
+		h.T.Fatalf("dial the daemon: %v", err)
 	}
-	h.t.Cleanup(func() { c.Close() })
-	return &rawConn{t: h.t, c: c, r: bufio.NewReaderSize(c, 1<<16)}
+	h.T.Cleanup(func() { c.Close() })
+	return &rawConn{t: h.T, c: c, r: bufio.NewReaderSize(c, 1<<16)}
 }
 
 func (rc *rawConn) write(b []byte) {
@@ -753,10 +681,6 @@ func helloInput(principal, token string) map[string]any {
 }
 
 func (h *home) adminToken() string {
-	h.t.Helper()
-	b, err := os.ReadFile(h.path("admin.token"))
-	if err != nil {
-		h.t.Fatalf("read admin.token: %v", err)
-	}
-	return strings.TrimSpace(string(b))
+	h.T.Helper()
+	return h.AdminToken()
 }

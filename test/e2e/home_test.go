@@ -14,16 +14,16 @@ import (
 func TestTheHomeIsTightenedAndALinkedLogIsRefused(t *testing.T) {
 	t.Parallel()
 	h := newHome(t, fastDemo...)
-	if err := os.Chmod(h.dir, 0o755); err != nil {
+	if err := os.Chmod(h.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	h.startDaemon()
-	if fi, err := os.Stat(h.dir); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(h.Dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("a 0755 home after the daemon started: %v, %v; want 0700", fi.Mode().Perm(), err)
 	}
 
 	h2 := newHome(t, fastDemo...)
-	theirs := h2.dir + ".theirs"
+	theirs := h2.Dir + ".theirs"
 	if err := os.WriteFile(theirs, []byte("theirs\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

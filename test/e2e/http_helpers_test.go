@@ -39,19 +39,8 @@ func httpHome(t *testing.T, settings ...string) (*home, *api) {
 // token makes an HTTP token with `simlock token create` and returns its id
 // and secret.
 func (h *home) token(role, label string) (id, secret string) {
-	h.t.Helper()
-	r := h.run("token", "create", "--role", role, "--label", label)
-	var out struct {
-		Token struct {
-			ID   string `json:"id"`
-			Role string `json:"role"`
-		} `json:"token"`
-		Secret string `json:"secret"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.Token.ID == "" || !strings.HasPrefix(out.Secret, "slk_") || out.Token.Role != role {
-		h.t.Fatalf("token create\n%s", r)
-	}
-	return out.Token.ID, out.Secret
+	h.T.Helper()
+	return h.Token(role, label)
 }
 
 type reply struct {

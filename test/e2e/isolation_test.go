@@ -127,10 +127,10 @@ func httpShimHome(t *testing.T, e shimtest.Env, drivers string) (*home, *api) {
 
 // runAs runs a command as agent (SIMLOCK_AGENT_ID).
 func (h *home) runAs(agent string, args ...string) result {
-	h.t.Helper()
-	env := h.env
-	h.env = append(slices.Clone(env), "SIMLOCK_AGENT_ID="+agent)
-	defer func() { h.env = env }()
+	h.T.Helper()
+	env := h.Env
+	h.Env = append(slices.Clone(env), "SIMLOCK_AGENT_ID="+agent)
+	defer func() { h.Env = env }()
 	return h.run(args...)
 }
 

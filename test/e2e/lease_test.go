@@ -261,7 +261,7 @@ func TestLeasesSurviveDaemonKill(t *testing.T) {
 		t.Fatalf("want leases %s and %s listed, got %+v", ga.Lease.ID, gb.Lease.ID, before)
 	}
 
-	pid := lockPID(h.dir)
+	pid := lockPID(h.Dir)
 	if pid <= 0 {
 		t.Fatalf("no pid in daemon.lock")
 	}
@@ -269,12 +269,12 @@ func TestLeasesSurviveDaemonKill(t *testing.T) {
 		t.Fatalf("kill -9 %d: %v", pid, err)
 	}
 	// The daemon is gone once nobody holds its lock.
-	if !waitLockFree(h.dir, waitBound) {
+	if !waitLockFree(h.Dir, waitBound) {
 		t.Fatalf("the daemon (pid %d) still holds its lock after SIGKILL", pid)
 	}
 
 	after := h.leases() // starts a new daemon
-	if newPID := lockPID(h.dir); newPID == pid || newPID <= 0 {
+	if newPID := lockPID(h.Dir); newPID == pid || newPID <= 0 {
 		t.Fatalf("list --leases did not start a new daemon (lock pid %d, killed %d)", newPID, pid)
 	}
 	if len(after) != len(before) {

@@ -92,7 +92,7 @@ func TestClaudeCodeMCPConfigWorksAsTheDocWritesIt(t *testing.T) {
 	if out, err := exec.Command("git", "init", "-q", project).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v\n%s", err, out)
 	}
-	env := claudeEnv(t, h.dir)
+	env := claudeEnv(t, h.Dir)
 	runClaude := func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), claudeBound)

@@ -35,10 +35,10 @@ type mcpSession struct {
 // mcpConnect starts `simlock mcp` for agent over stdio with the official
 // go-sdk client.
 func (h *home) mcpConnect(agent string) *mcpSession {
-	h.t.Helper()
-	m := &mcpSession{t: h.t, heard: make(chan struct{}, 256)}
+	h.T.Helper()
+	m := &mcpSession{t: h.T, heard: make(chan struct{}, 256)}
 	cmd := exec.Command(simlockBin, "mcp")
-	cmd.Env = append(slices.Clone(h.env), "SIMLOCK_AGENT_ID="+agent)
+	cmd.Env = append(slices.Clone(h.Env), "SIMLOCK_AGENT_ID="+agent)
 	cmd.Stderr = &lockedWriter{mu: &m.mu, b: &m.stderr}
 	note := func() {
 		select {
@@ -64,10 +64,10 @@ func (h *home) mcpConnect(agent string) *mcpSession {
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		h.t.Fatalf("connect to simlock mcp: %v", err)
+		h.T.Fatalf("connect to simlock mcp: %v", err)
 	}
 	m.cs, m.cmd = cs, cmd
-	h.t.Cleanup(func() { _ = cs.Close() })
+	h.T.Cleanup(func() { _ = cs.Close() })
 	return m
 }
 
@@ -302,7 +302,7 @@ func TestMCPCancelledCallGetsNoResponse(t *testing.T) {
 	f := h.follow()
 
 	cmd := exec.Command(simlockBin, "mcp")
-	cmd.Env = append(slices.Clone(h.env), "SIMLOCK_AGENT_ID=agent-cancel")
+	cmd.Env = append(slices.Clone(h.Env), "SIMLOCK_AGENT_ID=agent-cancel")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

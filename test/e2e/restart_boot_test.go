@@ -27,7 +27,7 @@ func TestADeviceBootingWhenTheDaemonIsKilledIsReadyAfterTheRestart(t *testing.T)
 		t.Fatalf("status while the device boots: want one waiting request naming its device\n%s", r)
 	}
 	id := st.Waiting[0].DeviceID
-	if err := syscall.Kill(lockPID(h.dir), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(lockPID(h.Dir), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	p.wait()

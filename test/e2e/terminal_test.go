@@ -25,7 +25,7 @@ func TestTheLiveLineInANarrowTerminalLeavesOneLinePerFinishedStep(t *testing.T) 
 	holder := h.leaseDetached("holder", "ios")
 
 	cmd := exec.Command(simlockBin, "lease", "--platform", "ios", "--agent-id", "watcher", "--detach")
-	cmd.Env = h.env
+	cmd.Env = h.Env
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout // the grant's JSON; stderr is the terminal
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 50})
@@ -118,7 +118,7 @@ func TestTheLiveLineInANarrowTerminalLeavesOneLinePerFinishedStep(t *testing.T) 
 func ptyRun(t *testing.T, h *home, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(simlockBin, args...)
-	cmd.Env = h.env
+	cmd.Env = h.Env
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 100})
 	if err != nil {
 		t.Fatal(err)

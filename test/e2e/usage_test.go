@@ -134,7 +134,7 @@ func stats(t *testing.T, h *home, args ...string) contract.UsageResult {
 
 func dialAs(t *testing.T, h *home, principal string) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), daemon.SocketPath(h.dir), contract.HelloInput{Principal: principal,
+	c, err := client.Dial(context.Background(), daemon.SocketPath(h.Dir), contract.HelloInput{Principal: principal,
 		Protocol: contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}})
 	if err != nil {
 		t.Fatalf("dial as %s: %v", principal, err)
