@@ -2,9 +2,9 @@ package driver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // ProvenanceReader is what a driver offers when it marks the devices it
@@ -118,7 +118,5 @@ func CheckDurable(deviceID, token, durable string) error {
 // NewMarkToken returns a fresh random token for a device's marks: 32 hex
 // digits, which no two devices share.
 func NewMarkToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
+	return ids.New("", ids.Long)
 }

@@ -1,7 +1,9 @@
-// Package ids mints the random ids simlock gives its records: a kind's
-// prefix ("lse_", "req_", "evt_", "tok_", "tr_", ...) and random bytes in
-// lower-case hex. Every id is minted here, so they all draw from the same
-// source (crypto/rand) in the same shape.
+// Package ids mints the random ids simlock gives its records and names: a
+// kind's prefix ("lse_", "req_", "evt_", "tok_", "job_", "ins_", "tr_",
+// "simlock_" for an AVD, ...) and random bytes in lower-case hex. Every such
+// id is minted here, so they all draw from the same source (crypto/rand) in
+// the same shape. The UUIDs an iOS simulator is named by, and the secrets
+// of tokens and the socket, are not ids and are made where they are used.
 package ids
 
 import (

@@ -2,14 +2,13 @@ package jobs
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // Store keeps the job records.
@@ -88,9 +87,7 @@ func (t *Tracker) Prune(ctx context.Context, now time.Time, retention time.Durat
 // Begin makes a running job with a row per worker and writes it before it
 // returns, so the job exists once anyone hears of it.
 func (t *Tracker) Begin(ctx context.Context, kind string, spec contract.JobSpec, rows []contract.JobWorker) (*Run, error) {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	job := contract.Job{ID: "job_" + hex.EncodeToString(b[:]), Kind: kind, Spec: spec,
+	job := contract.Job{ID: ids.New("job_", ids.Short), Kind: kind, Spec: spec,
 		CreatedAt: time.Now().UnixMilli(), State: contract.JobRunning, Workers: slices.Clone(rows)}
 	if job.Workers == nil {
 		job.Workers = []contract.JobWorker{}

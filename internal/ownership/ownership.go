@@ -17,18 +17,18 @@
 package ownership
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/simlock/simlock/internal/homedir"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/simlock/simlock/internal/homedir"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 // MarkerName is the marker file at the top of an owned root.
@@ -57,9 +57,7 @@ func LoadInstance(home string) (Instance, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return Instance{}, fmt.Errorf("read instance: %w", err)
 	}
-	var id [16]byte
-	_, _ = rand.Read(id[:])
-	in := Instance{ID: "ins_" + hex.EncodeToString(id[:]), CreatedAt: time.Now().UnixMilli()}
+	in := Instance{ID: ids.New("ins_", ids.Long), CreatedAt: time.Now().UnixMilli()}
 	b, _ = json.Marshal(in)
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)

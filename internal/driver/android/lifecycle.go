@@ -2,7 +2,6 @@ package android
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/runner"
 )
 
@@ -133,9 +133,7 @@ func (d *Driver) avdNameAt(path string) string {
 }
 
 func newAVDName() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return "simlock_" + hex.EncodeToString(b[:])
+	return ids.New("simlock_", 6)
 }
 
 // Provision creates an AVD in the root with avdmanager, from the device

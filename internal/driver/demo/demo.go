@@ -51,7 +51,6 @@ package demo
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +62,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/ids"
 )
 
 var (
@@ -499,9 +499,7 @@ func (d *Driver) newIDLocked() string {
 
 func (d *Driver) randomID() string {
 	if d.platform == contract.PlatformAndroid {
-		var b [6]byte
-		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-		return "simlock_" + hex.EncodeToString(b[:])
+		return ids.New("simlock_", 6) // an AVD name, as the Android driver makes
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])

@@ -2,14 +2,13 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -137,7 +136,5 @@ func floorLeaseAt(now int64) store.Lease {
 // floorEventID makes an event id of the form every event id has: evt_ and 16
 // random hex digits.
 func floorEventID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "evt_" + hex.EncodeToString(b[:])
+	return ids.New("evt_", ids.Short)
 }
