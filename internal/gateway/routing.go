@@ -268,8 +268,9 @@ type hold struct {
 }
 
 // heldView is v with holds applied: each held device leased, and one less
-// idle ready device or one more running slot for each hold. v is not
-// changed.
+// idle ready device or one more running slot for each hold; a slot taken
+// on a full worker also takes the idle device the worker would shut down
+// for it (evictFor). v is not changed.
 func heldView(v *contract.WorkerView, holds []hold) *contract.WorkerView {
 	if len(holds) == 0 {
 		return v
@@ -282,6 +283,9 @@ func heldView(v *contract.WorkerView, holds []hold) *contract.WorkerView {
 		out.Capacity = &c
 	}
 	for _, h := range holds {
+		if h.device == "" {
+			evictFor(&out, h.platform)
+		}
 		warm, running := 0, 1
 		if h.device != "" {
 			warm, running = 1, 0
@@ -299,6 +303,35 @@ func heldView(v *contract.WorkerView, holds []hold) *contract.WorkerView {
 		}
 	}
 	return &out
+}
+
+// evictFor marks, in v (a copy heldView owns), the idle ready device a
+// worker would shut down to start a device of platform p when it has no
+// running slot free, as its engine picks it: the least recently used of p,
+// or of any platform when only the machine-wide limit binds. No warm hit
+// counts on that device then: the slot the hold takes is its.
+func evictFor(v *contract.WorkerView, p contract.Platform) {
+	c := v.Capacity
+	if c == nil {
+		return
+	}
+	pc, g := c.Platforms[p], c.Global
+	platformFull := pc.MaxRunning-pc.Running-pc.Reserved <= 0
+	if !platformFull && g.MaxRunning-g.Running-g.Reserved > 0 {
+		return // a free slot: nothing is shut down
+	}
+	victim := -1
+	for i, d := range v.Devices {
+		if d.State != contract.DeviceReady || d.LeaseID != "" || (platformFull && d.Spec.Platform != p) {
+			continue
+		}
+		if victim < 0 || d.LastUsedAt < v.Devices[victim].LastUsedAt {
+			victim = i
+		}
+	}
+	if victim >= 0 {
+		v.Devices[victim].LeaseID = "held"
+	}
 }
 
 // free is how many running slots of platform p a worker could start a

@@ -294,6 +294,34 @@ func TestAHeldViewOffersNeitherTheHeldDeviceNorTheHeldSlots(t *testing.T) {
 	}
 }
 
+// A slot held on a worker with no running slot free takes the idle device
+// the worker will shut down to make room, its least recently used: a later
+// request is not sent there as a warm hit on it (the worker would refuse
+// it: its device is gone by then), while a device it keeps still serves.
+func TestASlotHeldOnAFullWorkerTakesTheDeviceItWillShutDown(t *testing.T) {
+	v := with(view("a", 2, 2), func(v *contract.WorkerView) {
+		old, recent := warmDevice("iPhone 16", "18.6"), warmDevice("iPhone 16", "18.6")
+		old.ID, old.LastUsedAt = "dev_old", 100
+		recent.ID, recent.LastUsedAt = "dev_recent", 200
+		v.Devices = []contract.Device{old, recent}
+		pc := v.Capacity.Platforms[contract.PlatformIOS]
+		pc.Warm, v.Capacity.Global.Warm = 2, 2
+		v.Capacity.Platforms[contract.PlatformIOS] = pc
+	})
+	held := heldView(v, []hold{{platform: contract.PlatformIOS}})
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{held}); !ok || r.Reason != ReasonWarmHit || r.DeviceID != "dev_recent" {
+		t.Fatalf("with one slot held on a full worker, route = %+v %v, want the warm hit on dev_recent (dev_old is shut down for the slot)", r, ok)
+	}
+	both := heldView(v, []hold{{platform: contract.PlatformIOS}, {platform: contract.PlatformIOS}})
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{both}); ok {
+		t.Errorf("with two slots held on a full worker of two idle devices, route = %+v, want none: both devices are shut down for them", r)
+	}
+	free := with(view("b", 0, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "18.6")} })
+	if r, ok := route(warmThenFree, ask("", "18"), []*contract.WorkerView{heldView(free, []hold{{platform: contract.PlatformIOS}})}); !ok || r.Reason != ReasonWarmHit {
+		t.Errorf("with a slot held on a worker with free slots, route = %+v %v, want the warm hit: nothing is shut down", r, ok)
+	}
+}
+
 // A request for an Android image tag goes only to a worker whose catalog
 // has an image of that tag at a fitting level, and to a warm device of
 // that tag; a worker that lacks it gets the request only to download it.

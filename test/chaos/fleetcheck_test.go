@@ -185,7 +185,8 @@ func (fl *fleet) settle(l *ledger) []string {
 // lease.rejected) are at most maxBouncesPerSecond in any one second. A
 // worker that refuses a request before progress had a stale view; the
 // gateway may try it again, but not in a loop. Calls it granted are not
-// counted: a busy worker honestly serves many a second.
+// counted: a busy worker honestly serves many a second; nor are calls
+// whose requester went away (CANCELLED): the worker refused nothing.
 func (fl *fleet) requestRates() []string {
 	var bad []string
 	prefix := "gw:" + fl.gwID + ":"
@@ -227,8 +228,8 @@ func (fl *fleet) requestRates() []string {
 		var all, bounced []int64
 		for _, id := range order {
 			all = append(all, calls[id].at)
-			if calls[id].rejected {
-				bounced = append(bounced, calls[id].at)
+			if c := calls[id]; c.rejected && c.code != string(contract.CodeCancelled) {
+				bounced = append(bounced, c.at)
 			}
 		}
 		peakAll, _ := peak(all)
@@ -238,7 +239,7 @@ func (fl *fleet) requestRates() []string {
 		if peakBounced > maxBouncesPerSecond {
 			var what []string
 			for _, id := range order {
-				if c := calls[id]; c.rejected && c.at >= at && c.at < at+1000 {
+				if c := calls[id]; c.rejected && c.code != string(contract.CodeCancelled) && c.at >= at && c.at < at+1000 {
 					what = append(what, fmt.Sprintf("%s %s/%s for %s", id, c.code, c.why, c.requester))
 				}
 			}
