@@ -354,7 +354,10 @@ func (f *fleetRun) gatewayDown(restart bool) {
 // restartedSince reports whether the gateway was killed and started again
 // since t: its requests open then were lost, and read (by id, or by
 // idempotency key) they are failed DAEMON_STOPPING, reason
-// gateway-restarted, as FLEET.md says.
+// gateway-restarted, as FLEET.md says. A restart counts when it ended
+// after t, not only when it began after it: a request the gateway
+// answered just before it was killed reaches its agent after the kill
+// began.
 func (f *fleetRun) restartedSince(t time.Time) bool {
 	if f == nil {
 		return false
@@ -362,7 +365,7 @@ func (f *fleetRun) restartedSince(t time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, w := range f.down {
-		if w.restart && w.from.After(t) {
+		if w.restart && (w.to.IsZero() || w.to.After(t)) {
 			return true
 		}
 	}
