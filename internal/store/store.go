@@ -42,6 +42,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -225,4 +226,51 @@ type Grant struct {
 	ChosenID  string
 	RequestID string
 	GrantedAt int64
+}
+
+// Check refuses what no backend can store faithfully: a row without an id,
+// and JSON that a later read could not decode (SQLite would store it
+// happily, and every read that hands it to encoding/json would fail). It
+// returns the request records encoded, records[i] the JSON of Requests[i],
+// which a backend stores as they are. Every backend checks a Change with
+// it before it writes anything.
+func (c Change) Check() (records [][]byte, err error) {
+	for _, d := range c.Devices {
+		if d.ID == "" {
+			return nil, errors.New("device with empty id")
+		}
+		if len(d.DriverData) > 0 && !json.Valid(d.DriverData) {
+			return nil, fmt.Errorf("device %s: driver data is not valid JSON", d.ID)
+		}
+	}
+	for _, l := range c.Leases {
+		if l.ID == "" {
+			return nil, errors.New("lease with empty id")
+		}
+	}
+	records = make([][]byte, len(c.Requests))
+	for i, r := range c.Requests {
+		if r.ID == "" {
+			return nil, errors.New("request with empty id")
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("request %s: %w", r.ID, err)
+		}
+		records[i] = b
+	}
+	for _, g := range c.Grants {
+		if g.Key == "" || g.WorkerID == "" || g.WorkerLeaseID == "" {
+			return nil, errors.New("grant with an empty key, worker or worker lease")
+		}
+	}
+	for _, e := range c.Events {
+		if e.ID == "" {
+			return nil, errors.New("event with empty id")
+		}
+		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
+			return nil, fmt.Errorf("event %s: payload is not valid JSON", e.ID)
+		}
+	}
+	return records, nil
 }

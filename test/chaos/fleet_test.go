@@ -183,7 +183,7 @@ func startFleet(t *testing.T) *fleet {
 	}
 	gw := newHome(t, "mode", "gateway", "http.enabled", "true", "http.port", strconv.Itoa(port), "gateway.heartbeatMs", fleetHeartbeat)
 	gw.start()
-	fl := &fleet{t: t, gw: gw, url: fmt.Sprintf("http://127.0.0.1:%d", port), gwID: instanceOf(t, gw)}
+	fl := &fleet{t: t, gw: gw, url: fmt.Sprintf("http://127.0.0.1:%d", port), gwID: gw.InstanceID(t)}
 	for i := range fleetWorkers {
 		label := fmt.Sprintf("worker-%c", 'a'+i)
 		w := newHome(t, append([]string{"capacity.strategy", "fixed", "capacity.config.maxRunning", "2",
@@ -191,28 +191,12 @@ func startFleet(t *testing.T) *fleet {
 			"gateway.heartbeatMs", fleetHeartbeat}, fastDemo...)...)
 		w.start()
 		fl.workers = append(fl.workers, w)
-		fl.ids = append(fl.ids, instanceOf(t, w))
+		fl.ids = append(fl.ids, w.InstanceID(t))
 	}
 	if bad := fl.awaitWorkers(30 * time.Second); len(bad) > 0 {
 		t.Fatal(bad)
 	}
 	return fl
-}
-
-// instanceOf is the instance id of h's daemon.
-func instanceOf(t *testing.T, h *home) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(h.Dir, "instance.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in struct {
-		ID string `json:"instanceId"`
-	}
-	if json.Unmarshal(b, &in) != nil || in.ID == "" {
-		t.Fatalf("instance.json: %s", b)
-	}
-	return in.ID
 }
 
 // fault makes one fault, chosen with rng, and undoes it (a restart, a

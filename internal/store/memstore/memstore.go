@@ -128,7 +128,7 @@ func (r *reservation) Release() {
 
 // apply checks c, then writes it; the caller holds the write lock.
 func (s *Store) apply(c store.Change) ([]contract.Event, error) {
-	records, err := check(c)
+	records, err := c.Check()
 	if err != nil {
 		return nil, fmt.Errorf("memstore: commit: %w", err)
 	}
@@ -185,49 +185,6 @@ func (s *Store) apply(c store.Change) ([]contract.Event, error) {
 		out = append(out, cloneEvent(ev))
 	}
 	return out, nil
-}
-
-// check refuses what the SQLite backend refuses: rows without an id, and
-// JSON it could not read back; it encodes the request records.
-func check(c store.Change) ([][]byte, error) {
-	for _, d := range c.Devices {
-		if d.ID == "" {
-			return nil, errors.New("device with empty id")
-		}
-		if len(d.DriverData) > 0 && !json.Valid(d.DriverData) {
-			return nil, fmt.Errorf("device %s: driver data is not valid JSON", d.ID)
-		}
-	}
-	for _, l := range c.Leases {
-		if l.ID == "" {
-			return nil, errors.New("lease with empty id")
-		}
-	}
-	records := make([][]byte, len(c.Requests))
-	for i, r := range c.Requests {
-		if r.ID == "" {
-			return nil, errors.New("request with empty id")
-		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("request %s: %w", r.ID, err)
-		}
-		records[i] = b
-	}
-	for _, g := range c.Grants {
-		if g.Key == "" || g.WorkerID == "" || g.WorkerLeaseID == "" {
-			return nil, errors.New("grant with an empty key, worker or worker lease")
-		}
-	}
-	for _, e := range c.Events {
-		if e.ID == "" {
-			return nil, errors.New("event with empty id")
-		}
-		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
-			return nil, fmt.Errorf("event %s: payload is not valid JSON", e.ID)
-		}
-	}
-	return records, nil
 }
 
 // cloneJSON copies a document; an empty one reads back as nil, as a NULL

@@ -188,7 +188,7 @@ func (db *DB) warm(cold []func(context.Context)) {
 // inserts, and, for a reserved commit, the statements it runs as SQL for
 // want of prepared ones.
 type commitPlan struct {
-	records []string
+	records [][]byte
 	rows    []rowWrite
 	events  []stmtOrSQL
 	cold    []func(context.Context)
@@ -217,7 +217,7 @@ func (db *DB) plan(ctx context.Context, c store.Change, reserved bool) (store.Ch
 	c.Requests = lastOfEach(c.Requests, func(r contract.LeaseRequestRecord) string { return r.ID })
 	var p commitPlan
 	var err error
-	if p.records, err = check(c); err != nil {
+	if p.records, err = c.Check(); err != nil {
 		return c, p, err
 	}
 	if p.rows, err = db.planRows(ctx, c, reserved, &p.cold); err != nil {
@@ -353,7 +353,7 @@ func (db *DB) planEvents(ctx context.Context, es []store.NewEvent, reserved bool
 }
 
 // putRequests writes rs; records[i] is the JSON of rs[i].
-func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRequestRecord, records []string) error {
+func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRequestRecord, records [][]byte) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -365,7 +365,7 @@ func (db *DB) putRequests(ctx context.Context, tx *sql.Tx, rs []contract.LeaseRe
 		}
 		if _, err := st.ExecContext(ctx,
 			r.ID, r.RequesterID, key, string(r.State), r.CreatedAt, r.SettledAt,
-			records[i]); err != nil {
+			string(records[i])); err != nil {
 			return fmt.Errorf("request %s: %w", r.ID, err)
 		}
 	}
@@ -420,50 +420,6 @@ func lastOfEach[T any](xs []T, key func(T) string) []T {
 		out = append(out, x)
 	}
 	return out
-}
-
-// check checks c and encodes its request records. Malformed JSON is refused
-// here because SQLite would store it happily and every later read that hands
-// it to encoding/json would fail.
-func check(c store.Change) (records []string, err error) {
-	for _, d := range c.Devices {
-		if d.ID == "" {
-			return nil, errors.New("device with empty id")
-		}
-		if len(d.DriverData) > 0 && !json.Valid(d.DriverData) {
-			return nil, fmt.Errorf("device %s: driver data is not valid JSON", d.ID)
-		}
-	}
-	for _, l := range c.Leases {
-		if l.ID == "" {
-			return nil, errors.New("lease with empty id")
-		}
-	}
-	records = make([]string, len(c.Requests))
-	for i, r := range c.Requests {
-		if r.ID == "" {
-			return nil, errors.New("request with empty id")
-		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return nil, fmt.Errorf("request %s: %w", r.ID, err)
-		}
-		records[i] = string(b)
-	}
-	for _, g := range c.Grants {
-		if g.Key == "" || g.WorkerID == "" || g.WorkerLeaseID == "" {
-			return nil, errors.New("grant with an empty key, worker or worker lease")
-		}
-	}
-	for _, e := range c.Events {
-		if e.ID == "" {
-			return nil, errors.New("event with empty id")
-		}
-		if len(e.Payload) > 0 && !json.Valid(e.Payload) {
-			return nil, fmt.Errorf("event %s: payload is not valid JSON", e.ID)
-		}
-	}
-	return records, nil
 }
 
 // nullJSON stores an absent document as NULL so that it reads back as nil,
