@@ -109,7 +109,7 @@ func ContractError(err error) *contract.Error {
 	case errors.As(err, &refused):
 		return contract.Errorf(contract.CodePassthroughRefused, "%s", refused.Error()).With("tool", refused.Tool)
 	case errors.As(err, &boot):
-		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", "boot-timeout")
+		return contract.Errorf(contract.CodeInternal, "%s", boot.Error()).With("reason", string(contract.RejectBootTimeout))
 	case errors.As(err, &pathNo):
 		return contract.Errorf(contract.CodeDevicePathRefused, "%s", pathNo.Error()).With("path", pathNo.Path)
 	case errors.As(err, &nofile):

@@ -94,3 +94,35 @@ func TestEveryDocumentedEventHasItsConstant(t *testing.T) {
 		t.Fatalf("found only %d events in docs/EVENTS.md's tables; the parse no longer matches them", documented)
 	}
 }
+
+// docs/EVENTS.md's table of lease.rejected reasons and contract's
+// constants are the same list, in the same order: a reason the code can
+// record is documented, and a documented one is spelt by its constant.
+func TestTheRejectReasonsAreTheDocumentedOnes(t *testing.T) {
+	root, err := bintest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "EVENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "`lease.rejected` reasons:")
+	if !ok {
+		t.Fatal("docs/EVENTS.md has no \"`lease.rejected` reasons:\" table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n#")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\|").FindAllStringSubmatch(table, -1) {
+		if m[1] != "reason" { // the header row
+			documented = append(documented, m[1])
+		}
+	}
+	var constants []string
+	for _, r := range contract.RejectReasons() {
+		constants = append(constants, string(r))
+	}
+	if strings.Join(documented, " ") != strings.Join(constants, " ") {
+		t.Errorf("docs/EVENTS.md's lease.rejected reasons are\n  %v\ncontract.RejectReasons() are\n  %v", documented, constants)
+	}
+}

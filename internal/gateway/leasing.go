@@ -413,7 +413,7 @@ func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
 	now := time.Now()
 	return l.q.Do(func(tx *queue.Txn) error {
 		for _, rec := range open {
-			tx.SettleStale(rec, "gateway-restarted")
+			tx.SettleStale(rec, contract.RejectGatewayRestarted)
 			l.idx.settle(rec.RequesterID, now)
 		}
 		return nil

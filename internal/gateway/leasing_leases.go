@@ -173,7 +173,7 @@ func (l *Leasing) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
 	var entries []*indexed
 	err := l.q.Do(func(tx *queue.Txn) error {
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), string(contract.EndKilled), false)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), contract.RejectKilled, false)
 		for _, e := range l.idx.byKey {
 			entries = append(entries, e)
 		}

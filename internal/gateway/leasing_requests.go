@@ -19,7 +19,7 @@ func (l *Leasing) resolveRequest(_ context.Context, in contract.LeaseRequestInpu
 	a, err := askOf(in.Spec(), ttl.Milliseconds(), in.AllowDownload)
 	if err != nil {
 		// The input was validated with its osVersion; nothing reaches here.
-		return queue.Resolution{Err: contract.AsError(err), Reason: "unresolvable-spec"}
+		return queue.Resolution{Err: contract.AsError(err), Reason: contract.RejectUnresolvable}
 	}
 	return queue.Resolution{Need: &fleetNeed{ask: a, key: needKey(a)}}
 }
@@ -53,7 +53,7 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 }
 
 // Admit is the fast-fail table, run as a request joins the line.
-func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, string) {
+func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) {
 	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
 		return cerr, rejectedReason(cerr)
 	}
@@ -181,12 +181,12 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		ce, refused = workerStopping(r.WorkerID), false
 	}
 	if !refused {
-		reason := "worker-unreachable"
+		reason := contract.RejectWorkerUnreachable
 		switch {
 		case ce.Code == contract.CodeInternal:
-			reason = "worker-answer-invalid"
-		case ce.Details["reason"] == reasonWorkerStopping:
-			reason = reasonWorkerStopping
+			reason = contract.RejectWorkerAnswerInvalid
+		case ce.Details["reason"] == string(contract.RejectWorkerStopping):
+			reason = contract.RejectWorkerStopping
 		}
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			// The worker may still grant it (or did, in an answer the
@@ -223,7 +223,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 	ce = l.scrub(r.WorkerID, ce)
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(r.WorkerID, h)
-		tx.Settle(w, ce, "worker-refused")
+		tx.Settle(w, ce, contract.RejectWorkerRefused)
 		delete(l.skip, w)
 		tx.Kick()
 		return nil
@@ -310,7 +310,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			if errors.Is(err, errChosenTaken) {
 				code = contract.CodeLeaseIDTaken
 			}
-			tx.Settle(w, contract.Errorf(code, "%v", err), "worker-refused")
+			tx.Settle(w, contract.Errorf(code, "%v", err), contract.RejectWorkerRefused)
 			return nil
 		}
 		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt

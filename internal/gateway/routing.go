@@ -407,7 +407,7 @@ func assess(a Ask, views []*contract.WorkerView) *contract.Error {
 		cs = append(cs, candidate{v: v})
 	}
 	if len(takesRequests(a, cs)) == 0 {
-		return contract.Errorf(contract.CodeNoCapacity, "no worker of this gateway takes requests now").With("reason", "no-worker")
+		return contract.Errorf(contract.CodeNoCapacity, "no worker of this gateway takes requests now").With("reason", string(contract.RejectNoWorker))
 	}
 	var platform, model bool
 	for _, c := range cs {

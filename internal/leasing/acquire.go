@@ -58,7 +58,7 @@ func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInp
 	spec := in.Spec()
 	drv, cerr := e.driverFor(in.Platform)
 	if cerr != nil {
-		return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
+		return queue.Resolution{Err: cerr, Reason: contract.RejectUnresolvable}
 	}
 	var cat driver.Catalog
 	e.view(func() { cat = e.catalogs[in.Platform] })
@@ -75,16 +75,16 @@ func (e *Engine) resolveRequest(ctx context.Context, in contract.LeaseRequestInp
 	if component, ok := e.downloadFor(cerr, in); ok {
 		return queue.Resolution{Park: func(w *queue.Waiter) { e.download(w, drv, component) }}
 	}
-	return queue.Resolution{Err: cerr, Reason: "unresolvable-spec"}
+	return queue.Resolution{Err: cerr, Reason: contract.RejectUnresolvable}
 }
 
 // admit refuses a request whose resolved runtime is being removed: no new
 // device is made on it while it goes.
-func (e *Engine) admit(w *queue.Waiter) (*contract.Error, string) {
+func (e *Engine) admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) {
 	n := w.Need().(*need)
 	if n.spec.Model != "" && e.removingLocked(n.spec) {
 		return contract.Errorf(contract.CodeRuntimeMissing, "%s %s is being removed", n.spec.Platform, n.spec.OSVersion).
-			With("platform", n.spec.Platform).With("osVersion", n.spec.OSVersion).With("downloadable", false), "unresolvable-spec"
+			With("platform", n.spec.Platform).With("osVersion", n.spec.OSVersion).With("downloadable", false), contract.RejectUnresolvable
 	}
 	return nil, ""
 }
@@ -130,7 +130,7 @@ func (e *Engine) download(w *queue.Waiter, drv driver.Driver, component string) 
 	})
 	var n *need
 	var cerr *contract.Error
-	reason := "download-failed"
+	reason := contract.RejectDownloadFailed
 	if err != nil {
 		cerr = contract.AsError(err)
 	} else {
@@ -145,12 +145,12 @@ func (e *Engine) download(w *queue.Waiter, drv driver.Driver, component string) 
 		})
 		n = &need{want: core.WantOf(spec, cat)}
 		n.spec, cerr = e.resolve(e.ctx, drv, n.want, cat)
-		reason = "unresolvable-spec"
+		reason = contract.RejectUnresolvable
 	}
 	_ = e.do(func(tx *queue.Txn) error {
 		switch {
 		case tx.Abandoned(w) || e.stopping:
-			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), contract.RejectCancelled)
 		case cerr != nil:
 			tx.Settle(w, cerr, reason)
 		default:

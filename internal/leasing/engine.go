@@ -386,7 +386,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.pending.clock = e.opts.StartClock
 		for _, rec := range snap.Requests {
-			tx.SettleStale(rec, "daemon-restarted")
+			tx.SettleStale(rec, contract.RejectDaemonRestarted)
 		}
 		e.convergeDevicesLocked(tx, reality)
 		tx.Event(contract.EvDaemonStarted, map[string]any{"limits": e.opts.Limits})

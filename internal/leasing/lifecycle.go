@@ -141,7 +141,7 @@ func (e *Engine) Release(c Caller, in contract.LeaseIDInput) (contract.ReleaseRe
 func (e *Engine) ReleaseAll() (contract.ReleaseAllResult, error) {
 	res := contract.ReleaseAllResult{Released: []string{}, Cancelled: []string{}}
 	err := e.try(func(tx *queue.Txn) error {
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), string(contract.EndKilled), false)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "an operator released everything"), contract.RejectKilled, false)
 		res.Released = e.endAllLocked(tx, contract.EndKilled)
 		return nil
 	})

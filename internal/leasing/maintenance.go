@@ -58,7 +58,7 @@ func (m *Maintenance) Nuke(ctx context.Context, deleteDevices bool) (NukeResult,
 		// frees while the nuke runs, only to lose it a moment later. A
 		// request whose device is being started keeps the device, ready,
 		// and gets no lease from it.
-		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), string(contract.EndKilled), true)
+		res.Cancelled = tx.CancelAll(contract.Errorf(contract.CodeCancelled, "simlock nuke cancelled this request"), contract.RejectKilled, true)
 		inflight = e.reclaimsLocked()
 		return nil
 	})

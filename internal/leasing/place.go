@@ -37,7 +37,7 @@ func holdsSlot(d *dev) bool { return core.Running(d.State) || d.claim == claimBo
 // does.
 type placer struct{ e *Engine }
 
-func (p placer) Admit(w *queue.Waiter) (*contract.Error, string) { return p.e.admit(w) }
+func (p placer) Admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) { return p.e.admit(w) }
 
 func (p placer) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
 	return p.e.place(tx, w)
@@ -225,7 +225,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 		var err error
 		dd, err = drv.Provision(ctx, spec)
 		if err != nil {
-			e.startFailed(w, d, true, "provision-failed", err)
+			e.startFailed(w, d, true, contract.RejectProvisionFailed, err)
 			return
 		}
 		err = e.do(func(tx *queue.Txn) error {
@@ -249,7 +249,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 	})
 	ready, err := drv.MakeReady(steps, dd)
 	if err != nil {
-		e.startFailed(w, d, p.provision, "boot-failed", err)
+		e.startFailed(w, d, p.provision, contract.RejectBootFailed, err)
 		return
 	}
 	_ = e.do(func(tx *queue.Txn) error {
@@ -259,7 +259,7 @@ func (e *Engine) runStart(w *queue.Waiter, d *dev, p plan) {
 		if tx.Abandoned(w) {
 			// The requester left while its device started: keep the device,
 			// ready, for whoever is next.
-			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), contract.RejectCancelled)
 			return nil
 		}
 		// Ready and leased in one commit: nobody ever sees the device idle.
@@ -286,7 +286,7 @@ func (e *Engine) requeue(w *queue.Waiter, d *dev, p plan) {
 			e.setState(tx, d, contract.DeviceDeleted)
 		}
 		if e.stopping {
-			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), contract.RejectCancelled)
 			return nil
 		}
 		tx.Requeue(w)
@@ -297,16 +297,16 @@ func (e *Engine) requeue(w *queue.Waiter, d *dev, p plan) {
 // startError is what a request whose start failed with err is told, and
 // the lease.rejected reason: reason, unless the driver says the boot timed
 // out.
-func (e *Engine) startError(err error, reason string) (*contract.Error, string) {
+func (e *Engine) startError(err error, reason contract.RejectReason) (*contract.Error, contract.RejectReason) {
 	cerr := e.errorf(err)
-	if cerr.Details["reason"] == "boot-timeout" {
-		reason = "boot-timeout"
+	if cerr.Details["reason"] == string(contract.RejectBootTimeout) {
+		reason = contract.RejectBootTimeout
 	}
 	return cerr, reason
 }
 
 // startFailed settles w with the driver's error and disposes of the device.
-func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason string, err error) {
+func (e *Engine) startFailed(w *queue.Waiter, d *dev, created bool, reason contract.RejectReason, err error) {
 	cerr, reason := e.startError(err, reason)
 	e.log.Warn("device start failed", "deviceId", d.ID, "requestId", w.ID(), "err", err)
 	_ = e.do(func(tx *queue.Txn) error {

@@ -164,7 +164,7 @@ func (e *Engine) runRewarm(ctx context.Context, d *dev, r *rewarm) {
 				d.rewarmFailed = d.LastUsedAt
 			}
 			if w != nil {
-				cerr, reason := e.startError(err, "boot-failed")
+				cerr, reason := e.startError(err, contract.RejectBootFailed)
 				tx.Settle(w, cerr, reason)
 			}
 			return nil
@@ -182,7 +182,7 @@ func (e *Engine) runRewarm(ctx context.Context, d *dev, r *rewarm) {
 			// there (idle.go): the boot does not make it recently used.
 			d.rewarmedAt = d.StateSince
 			if w != nil {
-				tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+				tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), contract.RejectCancelled)
 			}
 			return nil
 		}

@@ -120,7 +120,7 @@ func newSlots() *slots {
 	}
 }
 
-func (s *slots) Admit(w *Waiter) (*contract.Error, string) {
+func (s *slots) Admit(w *Waiter) (*contract.Error, contract.RejectReason) {
 	if cerr := s.refuse[w.Spec().Model]; cerr != nil {
 		return cerr, "unresolvable-spec"
 	}

@@ -29,7 +29,7 @@ type byNeed struct {
 	asked  map[string]int
 }
 
-func (b *byNeed) Admit(*Waiter) (*contract.Error, string) { return nil, "" }
+func (b *byNeed) Admit(*Waiter) (*contract.Error, contract.RejectReason) { return nil, "" }
 
 func (b *byNeed) Place(tx *Txn, w *Waiter) (Start, Block) {
 	k := w.Need().(keyed).key

@@ -86,7 +86,7 @@ type Placer interface {
 	// Admit runs in the decision that would put w in line, before it
 	// joins: a non-nil error settles w instead, with reason as the
 	// lease.rejected reason (a runtime being removed, say).
-	Admit(w *Waiter) (cerr *contract.Error, reason string)
+	Admit(w *Waiter) (cerr *contract.Error, reason contract.RejectReason)
 	// Place runs in the decision step, in arrival order; it reserves in tx
 	// what w needs and either grants w at once (Txn.Grant), or returns the
 	// slow Start, or returns the block w's wait imposes on later waiters.

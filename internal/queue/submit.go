@@ -62,7 +62,7 @@ type Resolution struct {
 	Need Need
 	// Err settles the request at once, with Reason for lease.rejected.
 	Err    *contract.Error
-	Reason string
+	Reason contract.RejectReason
 	// Park keeps the request open outside the line (a runtime to download
 	// first); it runs as tracked work after the commit that stored the
 	// request, and must end with Txn.Enqueue or Txn.Settle. The request
@@ -381,7 +381,7 @@ func (q *Queue) Abandon(t *Ticket) bool {
 		case phaseStarting:
 			w.abandoned = true
 		default:
-			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester stopped waiting"), "cancelled")
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester stopped waiting"), contract.RejectCancelled)
 		}
 		return nil
 	})
@@ -418,7 +418,7 @@ func (q *Queue) Cancel(ctx context.Context, c Caller, in contract.LeaseCancelInp
 		case w.phase != phaseInLine:
 			res = contract.LeaseCancelResult{Outcome: contract.CancelNotCancellable, RequestID: w.rec.ID}
 		default:
-			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the request was cancelled"), "cancelled")
+			tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the request was cancelled"), contract.RejectCancelled)
 			res = contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: w.rec.ID}
 		}
 		return nil

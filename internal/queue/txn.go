@@ -90,7 +90,7 @@ func (tx *Txn) Grant(w *Waiter, g contract.LeaseGrant) {
 // Settle ends w with an error, in this decision: failed, or cancelled when
 // the code is CANCELLED, with a lease.rejected event giving reason. A
 // request already settled is left as it is.
-func (tx *Txn) Settle(w *Waiter, cerr *contract.Error, reason string) {
+func (tx *Txn) Settle(w *Waiter, cerr *contract.Error, reason contract.RejectReason) {
 	q := tx.q
 	if !q.isOpen(w) {
 		return
@@ -108,7 +108,7 @@ func (tx *Txn) Settle(w *Waiter, cerr *contract.Error, reason string) {
 	tx.tells = append(tx.tells, func() { w.answer(cerr) })
 }
 
-func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason string) {
+func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason contract.RejectReason) {
 	tx.Event(contract.EvLeaseRejected, map[string]any{
 		"requestId": rec.ID, "requester": rec.RequesterID, "requestSpec": rec.Spec, "reason": reason,
 		"code": rec.Error.Code,
@@ -119,7 +119,7 @@ func (tx *Txn) rejected(rec contract.LeaseRequestRecord, reason string) {
 // connection is gone with that run. The daemon's start does this for every
 // open record it loads, with the reason its mode gives it
 // (daemon-restarted on a worker, gateway-restarted on a gateway).
-func (tx *Txn) SettleStale(rec contract.LeaseRequestRecord, reason string) {
+func (tx *Txn) SettleStale(rec contract.LeaseRequestRecord, reason contract.RejectReason) {
 	rec.State, rec.Stage, rec.QueuePosition = contract.RequestFailed, "", 0
 	rec.SettledAt = time.Now().UnixMilli()
 	rec.Error = contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped while this request was open").
@@ -139,7 +139,7 @@ func (tx *Txn) Requeue(w *Waiter) {
 		return
 	}
 	if w.abandoned {
-		tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), "cancelled")
+		tx.Settle(w, contract.Errorf(contract.CodeCancelled, "the requester went away"), contract.RejectCancelled)
 		return
 	}
 	if q.stopping {
@@ -190,7 +190,7 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 			w.deadline = now.Add(time.Duration(ms) * time.Millisecond)
 		}
 	} else if !w.deadline.IsZero() && !now.Before(w.deadline) {
-		tx.Settle(w, timeoutError(w), "timeout")
+		tx.Settle(w, timeoutError(w), contract.RejectTimeout)
 		return
 	}
 	q.line.insert(w)
@@ -207,7 +207,7 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 	}
 	if w.rec.Policy.NoWait {
 		tx.Settle(w, contract.Errorf(contract.CodeNoCapacity, "no %s device is free and capacity is full", w.platform).
-			With("platform", w.platform), "no-wait")
+			With("platform", w.platform), contract.RejectNoWait)
 		return
 	}
 	if !again {
@@ -246,7 +246,7 @@ func (q *Queue) armLocked(w *Waiter) {
 	w.timer = time.AfterFunc(time.Until(w.deadline), func() {
 		_ = q.Do(func(tx *Txn) error {
 			if w.phase == phaseInLine && !time.Now().Before(w.deadline) {
-				tx.Settle(w, timeoutError(w), "timeout")
+				tx.Settle(w, timeoutError(w), contract.RejectTimeout)
 			}
 			return nil
 		})
@@ -288,7 +288,7 @@ func (tx *Txn) hint(w *Waiter, stage *contract.LeaseProgress) {
 // in this decision. A request whose Start runs is abandoned (its Start
 // keeps what it readied and grants nothing); with settleStarting it is
 // settled now as well. It returns the ids, oldest first.
-func (tx *Txn) CancelAll(cerr *contract.Error, reason string, settleStarting bool) []string {
+func (tx *Txn) CancelAll(cerr *contract.Error, reason contract.RejectReason, settleStarting bool) []string {
 	q := tx.q
 	ids := []string{}
 	for w := q.all.head; w != nil; {

@@ -368,9 +368,9 @@ func (f *folder) fold(e leaseEvent) {
 		}
 		var d Delta
 		switch e.reason {
-		case "cancelled", "killed":
+		case string(contract.RejectCancelled), string(contract.RejectKilled):
 			d.Cancelled = true
-		case "timeout":
+		case string(contract.RejectTimeout):
 			d.TimedOut = true
 		default:
 			d.Rejected = e.reason
