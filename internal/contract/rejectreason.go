@@ -28,8 +28,6 @@ const (
 	RejectBootTimeout RejectReason = "boot-timeout"
 	// RejectDownloadFailed: the runtime it needed could not be installed.
 	RejectDownloadFailed RejectReason = "download-failed"
-	// RejectInternal: the daemon could not save a step of it.
-	RejectInternal RejectReason = "internal"
 	// RejectDaemonRestarted: it was open when the previous run of the
 	// daemon ended.
 	RejectDaemonRestarted RejectReason = "daemon-restarted"
@@ -54,7 +52,7 @@ const (
 // RejectReasons lists every request-end reason, in docs/EVENTS.md's order.
 func RejectReasons() []RejectReason {
 	return []RejectReason{RejectUnresolvable, RejectNoWait, RejectTimeout, RejectCancelled, RejectKilled,
-		RejectProvisionFailed, RejectBootFailed, RejectBootTimeout, RejectDownloadFailed, RejectInternal,
+		RejectProvisionFailed, RejectBootFailed, RejectBootTimeout, RejectDownloadFailed,
 		RejectDaemonRestarted, RejectGatewayRestarted, RejectNoWorker, RejectWorkerUnreachable,
 		RejectWorkerStopping, RejectWorkerAnswerInvalid, RejectWorkerRefused}
 }
