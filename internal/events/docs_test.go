@@ -24,16 +24,9 @@ var eventConst = regexp.MustCompile(`\bcontract\.(Ev[A-Z]\w*)\b`)
 // constant is in docs/EVENTS.md, so a reader of the event log can look any
 // line up.
 func TestEveryEventTheCodeRecordsIsDocumented(t *testing.T) {
-	root, err := bintest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "EVENTS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, doc := eventsDoc(t)
 	used := 0
-	err = filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
@@ -64,14 +57,7 @@ func TestEveryEventTheCodeRecordsIsDocumented(t *testing.T) {
 // Every event docs/EVENTS.md lists has its constant in contract, so the
 // list code names events by is whole.
 func TestEveryDocumentedEventHasItsConstant(t *testing.T) {
-	root, err := bintest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "EVENTS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, doc := eventsDoc(t)
 	known := map[string]bool{}
 	for _, name := range contract.EventNames() {
 		if known[name] {
@@ -99,14 +85,7 @@ func TestEveryDocumentedEventHasItsConstant(t *testing.T) {
 // constants are the same list, in the same order: a reason the code can
 // record is documented, and a documented one is spelt by its constant.
 func TestTheRejectReasonsAreTheDocumentedOnes(t *testing.T) {
-	root, err := bintest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "EVENTS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, doc := eventsDoc(t)
 	_, table, ok := strings.Cut(string(doc), "`lease.rejected` reasons:")
 	if !ok {
 		t.Fatal("docs/EVENTS.md has no \"`lease.rejected` reasons:\" table")
@@ -125,4 +104,18 @@ func TestTheRejectReasonsAreTheDocumentedOnes(t *testing.T) {
 	if strings.Join(documented, " ") != strings.Join(constants, " ") {
 		t.Errorf("docs/EVENTS.md's lease.rejected reasons are\n  %v\ncontract.RejectReasons() are\n  %v", documented, constants)
 	}
+}
+
+// eventsDoc is the module's root and docs/EVENTS.md's text.
+func eventsDoc(t *testing.T) (root string, doc []byte) {
+	t.Helper()
+	root, err := bintest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err = os.ReadFile(filepath.Join(root, "docs", "EVENTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, doc
 }
