@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/simlock/simlock/internal/client"
@@ -536,4 +537,52 @@ func (a *httpAgent) cancel(ctx context.Context) error {
 		a.l.violate(checkAnswer, "%s: cancel of request %s answered %d %v", a.name, a.request, status, out)
 	}
 	return nil
+}
+
+// startAgents starts *agents agents, each on its own goroutine in wg until
+// ctx ends, half of them leasing iOS and half Android: a quarter (at least
+// one) over h's HTTP API at base with an agent token each, the rest over
+// its socket. fr is the fleet run they check their answers against, nil
+// against a daemon. It returns how many go over HTTP.
+func startAgents(ctx context.Context, wg *sync.WaitGroup, seed uint64, l *ledger, h *home, base string, fr *fleetRun) int {
+	platforms := []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid}
+	nHTTP := max(*agents/4, 1)
+	for i := range *agents {
+		p := platforms[i%2]
+		arng := rand.New(rand.NewPCG(seed, uint64(i+1)))
+		var a agent
+		name := fmt.Sprintf("agent-%d", i)
+		if i < nHTTP {
+			a = &httpAgent{name: name, base: base, secret: h.token("agent", name), l: l, rng: arng, platform: p,
+				hc: &http.Client{Timeout: 30 * time.Second}, fleet: fr}
+		} else {
+			a = &sockAgent{name: name, h: h, l: l, rng: arng, platform: p, fleet: fr}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(ctx, name, a, l, rand.New(rand.NewPCG(seed, uint64(1000+i))))
+		}()
+	}
+	return nHTTP
+}
+
+// violationLog keeps each violation once, with the first check that saw
+// it.
+type violationLog struct {
+	all  []string
+	seen map[string]bool
+}
+
+// report adds what a check found, when naming the moment it looked.
+func (v *violationLog) report(when string, found []string) {
+	if v.seen == nil {
+		v.seen = map[string]bool{}
+	}
+	for _, f := range found {
+		if !v.seen[f] {
+			v.seen[f] = true
+			v.all = append(v.all, when+": "+f)
+		}
+	}
 }

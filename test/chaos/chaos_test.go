@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/bintest"
-	"github.com/simlock/simlock/internal/contract"
 )
 
 // fastDemo makes the demo driver quick; its timings are real waits.
@@ -56,37 +54,10 @@ func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 	l := newLedger()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	platforms := []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid}
-	nHTTP := max(*agents/4, 1)
-	for i := range *agents {
-		p := platforms[i%2]
-		arng := rand.New(rand.NewPCG(seed, uint64(i+1)))
-		var a agent
-		name := fmt.Sprintf("agent-%d", i)
-		if i < nHTTP {
-			a = &httpAgent{name: name, base: base, secret: h.token("agent", name), l: l, rng: arng, platform: p,
-				hc: &http.Client{Timeout: 30 * time.Second}}
-		} else {
-			a = &sockAgent{name: name, h: h, l: l, rng: arng, platform: p}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(ctx, name, a, l, rand.New(rand.NewPCG(seed, uint64(1000+i))))
-		}()
-	}
+	nHTTP := startAgents(ctx, &wg, seed, l, h, base, nil)
 
-	// A violation is reported once, with the first check that saw it.
-	var violations []string
-	seen := map[string]bool{}
-	report := func(when string, found []string) {
-		for _, v := range found {
-			if !seen[v] {
-				seen[v] = true
-				violations = append(violations, when+": "+v)
-			}
-		}
-	}
+	var vs violationLog
+	report := vs.report
 	var restarts []time.Duration
 	kills := 0
 	for kills < *minKills || l.ops.Load() < int64(*minOps) {
@@ -95,7 +66,7 @@ func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 			cancel()
 			wg.Wait()
 			t.Fatalf("no progress: %d operations acknowledged, %d wanted before kill %d; violations so far: %v",
-				l.ops.Load(), target, kills+1, append(violations, l.found()...))
+				l.ops.Load(), target, kills+1, append(vs.all, l.found()...))
 		}
 		killed := time.Now()
 		h.kill()
@@ -112,8 +83,8 @@ func TestKilledDaemonsLoseNothingAcknowledged(t *testing.T) {
 	slices.Sort(restarts)
 	t.Logf("chaos: %d agents (%d over HTTP), %d operations acknowledged, %d leases granted, %d kills, restart (kill to ready) median %v, max %v, %d violations",
 		*agents, nHTTP, l.ops.Load(), len(l.snapshot()), kills, restarts[len(restarts)/2].Round(time.Millisecond),
-		restarts[len(restarts)-1].Round(time.Millisecond), len(violations))
-	for _, v := range violations {
+		restarts[len(restarts)-1].Round(time.Millisecond), len(vs.all))
+	for _, v := range vs.all {
 		t.Errorf("violation: %s", v)
 	}
 }

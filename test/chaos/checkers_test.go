@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,61 @@ func TestALeaseGoneUntoldIsFlaggedAndOneItsHolderWasToldOfIsNot(t *testing.T) {
 	found := l.found()
 	if len(found) != 1 || checkOf(found[0]) != checkLeaseLost || !strings.Contains(found[0], "w.lse_1") {
 		t.Errorf("violations %v, want one %s for w.lse_1 only", found, checkLeaseLost)
+	}
+}
+
+// A gateway restart excuses a request's DAEMON_STOPPING when the restart
+// ended after the agent heard of the request, though the kill began
+// before it (the answer was in flight); one that was over before does not.
+func TestARestartExcusesTheRequestsItCouldHaveLost(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	fr := &fleetRun{}
+	fr.down = []window{{from: t0, to: t0.Add(100 * time.Millisecond), restart: true}}
+	if !fr.restartedSince(t0.Add(10 * time.Millisecond)) {
+		t.Errorf("a request heard of 10ms into a restart that ended at 100ms is not excused")
+	}
+	if fr.restartedSince(t0.Add(200 * time.Millisecond)) {
+		t.Errorf("a request heard of after the restart ended is excused")
+	}
+	fr.down = append(fr.down, window{from: t0.Add(time.Second), restart: true}) // still down
+	if !fr.restartedSince(t0.Add(500 * time.Millisecond)) {
+		t.Errorf("a request heard of before a restart still under way is not excused")
+	}
+	stop := &fleetRun{down: []window{{from: t0, to: t0.Add(time.Second)}}} // a SIGSTOP, not a restart
+	if stop.restartedSince(t0) {
+		t.Errorf("a stop without a restart excuses DAEMON_STOPPING")
+	}
+}
+
+// Of a worker's calls from the gateway, those it refused count; those
+// it granted, whose requester went away, or that came from elsewhere do
+// not.
+func TestOnlyTheGatewaysCallsAWorkerRefusedCountAsRefused(t *testing.T) {
+	ev := func(name, id, requester, code string) contract.Event {
+		b, _ := json.Marshal(map[string]string{"requestId": id, "requester": requester, "code": code, "reason": "x"})
+		return contract.Event{Event: name, Payload: b, Timestamp: 1}
+	}
+	evs := []contract.Event{
+		ev(contract.EvLeaseRequested, "req_refused", "gw:ins_g:a", ""),
+		ev(contract.EvLeaseRejected, "req_refused", "gw:ins_g:a", "NO_CAPACITY"),
+		ev(contract.EvLeaseRequested, "req_gone", "gw:ins_g:b", ""),
+		ev(contract.EvLeaseRejected, "req_gone", "gw:ins_g:b", "CANCELLED"),
+		ev(contract.EvLeaseRequested, "req_granted", "gw:ins_g:c", ""),
+		ev(contract.EvLeaseRequested, "req_local", "agent-d", ""),
+		ev(contract.EvLeaseRejected, "req_local", "agent-d", "NO_CAPACITY"),
+	}
+	calls := gatewayCalls(evs, "gw:ins_g:")
+	var ids, refused []string
+	for _, c := range calls {
+		ids = append(ids, c.id)
+		if c.refused() {
+			refused = append(refused, c.id)
+		}
+	}
+	if strings.Join(ids, " ") != "req_refused req_gone req_granted" {
+		t.Errorf("the gateway's calls are %v, want req_refused req_gone req_granted", ids)
+	}
+	if strings.Join(refused, " ") != "req_refused" {
+		t.Errorf("the refused calls are %v, want req_refused only", refused)
 	}
 }

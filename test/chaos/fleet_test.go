@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -58,36 +57,10 @@ func TestAFleetUnderKillsAndStopsKeepsItsInvariants(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	platforms := []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid}
-	nHTTP := max(*agents/4, 1)
-	for i := range *agents {
-		p := platforms[i%2]
-		arng := rand.New(rand.NewPCG(seed, uint64(i+1)))
-		var a agent
-		name := fmt.Sprintf("agent-%d", i)
-		if i < nHTTP {
-			a = &httpAgent{name: name, base: fl.url, secret: fl.gw.token("agent", name), l: l, rng: arng, platform: p,
-				hc: &http.Client{Timeout: 30 * time.Second}, fleet: fr}
-		} else {
-			a = &sockAgent{name: name, h: fl.gw, l: l, rng: arng, platform: p, fleet: fr}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run(ctx, name, a, l, rand.New(rand.NewPCG(seed, uint64(1000+i))))
-		}()
-	}
+	nHTTP := startAgents(ctx, &wg, seed, l, fl.gw, fl.url, fr)
 
-	var violations []string
-	seen := map[string]bool{}
-	report := func(when string, found []string) {
-		for _, v := range found {
-			if !seen[v] {
-				seen[v] = true
-				violations = append(violations, when+": "+v)
-			}
-		}
-	}
+	var vs violationLog
+	report := vs.report
 	kinds := map[string]int{}
 	started := time.Now()
 	n := 0
@@ -113,20 +86,20 @@ func TestAFleetUnderKillsAndStopsKeepsItsInvariants(t *testing.T) {
 	report("at the end", fl.check(context.Background(), l, true))
 	report("at the end", fl.requestRates())
 	report("seen by an agent", fl.withTrails(l.found()))
-	fl.keepLogs(t, violations)
+	fl.keepLogs(t, vs.all)
 
 	byCheck := map[string]int{}
-	for _, v := range violations {
+	for _, v := range vs.all {
 		byCheck[checkOf(v)]++
 	}
 	t.Logf("fleet chaos: seed %d, %v, %d workers, %d agents (%d over HTTP), %d operations acknowledged, %d leases granted, %d faults %v, %d violations %v",
-		seed, time.Since(started).Round(time.Second), fleetWorkers, *agents, nHTTP, l.ops.Load(), len(l.snapshot()), n, kinds, len(violations), byCheck)
+		seed, time.Since(started).Round(time.Second), fleetWorkers, *agents, nHTTP, l.ops.Load(), len(l.snapshot()), n, kinds, len(vs.all), byCheck)
 	if n < *faults || l.ops.Load() < int64(*minOps) {
 		t.Errorf("the run made %d faults and %d operations, want at least %d and %d", n, l.ops.Load(), *faults, *minOps)
 	}
 	// Each check's first violations in full; the rest counted above.
 	shown := map[string]int{}
-	for _, v := range violations {
+	for _, v := range vs.all {
 		if c := checkOf(v); shown[c] < 10 {
 			shown[c]++
 			t.Errorf("violation: %s", v)

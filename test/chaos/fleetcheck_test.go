@@ -180,6 +180,50 @@ func (fl *fleet) settle(l *ledger) []string {
 	}
 }
 
+// workerCall is one lease.request a worker got from the gateway, as its
+// event log tells it.
+type workerCall struct {
+	id, requester string
+	at            int64 // lease.requested's timestamp, epoch ms
+	rejected      bool
+	code, why     string // lease.rejected's code and reason
+}
+
+// refused reports whether the worker refused the call: it ended without a
+// lease, and not because its requester went away (CANCELLED).
+func (c *workerCall) refused() bool {
+	return c.rejected && c.code != string(contract.CodeCancelled)
+}
+
+// gatewayCalls are the lease.request calls in a worker's event log whose
+// requester has prefix (the gateway's), in the order they came.
+func gatewayCalls(evs []contract.Event, prefix string) []*workerCall {
+	byID := map[string]*workerCall{}
+	var calls []*workerCall
+	for _, ev := range evs {
+		var p struct {
+			RequestID string `json:"requestId"`
+			Requester string `json:"requester"`
+			Code      string `json:"code"`
+			Reason    string `json:"reason"`
+		}
+		_ = json.Unmarshal(ev.Payload, &p)
+		switch ev.Event {
+		case contract.EvLeaseRequested:
+			if strings.HasPrefix(p.Requester, prefix) {
+				c := &workerCall{id: p.RequestID, at: ev.Timestamp, requester: p.Requester}
+				byID[p.RequestID] = c
+				calls = append(calls, c)
+			}
+		case contract.EvLeaseRejected:
+			if c := byID[p.RequestID]; c != nil {
+				c.rejected, c.code, c.why = true, p.Code, p.Reason
+			}
+		}
+	}
+	return calls
+}
+
 // requestRates reads each worker's event log: the lease.request calls it
 // got from the gateway that it did not grant (lease.requested, then
 // lease.rejected) are at most maxBouncesPerSecond in any one second. A
@@ -197,38 +241,11 @@ func (fl *fleet) requestRates() []string {
 			bad = append(bad, named("checker", "worker %s: %v", fl.ids[i], err))
 			continue
 		}
-		type call struct {
-			at        int64
-			code, why string
-			rejected  bool
-			requester string
-		}
-		calls := map[string]*call{}
-		var order []string
-		for _, ev := range evs {
-			var p struct {
-				RequestID string `json:"requestId"`
-				Requester string `json:"requester"`
-				Code      string `json:"code"`
-				Reason    string `json:"reason"`
-			}
-			_ = json.Unmarshal(ev.Payload, &p)
-			switch ev.Event {
-			case "lease.requested":
-				if strings.HasPrefix(p.Requester, prefix) {
-					calls[p.RequestID] = &call{at: ev.Timestamp, requester: p.Requester}
-					order = append(order, p.RequestID)
-				}
-			case "lease.rejected":
-				if c := calls[p.RequestID]; c != nil {
-					c.rejected, c.code, c.why = true, p.Code, p.Reason
-				}
-			}
-		}
+		calls := gatewayCalls(evs, prefix)
 		var all, bounced []int64
-		for _, id := range order {
-			all = append(all, calls[id].at)
-			if c := calls[id]; c.rejected && c.code != string(contract.CodeCancelled) {
+		for _, c := range calls {
+			all = append(all, c.at)
+			if c.refused() {
 				bounced = append(bounced, c.at)
 			}
 		}
@@ -238,9 +255,9 @@ func (fl *fleet) requestRates() []string {
 			fl.ids[i], len(all), peakAll, len(bounced), peakBounced))
 		if peakBounced > maxBouncesPerSecond {
 			var what []string
-			for _, id := range order {
-				if c := calls[id]; c.rejected && c.code != string(contract.CodeCancelled) && c.at >= at && c.at < at+1000 {
-					what = append(what, fmt.Sprintf("%s %s/%s for %s", id, c.code, c.why, c.requester))
+			for _, c := range calls {
+				if c.refused() && c.at >= at && c.at < at+1000 {
+					what = append(what, fmt.Sprintf("%s %s/%s for %s", c.id, c.code, c.why, c.requester))
 				}
 			}
 			bad = append(bad, named(checkRequestRate, "worker %s refused %d lease.request calls from the gateway in the second from %s, want at most %d: %s",

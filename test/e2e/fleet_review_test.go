@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -485,39 +484,12 @@ func TestAForwardedExecTheWorkerNeverAnswersEndsExecTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "gateway.execTimeoutMs", "1000")
 	w := f.fakeJoined("fake-exec", "ios", 2, 2)
-	_, agent := f.gw.token("agent", "exec-agent")
-	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
-	if r.status != 201 {
-		t.Fatalf("create: %d %s", r.status, r.raw)
-	}
-	w.grant(w.serveUntil("lease.request"), "")
-	lease := f.api.awaitState(agent, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)
+	agent, leaseID, _ := f.grantOver(w, "exec-agent")
 
-	type answer struct {
-		status int
-		body   string
-		err    error
-	}
-	done := make(chan answer, 1)
 	started := time.Now()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), commandBound)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "POST", f.api.base+"/v1/leases/"+lease["id"].(string)+"/exec",
-			strings.NewReader(`{"tool":"simctl","args":["spawn","booted","true"]}`))
-		req.Header.Set("Authorization", "Bearer "+agent)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		done <- answer{status: resp.StatusCode, body: string(b), err: err}
-	}()
+	done := execOverHTTP(f, agent, leaseID)
 	w.serveUntil("device.exec") // and never answered
-	var a answer
+	var a httpAnswer
 	select {
 	case a = <-done:
 	case <-time.After(10 * time.Second):

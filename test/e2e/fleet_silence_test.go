@@ -109,15 +109,9 @@ func TestAForwardedExecThatKeepsWritingOutlivesTheSilenceBound(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "gateway.execTimeoutMs", "1000")
 	w := f.fakeJoined("fake-chatty", "ios", 2, 2)
-	_, agent := f.gw.token("agent", "chatty-agent")
-	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
-	if r.status != 201 {
-		t.Fatalf("create: %d %s", r.status, r.raw)
-	}
-	w.grant(w.serveUntil("lease.request"), "")
-	lease := f.api.awaitState(agent, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)
+	agent, leaseID, _ := f.grantOver(w, "chatty-agent")
 
-	done := execOverHTTP(f, agent, lease["id"].(string))
+	done := execOverHTTP(f, agent, leaseID)
 	c := w.serveUntil("device.exec")
 	w.push(c, contract.Push{Push: contract.PushExecStarted})
 	for i := range 6 {
@@ -245,15 +239,9 @@ func TestAForwardedExecThatFallsSilentEndsExecTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "gateway.execTimeoutMs", "1000")
 	w := f.fakeJoined("fake-hush", "ios", 2, 2)
-	_, agent := f.gw.token("agent", "hush-agent")
-	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
-	if r.status != 201 {
-		t.Fatalf("create: %d %s", r.status, r.raw)
-	}
-	w.grant(w.serveUntil("lease.request"), "")
-	lease := f.api.awaitState(agent, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)
+	agent, leaseID, _ := f.grantOver(w, "hush-agent")
 
-	done := execOverHTTP(f, agent, lease["id"].(string))
+	done := execOverHTTP(f, agent, leaseID)
 	c := w.serveUntil("device.exec")
 	w.push(c, contract.Push{Push: contract.PushExecStarted})
 	var last time.Time
