@@ -23,6 +23,7 @@ type Bus struct {
 	next int
 	subs map[int]*Subscription
 	last int64
+	taps []func(contract.Event)
 }
 
 // NewBus makes an empty bus.
@@ -75,13 +76,28 @@ func (s *Subscription) closeLocked() {
 	close(s.c)
 }
 
-// Publish delivers events, in order, to every subscriber.
+// Tap adds fn to the functions every published event is handed to, in
+// publish order, before any subscriber gets it. Unlike a subscription a tap
+// is never cut off: it is for what must see every fact exactly once (the
+// daemon's counters and its decision log), so fn must be quick and must
+// not call back into the bus. Taps are added while the daemon is wired,
+// before anything is published.
+func (b *Bus) Tap(fn func(contract.Event)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.taps = append(b.taps, fn)
+}
+
+// Publish delivers events, in order, to every tap and every subscriber.
 func (b *Bus) Publish(evs ...contract.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, ev := range evs {
 		if ev.Seq > b.last {
 			b.last = ev.Seq
+		}
+		for _, fn := range b.taps {
+			fn(ev)
 		}
 		for _, s := range b.subs {
 			select {

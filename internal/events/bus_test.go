@@ -56,3 +56,18 @@ func TestCloseEndsSubscription(t *testing.T) {
 	}
 	b.Publish(contract.Event{Seq: 1}) // must not panic on a closed subscription
 }
+
+func TestATapSeesEveryEventInOrderWhereASubscriberWouldBeCutOff(t *testing.T) {
+	b := NewBus()
+	var seen []int64
+	b.Tap(func(ev contract.Event) { seen = append(seen, ev.Seq) })
+	slow, _ := b.Subscribe(1)
+	b.Publish(contract.Event{Seq: 1}, contract.Event{Seq: 2})
+	b.Publish(contract.Event{Seq: 3})
+	if !slow.Lagged() {
+		t.Fatal("the slow subscriber was not cut off, so the test shows nothing")
+	}
+	if len(seen) != 3 || seen[0] != 1 || seen[1] != 2 || seen[2] != 3 {
+		t.Fatalf("the tap saw seqs %v, want [1 2 3]", seen)
+	}
+}
