@@ -14,6 +14,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
+	howett.net/plist v1.0.1
 	modernc.org/sqlite v1.62.0
 )
 

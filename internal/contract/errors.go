@@ -137,6 +137,9 @@ var codes = map[Code]codeInfo{
 	CodeDeviceFileMissing: {1, http.StatusNotFound},
 	CodeInvalidApp:        {2, http.StatusUnprocessableEntity},
 	CodeAppInstallFailed:  {1, http.StatusUnprocessableEntity},
+
+	CodeServiceUnsupported:   {12, http.StatusNotImplemented},
+	CodeServiceManagerFailed: {1, http.StatusBadGateway},
 }
 
 // Codes lists every code in the table.
