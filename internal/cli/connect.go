@@ -84,7 +84,12 @@ func connect(ctx context.Context, cmd *cobra.Command, env Env, s session) (*clie
 	case s.autostart && daemonGone(err):
 		// Nothing listens, or a daemon accepted and then went away
 		// before it answered (it was killed a moment ago): start one,
-		// which waits out a daemon still dying with the lock.
+		// which waits out a daemon still dying with the lock. A home
+		// with a service installed has its daemon started by the
+		// service manager, never beside it.
+		if p, in, ok := installedService(env, home); ok {
+			return startService(ctx, home, p, in, dial)
+		}
 		return startDaemon(ctx, env, home, dial)
 	case notListening(err):
 		return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "no simlock daemon is running for %s", home)

@@ -109,7 +109,7 @@ type State struct {
 	Error *contract.Error `json:"error,omitempty"`
 }
 
-// Status asks the manager about p's service. A manager that cannot be
+// Status asks the manager about p's installed service. A manager that cannot be
 // reached is State.Error, not an error: the file's presence is still
 // known.
 func (in Installer) Status(ctx context.Context, p Plan) (State, error) {
@@ -118,6 +118,9 @@ func (in Installer) Status(ctx context.Context, p Plan) (State, error) {
 		return State{}, err
 	}
 	st := State{Installed: installed}
+	if !installed {
+		return st, nil
+	}
 	cmd := p.Status()
 	res, err := in.run(ctx, cmd)
 	if err == nil && res.ExitCode != 0 && !notLoaded(p, res) {

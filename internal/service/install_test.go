@@ -167,9 +167,16 @@ func TestAManagerThatCannotBeReachedSaysHowToFixIt(t *testing.T) {
 		t.Errorf("install without systemctl: %v, want SERVICE_UNSUPPORTED naming systemctl", err)
 	}
 
-	st, err := installer(t, noBus).Status(ctx, p)
-	if err != nil || st.Installed || st.Error == nil || st.Error.Code != contract.CodeServiceManagerFailed {
-		t.Errorf("status without a user bus: %+v, %v; want not installed, with the manager's error", st, err)
+	in := installer(t, noBus)
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(in.Root, p.Path)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in.Root, p.Path), p.File, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := in.Status(ctx, p)
+	if err != nil || !st.Installed || st.Error == nil || st.Error.Code != contract.CodeServiceManagerFailed {
+		t.Errorf("status without a user bus: %+v, %v; want installed, with the manager's error", st, err)
 	}
 }
 
@@ -198,7 +205,7 @@ func TestStatusReadsWhatTheManagerSays(t *testing.T) {
 			"systemctl --user show simlock.service --property=LoadState,ActiveState,SubState,MainPID,UnitFileState"},
 		{"systemd stopped", lin, runner.Result{Stdout: []byte("LoadState=loaded\nActiveState=inactive\nSubState=dead\nMainPID=0\nUnitFileState=enabled\n")}, true,
 			State{Installed: true, Loaded: true}, ""},
-		{"systemd unknown", lin, runner.Result{Stdout: []byte("LoadState=not-found\nActiveState=inactive\nMainPID=0\nUnitFileState=\n")}, false,
+		{"systemd not installed", lin, runner.Result{ExitCode: 1, Stderr: []byte("Failed to connect to bus: No medium found")}, false,
 			State{}, ""},
 		{"launchd running", mac, runner.Result{Stdout: print}, true,
 			State{Installed: true, Loaded: true, Running: true, PID: 80211}, "launchctl print gui/501/dev.simlock.daemon"},
