@@ -142,13 +142,13 @@ func TestMetricsNeedAnOperatorTokenUnlessPublic(t *testing.T) {
 	_, agent := h.token("agent", "an-agent")
 	_, operator := h.token("operator", "an-operator")
 	for _, c := range []struct {
-		secret string
-		status int
-		code   string
-	}{{"", 401, "UNAUTHENTICATED"}, {agent, 403, "FORBIDDEN"}, {operator, 200, ""}} {
+		who, secret string
+		status      int
+		code        string
+	}{{"no token", "", 401, "UNAUTHENTICATED"}, {"an agent token", agent, 403, "FORBIDDEN"}, {"an operator token", operator, 200, ""}} {
 		status, body, code := a.getText("/metrics", c.secret)
 		if status != c.status || code != c.code {
-			t.Errorf("GET /metrics with %q: %d %s, want %d %s\n%s", c.secret, status, code, c.status, c.code, body)
+			t.Errorf("GET /metrics with %s: %d %s, want %d %s\n%s", c.who, status, code, c.status, c.code, body)
 		}
 	}
 	_, pub := httpHome(t, "metrics.public", "true")
