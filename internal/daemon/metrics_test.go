@@ -7,7 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/driver/demo"
 )
 
 // metricsText is metrics.get as c sees it.
@@ -79,5 +83,41 @@ func TestMetricsGetReadsTheEngineWhileItDecides(t *testing.T) {
 
 	if _, err := metricsText(t, dial(t, home, "agent", false)); code(err) != contract.CodeForbidden {
 		t.Errorf("metrics.get as an agent: %v, want FORBIDDEN", err)
+	}
+}
+
+// A lease granted before a restart ends, after it, counted by its
+// platform: the fold learns the leases the engine loaded when it starts.
+func TestALeaseFromBeforeARestartEndsByItsPlatform(t *testing.T) {
+	drivers := map[contract.Platform]driver.Driver{}
+	for _, p := range contract.Platforms() {
+		d, err := demo.New(demo.Options{Platform: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		drivers[p] = d
+	}
+	d, home := startDaemonWith(t, nil, drivers)
+	g, err := dial(t, home, "a", false).RequestLease(context.Background(), contract.LeaseRequestInput{Platform: contract.PlatformAndroid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Stop("test"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Start(context.Background(), Options{Home: home, Version: "test", Config: config.Default(), Drivers: drivers, Host: core.Host{CPUs: 8, RAMBytes: 64 << 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Stop("test over") })
+	if _, err := dial(t, home, "a", false).Release(context.Background(), g.Lease.ID); err != nil {
+		t.Fatalf("release after the restart: %v", err)
+	}
+	text, err := metricsText(t, dial(t, home, "ops", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `simlock_lease_ends_total{platform="android",reason="explicit"} 1`; !strings.Contains(text, want) {
+		t.Errorf("after the restart, the release of the lease granted before it: no %s in\n%s", want, text)
 	}
 }

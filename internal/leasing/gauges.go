@@ -49,3 +49,18 @@ func (e *Engine) Gauges() []PlatformGauges {
 	})
 	return out
 }
+
+// EachLease calls f with each active lease's unique key and platform, in
+// one look under the decision lock: an event published after it is of a
+// lease f saw or of one granted later, never of one it missed. It walks
+// every lease, so it is for a start, not for a scrape. A lease whose
+// device is not known is left out.
+func (e *Engine) EachLease(f func(key string, p contract.Platform)) {
+	e.view(func() {
+		for key, l := range e.leases {
+			if l.due >= 0 {
+				f(key, contract.Platforms()[l.plat])
+			}
+		}
+	})
+}

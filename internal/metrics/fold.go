@@ -223,3 +223,16 @@ func (m *Metrics) Fold(ev contract.Event) {
 }
 
 func seconds(ms int64) float64 { return float64(ms) / 1000 }
+
+// SeedLease tells the fold of a lease granted before this start (its
+// unique key and platform), so that its end is counted by its platform.
+// The daemon calls it once per active lease when its engine has started;
+// a lease the fold already knows is left as it is.
+func (m *Metrics) SeedLease(key string, p contract.Platform) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := leaseKey{"", key}
+	if _, ok := m.f.leases[k]; !ok {
+		m.f.leases[k] = platformLabel(string(p))
+	}
+}
