@@ -180,7 +180,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 	root.AddCommand(
 		leaseCmd(env), releaseCmd(env), statusCmd(env), listCmd(env), catalogCmd(env),
 		eventsCmd(env), daemonCmd(env), benchCmd(env), configCmd(env), tokenCmd(env), workerCmd(env), componentCmd(env), demoCmd(env), cleanupCmd(env), nukeCmd(env), mcpCmd(env), retryCmd(env),
-		jobCmd(env), statsCmd(env), serviceCmd(env),
+		jobCmd(env), statsCmd(env), serviceCmd(env), metricsCmd(env),
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
 	)

@@ -163,6 +163,8 @@ var keys = []keySpec{
 		doc: "most event streams (text/event-stream) open at once; past it a new one is 503 TOO_MANY_STREAMS"},
 	{key: "http.maxStreamsPerToken", kind: kindInt, def: int64(32), min: 1,
 		doc: "most event streams one token may have open at once"},
+	{key: "metrics.public", kind: kindBool, def: false,
+		doc: "serve GET /metrics on the HTTP API without a token (otherwise an operator token); for a Prometheus on a trusted network"},
 	{key: "drivers.demo.enabled", kind: kindBool, def: false,
 		doc: "serve both platforms with simulated devices (also SIMLOCK_DRIVERS=demo)"},
 	{key: "drivers.demo.provisionMs", kind: kindInt, def: int64(1000), min: 0, doc: "demo: time to create a device"},

@@ -112,6 +112,7 @@ var ops = map[Op]OpInfo{
 	OpComponentRemove:  {AdminOnly: true},
 	OpJobList:          {AdminOnly: true},
 	OpUsageGet:         {AdminOnly: true},
+	OpMetricsGet:       {AdminOnly: true},
 	OpJobGet:           {AdminOnly: true},
 	OpJobFollow:        {AdminOnly: true},
 	OpDemoInject:       {AdminOnly: true},

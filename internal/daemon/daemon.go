@@ -49,6 +49,7 @@ import (
 	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/jobs"
 	"github.com/simlock/simlock/internal/leasing"
+	"github.com/simlock/simlock/internal/metrics"
 	"github.com/simlock/simlock/internal/proctable"
 	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/store/sqlite"
@@ -134,6 +135,7 @@ type Daemon struct {
 	opts      Options
 	log       *slog.Logger
 	bus       *events.Bus
+	metrics   *metrics.Metrics
 	db        *sqlite.DB
 	engine    *leasing.Engine
 	installer *components.Installer
@@ -261,6 +263,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
+	d.newMetrics()
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
 		d.endLife()
@@ -361,7 +364,7 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 		return nil, fmt.Errorf("open the database: %w", err)
 	}
 	f.Close()
-	db, err := sqlite.OpenWith(ctx, dbPath, sqlite.Options{BusyTimeout: d.opts.StoreBusyTimeout})
+	db, err := sqlite.OpenWith(ctx, dbPath, sqlite.Options{BusyTimeout: d.opts.StoreBusyTimeout, OnCommit: d.metrics.ObserveCommit})
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,8 @@ func (d *Daemon) listenHTTP() error {
 	d.consoleURL = consoleURL(ln.Addr())
 	d.api = httpapi.New(httpapi.Options{Backend: httpBackend{d}, Logger: d.log.With("module", "http"),
 		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken")),
-		Console:        console.Handler(),
+		Console: console.Handler(),
+		Metrics: d.metricsHandler(), MetricsPublic: cfg.Bool("metrics.public"),
 		MaxUploadBytes: cfg.Int("exec.maxUploadBytes"),
 		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond})
 	d.httpSrv = &http.Server{

@@ -93,6 +93,7 @@ func (d *Daemon) startWorker(ctx context.Context, db *sqlite.DB) error {
 	if err := d.engine.Start(ctx); err != nil {
 		return err
 	}
+	d.engine.EachLease(d.metrics.SeedLease)
 	d.log.Info("daemon ready", "home", d.opts.Home, "version", d.opts.Version)
 	d.runWorkerLoops(clockNow)
 	return nil

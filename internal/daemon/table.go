@@ -150,7 +150,7 @@ type opTable map[contract.Op]opEntry
 // in the code, met at the first start of any daemon (and in its tests).
 func newOpTable() opTable {
 	t := opTable{}
-	for _, part := range [][]opEntry{leaseOps(), requestOps(), deviceOps(), fileOps(), eventOps(), workerOps(), jobOps(), tokenOps(), adminOps()} {
+	for _, part := range [][]opEntry{leaseOps(), requestOps(), deviceOps(), fileOps(), eventOps(), workerOps(), jobOps(), tokenOps(), adminOps(), metricsOps()} {
 		for _, e := range part {
 			if _, dup := t[e.op]; dup {
 				panic(fmt.Sprintf("operation %s is declared twice in the operation table", e.op))

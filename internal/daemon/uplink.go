@@ -53,7 +53,7 @@ func (b httpBackend) Uplink(w http.ResponseWriter, r *http.Request, tok contract
 		b.UplinkRefused(r, ce)
 		return ce
 	}
-	conn, err := uplink.Accept(w, r, uplink.Options{MaxFrame: uplinkMaxFrame, Heartbeat: heartbeat(d.opts.Config)})
+	conn, err := uplink.Accept(w, r, uplink.Options{MaxFrame: uplinkMaxFrame, Heartbeat: heartbeat(d.opts.Config), OnRTT: d.metrics.ObserveUplinkRTT})
 	if err != nil {
 		// The WebSocket library has answered the request itself.
 		d.log.Info("uplink upgrade failed", "workerId", id, "err", err)

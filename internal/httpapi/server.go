@@ -56,6 +56,11 @@ type Options struct {
 	// request body, and for the client to take the next chunk of its
 	// response (exec.transferIdleMs); 0 means DefaultUploadIdle.
 	UploadIdle time.Duration
+	// Metrics, when set, answers GET /metrics (the Prometheus text
+	// format): to an operator token, or to anyone with MetricsPublic
+	// (metrics.public).
+	Metrics       http.Handler
+	MetricsPublic bool
 }
 
 // The defaults of the file routes' bounds.
@@ -80,6 +85,9 @@ type Server struct {
 	now       func() time.Time
 	mux       *http.ServeMux
 	console   http.Handler
+	metrics   http.Handler
+	// metricsPublic serves metrics without a token.
+	metricsPublic bool
 
 	// closed is closed by Close; open streams watch it so that
 	// http.Server.Shutdown is not held up by them.
@@ -128,7 +136,8 @@ func New(opts Options) *Server {
 		now:       opts.Now,
 		mux:       http.NewServeMux(),
 		console:   opts.Console,
-		closed:    make(chan struct{}),
+		metrics:   opts.Metrics, metricsPublic: opts.MetricsPublic,
+		closed: make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxUpload:   cmp.Or(opts.MaxUploadBytes, DefaultMaxUploadBytes),
@@ -231,6 +240,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/workers", accessOperator, s.listWorkers)
 	s.handle("GET /v1/workers/{id}", accessOperator, s.getWorker)
 	s.mux.HandleFunc("GET /v1/uplink", s.uplink)
+	s.routeMetrics()
 }
 
 // uplink serves GET /v1/uplink. A refusal is also told to the backend,
@@ -399,8 +409,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer lw.finish()
 	var w http.ResponseWriter = lw
 	pol := s.defaultBody()
-	if _, pattern := s.mux.Handler(r); pattern != "" {
-		if p, ok := s.bodies[pattern]; ok {
+	_, routed := s.mux.Handler(r)
+	if routed != "" {
+		if p, ok := s.bodies[routed]; ok {
 			pol = p
 		}
 	}
@@ -410,7 +421,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if sb, ok := r.Body.(*streamBody); ok {
 		defer sb.finish()
 	}
-	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
+	// The console has every GET outside /v1 but the routes registered
+	// there (/metrics).
+	if p := r.URL.Path; s.console != nil && routed == "" && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.console.ServeHTTP(w, r)
 		return

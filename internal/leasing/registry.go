@@ -105,6 +105,9 @@ type registry struct {
 	use    core.Usage
 	warm   core.PerPlatform // ready and unclaimed
 	states map[contract.DeviceState]int
+	// platStates counts devices per platform and state, for a metrics
+	// scrape; a platform this build does not know is counted nowhere.
+	platStates [contract.NumPlatforms]map[contract.DeviceState]int
 	// fits indexes idle ready and shut-down devices, and devices being
 	// cleaned, by spec; per platform, so a lookup walks only the specs
 	// (models × OS versions) that exist, never the devices.
@@ -140,6 +143,7 @@ func newRegistry(limits core.Limits) *registry {
 	r.order.Init()
 	for i := range r.fits {
 		r.fits[i] = map[fitKey]*fitBucket{}
+		r.platStates[i] = map[contract.DeviceState]int{}
 	}
 	return r
 }
@@ -197,6 +201,9 @@ func (r *registry) drop(d *dev) {
 func (r *registry) index(d *dev, n int) {
 	r.use.Add(r.limits, d.slot(), n)
 	r.states[d.State] += n
+	if i := d.Platform.Index(); i >= 0 {
+		r.platStates[i][d.State] += n
+	}
 	if d.State == contract.DeviceReady && d.claim == claimNone {
 		r.warm.Add(d.Platform, n)
 	}

@@ -436,11 +436,15 @@ func (c *Conn) heartbeat() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(c.life, c.opts.Heartbeat)
+		sent := time.Now()
 		err := c.ws.Ping(ctx)
 		cancel()
 		switch {
 		case err == nil:
 			missed = 0
+			if c.opts.OnRTT != nil {
+				c.opts.OnRTT(time.Since(sent))
+			}
 		case errors.Is(err, net.ErrClosed) || c.life.Err() != nil:
 			return // the socket is down: the read loop says why
 		default:

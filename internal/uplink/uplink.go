@@ -41,6 +41,9 @@ type Options struct {
 	// Heartbeat is how often this end pings the peer (10 s when 0). A
 	// peer that leaves three pings in a row unanswered is taken for dead.
 	Heartbeat time.Duration
+	// OnRTT, when set, is told each answered ping's round trip. It runs
+	// on the heartbeat's goroutine, so it must be quick.
+	OnRTT func(time.Duration)
 }
 
 const (

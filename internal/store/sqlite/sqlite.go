@@ -78,6 +78,9 @@ type DB struct {
 	floorMu     sync.Mutex
 	floorSeeded bool
 	floorLast   store.Lease
+
+	// onCommit is Options.OnCommit, nil when unset.
+	onCommit func(time.Duration)
 }
 
 // stmts are the statements prepared once, at Open.
@@ -112,6 +115,10 @@ type Options struct {
 	// process holds on the database before it gives up with SQLITE_BUSY
 	// (busy_timeout); 5 s when 0.
 	BusyTimeout time.Duration
+	// OnCommit, when set, is told how long each committed Change held the
+	// writer: its SQL and its COMMIT, not the planning before the lock.
+	// It runs on the committing goroutine, so it must be quick.
+	OnCommit func(time.Duration)
 }
 
 // DefaultBusyTimeout is Options.BusyTimeout's default.
@@ -179,7 +186,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
-	db := &DB{w: w, r: r,
+	db := &DB{w: w, r: r, onCommit: opts.OnCommit,
 		narrowDevice: narrowStmts{table: "devices", columns: deviceColumns},
 		narrowLease:  narrowStmts{table: "leases", columns: leaseColumns}}
 	if err := db.prepare(ctx); err != nil {

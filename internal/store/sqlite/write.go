@@ -78,6 +78,7 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 	var out []contract.Event
+	began := time.Now()
 	err = db.write(ctx, func(tx *sql.Tx) error {
 		out, err = db.apply(ctx, tx, c, p)
 		return err
@@ -85,7 +86,16 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
+	db.committed(began)
 	return out, nil
+}
+
+// committed tells OnCommit how long a commit that began at began held the
+// writer.
+func (db *DB) committed(began time.Time) {
+	if db.onCommit != nil {
+		db.onCommit(time.Since(began))
+	}
 }
 
 // Reserve takes the write lock for one decision: it begins the writer's
@@ -148,8 +158,10 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 	c, p, err := r.db.plan(ctx, c, true)
 	if err == nil {
 		var out []contract.Event
+		began := time.Now()
 		if out, err = r.db.apply(ctx, r.tx, c, p); err == nil {
 			if err = r.tx.Commit(); err == nil {
+				r.db.committed(began)
 				r.db.warm(p.cold)
 				return out, nil
 			}
