@@ -303,7 +303,7 @@ func routeTable() []route {
 				event[contract.ExecResult]("exit", "The command ended: the last event."),
 				errorEvent)},
 			errors: []contract.Code{contract.CodeUnknownLease, contract.CodeTooManyStreams, contract.CodeUnsupportedMediaType,
-				contract.CodePassthroughRefused, contract.CodeUnknownPassthroughTool, contract.CodeNoDriver},
+				contract.CodePassthroughRefused, contract.CodeUnknownPassthroughTool, contract.CodeNoDriver, contract.CodeExecTimeout},
 		}},
 		{method: "PUT", path: "/v1/leases/{id}/files", access: accessAgent, upload: true, serve: (*Server).putFile, doc: routeDoc{
 			id: "putFile", tag: "files", summary: "Write a file on a leased device",
