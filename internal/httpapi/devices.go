@@ -14,7 +14,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request, tok contrac
 	if res.Devices == nil {
 		res.Devices = []contract.Device{}
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"devices": res.Devices})
+	s.writeJSON(w, http.StatusOK, deviceList{res.Devices})
 	return nil
 }
 
@@ -29,6 +29,6 @@ func (s *Server) retryDevice(w http.ResponseWriter, r *http.Request, tok contrac
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"device": res.Device})
+	s.writeJSON(w, http.StatusOK, deviceEnvelope{res.Device})
 	return nil
 }

@@ -25,7 +25,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request, tok contract.T
 	if err != nil {
 		return hideLease(tok, err, id)
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"lease": leaseViewFromGet(res)})
+	s.writeJSON(w, http.StatusOK, leaseEnvelope{leaseViewFromGet(res)})
 	return nil
 }
 

@@ -6,19 +6,20 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 )
 
-// routeMetrics registers GET /metrics when the daemon serves metrics: for
-// anyone with metrics.public, else for an operator token like every
-// operator route (401 and 403 with the usual JSON error body).
-func (s *Server) routeMetrics() {
-	if s.metrics == nil {
-		return
-	}
-	if s.metricsPublic {
-		s.mux.Handle("GET /metrics", s.metrics)
-		return
-	}
-	s.handle("GET /metrics", accessOperator, func(w http.ResponseWriter, r *http.Request, _ contract.TokenRecord) error {
+// serveMetrics serves GET /metrics: to anyone with metrics.public, else to
+// an operator token like every operator route (401 and 403 with the usual
+// JSON error body). A server built without Options.Metrics has no metrics
+// to give and answers as for an unknown route.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.metrics == nil:
+		s.writeError(w, r, contract.Errorf(contract.CodeUnknownRoute, "no route %s %s", r.Method, r.URL.Path))
+	case s.metricsPublic:
 		s.metrics.ServeHTTP(w, r)
-		return nil
-	})
+	default:
+		s.authed(accessOperator, func(w http.ResponseWriter, r *http.Request, _ contract.TokenRecord) error {
+			s.metrics.ServeHTTP(w, r)
+			return nil
+		})(w, r)
+	}
 }

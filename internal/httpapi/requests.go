@@ -113,7 +113,7 @@ func (s *Server) createLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 		return err
 	}
 	w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(status.Request.ID))
-	s.writeJSON(w, http.StatusCreated, map[string]any{"request": s.requestView(r.Context(), tok, status)})
+	s.writeJSON(w, http.StatusCreated, requestEnvelope{s.requestView(r.Context(), tok, status)})
 	return nil
 }
 
@@ -145,7 +145,7 @@ func (s *Server) getLeaseRequest(w http.ResponseWriter, r *http.Request, tok con
 			return hideRequest(tok, err, id)
 		}
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"request": s.requestView(r.Context(), tok, st)})
+	s.writeJSON(w, http.StatusOK, requestEnvelope{s.requestView(r.Context(), tok, st)})
 	return nil
 }
 
@@ -202,7 +202,7 @@ func (s *Server) listLeaseRequests(w http.ResponseWriter, r *http.Request, tok c
 			QueuePosition: rec.QueuePosition,
 		})
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"requests": out})
+	s.writeJSON(w, http.StatusOK, requestList{out})
 	return nil
 }
 
@@ -218,7 +218,7 @@ func (s *Server) listFailedRequests(w http.ResponseWriter, r *http.Request, tok 
 		out = append(out, failedRequest{ID: rec.ID, RequesterID: rec.RequesterID, Spec: rec.Spec, CreatedAt: rec.CreatedAt,
 			SettledAt: rec.SettledAt, Error: rec.Error, WorkerID: rec.WorkerID})
 	}
-	s.writeJSON(w, http.StatusOK, map[string]any{"requests": out})
+	s.writeJSON(w, http.StatusOK, failedRequestList{out})
 	return nil
 }
 
@@ -236,6 +236,6 @@ func (s *Server) retryLeaseRequest(w http.ResponseWriter, r *http.Request, tok c
 		return hideRequest(tok, err, id)
 	}
 	w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(status.Request.ID))
-	s.writeJSON(w, http.StatusCreated, map[string]any{"request": s.requestView(r.Context(), tok, status)})
+	s.writeJSON(w, http.StatusCreated, requestEnvelope{s.requestView(r.Context(), tok, status)})
 	return nil
 }

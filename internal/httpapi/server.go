@@ -83,7 +83,7 @@ type Server struct {
 	keepAlive time.Duration
 	maxBody   int64
 	now       func() time.Time
-	mux       *http.ServeMux
+	mux       *recordingMux
 	console   http.Handler
 	metrics   http.Handler
 	// metricsPublic serves metrics without a token.
@@ -111,6 +111,9 @@ type Server struct {
 	live      map[string]map[*liveRequest]struct{}
 	endedToks map[string]struct{}
 
+	// document is the API's description, built at its first request.
+	document func() ([]byte, error)
+
 	// bodies holds the body policy of each route, by mux pattern.
 	// Written only while the routes are registered, before serving.
 	bodies map[string]bodyPolicy
@@ -134,7 +137,7 @@ func New(opts Options) *Server {
 		keepAlive: opts.KeepAlive,
 		maxBody:   opts.MaxBody,
 		now:       opts.Now,
-		mux:       http.NewServeMux(),
+		mux:       &recordingMux{ServeMux: http.NewServeMux()},
 		console:   opts.Console,
 		metrics:   opts.Metrics, metricsPublic: opts.MetricsPublic,
 		closed: make(chan struct{}),
@@ -148,6 +151,7 @@ func New(opts Options) *Server {
 		endedToks:      map[string]struct{}{},
 		bodies:         map[string]bodyPolicy{},
 		lingering:      map[net.Conn]struct{}{},
+		document:       sync.OnceValues(OpenAPI),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -189,7 +193,8 @@ func (s *Server) stopping() bool {
 type access int
 
 const (
-	accessAgent    access = iota // agent and operator tokens
+	accessPublic   access = iota // anyone, without a token
+	accessAgent                  // agent and operator tokens
 	accessOperator               // operator tokens only
 	accessWorker                 // worker (join) tokens only: the uplink
 )
@@ -198,50 +203,6 @@ const (
 // as the JSON error response, so it must return nil once it has written
 // anything itself.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error
-
-func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		s.writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-	})
-	s.handle("GET /v1/status", accessAgent, s.getStatus)
-	s.handle("GET /v1/catalog", accessAgent, s.getCatalog)
-
-	s.handle("POST /v1/lease-requests", accessAgent, s.createLeaseRequest)
-	s.handle("GET /v1/lease-requests", accessOperator, s.listLeaseRequests)
-	s.handle("GET /v1/lease-requests/{id}", accessAgent, s.getLeaseRequest)
-	s.handle("DELETE /v1/lease-requests/{id}", accessAgent, s.cancelLeaseRequest)
-	s.handle("GET /v1/lease-requests/{id}/events", accessAgent, s.streamLeaseRequest)
-	s.handle("POST /v1/lease-requests/{id}/retry", accessOperator, s.retryLeaseRequest)
-
-	s.handle("GET /v1/leases", accessAgent, s.listLeases)
-	s.handle("GET /v1/leases/{id}", accessAgent, s.getLease)
-	s.handle("DELETE /v1/leases/{id}", accessAgent, s.releaseLease)
-	s.handle("POST /v1/leases/{id}/renew", accessAgent, s.renewLease)
-	s.handle("GET /v1/leases/{id}/events", accessAgent, s.streamLease)
-	s.handle("POST /v1/leases/{id}/exec", accessAgent, s.execOnLease)
-	s.handleBody("PUT /v1/leases/{id}/files", accessAgent, s.uploadBody(), s.putFile)
-	s.handle("GET /v1/leases/{id}/files", accessAgent, s.getFile)
-	s.handleBody("POST /v1/leases/{id}/apps", accessAgent, s.uploadBody(), s.installApp)
-	s.handle("GET /v1/leases/{id}/screenshot", accessAgent, s.getScreenshot)
-
-	s.handle("GET /v1/devices", accessOperator, s.listDevices)
-	s.handle("POST /v1/devices/{id}/retry", accessOperator, s.retryDevice)
-	s.handle("GET /v1/events", accessOperator, s.replayEvents)
-	s.handle("GET /v1/events/stream", accessOperator, s.streamEvents)
-	s.handle("GET /v1/tokens", accessOperator, s.listTokens)
-	s.handle("POST /v1/components/install", accessOperator, s.installComponent)
-	s.handle("GET /v1/components", accessAgent, s.listComponents)
-	s.handle("DELETE /v1/components/{platform}/{version}", accessOperator, s.removeComponent)
-	s.handle("GET /v1/usage", accessOperator, s.getUsage)
-	s.handle("GET /v1/jobs", accessOperator, s.listJobs)
-	s.handle("GET /v1/jobs/{id}", accessOperator, s.getJob)
-	s.handle("GET /v1/jobs/{id}/events", accessOperator, s.streamJobEvents)
-
-	s.handle("GET /v1/workers", accessOperator, s.listWorkers)
-	s.handle("GET /v1/workers/{id}", accessOperator, s.getWorker)
-	s.mux.HandleFunc("GET /v1/uplink", s.uplink)
-	s.routeMetrics()
-}
 
 // uplink serves GET /v1/uplink. A refusal is also told to the backend,
 // which records it (a gateway's worker.rejected).
@@ -270,7 +231,13 @@ func (s *Server) handle(pattern string, acc access, h handlerFunc) {
 // (an upload streams its body: streamed, with its own max and idle bound).
 func (s *Server) handleBody(pattern string, acc access, pol bodyPolicy, h handlerFunc) {
 	s.bodies[pattern] = pol
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc(pattern, s.authed(acc, h))
+}
+
+// authed serves h for a caller whose token acc admits, and answers anyone
+// else with the error that says why.
+func (s *Server) authed(acc access, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.authenticate(r)
 		if err == nil {
 			err = allowed(acc, tok)
@@ -297,7 +264,7 @@ func (s *Server) handleBody(pattern string, acc access, pol bodyPolicy, h handle
 			}
 			s.writeError(w, r, err)
 		}
-	})
+	}
 }
 
 // errTokenRevoked is what a request, stream or command of a token that was

@@ -217,12 +217,12 @@ func (s *Server) streamLease(w http.ResponseWriter, r *http.Request, tok contrac
 		case p := <-q.ch:
 			switch p.Push {
 			case contract.PushDeviceUnhealthy:
-				if err := sw.event("device_unhealthy", "", map[string]any{"leaseId": id, "deviceId": p.DeviceID}); err != nil {
+				if err := sw.event("device_unhealthy", "", deviceNotice{LeaseID: id, DeviceID: p.DeviceID}); err != nil {
 					return nil
 				}
 				continue
 			case contract.PushDeviceRecovered:
-				if err := sw.event("device_recovered", "", map[string]any{"leaseId": id, "deviceId": p.DeviceID, "attempts": p.Attempts}); err != nil {
+				if err := sw.event("device_recovered", "", deviceNotice{LeaseID: id, DeviceID: p.DeviceID, Attempts: &p.Attempts}); err != nil {
 					return nil
 				}
 				continue

@@ -60,7 +60,13 @@ func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
 }
 
 func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
-	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address, g.Device.Mode)
+	mode := g.Device.Mode
+	if mode == "" {
+		// A grant that names no mode (a worker's from before modes) is of
+		// a full device, as a spec without one is.
+		mode = contract.DeviceModeFull
+	}
+	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address, mode)
 	v.Environment = g.Environment
 	return v
 }

@@ -23,7 +23,11 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	return bintest.Main("e2e", func(bin, root string) int {
 		simlockBin, moduleRoot = bin, root
-		return m.Run()
+		code := m.Run()
+		if failOnOpenAPIViolations(os.Stderr) && code == 0 {
+			code = 1
+		}
+		return code
 	})
 }
 
