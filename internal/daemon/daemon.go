@@ -199,6 +199,10 @@ type Daemon struct {
 	// appendMu orders a gateway's event commits with their publication:
 	// its own events and the relayed ones come from many goroutines.
 	appendMu sync.Mutex
+	// uplinkState is a worker's uplink as readiness sees it, and
+	// lockProbe the liveness probe's wait for the decision lock (ready.go).
+	uplinkState uplinkState
+	lockProbe   lockProbe
 }
 
 // SocketPath is the socket under home.

@@ -35,7 +35,8 @@ func (d *Daemon) listenHTTP() error {
 		MaxStreams: int(cfg.Int("http.maxStreams")), MaxStreamsPerToken: int(cfg.Int("http.maxStreamsPerToken")),
 		Console:        console.Handler(),
 		MaxUploadBytes: cfg.Int("exec.maxUploadBytes"),
-		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond})
+		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond,
+		Health:         d.Health})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,

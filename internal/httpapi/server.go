@@ -56,6 +56,9 @@ type Options struct {
 	// request body, and for the client to take the next chunk of its
 	// response (exec.transferIdleMs); 0 means DefaultUploadIdle.
 	UploadIdle time.Duration
+	// Health runs the checks of GET /livez and GET /readyz; nil passes
+	// both with no checks.
+	Health HealthFunc
 }
 
 // The defaults of the file routes' bounds.
@@ -80,6 +83,7 @@ type Server struct {
 	now       func() time.Time
 	mux       *http.ServeMux
 	console   http.Handler
+	health    HealthFunc
 
 	// closed is closed by Close; open streams watch it so that
 	// http.Server.Shutdown is not held up by them.
@@ -128,6 +132,7 @@ func New(opts Options) *Server {
 		now:       opts.Now,
 		mux:       http.NewServeMux(),
 		console:   opts.Console,
+		health:    opts.Health,
 		closed:    make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
@@ -194,6 +199,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		s.writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
+	s.mux.HandleFunc("GET /livez", s.probe(true))
+	s.mux.HandleFunc("GET /readyz", s.probe(false))
 	s.handle("GET /v1/status", accessAgent, s.getStatus)
 	s.handle("GET /v1/catalog", accessAgent, s.getCatalog)
 
@@ -410,7 +417,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if sb, ok := r.Body.(*streamBody); ok {
 		defer sb.finish()
 	}
-	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
+	if p := r.URL.Path; s.console != nil && p != "/v1" && !strings.HasPrefix(p, "/v1/") && !probePath(p) &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.console.ServeHTTP(w, r)
 		return
