@@ -41,6 +41,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/decisionlog"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
 	"github.com/simlock/simlock/internal/gateway"
@@ -265,6 +266,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
+	// Each decision is logged once, after its commit (decisionlog).
+	d.bus.Tap(decisionlog.New(d.log.With("module", "decisions"), d.mode() == contract.ModeGateway).Record)
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
 		d.endLife()
