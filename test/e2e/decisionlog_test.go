@@ -83,6 +83,11 @@ func TestFortyLeasesWriteFortyGrantAndFortyEndLines(t *testing.T) {
 	if len(grants) != 40 || len(ends) != 40 {
 		t.Fatalf("the log has %d grant and %d end lines, want 40 and 40", len(grants), len(ends))
 	}
+	// With the daemon stopped, daemon logs reads the same lines.
+	r := h.run("daemon", "logs", "--since", "1h")
+	if n := strings.Count(r.stdout, `"msg":"lease granted"`); r.code != 0 || n != 40 {
+		t.Errorf("daemon logs --since 1h printed %d grant lines, want 40\n%s", n, r.stderr)
+	}
 	for id, l := range granted {
 		g, e := grants[id], ends[id]
 		if g == nil || e == nil {
