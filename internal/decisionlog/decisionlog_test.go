@@ -3,9 +3,11 @@ package decisionlog
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -146,4 +148,50 @@ func TestTheTableNamesKnownEventsOnce(t *testing.T) {
 			t.Errorf("entry %q has no message", e.Event)
 		}
 	}
+}
+
+// Records from many goroutines at once (a gateway publishes from several)
+// each give their one line, and the joins stay whole.
+func TestRecordsFromManyGoroutinesAreEachLoggedOnce(t *testing.T) {
+	var buf syncBuffer
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), false)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				id := fmt.Sprintf("%d-%d", g, i)
+				l.Record(ev(0, 0, contract.EvLeaseGranted, `{"leaseId":"lse_`+id+`","requestId":"req_`+id+`","requester":"a"}`))
+				l.Record(ev(0, 0, contract.EvLeaseReleased, `{"leaseId":"lse_`+id+`","ownerId":"a","reason":"explicit"}`))
+			}
+		})
+	}
+	wg.Wait()
+	out := buf.String()
+	if g, e := strings.Count(out, `"msg":"lease granted"`), strings.Count(out, `"msg":"lease ended"`); g != 400 || e != 400 {
+		t.Errorf("%d grant and %d end lines, want 400 each", g, e)
+	}
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, "lease ended") && !strings.Contains(line, `"requestId":"req_`) {
+			t.Errorf("an end line lacks its request: %s", line)
+			break
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
