@@ -188,3 +188,48 @@ func TestNoSecretReachesTheLogs(t *testing.T) {
 	}
 	t.Logf("scanned %d files", scanned)
 }
+
+// A lease through a gateway is logged once on each side: the gateway logs
+// its dispatch and the grant it recorded, the worker its own grant and
+// end; the gateway leaves out the worker's events it relays.
+func TestAGatewayLogsItsOwnDecisionsAndNotItsWorkers(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	w := f.worker("worker-a", 1)
+	id := instanceID(t, w)
+	f.await("worker A connected", 10*time.Second, connected(id))
+	g := f.gw.leaseDetached("agent-g", "ios")
+	if r := f.gw.run("release", g.Lease.ID); r.code != 0 {
+		t.Fatalf("release through the gateway\n%s", r)
+	}
+	// The worker's lease.released reaches the gateway's log by the relay.
+	follow := f.gw.follow()
+	follow.find("the worker's lease.released relayed", isEvent("lease.released", "workerId", id))
+	for _, h := range []*home{f.gw, w} {
+		if r := h.run("daemon", "stop"); r.code != 0 {
+			t.Fatalf("daemon stop\n%s", r)
+		}
+	}
+	count := func(h *home) map[string]int {
+		n := map[string]int{}
+		for _, r := range daemonLog(t, h) {
+			if r.str("module") == "decisions" {
+				n[r.str("event")]++
+				if r.str("event") == "grant.recorded" && (r.str("requester") != "agent-g" || r.str("workerId") != id || r.str("leaseId") != g.Lease.ID) {
+					t.Errorf("the gateway's grant line %v, want requester agent-g, worker %s, lease %s", r, id, g.Lease.ID)
+				}
+			}
+		}
+		return n
+	}
+	gw, wk := count(f.gw), count(w)
+	if gw["request.dispatched"] != 1 || gw["grant.recorded"] != 1 || gw["lease.requested"] != 1 || gw["worker.connected"] != 1 {
+		t.Errorf("the gateway logged %v, want one lease.requested, request.dispatched, grant.recorded and worker.connected", gw)
+	}
+	if gw["lease.granted"] != 0 || gw["lease.released"] != 0 {
+		t.Errorf("the gateway logged its worker's relayed events: %v", gw)
+	}
+	if wk["lease.granted"] != 1 || wk["lease.released"] != 1 {
+		t.Errorf("the worker logged %v, want one lease.granted and one lease.released", wk)
+	}
+}
