@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -319,90 +318,6 @@ func daemonStatusCmd(env Env) *cobra.Command {
 		},
 	}
 	return cmd
-}
-
-func daemonLogsCmd(env Env) *cobra.Command {
-	var follow bool
-	var lines int
-	cmd := &cobra.Command{
-		Use:   "logs [--follow]",
-		Short: "Print the daemon log's last lines (works when the daemon is down)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			home, err := env.home()
-			if err != nil {
-				return err
-			}
-			path := filepath.Join(home, daemon.LogName)
-			offset, err := tailFile(env.Stdout, path, lines)
-			if err != nil {
-				return fail(err)
-			}
-			if !follow {
-				return nil
-			}
-			return fail(followFile(cmd.Context(), env.Stdout, path, offset))
-		},
-	}
-	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new lines")
-	cmd.Flags().IntVar(&lines, "lines", 100, "how many lines to print")
-	return cmd
-}
-
-// tailFile prints the last n lines of path and returns the size read.
-func tailFile(w io.Writer, path string, n int) (int64, error) {
-	b, err := homedir.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	all := strings.SplitAfter(string(b), "\n")
-	if len(all) > 0 && all[len(all)-1] == "" {
-		all = all[:len(all)-1]
-	}
-	if len(all) > n {
-		all = all[len(all)-n:]
-	}
-	_, err = io.WriteString(w, strings.Join(all, ""))
-	return int64(len(b)), err
-}
-
-// followFile prints what is appended to path, polling; it starts over when
-// the file shrinks (rotated or truncated).
-func followFile(ctx context.Context, w io.Writer, path string, offset int64) error {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		f, err := homedir.OpenFile(path, os.O_RDONLY, 0)
-		if err != nil {
-			continue
-		}
-		if st, err := f.Stat(); err == nil && st.Size() < offset {
-			offset = 0
-		}
-		if _, err := f.Seek(offset, io.SeekStart); err == nil {
-			r := bufio.NewReader(f)
-			for {
-				line, err := r.ReadString('\n')
-				if err != nil {
-					break // a partial line waits for its newline
-				}
-				offset += int64(len(line))
-				if _, err := io.WriteString(w, line); err != nil {
-					f.Close()
-					return err
-				}
-			}
-		}
-		f.Close()
-	}
 }
 
 func configCmd(env Env) *cobra.Command {

@@ -41,6 +41,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
+	"github.com/simlock/simlock/internal/decisionlog"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/events"
 	"github.com/simlock/simlock/internal/gateway"
@@ -201,6 +202,10 @@ type Daemon struct {
 	// appendMu orders a gateway's event commits with their publication:
 	// its own events and the relayed ones come from many goroutines.
 	appendMu sync.Mutex
+	// uplinkState is a worker's uplink as readiness sees it, and
+	// lockProbe the liveness probe's wait for the decision lock (ready.go).
+	uplinkState uplinkState
+	lockProbe   lockProbe
 }
 
 // SocketPath is the socket under home.
@@ -264,6 +269,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
 	d.newMetrics()
+	// Each decision is logged once, after its commit (decisionlog).
+	d.bus.Tap(decisionlog.New(d.log.With("module", "decisions"), d.mode() == contract.ModeGateway).Record)
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
 		d.endLife()

@@ -36,7 +36,8 @@ func (d *Daemon) listenHTTP() error {
 		Console: console.Handler(),
 		Metrics: d.metricsHandler(), MetricsPublic: cfg.Bool("metrics.public"),
 		MaxUploadBytes: cfg.Int("exec.maxUploadBytes"),
-		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond})
+		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond,
+		Health:         d.Health})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,

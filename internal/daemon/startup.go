@@ -195,6 +195,9 @@ func (d *Daemon) engineOptions(db *sqlite.DB, skew time.Duration, clockNow wallc
 
 // runWorkerLoops starts a worker's background work, which Stop waits for.
 func (d *Daemon) runWorkerLoops(clockNow wallclock.Reading) {
+	// Readiness counts the uplink from now, not from joinGateway's first
+	// turn.
+	d.uplinkState.target(d.gatewayConfig().String("gateway.url") != "", time.Now())
 	d.bg.Add(4)
 	go func() {
 		defer d.bg.Done()

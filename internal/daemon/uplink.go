@@ -112,6 +112,7 @@ func (d *Daemon) joinGateway() {
 	for {
 		cfg := d.gatewayConfig()
 		target := cfg.String("gateway.url")
+		d.uplinkState.target(target != "", time.Now())
 		if target == "" {
 			if !d.pause(joinEvery) {
 				return
@@ -144,6 +145,8 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err 
 	}
 	joined := time.Now()
 	d.log.Info("joined the gateway", "gateway", cfg.String("gateway.url"))
+	d.uplinkState.up(true, joined)
+	defer func() { d.uplinkState.up(false, time.Now()) }()
 	c := newConn(d, conn)
 	c.trusted = true
 	d.mu.Lock()

@@ -211,6 +211,22 @@ func routeTable() []route {
 			replies: []openapi.Response{{Status: http.StatusOK, Description: "The metrics, in the Prometheus text exposition format.",
 				Bodies: []openapi.Body{{ContentType: "text/plain"}}}},
 		}},
+		{method: "GET", path: "/livez", access: accessPublic, raw: (*Server).livez, doc: routeDoc{
+			id: "getLiveness", tag: "daemon", summary: "Does the daemon still decide (liveness probe)",
+			params: []openapi.Param{query("verbose", "Present (any value, or none): list each check.")},
+			replies: []openapi.Response{
+				status[contract.HealthReport](http.StatusOK, "Every check passed."),
+				status[contract.HealthReport](http.StatusServiceUnavailable, "A check failed."),
+			},
+		}},
+		{method: "GET", path: "/readyz", access: accessPublic, raw: (*Server).readyz, doc: routeDoc{
+			id: "getReadiness", tag: "daemon", summary: "May the daemon be sent work (readiness probe)",
+			params: []openapi.Param{query("verbose", "Present (any value, or none): list each check.")},
+			replies: []openapi.Response{
+				status[contract.HealthReport](http.StatusOK, "Every check passed."),
+				status[contract.HealthReport](http.StatusServiceUnavailable, "A check failed."),
+			},
+		}},
 		{method: "GET", path: "/v1/status", access: accessAgent, serve: (*Server).getStatus, doc: routeDoc{
 			id: "getStatus", tag: "daemon", summary: "The daemon's status",
 			params:  []openapi.Param{query("summary", "true leaves out the lists, keeping their counts.")},

@@ -61,6 +61,9 @@ type Options struct {
 	// (metrics.public).
 	Metrics       http.Handler
 	MetricsPublic bool
+	// Health runs the checks of GET /livez and GET /readyz; nil passes
+	// both with no checks.
+	Health HealthFunc
 }
 
 // The defaults of the file routes' bounds.
@@ -88,6 +91,7 @@ type Server struct {
 	metrics   http.Handler
 	// metricsPublic serves metrics without a token.
 	metricsPublic bool
+	health        HealthFunc
 
 	// closed is closed by Close; open streams watch it so that
 	// http.Server.Shutdown is not held up by them.
@@ -132,15 +136,17 @@ type liveRequest struct{ cancel context.CancelCauseFunc }
 // New returns a Server for opts.
 func New(opts Options) *Server {
 	s := &Server{
-		be:        opts.Backend,
-		log:       opts.Logger,
-		keepAlive: opts.KeepAlive,
-		maxBody:   opts.MaxBody,
-		now:       opts.Now,
-		mux:       &recordingMux{ServeMux: http.NewServeMux()},
-		console:   opts.Console,
-		metrics:   opts.Metrics, metricsPublic: opts.MetricsPublic,
-		closed: make(chan struct{}),
+		be:            opts.Backend,
+		log:           opts.Logger,
+		keepAlive:     opts.KeepAlive,
+		maxBody:       opts.MaxBody,
+		now:           opts.Now,
+		mux:           &recordingMux{ServeMux: http.NewServeMux()},
+		console:       opts.Console,
+		metrics:       opts.Metrics,
+		metricsPublic: opts.MetricsPublic,
+		health:        opts.Health,
+		closed:        make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
 		maxUpload:   cmp.Or(opts.MaxUploadBytes, DefaultMaxUploadBytes),
@@ -389,7 +395,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		defer sb.finish()
 	}
 	// The console has every GET outside /v1 but the routes registered
-	// there (/metrics).
+	// there (/metrics, the probes).
 	if p := r.URL.Path; s.console != nil && routed == "" && p != "/v1" && !strings.HasPrefix(p, "/v1/") &&
 		(r.Method == http.MethodGet || r.Method == http.MethodHead) {
 		s.console.ServeHTTP(w, r)
