@@ -28,6 +28,8 @@ type serviceFlags struct {
 	mode   string
 	system bool
 	dryRun bool
+	// os is the system a dry run writes for: empty for this one.
+	os string
 }
 
 func serviceCmd(env Env) *cobra.Command {
@@ -141,6 +143,7 @@ func serviceCmd(env Env) *cobra.Command {
 		c.Flags().BoolVar(&f.system, "system", false, "a systemd system unit (Linux; run as root), which runs the daemon as you, instead of a user unit")
 	}
 	install.Flags().StringVar(&f.mode, "mode", "", "worker or gateway (default: the home's configured mode)")
+	install.Flags().StringVar(&f.os, "os", "", "with --dry-run: macos (a LaunchAgent) or linux (a systemd unit) instead of this machine's system, to prepare another machine's service")
 	for _, c := range []*cobra.Command{install, uninstall} {
 		c.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the file and the exact commands instead of running them")
 	}
@@ -157,7 +160,11 @@ func servicePlan(env Env, f serviceFlags, install bool) (service.Plan, string, s
 	if err != nil {
 		return service.Plan{}, "", in, err
 	}
-	p, err := service.For(runtime.GOOS, spec)
+	goos, err := serviceOS(f)
+	if err != nil {
+		return service.Plan{}, "", in, err
+	}
+	p, err := service.For(goos, spec)
 	if err != nil {
 		return p, "", in, err
 	}
@@ -172,6 +179,27 @@ func servicePlan(env Env, f serviceFlags, install bool) (service.Plan, string, s
 		}
 	}
 	return p, spec.Home, in, nil
+}
+
+// serviceOS is the system whose service manager the plan is for: this
+// machine's, or with --dry-run the one --os names (nothing is installed
+// on a machine for another system).
+func serviceOS(f serviceFlags) (string, error) {
+	var goos string
+	switch f.os {
+	case "":
+		return runtime.GOOS, nil
+	case "macos", "darwin":
+		goos = "darwin"
+	case "linux":
+		goos = "linux"
+	default:
+		return "", usage("--os %q: want macos or linux", f.os)
+	}
+	if goos != runtime.GOOS && !f.dryRun {
+		return "", usage("--os %s writes another system's service: add --dry-run and install it on that machine", f.os)
+	}
+	return goos, nil
 }
 
 // serviceSpec is the Spec of this home's service: the binary this command

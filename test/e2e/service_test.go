@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"howett.net/plist"
 )
 
 // serviceHome is a home whose user home (HOME, where a user unit goes) is
@@ -97,6 +99,66 @@ func TestServiceInstallDryRunPrintsAUnitSystemdAccepts(t *testing.T) {
 	said, err := exec.Command(analyze, "verify", unit).CombinedOutput()
 	if err != nil || strings.Contains(string(said), out.Name) {
 		t.Errorf("systemd-analyze verify: %v\n%s\n%s", err, said, out.File)
+	}
+}
+
+// `simlock service install --dry-run --os macos` prints, on any machine,
+// the LaunchAgent a Mac would get: it parses as a property list, runs the
+// real binary's absolute path with `daemon run` in the home, restarts the
+// daemon when it dies, and is loaded into the user's GUI session. Without
+// --dry-run, --os for another system is a usage error and writes nothing.
+func TestServiceInstallDryRunForMacOSPrintsALaunchAgent(t *testing.T) {
+	h, userHome := serviceHome(t, "")
+	r := h.run("service", "install", "--dry-run", "--os", "macos", "--json")
+	if r.code != 0 {
+		t.Fatalf("service install --dry-run --os macos failed\n%s", r)
+	}
+	var out struct {
+		Manager  string `json:"manager"`
+		Name     string `json:"name"`
+		Path     string `json:"path"`
+		File     string `json:"file"`
+		Commands []struct {
+			Args []string `json:"args"`
+		} `json:"commands"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, r)
+	}
+	if out.Manager != "launchd" || out.Path != filepath.Join(userHome, "Library", "LaunchAgents", out.Name+".plist") {
+		t.Errorf("dry run says manager %q, path %q; want a LaunchAgent in %s", out.Manager, out.Path, filepath.Join(userHome, "Library", "LaunchAgents"))
+	}
+	var agent struct {
+		Label                string            `plist:"Label"`
+		ProgramArguments     []string          `plist:"ProgramArguments"`
+		EnvironmentVariables map[string]string `plist:"EnvironmentVariables"`
+		RunAtLoad            bool              `plist:"RunAtLoad"`
+		KeepAlive            map[string]bool   `plist:"KeepAlive"`
+	}
+	if _, err := plist.Unmarshal([]byte(out.File), &agent); err != nil {
+		t.Fatalf("the LaunchAgent does not parse as a property list: %v\n%s", err, out.File)
+	}
+	bin, err := filepath.EvalSymlinks(simlockBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if agent.Label != out.Name || !slices.Equal(agent.ProgramArguments, []string{bin, "daemon", "run"}) ||
+		agent.EnvironmentVariables["SIMLOCK_HOME"] != h.Dir || !agent.RunAtLoad {
+		t.Errorf("the LaunchAgent is %+v; want label %s, arguments [%s daemon run], SIMLOCK_HOME %s and RunAtLoad", agent, out.Name, bin, h.Dir)
+	}
+	if kept, ok := agent.KeepAlive["SuccessfulExit"]; !ok || kept {
+		t.Errorf("KeepAlive = %v, want the daemon restarted when it exits unsuccessfully", agent.KeepAlive)
+	}
+	if len(out.Commands) == 0 || !slices.Contains(out.Commands[len(out.Commands)-1].Args, "bootstrap") {
+		t.Errorf("dry run commands %+v, want launchctl bootstrap last", out.Commands)
+	}
+
+	r = h.run("service", "install", "--os", "macos")
+	if r.code != 2 || !strings.Contains(r.stderr, "--dry-run") {
+		t.Errorf("install --os macos on Linux without --dry-run: want exit 2 saying to add --dry-run\n%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(userHome, "Library")); !os.IsNotExist(err) {
+		t.Errorf("a refused install wrote into %s (stat: %v)", userHome, err)
 	}
 }
 
