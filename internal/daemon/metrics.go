@@ -36,7 +36,7 @@ func (d *Daemon) metricsState() metrics.Snapshot {
 		for _, g := range d.engine.Gauges() {
 			p := metrics.PlatformFrom(g.Platform, g.Capacity)
 			p.QueueDepth, p.OldestQueuedAt = g.QueueDepth, g.OldestQueuedAt
-			p.Local, p.Leases, p.Devices = true, g.Leases, g.Devices
+			p.Leases, p.Devices = g.Leases, g.Devices
 			s.Platforms = append(s.Platforms, p)
 		}
 	case d.fleet != nil && d.leasing != nil:
@@ -45,6 +45,7 @@ func (d *Daemon) metricsState() metrics.Snapshot {
 		s.Workers = fg.Workers
 		for _, pl := range contract.Platforms() {
 			p := metrics.PlatformFrom(pl, fg.Capacity[pl])
+			p.Leases, p.Devices = fg.Leases[pl], fg.Devices[pl]
 			for _, l := range lines {
 				if l.Platform == pl {
 					p.QueueDepth, p.OldestQueuedAt = l.Depth, l.OldestCreatedAt

@@ -153,6 +153,10 @@ type worker struct {
 	// relayed is the rate limit of the events relayed from the worker,
 	// kept across its uplinks (a reconnect does not refill it).
 	relayed *tokenBucket
+	// counts are the devices and leases of the newest status read, by
+	// platform, counted when it is applied so that a metrics scrape reads
+	// a few numbers per worker rather than every device.
+	counts map[contract.Platform]viewCounts
 }
 
 type link struct {

@@ -146,6 +146,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v := &w.view
 	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
 	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
+	w.counts = countView(s.Devices, s.Leases)
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	if v.Connection == contract.WorkerConnected && w.read.gen > 0 {

@@ -109,7 +109,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 	}
 	exported := map[string]bool{}
 	for _, mode := range []string{"worker", "gateway"} {
-		state := Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS, Local: mode == "worker"}}}
+		state := Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS}}}
 		if mode == "gateway" {
 			state.Workers = map[contract.WorkerConnection]int{}
 		}

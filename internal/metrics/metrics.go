@@ -46,11 +46,8 @@ type Platform struct {
 	// platform's line of waiting requests.
 	QueueDepth     int
 	OldestQueuedAt int64
-	// Local marks the counts only a daemon with its own devices has: a
-	// gateway's devices and leases are its workers', and each worker
-	// exports its own.
-	Local bool
-	// Leases counts active leases; Devices, devices by state.
+	// Leases counts active leases; Devices, devices by state (on a
+	// gateway, what its connected workers last reported).
 	Leases  int
 	Devices map[contract.DeviceState]int
 	// Busy and Free are the running slots in use (running or reserved)

@@ -166,9 +166,9 @@ func TestFoldOnAGatewayCountsItsOwnFactsAndBoundsClaims(t *testing.T) {
 func TestGaugesReadTheStateAtTheScrape(t *testing.T) {
 	now := time.UnixMilli(100_000)
 	state := Snapshot{Platforms: []Platform{
-		{Platform: contract.PlatformIOS, QueueDepth: 2, OldestQueuedAt: 97_500, Local: true, Leases: 3, Busy: 3, Free: 1,
+		{Platform: contract.PlatformIOS, QueueDepth: 2, OldestQueuedAt: 97_500, Leases: 3, Busy: 3, Free: 1,
 			Devices: map[contract.DeviceState]int{contract.DeviceLeased: 3, contract.DeviceQuarantined: 1}},
-		{Platform: contract.PlatformAndroid, Local: true},
+		{Platform: contract.PlatformAndroid},
 	}}
 	m := New(Options{Version: "1.0", Mode: "worker", Now: func() time.Time { return now }, Read: func() Snapshot { return state }})
 	want := map[string]float64{
@@ -192,13 +192,13 @@ func TestGaugesReadTheStateAtTheScrape(t *testing.T) {
 		t.Errorf("a worker exports simlock_workers")
 	}
 
-	state = Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS}}, Workers: map[contract.WorkerConnection]int{contract.WorkerConnected: 2}}
+	state = Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS, Leases: 4}}, Workers: map[contract.WorkerConnection]int{contract.WorkerConnected: 2}}
 	got = samples(t, m)
 	if got[`simlock_workers{connection="connected"}`] != 2 || got[`simlock_workers{connection="disconnected"}`] != 0 {
 		t.Errorf("workers: %v, want connected 2 and disconnected 0", got)
 	}
-	if _, ok := got[`simlock_leases_active{platform="ios"}`]; ok {
-		t.Errorf("a platform without local counts exports simlock_leases_active")
+	if got[`simlock_leases_active{platform="ios"}`] != 4 {
+		t.Errorf("a gateway's leases_active{ios} = %v, want the 4 its workers report", got[`simlock_leases_active{platform="ios"}`])
 	}
 }
 
@@ -209,7 +209,7 @@ func TestAScrapeCostsTheSameWhateverTheHistory(t *testing.T) {
 	series := func(leases int) (n, reads, open int) {
 		m := New(Options{Version: "1.0", Mode: "worker", Read: func() Snapshot {
 			reads++
-			return Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS, Local: true}, {Platform: contract.PlatformAndroid, Local: true}}}
+			return Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS}, {Platform: contract.PlatformAndroid}}}
 		}})
 		for i := range leases {
 			id := strconv.Itoa(i)

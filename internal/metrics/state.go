@@ -58,9 +58,6 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descOldestWait, oldest, pl)
 		gauge(descSlots, float64(p.Busy), pl, "busy")
 		gauge(descSlots, float64(p.Free), pl, "free")
-		if !p.Local {
-			continue
-		}
 		gauge(descLeases, float64(p.Leases), pl)
 		for _, st := range deviceStates {
 			gauge(descDevices, float64(p.Devices[st]), pl, string(st))

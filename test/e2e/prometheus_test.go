@@ -67,7 +67,8 @@ func TestPrometheusScrapesADaemonsGrantsAndQueue(t *testing.T) {
 }
 
 // A real Prometheus scrapes a gateway with two workers, without a token
-// (metrics.public): its grants, its fleet queue and its connected workers.
+// (metrics.public): its grants, its fleet queue, its connected workers,
+// and the devices and leases the workers report.
 func TestPrometheusScrapesAGatewayWithTwoWorkers(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, "metrics.public", "true")
@@ -89,6 +90,11 @@ func TestPrometheusScrapesAGatewayWithTwoWorkers(t *testing.T) {
 	prom.await(`sum by (connection) (simlock_workers{job="gateway"})`,
 		map[string]float64{`{connection="connected"}`: 2, `{connection="disconnected"}`: 0, `{connection="incompatible"}`: 0}, promBound)
 	prom.await(`count(simlock_dispatch_total{job="gateway",result="granted"})`, map[string]float64{`{}`: 2}, promBound)
+	// The fleet's devices and leases, as its workers last reported them.
+	prom.await(`sum by (platform) (simlock_leases_active{job="gateway"})`,
+		map[string]float64{`{platform="ios"}`: 2, `{platform="android"}`: 0}, promBound)
+	prom.await(`sum by (state) (simlock_devices{job="gateway",platform="ios",state="leased"})`,
+		map[string]float64{`{state="leased"}`: 2}, promBound)
 }
 
 // The exposition of a daemon that has granted, queued and refused passes
