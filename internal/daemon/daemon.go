@@ -133,10 +133,12 @@ type DriverSetup struct {
 
 // Daemon is a running daemon.
 type Daemon struct {
-	opts      Options
-	log       *slog.Logger
-	bus       *events.Bus
-	metrics   *metrics.Metrics
+	opts    Options
+	log     *slog.Logger
+	bus     *events.Bus
+	metrics *metrics.Metrics
+	// decisions writes the decision log (decisionlog) from the bus tap.
+	decisions *decisionlog.Log
 	db        *sqlite.DB
 	engine    *leasing.Engine
 	installer *components.Installer
@@ -269,8 +271,6 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
 	d.newMetrics()
-	// Each decision is logged once, after its commit (decisionlog).
-	d.bus.Tap(decisionlog.New(d.log.With("module", "decisions"), d.mode() == contract.ModeGateway).Record)
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
 		d.endLife()
@@ -286,6 +286,10 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		d.endLife()
 		return nil, err
 	}
+	// Each decision is logged once, after its commit (decisionlog); the
+	// tap goes on before converge publishes anything.
+	d.decisions = decisionlog.New(d.log.With("module", "decisions"), d.mode() == contract.ModeGateway)
+	d.bus.Tap(d.decisions.Record)
 	go d.converge(ctx)
 	go d.serve()
 	go d.giveBackMemory()
@@ -517,6 +521,9 @@ func (d *Daemon) Stop(reason string) error {
 	d.closeSessions()
 	d.bus.Close()
 	d.bg.Wait()
+	// Nothing publishes now: the decisions queued are written before the
+	// home is let go.
+	d.decisions.Close()
 	for p, drv := range d.opts.Drivers {
 		// Drivers that run helpers of their own (Android's adb server)
 		// stop them with the daemon.

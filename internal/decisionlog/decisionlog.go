@@ -11,6 +11,11 @@
 // Payloads carry no secret (a token's events carry its id, never its
 // secret or hash), and only the fields the table names are copied.
 //
+// Record, the tap, only queues the event: one goroutine of the Log decodes
+// it and writes its record, in publish order, so the daemon's decisions do
+// not wait for the log's formatting and its write to the disk. Close
+// writes what is queued and stops it.
+//
 // A Log is safe for concurrent use.
 package decisionlog
 
@@ -123,6 +128,10 @@ var gatewayOwn = map[string]bool{
 	contract.EvWorkerRemoved: true, contract.EvRequestDispatched: true, contract.EvGrantRecorded: true, contract.EvWorkerRejected: true,
 }
 
+// queued is how many events wait for the writer at most: past it Record
+// waits, as a synchronous log would, rather than drop a decision.
+const queued = 4096
+
 // maxTracked bounds each of the joins a Log keeps (open requests, live
 // leases): past it, a new one is not tracked and its later lines lack
 // what the join would have added.
@@ -134,10 +143,18 @@ type Log struct {
 	gateway bool
 	byName  map[string]*Entry
 
-	mu sync.Mutex
-	// mu guards the joins below: when each open request was made (for a
-	// grant's waitMs), and each live lease's request and requester (for
-	// its end, whose event names neither).
+	// queue carries the events Record took to the writer; done is
+	// closed when the writer has written them all, after Close.
+	queue chan contract.Event
+	done  chan struct{}
+	// sendMu is held shared by each Record's send and exclusively by
+	// Close, so no send meets a closed queue; closed is under it.
+	sendMu sync.RWMutex
+	closed bool
+
+	// The joins, used by the writer alone: when each open request was
+	// made (for a grant's waitMs), and each live lease's request and
+	// requester (for its end, whose event names neither).
 	requested map[string]int64
 	leases    map[string]leaseOf
 }
@@ -147,21 +164,56 @@ type leaseOf struct{ requestID, requester string }
 // New returns the decision log of a daemon that logs to log; gateway says
 // it is a gateway, whose log leaves out the events it relays from its
 // workers (each is in its own worker's log).
+//
+// It starts the Log's writer, which Close stops.
 func New(log *slog.Logger, gateway bool) *Log {
-	l := &Log{log: log, gateway: gateway, byName: map[string]*Entry{}, requested: map[string]int64{}, leases: map[string]leaseOf{}}
+	l := &Log{log: log, gateway: gateway, byName: map[string]*Entry{}, requested: map[string]int64{}, leases: map[string]leaseOf{},
+		queue: make(chan contract.Event, queued), done: make(chan struct{})}
 	for i := range Entries {
 		l.byName[Entries[i].Event] = &Entries[i]
 	}
+	go l.write()
 	return l
 }
 
-// Record logs ev when the table names it. It is the event bus's tap: it
-// sees every event once, in publish order, and must be quick.
+// Record queues ev for its record when the table names it. It is the
+// event bus's tap: it sees every event once, in publish order, and must
+// be quick. After Close it does nothing.
 func (l *Log) Record(ev contract.Event) {
 	e, ok := l.byName[ev.Event]
 	if !ok || !l.log.Enabled(context.Background(), e.Level) && !l.tracks(ev.Event) {
 		return
 	}
+	l.sendMu.RLock()
+	defer l.sendMu.RUnlock()
+	if !l.closed {
+		l.queue <- ev
+	}
+}
+
+// Close writes the records of the events queued so far and stops the
+// writer. The daemon calls it once nothing publishes any more; it is safe
+// to call more than once.
+func (l *Log) Close() {
+	l.sendMu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.sendMu.Unlock()
+	<-l.done
+}
+
+// write writes the record of each queued event, in order, until Close.
+func (l *Log) write() {
+	defer close(l.done)
+	for ev := range l.queue {
+		l.record(l.byName[ev.Event], ev)
+	}
+}
+
+// record writes ev's record, as e says.
+func (l *Log) record(e *Entry, ev contract.Event) {
 	var payload map[string]any
 	dec := json.NewDecoder(bytes.NewReader(ev.Payload))
 	dec.UseNumber()
@@ -212,8 +264,6 @@ func (l *Log) tracks(name string) bool {
 // have are the attributes the record has already.
 func (l *Log) join(ev contract.Event, payload map[string]any, have map[string]bool) []slog.Attr {
 	str := func(k string) string { s, _ := payload[k].(string); return s }
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []slog.Attr
 	switch ev.Event {
 	case contract.EvLeaseRequested:

@@ -22,6 +22,7 @@ func logged(t *testing.T, gateway bool, level slog.Level, evs ...contract.Event)
 	for _, ev := range evs {
 		l.Record(ev)
 	}
+	l.Close()
 	var out []map[string]any
 	for line := range strings.Lines(buf.String()) {
 		var m map[string]any
@@ -166,6 +167,7 @@ func TestRecordsFromManyGoroutinesAreEachLoggedOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	l.Close()
 	out := buf.String()
 	if g, e := strings.Count(out, `"msg":"lease granted"`), strings.Count(out, `"msg":"lease ended"`); g != 400 || e != 400 {
 		t.Errorf("%d grant and %d end lines, want 400 each", g, e)
@@ -194,4 +196,24 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Close writes every record queued before it, and an event recorded after
+// it (a stray publish while the daemon stops) is neither written nor a
+// panic.
+func TestCloseWritesWhatIsQueuedAndLaterRecordsAreDropped(t *testing.T) {
+	var buf syncBuffer
+	l := New(slog.New(slog.NewJSONHandler(&buf, nil)), false)
+	for i := range 100 {
+		l.Record(ev(int64(i), 0, contract.EvLeaseGranted, fmt.Sprintf(`{"leaseId":"lse_%d","requestId":"req_%d","requester":"a"}`, i, i)))
+	}
+	l.Close()
+	if n := strings.Count(buf.String(), `"msg":"lease granted"`); n != 100 {
+		t.Fatalf("%d grant lines after Close, want the 100 queued", n)
+	}
+	l.Record(ev(100, 0, contract.EvLeaseGranted, `{"leaseId":"lse_late","requestId":"req_late","requester":"a"}`))
+	l.Close()
+	if strings.Contains(buf.String(), "lse_late") {
+		t.Error("an event recorded after Close was written")
+	}
 }
