@@ -111,6 +111,19 @@ func event[T any](name, desc string) openapi.Event {
 // started.
 var errorEvent = openapi.Event{Name: "error", Type: reflect.TypeFor[errorBody](), Description: "The stream failed after it started; the last event."}
 
+// probeDoc describes a probe: 200 when every check passed, 503 when one
+// failed, the same body either way.
+func probeDoc(id, summary string) routeDoc {
+	return routeDoc{
+		id: id, tag: "daemon", summary: summary,
+		params: []openapi.Param{query("verbose", "Present (any value, or none): list each check.")},
+		replies: []openapi.Response{
+			status[contract.HealthReport](http.StatusOK, "Every check passed."),
+			status[contract.HealthReport](http.StatusServiceUnavailable, "A check failed."),
+		},
+	}
+}
+
 func query(name, desc string) openapi.Param {
 	return openapi.Param{Name: name, In: "query", Description: desc}
 }
@@ -211,22 +224,8 @@ func routeTable() []route {
 			replies: []openapi.Response{{Status: http.StatusOK, Description: "The metrics, in the Prometheus text exposition format.",
 				Bodies: []openapi.Body{{ContentType: "text/plain"}}}},
 		}},
-		{method: "GET", path: "/livez", access: accessPublic, raw: (*Server).livez, doc: routeDoc{
-			id: "getLiveness", tag: "daemon", summary: "Does the daemon still decide (liveness probe)",
-			params: []openapi.Param{query("verbose", "Present (any value, or none): list each check.")},
-			replies: []openapi.Response{
-				status[contract.HealthReport](http.StatusOK, "Every check passed."),
-				status[contract.HealthReport](http.StatusServiceUnavailable, "A check failed."),
-			},
-		}},
-		{method: "GET", path: "/readyz", access: accessPublic, raw: (*Server).readyz, doc: routeDoc{
-			id: "getReadiness", tag: "daemon", summary: "May the daemon be sent work (readiness probe)",
-			params: []openapi.Param{query("verbose", "Present (any value, or none): list each check.")},
-			replies: []openapi.Response{
-				status[contract.HealthReport](http.StatusOK, "Every check passed."),
-				status[contract.HealthReport](http.StatusServiceUnavailable, "A check failed."),
-			},
-		}},
+		{method: "GET", path: "/livez", access: accessPublic, raw: (*Server).livez, doc: probeDoc("getLiveness", "Does the daemon still decide (liveness probe)")},
+		{method: "GET", path: "/readyz", access: accessPublic, raw: (*Server).readyz, doc: probeDoc("getReadiness", "May the daemon be sent work (readiness probe)")},
 		{method: "GET", path: "/v1/status", access: accessAgent, serve: (*Server).getStatus, doc: routeDoc{
 			id: "getStatus", tag: "daemon", summary: "The daemon's status",
 			params:  []openapi.Param{query("summary", "true leaves out the lists, keeping their counts.")},

@@ -24,16 +24,11 @@ func httpHome(t *testing.T, settings ...string) (*home, *api) {
 	settings = append(append([]string{"http.enabled", "true", "http.port", "0"}, fastDemo...), settings...)
 	h := newHome(t, settings...)
 	h.startDaemon()
-	r := h.run("status", "--json")
-	var st struct {
-		Daemon struct {
-			HTTPURL string `json:"httpUrl"`
-		} `json:"daemon"`
+	url := httpURL(t, h)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("the HTTP API listens at %s, want loopback", url)
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || !strings.HasPrefix(st.Daemon.HTTPURL, "http://127.0.0.1:") {
-		t.Fatalf("status --json shows no daemon.httpUrl\n%s", r)
-	}
-	return h, &api{t: t, base: st.Daemon.HTTPURL}
+	return h, &api{t: t, base: url}
 }
 
 // token makes an HTTP token with `simlock token create` and returns its id

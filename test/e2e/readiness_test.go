@@ -80,7 +80,7 @@ func TestAWorkerIsNotReadyWhileItsUplinkIsDown(t *testing.T) {
 	w := f.worker("worker-a", 1, "http.enabled", "true", "http.port", "0")
 	id := instanceID(t, w)
 	f.await("worker A connected", 10*time.Second, connected(id))
-	wa := &api{t: t, base: httpURLOf(t, w)}
+	wa := &api{t: t, base: httpURL(t, w)}
 	rep := wa.awaitProbe("uplink up", "/readyz?verbose", http.StatusOK, 10*time.Second)
 	if c := checksOf(rep)[contract.HealthUplink]; !c.OK || c.Detail != "" {
 		t.Errorf("connected worker's uplink check %+v, want ok", c)
@@ -111,19 +111,4 @@ func TestAWorkerIsNotReadyWhileItsUplinkIsDown(t *testing.T) {
 func validRFC3339(s string) bool {
 	_, err := time.Parse(time.RFC3339, s)
 	return err == nil
-}
-
-// httpURLOf is the HTTP API address a running daemon reports.
-func httpURLOf(t *testing.T, h *home) string {
-	t.Helper()
-	r := h.run("status", "--json")
-	var st struct {
-		Daemon struct {
-			HTTPURL string `json:"httpUrl"`
-		} `json:"daemon"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Daemon.HTTPURL == "" {
-		t.Fatalf("status --json shows no daemon.httpUrl\n%s", r)
-	}
-	return st.Daemon.HTTPURL
 }

@@ -32,32 +32,39 @@ func serviceHome(t *testing.T, shimDir string) (*home, string) {
 	return h, userHome
 }
 
+// serviceDryRun is what `simlock service install --dry-run --json` prints.
+type serviceDryRun struct {
+	DryRun   bool   `json:"dryRun"`
+	Manager  string `json:"manager"`
+	Scope    string `json:"scope"`
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	File     string `json:"file"`
+	Commands []struct {
+		Args []string `json:"args"`
+	} `json:"commands"`
+}
+
+// dryRun runs `simlock service install --dry-run --json` with flags.
+func dryRun(t *testing.T, h *home, flags ...string) serviceDryRun {
+	t.Helper()
+	r := h.run(append([]string{"service", "install", "--dry-run", "--json"}, flags...)...)
+	var out serviceDryRun
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("service install --dry-run %v failed or printed no JSON\n%s", flags, r)
+	}
+	return out
+}
+
 // `simlock service install --dry-run` prints the user unit of the home,
 // the exact commands, and where the unit would go, writes nothing, and
 // the unit passes systemd's own check with the real binary as ExecStart.
 func TestServiceInstallDryRunPrintsAUnitSystemdAccepts(t *testing.T) {
 	h, userHome := serviceHome(t, "")
-	r := h.run("service", "install", "--dry-run", "--json")
-	if r.code != 0 {
-		t.Fatalf("service install --dry-run failed\n%s", r)
-	}
-	var out struct {
-		DryRun   bool   `json:"dryRun"`
-		Manager  string `json:"manager"`
-		Scope    string `json:"scope"`
-		Name     string `json:"name"`
-		Path     string `json:"path"`
-		File     string `json:"file"`
-		Commands []struct {
-			Args []string `json:"args"`
-		} `json:"commands"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		t.Fatalf("%v\n%s", err, r)
-	}
+	out := dryRun(t, h)
 	if !out.DryRun || out.Manager != "systemd" || out.Scope != "user" || !strings.HasPrefix(out.Name, "simlock-") ||
 		out.Path != filepath.Join(userHome, ".config", "systemd", "user", out.Name) {
-		t.Errorf("dry run says manager %q scope %q name %q path %q, want a systemd user unit under %s\n%s", out.Manager, out.Scope, out.Name, out.Path, userHome, r)
+		t.Errorf("dry run says manager %q scope %q name %q path %q, want a systemd user unit under %s", out.Manager, out.Scope, out.Name, out.Path, userHome)
 	}
 	var cmds [][]string
 	for _, c := range out.Commands {
@@ -109,22 +116,7 @@ func TestServiceInstallDryRunPrintsAUnitSystemdAccepts(t *testing.T) {
 // --dry-run, --os for another system is a usage error and writes nothing.
 func TestServiceInstallDryRunForMacOSPrintsALaunchAgent(t *testing.T) {
 	h, userHome := serviceHome(t, "")
-	r := h.run("service", "install", "--dry-run", "--os", "macos", "--json")
-	if r.code != 0 {
-		t.Fatalf("service install --dry-run --os macos failed\n%s", r)
-	}
-	var out struct {
-		Manager  string `json:"manager"`
-		Name     string `json:"name"`
-		Path     string `json:"path"`
-		File     string `json:"file"`
-		Commands []struct {
-			Args []string `json:"args"`
-		} `json:"commands"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		t.Fatalf("%v\n%s", err, r)
-	}
+	out := dryRun(t, h, "--os", "macos")
 	if out.Manager != "launchd" || out.Path != filepath.Join(userHome, "Library", "LaunchAgents", out.Name+".plist") {
 		t.Errorf("dry run says manager %q, path %q; want a LaunchAgent in %s", out.Manager, out.Path, filepath.Join(userHome, "Library", "LaunchAgents"))
 	}
@@ -153,7 +145,7 @@ func TestServiceInstallDryRunForMacOSPrintsALaunchAgent(t *testing.T) {
 		t.Errorf("dry run commands %+v, want launchctl bootstrap last", out.Commands)
 	}
 
-	r = h.run("service", "install", "--os", "macos")
+	r := h.run("service", "install", "--os", "macos")
 	if r.code != 2 || !strings.Contains(r.stderr, "--dry-run") {
 		t.Errorf("install --os macos on Linux without --dry-run: want exit 2 saying to add --dry-run\n%s", r)
 	}
