@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simlock/simlock/internal/testtool"
+
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -47,16 +49,7 @@ func yamlBlock(t *testing.T, sec, marker string) string {
 // except under CI=true, where it fails: CI installs it.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	msg := "promtool is not on the PATH: install it (apt-get install -y prometheus)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return testtool.Find(t, "install Debian's prometheus package (apt-get install -y prometheus)", "promtool")
 }
 
 // The alert rules and the scrape config pass promtool as the doc writes

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/simlock/simlock/internal/testtool"
+
 	"howett.net/plist"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -216,13 +218,7 @@ func TestEachHomeHasAServiceNameOfItsOwn(t *testing.T) {
 // verify), homes that need quoting included; verify reports bad lines
 // without failing, so any line about the unit fails the test.
 func TestTheUnitPassesSystemdAnalyzeVerify(t *testing.T) {
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("systemd-analyze is not installed (Debian's systemd package)")
-		}
-		t.Skip("systemd-analyze is not installed (Debian's systemd package)")
-	}
+	analyze := testtool.Find(t, "install Debian's systemd package (apt-get install -y systemd)", "systemd-analyze")
 	// ExecStart's program must exist for verify: this test's binary does.
 	bin, err := os.Executable()
 	if err != nil {

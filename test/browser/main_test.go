@@ -3,9 +3,10 @@ package browser
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
+
+	"github.com/simlock/simlock/internal/testtool"
 
 	"github.com/simlock/simlock/internal/bintest"
 )
@@ -53,15 +54,5 @@ func chromiumPath(t *testing.T) string {
 	if p := os.Getenv("SIMLOCK_CHROMIUM"); p != "" {
 		return p
 	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	msg := "no chromium to drive: install it (apt-get install -y chromium) or name one in SIMLOCK_CHROMIUM"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return testtool.Find(t, "install it (apt-get install -y chromium) or name one in SIMLOCK_CHROMIUM", "chromium", "chromium-browser", "google-chrome")
 }

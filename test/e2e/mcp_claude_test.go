@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testtool"
 )
 
 // claudeBound bounds each run of the claude CLI.
@@ -78,13 +80,7 @@ func claudeEnv(t *testing.T, simlockHome string) []string {
 func TestClaudeCodeMCPConfigWorksAsTheDocWritesIt(t *testing.T) {
 	t.Parallel()
 	args, sample := claudeDocConfig(t)
-	claude, err := exec.LookPath("claude")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no claude CLI on PATH; .ci/run installs it with npm (@anthropic-ai/claude-code)")
-		}
-		t.Skip("no claude CLI on PATH (npm install -g @anthropic-ai/claude-code)")
-	}
+	claude := testtool.Find(t, "install it with npm (npm install -g @anthropic-ai/claude-code)", "claude")
 	h := newHome(t)
 	// A project is a git repository: Claude Code reads a project's
 	// .claude/settings.local.json only in one.

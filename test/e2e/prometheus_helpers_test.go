@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/simlock/simlock/internal/testtool"
 )
 
 // promTool finds a Prometheus program (prometheus, promtool) on the PATH.
@@ -24,15 +26,7 @@ import (
 // is a broken machine, not a choice.
 func promTool(t *testing.T, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	msg := name + " is not on the PATH: install it (apt-get install -y prometheus)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return testtool.Find(t, "install Debian's prometheus package (apt-get install -y prometheus)", name)
 }
 
 // scrapeJob is one job of the throwaway Prometheus's scrape config.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/testtool"
+
 	"howett.net/plist"
 )
 
@@ -92,13 +94,7 @@ func TestServiceInstallDryRunPrintsAUnitSystemdAccepts(t *testing.T) {
 		t.Errorf("a dry run wrote %s (stat: %v)", out.Path, err)
 	}
 
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("systemd-analyze is not installed (Debian's systemd package)")
-		}
-		t.Skip("systemd-analyze is not installed (Debian's systemd package); the unit was not verified")
-	}
+	analyze := testtool.Find(t, "install Debian's systemd package (apt-get install -y systemd); the unit was not verified", "systemd-analyze")
 	unit := filepath.Join(t.TempDir(), out.Name)
 	if err := os.WriteFile(unit, []byte(out.File), 0o644); err != nil {
 		t.Fatal(err)
