@@ -25,7 +25,8 @@ const (
 // it says what it says.
 const openAPIDescription = `simlock leases iOS simulators and Android emulators to agents. This document is
 generated from the daemon's route table and the contract's Go types; docs/HTTP-API.md is its prose
-companion.
+companion. Its server is "/": the daemon that serves it (GET /v1/openapi.json), at the address its
+operator gave it (http.host and http.port, 127.0.0.1:4700 by default, or a proxy in front).
 
 Authentication: Authorization: Bearer <token secret>. Agent routes take an agent or an operator token
 (agentToken, operatorToken); operator routes only an operator token; the uplink only a worker token.
@@ -61,6 +62,10 @@ func openAPISpec() openapi.Spec {
 		Title:       "simlock HTTP API",
 		Version:     "v1",
 		Description: openAPIDescription,
+		// Relative to where the document is read: the daemon that serves
+		// it at /v1/openapi.json. Its address is the operator's choice
+		// (http.host, http.port, a proxy in front), so none is named.
+		Servers: []string{"/"},
 		SecuritySchemes: map[string]string{
 			schemeAgent:    "An agent token (simlock token create --role agent): the agent routes, acting as that agent.",
 			schemeOperator: "An operator token (simlock token create --role operator): every route but the uplink, with the admin role.",
