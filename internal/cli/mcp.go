@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/daemon"
+	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/mcpserver"
 )
 
@@ -62,3 +64,12 @@ func mcpAgentID(getenv func(string) string, pid int) string {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// serveMCP serves one MCP session of a daemon's /mcp: the same tools as
+// stdio, acting as the token's principal; its leases are the token's and
+// outlive the session.
+func serveMCP(agent daemon.MCPAgent, t mcp.Transport) (httpapi.MCPSession, error) {
+	return mcpserver.Start(mcpserver.Options{
+		Dial: agent.Dial, AgentID: agent.ID, Version: agent.Version, Logger: agent.Logger, LeasesOutliveSession: true,
+	}, t)
+}

@@ -62,6 +62,10 @@ const (
 	// CodeHistoryNotKept refuses a usage.get window that ends before the
 	// oldest event the log keeps; detail oldestTs says where history begins.
 	CodeHistoryNotKept Code = "HISTORY_NOT_KEPT"
+	// CodeUnknownMCPSession answers a request to /mcp naming a session
+	// that is not open for its token (never was, ended, or another
+	// token's); an MCP client starts a new session on it.
+	CodeUnknownMCPSession Code = "UNKNOWN_MCP_SESSION"
 )
 
 // ExitLeaseLost is the exit code of a lease holder whose lease the daemon ended.
@@ -115,6 +119,7 @@ var codes = map[Code]codeInfo{
 	CodeTooManyStreams:             {11, http.StatusServiceUnavailable},
 	CodeUnsupportedMediaType:       {2, http.StatusUnsupportedMediaType},
 	CodeUnknownRoute:               {2, http.StatusNotFound},
+	CodeUnknownMCPSession:          {2, http.StatusNotFound},
 	CodeMethodNotAllowed:           {2, http.StatusMethodNotAllowed},
 	CodeDownloadTimeout:            {10, http.StatusGatewayTimeout},
 	CodeDownloadsDisabled:          {12, http.StatusForbidden},

@@ -44,6 +44,10 @@ type conn struct {
 	// session is admin without the admin token, which the gateway does not
 	// have.
 	trusted bool
+	// as, when set, is the token an in-process session acts as (an MCP
+	// session of /mcp): its hello gets the token's role and principal,
+	// confined as remote, whatever the hello says.
+	as *contract.TokenRecord
 
 	wmu sync.Mutex
 	// wmu guards the outbox. One goroutine at a time writes it out (the
@@ -441,6 +445,9 @@ func (c *conn) doHello(raw json.RawMessage) (any, error) {
 			With("client", in.Protocol).
 			With("daemon", contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}).
 			With("daemonVersion", c.d.opts.Version)
+	}
+	if c.as != nil {
+		return c.helloAs(in)
 	}
 	role := contract.RoleAgent
 	if c.trusted {

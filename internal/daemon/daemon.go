@@ -121,6 +121,9 @@ type Options struct {
 	// ReadClock reads; nil means time.Now. A test that jumps one jumps
 	// both.
 	Wall func() time.Time
+	// MCP serves the MCP sessions of the HTTP API's /mcp; nil leaves
+	// /mcp answering UNKNOWN_ROUTE.
+	MCP MCPServe
 }
 
 // DriverSetup is what SetupDrivers returns.

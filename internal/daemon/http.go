@@ -37,7 +37,9 @@ func (d *Daemon) listenHTTP() error {
 		Metrics: d.metricsHandler(), MetricsPublic: cfg.Bool("metrics.public"),
 		MaxUploadBytes: cfg.Int("exec.maxUploadBytes"),
 		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond,
-		Health:         d.Health})
+		Health:         d.Health,
+		MaxMCPSessions: int(cfg.Int("http.maxMcpSessions")), MaxMCPSessionsPerToken: int(cfg.Int("http.maxMcpSessionsPerToken")),
+		MCPSessionIdle: time.Duration(cfg.Int("http.mcpSessionIdleMs")) * time.Millisecond, MCP: d.mcpStart()})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,

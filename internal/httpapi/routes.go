@@ -21,6 +21,9 @@ type route struct {
 	// upload gives the route the streamed body policy of the file routes
 	// instead of the default one.
 	upload bool
+	// mcpBody gives the route the body policy of /mcp (JSON-RPC messages
+	// up to mcpMaxBody).
+	mcpBody bool
 	// serve is an authenticated route's handler.
 	serve func(s *Server, w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error
 	// raw serves a route that does its own checks: a public route, or the
@@ -58,6 +61,8 @@ func (s *Server) routes() {
 			s.mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { rt.raw(s, w, r) })
 		case rt.upload:
 			s.handleBody(rt.pattern(), rt.access, s.uploadBody(), s.bind(rt.serve))
+		case rt.mcpBody:
+			s.handleBody(rt.pattern(), rt.access, bodyPolicy{max: mcpMaxBody, whole: s.bodyTimeout}, s.bind(rt.serve))
 		default:
 			s.handle(rt.pattern(), rt.access, s.bind(rt.serve))
 		}
@@ -458,6 +463,14 @@ func routeTable() []route {
 			replies: []openapi.Response{ok[contract.WorkerView]("The worker.")},
 			errors:  []contract.Code{contract.CodeUnknownWorker},
 		}},
+		{method: "POST", path: "/mcp", access: accessAgent, mcpBody: true, serve: (*Server).serveMCP, doc: mcpDoc("postMCP",
+			"Send MCP messages (initialize starts a session)", "A JSON-RPC message of the Model Context Protocol. "+
+				"Without an Mcp-Session-Id header it must be initialize, which starts a session acting as the token (its answer's Mcp-Session-Id header names it); "+
+				"a call is answered by an event stream carrying its progress notifications and then its result, or by one JSON-RPC message; a notification or a response by 202.")},
+		{method: "GET", path: "/mcp", access: accessAgent, mcpBody: true, serve: (*Server).serveMCP, doc: mcpDoc("getMCP",
+			"Listen for an MCP session's messages", "The session's own event stream, for messages not tied to a call (warnings of a lost lease).")},
+		{method: "DELETE", path: "/mcp", access: accessAgent, mcpBody: true, serve: (*Server).serveMCP, doc: mcpDoc("deleteMCP",
+			"End an MCP session", "Ends the session the Mcp-Session-Id header names; its leases stay the token's (see docs/MCP.md).")},
 		{method: "GET", path: "/v1/uplink", access: accessWorker, raw: (*Server).uplink, doc: routeDoc{
 			id: "openUplink", tag: "fleet", summary: "A worker's uplink to its gateway",
 			description: "A WebSocket upgrade: the worker sends the Upgrade request with its worker token and " +

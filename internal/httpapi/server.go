@@ -64,6 +64,15 @@ type Options struct {
 	// Health runs the checks of GET /livez and GET /readyz; nil passes
 	// both with no checks.
 	Health HealthFunc
+	// MCP starts the sessions of /mcp (MCP over Streamable HTTP); nil
+	// leaves the route answering UNKNOWN_ROUTE. MaxMCPSessions and
+	// MaxMCPSessionsPerToken bound the sessions open at once
+	// (http.maxMcpSessions, http.maxMcpSessionsPerToken), MCPSessionIdle
+	// ends a session no request has named for that long
+	// (http.mcpSessionIdleMs); 0 means the defaults.
+	MCP                                    MCPStart
+	MaxMCPSessions, MaxMCPSessionsPerToken int
+	MCPSessionIdle                         time.Duration
 }
 
 // The defaults of the file routes' bounds.
@@ -115,6 +124,9 @@ type Server struct {
 	live      map[string]map[*liveRequest]struct{}
 	endedToks map[string]struct{}
 
+	// mcp holds the sessions of /mcp.
+	mcp *mcpHub
+
 	// document is the API's description, built at its first request.
 	document func() ([]byte, error)
 
@@ -158,6 +170,7 @@ func New(opts Options) *Server {
 		bodies:         map[string]bodyPolicy{},
 		lingering:      map[net.Conn]struct{}{},
 		document:       sync.OnceValues(OpenAPI),
+		mcp:            newMCPHub(opts),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -175,15 +188,16 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Close ends every open event stream promptly and makes new ones answer 503
-// DAEMON_STOPPING, and closes the connections of refused bodies still
-// lingering. Plain requests are not affected. It is safe to call more than
-// once.
+// Close ends every open event stream and MCP session promptly and makes
+// new ones answer 503 DAEMON_STOPPING, and closes the connections of
+// refused bodies still lingering. Plain requests are not affected. It is
+// safe to call more than once.
 func (s *Server) Close() {
 	s.lingerMu.Lock()
 	s.closeOnce.Do(func() { close(s.closed) })
 	s.lingerMu.Unlock()
 	s.endLingering()
+	s.mcp.close()
 }
 
 func (s *Server) stopping() bool {
@@ -317,7 +331,7 @@ func (s *Server) track(parent context.Context, tok contract.TokenRecord) (ctx co
 // lease, request and job streams, its long polls and its commands end at
 // once, each stream with a last error event (UNAUTHENTICATED, "the token
 // was revoked") where it has started, a call not yet answered with that
-// error. The daemon calls it when the token is revoked; the token's
+// error; its MCP sessions end (their leases stay the token's). The daemon calls it when the token is revoked; the token's
 // secret must already be refused by Backend.Authenticate, so nothing new
 // opens after it.
 func (s *Server) EndToken(id string) {
@@ -329,6 +343,7 @@ func (s *Server) EndToken(id string) {
 	for lr := range set {
 		lr.cancel(errTokenRevoked)
 	}
+	s.mcp.endToken(id)
 }
 
 // sayRevoked ends a started stream whose token was revoked with an error

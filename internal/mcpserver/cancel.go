@@ -17,6 +17,16 @@ import (
 // here, where every response passes.
 type quietCancels struct{ mcp.Transport }
 
+// SupportsProtocolVersion answers as the transport it wraps, so a
+// streamable transport that serves no sessionless protocol is not offered
+// one.
+func (t quietCancels) SupportsProtocolVersion(v string) bool {
+	if pvs, ok := t.Transport.(mcp.ProtocolVersionSupporter); ok {
+		return pvs.SupportsProtocolVersion(v)
+	}
+	return true
+}
+
 func (t quietCancels) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {

@@ -34,40 +34,81 @@ type Options struct {
 	Logger *slog.Logger
 	// Tick is how often a wait refreshes its progress message; 0 means 5 s.
 	Tick time.Duration
+	// LeasesOutliveSession keeps the session's leases when it ends: they
+	// are no longer renewed, and not released either (a session of /mcp,
+	// whose leases belong to its token, not to the session). Its waiting
+	// requests are withdrawn all the same.
+	LeasesOutliveSession bool
 }
 
 // shutdownBound is how long releasing everything at exit may take.
 const shutdownBound = 10 * time.Second
 
 // Run serves one MCP session on t until the client closes it or ctx ends,
-// then releases every lease the session holds and withdraws its waiting
-// requests.
+// then releases every lease the session holds (unless
+// Options.LeasesOutliveSession) and withdraws its waiting requests.
 func Run(ctx context.Context, opts Options, t mcp.Transport) error {
+	sess, err := Start(opts, t)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		sess.Close()
+	case <-sess.Done():
+	}
+	<-sess.Done()
+	return nil
+}
+
+// Session is one MCP session served on a transport (Start). Its methods
+// are safe to call concurrently.
+type Session struct {
+	ss      *mcp.ServerSession
+	done    chan struct{}
+	closing context.CancelFunc
+}
+
+// Start connects an MCP session on t and serves it in the background until
+// the client ends it or Close is called; then the session's end runs as in
+// Run and Done is closed.
+func Start(opts Options, t mcp.Transport) (*Session, error) {
 	s := newServer(opts)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "simlock", Title: "simlock device leases", Version: opts.Version},
 		&mcp.ServerOptions{Instructions: instructions, Logger: s.log})
 	s.register(srv)
 	// Warnings about lost leases are sent whether or not the client ever
 	// set a log level: an agent must hear that its device is gone.
-	ss, err := srv.Connect(ctx, quietCancels{t}, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{LogLevel: "info"}})
+	ss, err := srv.Connect(context.Background(), quietCancels{t}, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{LogLevel: "info"}})
 	if err != nil {
-		return err
+		s.end()
+		return nil, err
 	}
 	s.setSession(ss)
-	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
-	select {
-	case <-ctx.Done():
-		_ = ss.Close()
-		<-ended
-	case err = <-ended:
-	}
-	s.shutdown()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.log.Debug("session ended", "err", err)
-	}
-	return nil
+	sess := &Session{ss: ss, done: make(chan struct{}), closing: s.close}
+	go func() {
+		defer close(sess.done)
+		err := ss.Wait()
+		s.shutdown()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Debug("session ended", "err", err)
+		}
+	}()
+	return sess, nil
 }
+
+// Close ends the session; Done is closed once its end has run.
+func (s *Session) Close() {
+	s.closing()
+	_ = s.ss.Close()
+}
+
+// Done is closed once the session has ended and let go of what it held.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Initialized reports whether the client has completed the initialize
+// handshake.
+func (s *Session) Initialized() bool { return s.ss.InitializeParams() != nil }
 
 const instructions = `simlock hands out iOS simulators and Android emulators that no other agent touches while you hold them.
 Call lease_simulator to get one; if it answers "pending", call wait_for_lease with the requestId until it answers with the lease.
@@ -81,6 +122,10 @@ type server struct {
 	// followers) run under it.
 	life context.Context
 	end  context.CancelFunc
+	// closing ends when Session.Close is called: calls still waiting end
+	// (and withdraw their requests) so that the session can end.
+	closing context.Context
+	close   context.CancelFunc
 
 	mu       sync.Mutex
 	ss       *mcp.ServerSession
@@ -102,8 +147,9 @@ func newServer(opts Options) *server {
 		opts.Tick = 5 * time.Second
 	}
 	life, end := context.WithCancel(context.Background())
+	closing, closeFn := context.WithCancel(life)
 	return &server{
-		opts: opts, log: opts.Logger, life: life, end: end,
+		opts: opts, log: opts.Logger, life: life, end: end, closing: closing, close: closeFn,
 		held: map[string]*heldLease{}, requests: map[string]*tracked{}, gone: map[string]string{},
 	}
 }
@@ -189,13 +235,16 @@ func (s *server) hearLoss(c *client.Client) {
 	}
 }
 
-// shutdown releases every held lease and withdraws every waiting request,
-// within shutdownBound, then stops the background loops.
+// shutdown releases every held lease (unless LeasesOutliveSession) and
+// withdraws every waiting request, within shutdownBound, then stops the
+// background loops.
 func (s *server) shutdown() {
 	s.mu.Lock()
 	var leases, reqs []string
 	for id, h := range s.held {
-		leases = append(leases, id)
+		if !s.opts.LeasesOutliveSession {
+			leases = append(leases, id)
+		}
 		h.stop()
 	}
 	s.held = map[string]*heldLease{}

@@ -349,6 +349,9 @@ func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, t *tracked
 		case <-ctx.Done():
 			s.withdraw(t.id)
 			return nil, ctx.Err()
+		case <-s.closing.Done():
+			s.withdraw(t.id)
+			return nil, contract.Errorf(contract.CodeCancelled, "the MCP session ended; request %s was withdrawn", t.id)
 		}
 	}
 }
