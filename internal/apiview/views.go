@@ -110,3 +110,43 @@ type DeviceNotice struct {
 	DeviceID string `json:"deviceId"`
 	LeaseID  string `json:"leaseId"`
 }
+
+// Progress is the step a request view shows, as the socket's progress
+// pushes carry it, so one renderer draws both; ok is false once the
+// request has settled (granted, failed or cancelled).
+func (v RequestView) Progress() (p contract.LeaseProgress, ok bool) {
+	p.Stage = contract.Stage(v.State)
+	switch p.Stage {
+	case contract.StageQueued:
+		p.QueuePosition, p.Wait = v.QueuePosition, v.Wait
+	case contract.StageProvisioning, contract.StageBooting, contract.StageReclaiming:
+		if v.EtaMs != nil {
+			p.EtaMs = *v.EtaMs
+		}
+	case contract.StageDownloading:
+		p.Component, p.Percent = v.Component, v.Percent
+		p.Waiting = v.Waiting != nil && *v.Waiting
+		p.BytesDone, p.BytesTotal = v.BytesDone, v.BytesTotal
+	default:
+		return contract.LeaseProgress{}, false
+	}
+	return p, true
+}
+
+// Grant is the grant a granted request's lease view stands for, with rec,
+// the lease's record, in place of what the view flattens. The view does not
+// carry the grant's timing or source; they are left zero.
+func (v LeaseView) Grant(rec contract.LeaseRecord) contract.LeaseGrant {
+	return contract.LeaseGrant{
+		Device: contract.GrantDevice{
+			ID:             v.DeviceID,
+			Spec:           contract.DeviceSpec{Platform: v.Platform, Model: v.Device, OSVersion: v.OS},
+			DriverDeviceID: v.UDID,
+			Address:        v.Address,
+			Mode:           v.Mode,
+		},
+		Lease:       rec,
+		Environment: v.Environment,
+		RequestID:   v.RequestID,
+	}
+}
