@@ -129,8 +129,11 @@ func ParseURL(raw string) (*url.URL, error) {
 // URL is the client's base URL.
 func (c *Client) URL() string { return c.base.String() }
 
-// Close drops the idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+// Close drops the idle connections; the client may still be used.
+func (c *Client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
 
 // request builds a call of path (already escaped) with q.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {

@@ -42,7 +42,7 @@ func newClient(t *testing.T, o apiclient.Options) *apiclient.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

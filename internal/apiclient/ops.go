@@ -17,8 +17,46 @@ import (
 
 // Status is GET /v1/status.
 func (c *Client) Status(ctx context.Context) (contract.Status, error) {
+	return c.StatusWith(ctx, contract.StatusGetInput{})
+}
+
+// StatusWith is GET /v1/status, as a summary when in asks for one. The
+// HTTP API answers a starting daemon at once (daemon and host only), so
+// in.WaitReady asks for nothing more.
+func (c *Client) StatusWith(ctx context.Context, in contract.StatusGetInput) (contract.Status, error) {
+	var q url.Values
+	if in.Summary {
+		q = url.Values{"summary": {"true"}}
+	}
 	var st contract.Status
-	return st, c.call(ctx, http.MethodGet, "/v1/status", nil, nil, &st)
+	return st, c.call(ctx, http.MethodGet, "/v1/status", q, nil, &st)
+}
+
+// ListPage answers the socket's list.get from the HTTP routes: leases from
+// GET /v1/leases (whole: the route has no pages), devices from GET
+// /v1/devices (an operator's). Requests have no route an agent may read;
+// they are refused as FORBIDDEN.
+func (c *Client) ListPage(ctx context.Context, in contract.ListGetInput) (contract.ListGetResult, error) {
+	switch in.Kind {
+	case contract.ListLeases:
+		ls, err := c.Leases(ctx)
+		if ls == nil {
+			ls = []contract.LeaseRecord{}
+		}
+		return contract.ListGetResult{Leases: ls}, err
+	case contract.ListDevices:
+		var res struct {
+			Devices []contract.Device `json:"devices"`
+		}
+		if err := c.call(ctx, http.MethodGet, "/v1/devices", nil, nil, &res); err != nil {
+			return contract.ListGetResult{}, err
+		}
+		if res.Devices == nil {
+			res.Devices = []contract.Device{}
+		}
+		return contract.ListGetResult{Devices: res.Devices}, nil
+	}
+	return contract.ListGetResult{}, contract.Errorf(contract.CodeForbidden, "the %s list is not served over HTTP to this client; ask on the daemon's machine", in.Kind)
 }
 
 // Catalog is GET /v1/catalog, of one platform or ("") all.
@@ -338,23 +376,71 @@ func (c *Client) WatchLease(ctx context.Context, id string, seen func(LeaseNotic
 	}
 }
 
+// Replay is GET /v1/events: past events, oldest first. in.SinceTs is
+// sent as the duration before now the route takes.
+func (c *Client) Replay(ctx context.Context, in contract.EventsReplayInput) ([]contract.Event, error) {
+	q := url.Values{}
+	if in.SinceTs > 0 {
+		q.Set("since", strconv.FormatInt(max(time.Since(time.UnixMilli(in.SinceTs)).Milliseconds(), 1), 10)+"ms")
+	}
+	if in.AfterSeq > 0 {
+		q.Set("afterSeq", strconv.FormatInt(in.AfterSeq, 10))
+	}
+	if in.Limit > 0 {
+		q.Set("limit", strconv.Itoa(in.Limit))
+	}
+	var res contract.EventsReplayResult
+	return res.Events, c.call(ctx, http.MethodGet, "/v1/events", q, nil, &res)
+}
+
+// Subscribe opens GET /v1/events/stream and returns its events as they
+// come, from the moment it returns: the channel is closed when the stream
+// ends or ctx does. The seq it returns is 0 (the stream does not say where
+// it starts).
+func (c *Client) Subscribe(ctx context.Context) (<-chan contract.Event, int64, error) {
+	res, err := c.openEvents(ctx, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	ch := make(chan contract.Event, 64)
+	go func() {
+		defer close(ch)
+		defer res.Body.Close()
+		_ = readEvents(ctx, res.Body, func(e contract.Event) {
+			select {
+			case ch <- e:
+			case <-ctx.Done():
+			}
+		})
+	}()
+	return ch, 0, nil
+}
+
 // Events follows GET /v1/events/stream from after seq afterSeq (0: from
 // now), calling seen with each event, until ctx ends or the stream fails.
 func (c *Client) Events(ctx context.Context, afterSeq int64, seen func(contract.Event)) error {
-	req, err := c.request(ctx, http.MethodGet, "/v1/events/stream", nil, nil)
+	res, err := c.openEvents(ctx, afterSeq)
 	if err != nil {
 		return err
+	}
+	defer res.Body.Close()
+	return readEvents(ctx, res.Body, seen)
+}
+
+func (c *Client) openEvents(ctx context.Context, afterSeq int64) (*http.Response, error) {
+	req, err := c.request(ctx, http.MethodGet, "/v1/events/stream", nil, nil)
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if afterSeq > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(afterSeq, 10))
 	}
-	res, err := c.send(req, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	sr := newSSEReader(res.Body)
+	return c.send(req, http.StatusOK)
+}
+
+func readEvents(ctx context.Context, body io.Reader, seen func(contract.Event)) error {
+	sr := newSSEReader(body)
 	for {
 		ev, err := sr.next()
 		if err != nil {
