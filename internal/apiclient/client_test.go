@@ -244,7 +244,9 @@ type cutAfterFirstEvent struct {
 func (c *cutAfterFirstEvent) Write(b []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(b)
 	c.seen = append(c.seen, b...)
-	if bytes.Contains(c.seen, []byte("\n\n")) {
+	// A comment may come first (it sends the headers); the cut comes
+	// after the first event whole.
+	if i := bytes.Index(c.seen, []byte("data: ")); i >= 0 && bytes.Contains(c.seen[i:], []byte("\n\n")) {
 		_ = http.NewResponseController(c.ResponseWriter).Flush()
 		panic(http.ErrAbortHandler)
 	}
