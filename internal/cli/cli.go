@@ -175,6 +175,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		SilenceErrors: true,
 		Version:       env.Version,
 	}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return refuseLocalOnly(cmd, env) }
 	root.PersistentFlags().Bool("json", false, "print results, progress and errors as JSON, even on a terminal")
 	root.PersistentFlags().String("token", "", "admin credential (default: SIMLOCK_ADMIN_TOKEN, then $SIMLOCK_HOME/admin.token)")
 	root.AddCommand(
@@ -183,6 +184,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		jobCmd(env), statsCmd(env), serviceCmd(env), metricsCmd(env),
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
+		loginCmd(env), logoutCmd(env),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -63,6 +63,9 @@ func withClient(cmd *cobra.Command, env Env, s session, f func(ctx context.Conte
 // connect opens a session with the daemon of SIMLOCK_HOME. With autostart,
 // a daemon it has to start is ready when connect returns.
 func connect(ctx context.Context, cmd *cobra.Command, env Env, s session) (*client.Client, error) {
+	if err := remoteSocketRefusal(env, cmd); err != nil {
+		return nil, err
+	}
 	home, err := env.home()
 	if err != nil {
 		return nil, err

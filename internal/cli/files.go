@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -33,14 +32,14 @@ func (f *fileFlags) add(cmd *cobra.Command) {
 
 // withLease runs f with a session of the caller and the lease to act on:
 // --lease, or the caller's one lease.
-func (f *fileFlags) withLease(cmd *cobra.Command, env Env, run func(ctx context.Context, c *client.Client, leaseID string) error) error {
+func (f *fileFlags) withLease(cmd *cobra.Command, env Env, run func(ctx context.Context, c agentAPI, leaseID string) error) error {
 	if f.lease != "" {
 		if err := (&contract.LeaseIDInput{LeaseID: f.lease}).Validate(); err != nil {
 			return fail(err)
 		}
 	}
 	s := session{principal: agentID(f.agent, env.Getenv, env.PPID), autostart: true}
-	return withClient(cmd, env, s, func(ctx context.Context, c *client.Client) error {
+	return withAgent(cmd, env, s, func(ctx context.Context, c agentAPI) error {
 		id := f.lease
 		if id == "" {
 			var err error
@@ -53,7 +52,7 @@ func (f *fileFlags) withLease(cmd *cobra.Command, env Env, run func(ctx context.
 }
 
 // ownLease is the caller's lease when it holds exactly one.
-func ownLease(ctx context.Context, c *client.Client) (string, error) {
+func ownLease(ctx context.Context, c agentAPI) (string, error) {
 	leases, err := c.Leases(ctx)
 	if err != nil {
 		return "", err
@@ -100,7 +99,7 @@ Without --lease, the lease is your only one.`,
 				return err
 			}
 			defer closeFile()
-			return f.withLease(cmd, env, func(ctx context.Context, c *client.Client, leaseID string) error {
+			return f.withLease(cmd, env, func(ctx context.Context, c agentAPI, leaseID string) error {
 				res, err := c.PushFile(ctx, contract.FilesPutInput{LeaseID: leaseID, Path: args[1], Size: size}, r)
 				if err != nil {
 					return err
@@ -133,7 +132,7 @@ content, and answers what it installed (the package name or bundle id).
 				return err
 			}
 			defer closeFile()
-			return f.withLease(cmd, env, func(ctx context.Context, c *client.Client, leaseID string) error {
+			return f.withLease(cmd, env, func(ctx context.Context, c agentAPI, leaseID string) error {
 				res, err := c.InstallApp(ctx, contract.AppInstallInput{LeaseID: leaseID, Size: size}, r)
 				if err != nil {
 					return err
@@ -172,7 +171,7 @@ your only one.`,
 			if len(args) == 2 {
 				local = args[1]
 			}
-			return f.withLease(cmd, env, func(ctx context.Context, c *client.Client, leaseID string) error {
+			return f.withLease(cmd, env, func(ctx context.Context, c agentAPI, leaseID string) error {
 				return receive(cmd, env, local, fileResult{LeaseID: leaseID, Path: args[0]}, func(w func(contract.TransferInfo) (io.Writer, error)) (int64, error) {
 					_, n, err := c.PullFile(ctx, contract.FilesGetInput{LeaseID: leaseID, Path: args[0]}, w)
 					return n, err
@@ -198,7 +197,7 @@ output. Without --lease, the lease is your only one.`,
 			if len(args) == 1 {
 				local = args[0]
 			}
-			return f.withLease(cmd, env, func(ctx context.Context, c *client.Client, leaseID string) error {
+			return f.withLease(cmd, env, func(ctx context.Context, c agentAPI, leaseID string) error {
 				return receive(cmd, env, local, fileResult{LeaseID: leaseID}, func(w func(contract.TransferInfo) (io.Writer, error)) (int64, error) {
 					_, n, err := c.Screenshot(ctx, contract.ScreenshotInput{LeaseID: leaseID}, w)
 					return n, err

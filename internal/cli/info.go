@@ -25,7 +25,7 @@ func statusCmd(env Env) *cobra.Command {
 			asJSON, _ := cmd.Flags().GetBool("json")
 			// As admin where the credential is at hand: an operator's status
 			// lists every lease and request, an agent's only its own.
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
 				// A daemon still starting (another command started it a
 				// moment ago) is waited for, as one this command starts is.
 				ctx, cancel := context.WithTimeout(ctx, startupBound)
@@ -309,7 +309,7 @@ func listCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return usage("%s", contract.AsError(err).Message)
 			}
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
 				res, err := c.ListPage(ctx, in)
 				if err != nil {
 					return err
@@ -373,7 +373,7 @@ func catalogCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), autostart: true}, func(ctx context.Context, c agentAPI) error {
 				res, err := c.Catalog(ctx, in.Platform)
 				if err != nil {
 					return err
@@ -464,7 +464,7 @@ func eventsCmd(env Env) *cobra.Command {
 				}
 				q.SinceTs = max(time.Now().Add(-d).UnixMilli(), 1)
 			}
-			return withClient(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
 				return streamEvents(ctx, c, env.Stdout, q, follow)
 			})
 		},

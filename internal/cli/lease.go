@@ -137,6 +137,13 @@ func progressModeFor(flag string, cmd *cobra.Command, env Env) (string, error) {
 }
 
 func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in contract.LeaseRequestInput, mode string, detach, exportEnv bool, bindPID int) error {
+	if rc, ok, err := remoteClient(env); err != nil || ok {
+		if err != nil {
+			return fail(err)
+		}
+		defer rc.Close()
+		return runRemoteLease(ctx, cmd, env, rc, in, mode, detach, exportEnv, bindPID)
+	}
 	c, err := connect(ctx, cmd, env, session{principal: id, autostart: true})
 	if err != nil {
 		return fail(err)
@@ -165,10 +172,27 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		}
 		grant.Lease = bound
 	}
+	if err := showGrant(cmd, env, grant, c.Hello().Role, mode, detach, exportEnv); err != nil {
+		return err
+	}
+	if detach {
+		return nil
+	}
+	redial := func(ctx context.Context) (*client.Client, error) {
+		// The daemon was stopped or restarted on purpose: wait for it to
+		// come back rather than start one.
+		return connect(ctx, cmd, env, session{principal: id})
+	}
+	return hold(ctx, c, redial, env, grant.Lease, mode == "human")
+}
+
+// showGrant prints a grant: export lines, the human view, or its JSON with
+// the caller's role; progress in human mode also says it on stderr.
+func showGrant(cmd *cobra.Command, env Env, grant contract.LeaseGrant, role contract.Role, mode string, detach, exportEnv bool) error {
 	out := struct {
 		contract.LeaseGrant
 		Role contract.Role `json:"role"`
-	}{grant, c.Hello().Role}
+	}{grant, role}
 	humanView := !exportEnv && !jsonOut(cmd, env)
 	switch {
 	case exportEnv:
@@ -188,15 +212,7 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		// The grant's own view already says it on the terminal.
 		fmt.Fprintln(env.Stderr, grantHuman(grant, detach))
 	}
-	if detach {
-		return nil
-	}
-	redial := func(ctx context.Context) (*client.Client, error) {
-		// The daemon was stopped or restarted on purpose: wait for it to
-		// come back rather than start one.
-		return connect(ctx, cmd, env, session{principal: id})
-	}
-	return hold(ctx, c, redial, env, grant.Lease, mode == "human")
+	return nil
 }
 
 // exportLines renders an environment as POSIX shell export lines, sorted,
@@ -234,14 +250,7 @@ func grantHuman(g contract.LeaseGrant, detach bool) string {
 // With human, what happens to the lease is said in sentences (the lease
 // lost, the daemon gone and back, the release at exit); else as JSON lines.
 func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*client.Client, error), env Env, lease contract.LeaseRecord, human bool) error {
-	// say writes a notice: its sentence for a person, else its JSON.
-	say := func(sentence string, fields map[string]any) {
-		if human {
-			fmt.Fprintln(env.Stderr, sentence)
-			return
-		}
-		_ = printJSON(env.Stderr, fields)
-	}
+	say := sayer(env, human)
 	// A lease bound to a process ends when the daemon sees that process
 	// exit: the binding replaces the watch on this command's parent.
 	parent := time.NewTicker(time.Second)
@@ -398,6 +407,17 @@ func hold(ctx context.Context, c *client.Client, redial func(context.Context) (*
 			}
 			return release()
 		}
+	}
+}
+
+// sayer writes a holder's notice: its sentence for a person, else its JSON.
+func sayer(env Env, human bool) func(sentence string, fields map[string]any) {
+	return func(sentence string, fields map[string]any) {
+		if human {
+			fmt.Fprintln(env.Stderr, sentence)
+			return
+		}
+		_ = printJSON(env.Stderr, fields)
 	}
 }
 
@@ -631,7 +651,7 @@ func renewCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			return withClient(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, session{principal: agentID(agent, env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
 				rec, err := c.Renew(ctx, in.LeaseID, in.TTLMs)
 				if err != nil {
 					return err
@@ -682,7 +702,7 @@ func releaseCmd(env Env) *cobra.Command {
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			return withClient(cmd, env, s, func(ctx context.Context, c *client.Client) error {
+			return withAgent(cmd, env, s, func(ctx context.Context, c agentAPI) error {
 				res, err := c.Release(ctx, in.LeaseID)
 				if err != nil {
 					return err

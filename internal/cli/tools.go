@@ -52,21 +52,35 @@ func passthroughCmd(env Env, tool, platform string) *cobra.Command {
 			}
 			var res contract.PassthroughResult
 			principal := agentID("", env.Getenv, env.PPID)
-			ran := false
-			err := withClient(cmd, env, session{principal: principal, autostart: true}, func(ctx context.Context, c *client.Client) error {
-				err := c.Call(ctx, contract.OpPassthrough, in, &res)
-				if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeUnsupportedInGatewayMode {
-					// A gateway runs it on the lease's worker.
-					ran = true
-					err = execOnLease(ctx, env, c, principal, in)
-				}
-				// A refused command is a mistake on this command line.
+			// A refused command is a mistake on this command line.
+			refusal := func(err error) error {
 				if ce := contract.AsError(err); ce != nil && (ce.Code == contract.CodePassthroughRefused || ce.Code == contract.CodeUnknownPassthroughTool) {
 					relabelled := *ce
 					relabelled.Code = contract.CodeUsage
 					return &relabelled
 				}
 				return err
+			}
+			if rc, ok, err := remoteClient(env); err != nil || ok {
+				if err != nil {
+					return fail(err)
+				}
+				defer rc.Close()
+				// Over the remote profile it runs on the lease's machine
+				// through the exec route, as through a gateway.
+				pick := func(ctx context.Context) (string, error) { return onlyRemoteLeaseOn(ctx, rc, in.Tool) }
+				return fail(refusal(execOnLease(cmd.Context(), env, rc, pick, in)))
+			}
+			ran := false
+			err := withClient(cmd, env, session{principal: principal, autostart: true}, func(ctx context.Context, c *client.Client) error {
+				err := c.Call(ctx, contract.OpPassthrough, in, &res)
+				if ce := contract.AsError(err); ce != nil && ce.Code == contract.CodeUnsupportedInGatewayMode {
+					// A gateway runs it on the lease's worker.
+					ran = true
+					pick := func(ctx context.Context) (string, error) { return onlyLeaseOn(ctx, c, principal, in.Tool) }
+					err = execOnLease(ctx, env, c, pick, in)
+				}
+				return refusal(err)
 			})
 			if err != nil || ran {
 				return err

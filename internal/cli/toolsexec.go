@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/simlock/simlock/internal/apiclient"
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -16,11 +17,13 @@ import (
 // (a gateway's forward is a remote caller there: no argument may name a
 // file of the worker's machine). Piped stdin is the command's; its output
 // streams to ours; the tool's exit status is the answer.
-func execOnLease(ctx context.Context, env Env, c *client.Client, principal string, in contract.PassthroughInput) error {
+//
+// pick finds the lease when the command line names none.
+func execOnLease(ctx context.Context, env Env, c agentAPI, pick func(context.Context) (string, error), in contract.PassthroughInput) error {
 	id := in.LeaseID
 	if id == "" {
 		var err error
-		if id, err = onlyLeaseOn(ctx, c, principal, in.Tool); err != nil {
+		if id, err = pick(ctx); err != nil {
 			return err
 		}
 	}
@@ -61,6 +64,34 @@ func execOnLease(ctx context.Context, env Env, c *client.Client, principal strin
 		return &exitError{code: res.ExitCode, err: fmt.Errorf("%s exited %d", in.Tool, res.ExitCode), quiet: true}
 	}
 	return nil
+}
+
+// onlyRemoteLeaseOn is onlyLeaseOn over the remote profile: the leases the
+// token holds, each looked up for its platform.
+func onlyRemoteLeaseOn(ctx context.Context, c *apiclient.Client, tool string) (string, error) {
+	leases, err := c.Leases(ctx)
+	if err != nil {
+		return "", err
+	}
+	var held []contract.LeaseGetResult
+	owner := ""
+	for _, l := range leases {
+		v, err := c.Lease(ctx, l.ID)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		// Every lease an agent token lists is its own.
+		owner = l.OwnerID
+		held = append(held, contract.LeaseGetResult{Lease: l, Device: contract.Device{ID: v.DeviceID, Spec: contract.DeviceSpec{Platform: v.Platform, Model: v.Device, OSVersion: v.OS}}})
+	}
+	l, err := contract.OnlyToolLease(tool, owner, held)
+	if err != nil {
+		return "", err
+	}
+	if l == nil {
+		return "", contract.BadRequest("leaseId", "%s runs on one of your %s leases and you hold none: lease a device first", tool, contract.ToolPlatform(tool))
+	}
+	return l.Lease.ID, nil
 }
 
 // onlyLeaseOn is the caller's only active lease on tool's platform, picked

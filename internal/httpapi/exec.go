@@ -4,27 +4,23 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
-// execBody is the body of POST /v1/leases/{id}/exec; the lease comes from
-// the path.
-type execBody struct {
-	Tool        string   `json:"tool"`
-	Args        []string `json:"args"`
-	Stdin       *string  `json:"stdin,omitempty"`
-	RequesterID string   `json:"requesterId,omitempty"`
+// execBody is the body of POST /v1/leases/{id}/exec (apiview).
+type execBody = apiview.ExecBody
 
+// execRequest is an exec body with the lease its path names, checked whole
+// by the contract's rules as it is decoded.
+type execRequest struct {
+	execBody
 	leaseID string
 }
 
-func (b *execBody) input() contract.ExecInput {
-	return contract.ExecInput{LeaseID: b.leaseID, Tool: b.Tool, Args: b.Args, Stdin: b.Stdin, RequesterID: b.RequesterID}
-}
-
 // Validate checks the body with the contract's rules.
-func (b *execBody) Validate() error {
-	in := b.input()
+func (b *execRequest) Validate() error {
+	in := b.Input(b.leaseID)
 	return in.Validate()
 }
 
@@ -43,7 +39,7 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 		return errStopping()
 	}
 	id := r.PathValue("id")
-	body := execBody{leaseID: id}
+	body := execRequest{leaseID: id}
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
@@ -73,7 +69,7 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 	}
 	done := make(chan execOutcome, 1)
 	go func() {
-		res, err := s.be.Call(ctx, tok, contract.OpDeviceExec, body.input(), push)
+		res, err := s.be.Call(ctx, tok, contract.OpDeviceExec, body.Input(id), push)
 		done <- execOutcome{res, err}
 	}()
 
@@ -147,7 +143,7 @@ func (s *Server) execOnLease(w http.ResponseWriter, r *http.Request, tok contrac
 			if sw == nil {
 				return errStopping()
 			}
-			_ = sw.event("error", "", errorBody{asError(errStopping())})
+			_ = sw.event("error", "", errorBody{Error: asError(errStopping())})
 			return nil
 		}
 	}
@@ -186,5 +182,5 @@ func (s *Server) writeExecEnd(sw *sseWriter, tok contract.TokenRecord, leaseID s
 		}
 		err = cerr
 	}
-	_ = sw.event("error", "", errorBody{asError(hideLease(tok, err, leaseID))})
+	_ = sw.event("error", "", errorBody{Error: asError(hideLease(tok, err, leaseID))})
 }

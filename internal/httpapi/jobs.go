@@ -91,7 +91,7 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, tok contract.
 		if sw == nil {
 			return err
 		}
-		_ = sw.event("error", "", errorBody{err})
+		_ = sw.event("error", "", errorBody{Error: err})
 		return nil
 	}
 	keepAlive := time.NewTicker(s.keepAlive)
@@ -139,7 +139,7 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, tok contract.
 				sayRevoked(ctx, sw)
 				return nil
 			default:
-				_ = sw.event("error", "", errorBody{asError(s.beforeStream(err))})
+				_ = sw.event("error", "", errorBody{Error: asError(s.beforeStream(err))})
 				return nil
 			}
 		}

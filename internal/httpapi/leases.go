@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -25,29 +26,16 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request, tok contract.T
 	if err != nil {
 		return hideLease(tok, err, id)
 	}
-	s.writeJSON(w, http.StatusOK, leaseEnvelope{leaseViewFromGet(res)})
+	s.writeJSON(w, http.StatusOK, leaseEnvelope{Lease: leaseViewFromGet(res)})
 	return nil
 }
 
-// renewBody is the optional body of POST /v1/leases/{id}/renew.
-type renewBody struct {
-	TTLMs int64 `json:"ttlMs,omitempty"`
-}
-
-// Validate takes any body that decodes: the renewal it makes, path id
-// and all, is checked whole by the contract's rules (renewLease).
-func (b *renewBody) Validate() error { return nil }
-
-// renewView answers POST /v1/leases/{id}/renew. Notices are what befell
-// the lease's device since the lease was last renewed and that no stream
-// of it heard (device-unhealthy, device-recovered), oldest first; always a
-// list.
-type renewView struct {
-	LeaseID   string   `json:"leaseId"`
-	ExpiresAt string   `json:"expiresAt"`
-	TTLMs     int64    `json:"ttlMs"`
-	Notices   []string `json:"notices"`
-}
+// The bodies and views of the lease routes (apiview).
+type (
+	renewBody   = apiview.RenewBody
+	renewView   = apiview.RenewView
+	releaseView = apiview.ReleaseView
+)
 
 func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
 	id := r.PathValue("id")
@@ -87,17 +75,6 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request, tok contract
 		Notices:   notices,
 	})
 	return nil
-}
-
-// releaseView answers DELETE /v1/leases/{id}: the lease is over, and its
-// device is being cleaned in the background.
-type releaseView struct {
-	Released bool   `json:"released"`
-	LeaseID  string `json:"leaseId"`
-	Device   struct {
-		ID    string               `json:"id"`
-		State contract.DeviceState `json:"state"`
-	} `json:"device"`
 }
 
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {

@@ -5,64 +5,12 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
-// leaseRequestBody is the body of POST /v1/lease-requests.
-type leaseRequestBody struct {
-	Platform contract.Platform    `json:"platform"`
-	Device   string               `json:"device,omitempty"`
-	Class    contract.DeviceClass `json:"class,omitempty"`
-	OS       string               `json:"os,omitempty"`
-	ImageTag string               `json:"imageTag,omitempty"`
-	// Mode is slim or full; omitted, the daemon's ios.defaultMode.
-	Mode      contract.DeviceMode `json:"mode,omitempty"`
-	TTLMs     int64               `json:"ttlMs,omitempty"`
-	TimeoutMs int64               `json:"timeoutMs,omitempty"`
-	NoWait    bool                `json:"noWait,omitempty"`
-	// AllowDownload lets a missing runtime be downloaded (within
-	// downloads.policy); the request then shows the downloading state.
-	AllowDownload bool `json:"allowDownload,omitempty"`
-	// LeaseID is the id the lease is to have, chosen by the client.
-	LeaseID string `json:"leaseId,omitempty"`
-}
-
-// leaseRequestField maps a contract field name to the HTTP one, so that
-// errors name what the client sent.
-func leaseRequestField(name string) string {
-	switch name {
-	case "model":
-		return "device"
-	case "osVersion":
-		return "os"
-	case "idempotencyKey":
-		return "Idempotency-Key"
-	}
-	return name
-}
-
-func (b *leaseRequestBody) input(idempotencyKey string) contract.LeaseRequestInput {
-	return contract.LeaseRequestInput{
-		Platform:       b.Platform,
-		Model:          b.Device,
-		Class:          b.Class,
-		OSVersion:      b.OS,
-		ImageTag:       b.ImageTag,
-		Mode:           b.Mode,
-		TTLMs:          b.TTLMs,
-		TimeoutMs:      b.TimeoutMs,
-		NoWait:         b.NoWait,
-		AllowDownload:  b.AllowDownload,
-		IdempotencyKey: idempotencyKey,
-		LeaseID:        b.LeaseID,
-	}
-}
-
-// Validate checks the body with the contract's rules, under the HTTP names.
-func (b *leaseRequestBody) Validate() error {
-	in := b.input("")
-	return renameFields(in.Validate(), leaseRequestField)
-}
+// leaseRequestBody is the body of POST /v1/lease-requests (apiview).
+type leaseRequestBody = apiview.LeaseRequestBody
 
 // maxIdempotencyKeyLen bounds the Idempotency-Key header.
 const maxIdempotencyKeyLen = 200
@@ -100,20 +48,20 @@ func (s *Server) createLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 	if err := s.decodeBody(w, r, &body); err != nil {
 		return err
 	}
-	in := body.input(key)
-	if err := renameFields(in.Validate(), leaseRequestField); err != nil {
+	in := body.Input(key)
+	if err := apiview.RenameFields(in.Validate(), apiview.LeaseRequestField); err != nil {
 		return err
 	}
 	st, err := s.be.Call(r.Context(), tok, contract.OpLeaseRequestCreate, in, nil)
 	if err != nil {
-		return renameFields(err, leaseRequestField)
+		return apiview.RenameFields(err, apiview.LeaseRequestField)
 	}
 	status, err := convert[contract.LeaseRequestStatus](st)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(status.Request.ID))
-	s.writeJSON(w, http.StatusCreated, requestEnvelope{s.requestView(r.Context(), tok, status)})
+	s.writeJSON(w, http.StatusCreated, requestEnvelope{Request: s.requestView(r.Context(), tok, status)})
 	return nil
 }
 
@@ -145,7 +93,7 @@ func (s *Server) getLeaseRequest(w http.ResponseWriter, r *http.Request, tok con
 			return hideRequest(tok, err, id)
 		}
 	}
-	s.writeJSON(w, http.StatusOK, requestEnvelope{s.requestView(r.Context(), tok, st)})
+	s.writeJSON(w, http.StatusOK, requestEnvelope{Request: s.requestView(r.Context(), tok, st)})
 	return nil
 }
 
@@ -236,6 +184,6 @@ func (s *Server) retryLeaseRequest(w http.ResponseWriter, r *http.Request, tok c
 		return hideRequest(tok, err, id)
 	}
 	w.Header().Set("Location", "/v1/lease-requests/"+url.PathEscape(status.Request.ID))
-	s.writeJSON(w, http.StatusCreated, requestEnvelope{s.requestView(r.Context(), tok, status)})
+	s.writeJSON(w, http.StatusCreated, requestEnvelope{Request: s.requestView(r.Context(), tok, status)})
 	return nil
 }

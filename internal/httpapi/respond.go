@@ -4,21 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
 // errorBody is the JSON body of every error response.
-type errorBody struct {
-	Error *contract.Error `json:"error"`
-}
+type errorBody = apiview.ErrorBody
 
 // writeJSON answers with v as JSON.
 func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
@@ -26,7 +23,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		s.log.Error("could not encode a response", "err", err)
 		status = http.StatusInternalServerError
-		body, _ = json.Marshal(errorBody{contract.Errorf(contract.CodeInternal, "could not encode the response")})
+		body, _ = json.Marshal(errorBody{Error: contract.Errorf(contract.CodeInternal, "could not encode the response")})
 	}
 	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
@@ -50,7 +47,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 	}
-	s.writeJSON(w, ce.Code.HTTPStatus(), errorBody{ce})
+	s.writeJSON(w, ce.Code.HTTPStatus(), errorBody{Error: ce})
 }
 
 // asError is contract.AsError that also turns a code-less *contract.Error
@@ -133,23 +130,4 @@ func hideLease(tok contract.TokenRecord, err error, leaseID string) error {
 // hideRequest is hideForeign for a lease request route.
 func hideRequest(tok contract.TokenRecord, err error, requestID string) error {
 	return hideForeign(tok, err, contract.CodeUnknownLeaseRequest, "requestId", requestID)
-}
-
-// renameFields rewrites a BAD_REQUEST about a contract field into one about
-// the HTTP name the client used for it.
-func renameFields(err error, rename func(string) string) error {
-	ce, ok := errors.AsType[*contract.Error](err)
-	if !ok || ce.Code != contract.CodeBadRequest {
-		return err
-	}
-	field, _ := ce.Details["field"].(string)
-	to := rename(field)
-	if field == "" || to == field {
-		return err
-	}
-	out := ce.With("field", to)
-	if rest, ok := strings.CutPrefix(out.Message, field+":"); ok {
-		out.Message = to + ":" + rest
-	}
-	return out
 }

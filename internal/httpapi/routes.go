@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/openapi"
 )
@@ -140,13 +141,9 @@ type healthView struct {
 
 // The wrappers some answers put their record in.
 type (
-	requestEnvelope struct {
-		Request requestView `json:"request"`
-	}
-	leaseEnvelope struct {
-		Lease leaseView `json:"lease"`
-	}
-	requestList struct {
+	requestEnvelope = apiview.RequestEnvelope
+	leaseEnvelope   = apiview.LeaseEnvelope
+	requestList     struct {
 		Requests []requestSummary `json:"requests"`
 	}
 	failedRequestList struct {
@@ -158,14 +155,7 @@ type (
 	deviceEnvelope struct {
 		Device contract.Device `json:"device"`
 	}
-	// deviceNotice is the data of a lease stream's device_unhealthy and
-	// device_recovered events (attempts only on the second). Its fields
-	// are in the order of their names, as the stream has always sent them.
-	deviceNotice struct {
-		Attempts *int   `json:"attempts,omitempty"`
-		DeviceID string `json:"deviceId"`
-		LeaseID  string `json:"leaseId"`
-	}
+	deviceNotice = apiview.DeviceNotice
 )
 
 // requestEvents are the events of a lease request's stream: one per

@@ -351,7 +351,7 @@ func (s *Server) EndToken(id string) {
 // did.
 func sayRevoked(ctx context.Context, sw *sseWriter) {
 	if revoked(ctx) {
-		_ = sw.event("error", "", errorBody{errTokenRevoked})
+		_ = sw.event("error", "", errorBody{Error: errTokenRevoked})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 		st, err = callAs[contract.LeaseRequestStatus](ctx, s, tok, contract.OpLeaseRequestGet, in)
 		if err != nil {
 			if ctx.Err() == nil {
-				_ = sw.event("error", "", errorBody{asError(hideRequest(tok, err, id))})
+				_ = sw.event("error", "", errorBody{Error: asError(hideRequest(tok, err, id))})
 			}
 			sayRevoked(ctx, sw)
 			return nil
@@ -175,11 +176,7 @@ func (s *Server) streamLeaseRequest(w http.ResponseWriter, r *http.Request, tok 
 }
 
 // leaseLostView is the data of a lease_lost event.
-type leaseLostView struct {
-	LeaseID  string `json:"leaseId"`
-	DeviceID string `json:"deviceId"`
-	Reason   string `json:"reason"`
-}
+type leaseLostView = apiview.LeaseLostView
 
 // streamLease tells the client when its lease ends for any reason but its
 // own release.
@@ -292,7 +289,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, tok contra
 	if resume {
 		if sent, err = s.replayInto(ctx, sw, tok, after, sub.LastSeq); err != nil {
 			if ctx.Err() == nil && !isWriteErr(err) {
-				_ = sw.event("error", "", errorBody{asError(err)})
+				_ = sw.event("error", "", errorBody{Error: asError(err)})
 			}
 			sayRevoked(ctx, sw)
 			return nil

@@ -2,54 +2,23 @@ package httpapi
 
 import (
 	"context"
-	"time"
 
+	"github.com/simlock/simlock/internal/apiview"
 	"github.com/simlock/simlock/internal/contract"
 )
 
 // isoTime formats epoch ms the way the HTTP views show times: RFC 3339 in
 // UTC with milliseconds, so that every time has the same width.
 func isoTime(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+	return apiview.IsoTime(ms)
 }
 
-// leaseView is a lease as the HTTP API shows it: the lease and its device in
-// one flat object.
-type leaseView struct {
-	ID          string            `json:"id"`
-	RequestID   string            `json:"requestId,omitempty"`
-	RequesterID string            `json:"requesterId"`
-	Platform    contract.Platform `json:"platform"`
-	Device      string            `json:"device"`
-	OS          string            `json:"os"`
-	UDID        string            `json:"udid"`
-	DeviceID    string            `json:"deviceId"`
-	Address     string            `json:"address,omitempty"`
-	CreatedAt   string            `json:"createdAt"`
-	ExpiresAt   string            `json:"expiresAt"`
-	TTLMs       int64             `json:"ttlMs"`
-	// Mode is how the device runs: slim while its slim pass is in
-	// effect, full otherwise.
-	Mode contract.DeviceMode `json:"mode"`
-	// DataPlane is reserved for remote device access; always null here.
-	DataPlane   *struct{}         `json:"dataPlane"`
-	Environment map[string]string `json:"environment,omitempty"`
-	// IDChosenByRequester: the request chose the lease's id (leaseId).
-	IDChosenByRequester bool `json:"idChosenByRequester,omitempty"`
-	// Key is the lease's unique key when its id was chosen (unique only
-	// within its owner): an operator names one of two owners' leases of
-	// one id by it.
-	Key string `json:"key,omitempty"`
-	// Active is false when the view comes from a grant whose lease has
-	// ended; it is left out while the lease is held.
-	Active *bool `json:"active,omitempty"`
-	// Worker names the worker the lease is on, through a gateway.
-	Worker *contract.WorkerRef `json:"worker,omitempty"`
-	// Unreachable is true, through a gateway, when the view comes from a
-	// grant whose worker is not connected: the lease is held, and calls on
-	// it answer WORKER_UNREACHABLE until the worker is back.
-	Unreachable bool `json:"unreachable,omitempty"`
-}
+// The views the routes answer with live in apiview, which the typed client
+// reads them with too.
+type (
+	leaseView   = apiview.LeaseView
+	requestView = apiview.RequestView
+)
 
 func leaseViewFromGet(g contract.LeaseGetResult) leaseView {
 	mode := contract.DeviceModeFull
@@ -90,30 +59,6 @@ func newLeaseView(l contract.LeaseRecord, requestID string, spec contract.Device
 		Mode:                mode,
 		Worker:              l.Worker,
 	}
-}
-
-// requestView is a lease request as the HTTP API shows it.
-type requestView struct {
-	ID            string `json:"id"`
-	RequesterID   string `json:"requesterId"`
-	State         string `json:"state"`
-	QueuePosition int    `json:"queuePosition,omitempty"`
-	// Wait is what the first in line waits for (see contract.QueueWait).
-	Wait  *contract.QueueWait `json:"wait,omitempty"`
-	EtaMs *int64              `json:"etaMs,omitempty"`
-	// Component, Waiting and Percent describe the downloading state.
-	Component string `json:"component,omitempty"`
-	Waiting   *bool  `json:"waiting,omitempty"`
-	Percent   *int   `json:"percent,omitempty"`
-	// BytesDone and BytesTotal are the download's size so far and in
-	// all, when the installer prints them.
-	BytesDone  int64                `json:"bytesDone,omitempty"`
-	BytesTotal int64                `json:"bytesTotal,omitempty"`
-	CreatedAt  string               `json:"createdAt"`
-	SettledAt  string               `json:"settledAt,omitempty"`
-	Spec       contract.RequestSpec `json:"spec"`
-	Lease      *leaseView           `json:"lease,omitempty"`
-	Error      *contract.Error      `json:"error,omitempty"`
 }
 
 // requestView builds the view of st. A granted request's lease is looked up
