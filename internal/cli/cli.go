@@ -183,6 +183,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		jobCmd(env), statsCmd(env), serviceCmd(env), metricsCmd(env),
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
+		launchCmd(env), terminateCmd(env), openURLCmd(env), logsCmd(env), locationCmd(env), appearanceCmd(env),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/simlock/simlock/internal/appbundle/apptest"
+	"github.com/simlock/simlock/internal/shimtest"
 )
 
 // Device tools end to end: the real binary's HTTP routes and CLI commands
@@ -127,4 +128,111 @@ func TestDeviceToolRoutesThroughAGateway(t *testing.T) {
 	}
 	lease := f.api.awaitState(alice, requestOf(t, r)["id"].(string), "granted")["lease"].(map[string]any)["id"].(string)
 	exerciseTools(t, f.api, alice, bob, lease, "com.example.notes", apptest.APK("com.example.notes"))
+}
+
+// The CLI's device tool commands on the demo driver: each acts on the
+// caller's only lease and prints one JSON line when piped; a bad argument
+// is a usage error before the daemon is asked; another agent naming the
+// lease is refused and nothing reaches the device.
+func TestDeviceToolCommandsOnTheDemoDriver(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	g := h.leaseDetached("tools-agent", "android")
+	as := []string{"--agent-id", "tools-agent"}
+	// The flags go before the arguments: location's coordinates and
+	// launch's arguments after -- end the flags.
+	run := func(args ...string) result { return h.run(append(append([]string{args[0]}, as...), args[1:]...)...) }
+	expectFailure(t, run("launch", "com.example.notes"), 1, "APP_NOT_INSTALLED")
+	jsonLine(t, run("install", localFile(t, "app.apk", apptest.APK("com.example.notes"))))
+	for _, c := range []struct {
+		args []string
+		key  string
+		want any
+	}{
+		{[]string{"launch", "com.example.notes"}, "appId", "com.example.notes"},
+		{[]string{"open-url", "myapp://item/1?a=b;c"}, "url", "myapp://item/1?a=b;c"},
+		{[]string{"location", "37.3349", "-122.009"}, "longitude", -122.009},
+		{[]string{"location", "--", "-33.8568", "151.2153"}, "latitude", -33.8568},
+		{[]string{"appearance", "dark"}, "appearance", "dark"},
+		{[]string{"terminate", "com.example.notes"}, "appId", "com.example.notes"},
+	} {
+		if m := jsonLine(t, run(c.args...)); m[c.key] != c.want {
+			t.Errorf("%v answered %v, want %s %v", c.args, m, c.key, c.want)
+		}
+	}
+	m := jsonLine(t, run("logs", "--lines", "3"))
+	lines, _ := m["lines"].([]any)
+	if len(lines) != 3 || !strings.Contains(lines[2].(string), "terminated com.example.notes") || m["truncated"] != false {
+		t.Errorf("logs --lines 3: %v", m)
+	}
+	m = jsonLine(t, run("logs", "--process", "com.example.notes", "--since", "10m"))
+	if lines, _ := m["lines"].([]any); len(lines) != 1 {
+		t.Errorf("logs --process com.example.notes: %v", m)
+	}
+	for _, args := range [][]string{
+		{"launch", "com.example;reboot"},
+		{"open-url", "not a url"},
+		{"location", "91", "0"},
+		{"location", "north", "0"},
+		{"appearance", "sepia"},
+		{"logs", "--lines", "0"},
+		{"logs", "--since", "5"},
+	} {
+		expectFailure(t, run(args...), 2, "USAGE")
+	}
+	before := len(jsonLine(t, run("logs", "--lines", "5000"))["lines"].([]any))
+	for _, args := range [][]string{
+		{"launch", "com.example.notes"},
+		{"open-url", "evil://x"},
+		{"appearance", "light"},
+		{"logs"},
+	} {
+		r := h.run(append([]string{args[0], "--agent-id", "someone-else", "--lease", g.Lease.ID}, args[1:]...)...)
+		if e := cliError(t, r); r.code != 1 || (e["code"] != "UNKNOWN_LEASE" && e["code"] != "FORBIDDEN") {
+			t.Errorf("another agent's %v: want UNKNOWN_LEASE or FORBIDDEN\n%s", args, r)
+		}
+	}
+	if after := len(jsonLine(t, run("logs", "--lines", "5000"))["lines"].([]any)); after != before {
+		t.Errorf("another agent's commands reached the device: its log went from %d to %d lines", before, after)
+	}
+}
+
+// On the iOS stand-in, through the real binary: each command is one simctl
+// call on the lease's simulator, scoped to simlock's device set.
+func TestDeviceToolCommandsOnTheIOSStandIn(t *testing.T) {
+	t.Parallel()
+	e := shimtest.Build(t)
+	h := newHome(t)
+	h.withShims(e, "ios")
+	g := h.leaseDetached("ios-tools", "ios")
+	root, udid := h.path("devices/ios"), g.Device.DriverDeviceID
+	run := func(args ...string) result {
+		return h.run(append([]string{args[0], "--agent-id", "ios-tools"}, args[1:]...)...)
+	}
+	jsonLine(t, run("install", localFile(t, "Todo.ipa", apptest.IPA("com.example.Todo", "Todo"))))
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"launch", "com.example.Todo", "--", "-UITests", "a b"}, []string{"launch", udid, "com.example.Todo", "-UITests", "a b"}},
+		{[]string{"open-url", "myapp://x?a=';id;'"}, []string{"openurl", udid, "myapp://x?a=';id;'"}},
+		{[]string{"location", "37.3349", "-122.009"}, []string{"location", udid, "set", "37.3349,-122.009"}},
+		{[]string{"appearance", "light"}, []string{"ui", udid, "appearance", "light"}},
+		{[]string{"terminate", "com.example.Todo"}, []string{"terminate", udid, "com.example.Todo"}},
+		{[]string{"logs", "--process", "Todo", "--since", "90s"}, []string{"spawn", udid, "log", "show", "--style", "compact", "--last", "2m", "--predicate", `process == "Todo"`}},
+	} {
+		from := len(e.Calls(t))
+		jsonLine(t, run(c.args...))
+		var got [][]string
+		for _, call := range e.Calls(t)[from:] {
+			if call.Tool == "xcrun" && len(call.Args) > 3 && call.Args[3] != "list" {
+				got = append(got, call.Args)
+			}
+		}
+		want := append([]string{"simctl", "--set", root}, c.want...)
+		if len(got) != 1 || strings.Join(got[0], "\x00") != strings.Join(want, "\x00") {
+			t.Errorf("%v ran %q, want one call %q", c.args, got, want)
+		}
+	}
+	expectFailure(t, run("launch", "com.example.absent"), 1, "APP_NOT_INSTALLED")
 }
