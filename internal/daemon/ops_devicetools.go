@@ -50,7 +50,11 @@ func deviceToolOps() []opEntry {
 				// A driver's answer is bounded again here, whatever it did.
 				return contract.BoundLogLines(out.Lines, q.Lines), err
 			}),
-			gateway: handle(forwardTool[contract.DeviceLogsInput, contract.DeviceLogs]),
+			// A worker's answer is a claim: its lines are bounded again.
+			gateway: handle(func(c *call, in contract.DeviceLogsInput) (contract.DeviceLogs, error) {
+				out, err := forwardTool[contract.DeviceLogsInput, contract.DeviceLogs](c, in)
+				return contract.BoundLogLines(out.Lines, in.LogLines()), err
+			}),
 		},
 		{op: contract.OpSetLocation,
 			worker: handle(func(c *call, in contract.LocationInput) (contract.LocationResult, error) {
