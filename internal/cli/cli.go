@@ -185,6 +185,7 @@ on stdout and progress and errors are JSON lines on stderr.`,
 		passthroughCmd(env, "simctl", "iOS"), passthroughCmd(env, "adb", "Android"), doctorCmd(env),
 		pushCmd(env), pullCmd(env), installCmd(env), screenshotCmd(env),
 		loginCmd(env), logoutCmd(env),
+		launchCmd(env), terminateCmd(env), openURLCmd(env), logsCmd(env), locationCmd(env), appearanceCmd(env),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -100,6 +100,7 @@ type agentAPI interface {
 	InstallApp(ctx context.Context, in contract.AppInstallInput, r io.Reader) (contract.TransferResult, error)
 	PullFile(ctx context.Context, in contract.FilesGetInput, sink func(contract.TransferInfo) (io.Writer, error)) (contract.TransferInfo, int64, error)
 	Screenshot(ctx context.Context, in contract.ScreenshotInput, sink func(contract.TransferInfo) (io.Writer, error)) (contract.TransferInfo, int64, error)
+	DeviceTool(ctx context.Context, op contract.Op, in contract.DeviceToolInput, out any) error
 	Close() error
 }
 

@@ -175,3 +175,9 @@ func (c *Client) FollowJob(ctx context.Context, id string, events func(contract.
 	err := c.call(ctx, contract.OpJobFollow, contract.JobIDInput{JobID: id}, &r, &call{job: events})
 	return r, err
 }
+
+// DeviceTool runs a device tool operation (device.apps.launch, …) on the
+// lease in names and decodes its result into out.
+func (c *Client) DeviceTool(ctx context.Context, op contract.Op, in contract.DeviceToolInput, out any) error {
+	return c.Call(ctx, op, in, out)
+}

@@ -142,6 +142,7 @@ var codes = map[Code]codeInfo{
 	CodeDeviceFileMissing: {1, http.StatusNotFound},
 	CodeInvalidApp:        {2, http.StatusUnprocessableEntity},
 	CodeAppInstallFailed:  {1, http.StatusUnprocessableEntity},
+	CodeAppNotInstalled:   {1, http.StatusNotFound},
 
 	CodeServiceUnsupported:   {12, http.StatusNotImplemented},
 	CodeServiceManagerFailed: {1, http.StatusBadGateway},

@@ -54,6 +54,12 @@ var inputs = []func() Validator{
 	func() Validator { return new(TransferIDInput) },
 	func() Validator { return new(TransferWriteInput) },
 	func() Validator { return new(TransferReadInput) },
+	func() Validator { return new(AppLaunchInput) },
+	func() Validator { return new(AppTerminateInput) },
+	func() Validator { return new(OpenURLInput) },
+	func() Validator { return new(DeviceLogsInput) },
+	func() Validator { return new(LocationInput) },
+	func() Validator { return new(AppearanceInput) },
 }
 
 // FuzzOperationInputs feeds every operation's input decoder anything. It
@@ -69,6 +75,9 @@ func FuzzOperationInputs(f *testing.F) {
 		`{"platform":"ios"} {}`, `[1]`, `{"platform":"ios","version":"26.4","workers":"all"}`, `{"platform":"ios","version":"26","workers":["a","a"]}`, `"all"`, `{"jobId":"job_1","limit":3}`, `{"ttlMs":1e400}`, `{"requesterId":"\u0000"}`, "{\"model\":\"\xff\"}",
 		`{"leaseId":"lse_1","path":"/sdcard/x.txt","size":3}`, `{"leaseId":"lse_1","path":"@com.example/Documents/../x"}`,
 		`{"transferId":"tr_1","offset":0,"data":"aGk="}`, `{"transferId":"tr_1","offset":5,"max":262145}`,
+		`{"leaseId":"lse_1","appId":"com.example.app","args":["-a","b"]}`, `{"leaseId":"lse_1","url":"myapp://x?y=1"}`,
+		`{"leaseId":"lse_1","lines":10,"sinceMs":60000,"process":"SpringBoard"}`, `{"leaseId":"lse_1","latitude":-90,"longitude":180.5}`,
+		`{"leaseId":"lse_1","appearance":"dark"}`,
 	} {
 		f.Add(uint8(0), []byte(seed))
 	}

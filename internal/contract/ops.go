@@ -134,6 +134,13 @@ var ops = map[Op]OpInfo{
 	OpTransferRead:   {},
 	OpTransferCommit: {},
 	OpTransferAbort:  {},
+
+	OpAppLaunch:     {},
+	OpAppTerminate:  {},
+	OpOpenURL:       {},
+	OpDeviceLogs:    {},
+	OpSetLocation:   {},
+	OpSetAppearance: {},
 }
 
 // LookupOp reports how op is treated, and whether it exists.

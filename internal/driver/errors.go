@@ -78,6 +78,7 @@ func ContractError(err error) *contract.Error {
 		nofile  *FileMissingError
 		instNo  *InstallFailedError
 		tooBig  *FileTooLargeError
+		noApp   *AppNotInstalledError
 	)
 	switch {
 	case errors.As(err, &cerr):
@@ -116,6 +117,8 @@ func ContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeDeviceFileMissing, "%s", nofile.Error()).With("path", nofile.Path)
 	case errors.As(err, &instNo):
 		return contract.Errorf(contract.CodeAppInstallFailed, "%s", instNo.Error())
+	case errors.As(err, &noApp):
+		return contract.Errorf(contract.CodeAppNotInstalled, "%s", noApp.Error()).With("appId", noApp.ID)
 	case errors.As(err, &tooBig):
 		return contract.Errorf(contract.CodeBodyTooLarge, "%s", tooBig.Error()).With("path", tooBig.Path).With("maxBytes", tooBig.Max)
 	}

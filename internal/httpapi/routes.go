@@ -202,6 +202,8 @@ func routeTable() []route {
 		contract.CodeDownloadsDisabled}
 	fileErrs := []contract.Code{contract.CodeUnknownLease, contract.CodeTooManyStreams, contract.CodeUnknownTransfer,
 		contract.CodeDevicePathRefused, contract.CodePassthroughRefused, contract.CodeNoDriver}
+	toolErrs := []contract.Code{contract.CodeUnknownLease, contract.CodeTooManyStreams, contract.CodeNoDriver,
+		contract.CodeUnsupportedMediaType, contract.CodeCancelled}
 	return []route{
 		{method: "GET", path: "/v1/healthz", access: accessPublic, raw: (*Server).healthz, doc: routeDoc{
 			id: "getHealth", tag: "daemon", summary: "Is the API up",
@@ -349,6 +351,56 @@ func routeTable() []route {
 			replies: []openapi.Response{{Status: http.StatusOK, Description: "A PNG.",
 				Bodies: []openapi.Body{{ContentType: "image/png"}}}},
 			errors: fileErrs,
+		}},
+		{method: "POST", path: "/v1/leases/{id}/launch", access: accessAgent, serve: serveTool[launchBody, *launchBody, contract.AppLaunchResult](contract.OpAppLaunch), doc: routeDoc{
+			id: "launchApp", tag: "device tools", summary: "Start an installed app on a leased device",
+			description: "Starts the app by its bundle id (iOS, with args passed to it) or package name (Android, its launcher activity, which takes no args). Answers the app's id, and on iOS its pid.",
+			params:      []openapi.Param{leaseID},
+			request:     typeOf[launchBody](),
+			replies:     []openapi.Response{ok[contract.AppLaunchResult]("Started.")},
+			errors:      append([]contract.Code{contract.CodeAppNotInstalled}, toolErrs...),
+		}},
+		{method: "POST", path: "/v1/leases/{id}/terminate", access: accessAgent, serve: serveTool[terminateBody, *terminateBody, contract.AppTerminateResult](contract.OpAppTerminate), doc: routeDoc{
+			id: "terminateApp", tag: "device tools", summary: "Stop an app on a leased device",
+			description: "Stops the app by its bundle id or package name; an app that is not running is no error.",
+			params:      []openapi.Param{leaseID},
+			request:     typeOf[terminateBody](),
+			replies:     []openapi.Response{ok[contract.AppTerminateResult]("Stopped, or was not running.")},
+			errors:      toolErrs,
+		}},
+		{method: "POST", path: "/v1/leases/{id}/open-url", access: accessAgent, serve: serveTool[openURLBody, *openURLBody, contract.OpenURLResult](contract.OpOpenURL), doc: routeDoc{
+			id: "openURL", tag: "device tools", summary: "Open a URL or deep link on a leased device",
+			description: "Opens the URL (it must have a scheme; at most 4096 bytes, no white space or control characters) with the app that handles it.",
+			params:      []openapi.Param{leaseID},
+			request:     typeOf[openURLBody](),
+			replies:     []openapi.Response{ok[contract.OpenURLResult]("Opened.")},
+			errors:      toolErrs,
+		}},
+		{method: "GET", path: "/v1/leases/{id}/logs", access: accessAgent, serve: (*Server).getLogs, doc: routeDoc{
+			id: "getDeviceLogs", tag: "device tools", summary: "The last lines of a leased device's log",
+			description: "The last lines (200 unless lines says, at most 5000) of the device's log, oldest first, of the last since when given, of one process (iOS) or tag (Android) when process is given; at most 1 MiB, the oldest left out past it (truncated).",
+			params: []openapi.Param{leaseID,
+				{Name: "lines", In: "query", Type: typeOf[int](), Description: "How many of the last lines: 1 to 5000 (default 200)."},
+				query("since", "Only the lines of this long before now (90s, 10m, 2h; at most 24h; whole minutes on iOS)."),
+				query("process", "Only the lines of this process (iOS) or log tag (Android)."),
+				requester},
+			replies: []openapi.Response{ok[contract.DeviceLogs]("The lines, oldest first.")},
+			errors:  toolErrs,
+		}},
+		{method: "PUT", path: "/v1/leases/{id}/location", access: accessAgent, serve: serveTool[locationBody, *locationBody, contract.LocationResult](contract.OpSetLocation), doc: routeDoc{
+			id: "setLocation", tag: "device tools", summary: "Set a leased device's simulated location",
+			description: "Sets the location the device reports: latitude -90 to 90, longitude -180 to 180, in degrees.",
+			params:      []openapi.Param{leaseID},
+			request:     typeOf[locationBody](),
+			replies:     []openapi.Response{ok[contract.LocationResult]("Set.")},
+			errors:      toolErrs,
+		}},
+		{method: "PUT", path: "/v1/leases/{id}/appearance", access: accessAgent, serve: serveTool[appearanceBody, *appearanceBody, contract.AppearanceResult](contract.OpSetAppearance), doc: routeDoc{
+			id: "setAppearance", tag: "device tools", summary: "Switch a leased device to light or dark mode",
+			params:  []openapi.Param{leaseID},
+			request: typeOf[appearanceBody](),
+			replies: []openapi.Response{ok[contract.AppearanceResult]("Set.")},
+			errors:  toolErrs,
 		}},
 
 		{method: "GET", path: "/v1/devices", access: accessOperator, serve: (*Server).listDevices, doc: routeDoc{

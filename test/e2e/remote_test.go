@@ -173,6 +173,20 @@ func TestRemoteProfileLeasesHoldsAndReleasesThroughAGateway(t *testing.T) {
 		t.Fatalf("the screenshot does not decode as a PNG: %v", err)
 	}
 
+	// The device tools go through their routes: a deep link, the
+	// appearance, and the device's log, which shows both.
+	for _, args := range [][]string{
+		{"open-url", "myapp://checkout", "--lease", det.Lease.ID},
+		{"appearance", "dark", "--lease", det.Lease.ID},
+	} {
+		if r := rem.run(args...); r.code != 0 {
+			t.Fatalf("simlock %s over the remote profile: %s", strings.Join(args, " "), r)
+		}
+	}
+	if r := rem.run("logs", "--lines", "50", "--lease", det.Lease.ID); r.code != 0 || !strings.Contains(r.stdout, "myapp://checkout") {
+		t.Errorf("simlock logs over the remote profile shows no line of the opened URL: %s", r)
+	}
+
 	rr, lr := rem.run("release", det.Lease.ID), f.gw.run("release", "--agent-id", "socket-agent", local.Lease.ID)
 	if rr.code != 0 || lr.code != 0 {
 		t.Fatalf("release: remote %s / socket %s", rr, lr)

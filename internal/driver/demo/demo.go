@@ -206,6 +206,9 @@ type device struct {
 	// files.go), until a clean wipes them.
 	files map[string][]byte
 	apps  map[string]contract.AppKind
+	// tools is what the device tools changed (see devicetools.go), until
+	// a clean wipes it.
+	tools *tools
 }
 
 // upLocked ends, for rec, a boot that came up on its own: one no MakeReady
@@ -781,7 +784,7 @@ func (d *Driver) endReclaim(dev driver.Device) (driver.ReclaimResult, error) {
 	rec.durable, rec.erasable = token, token
 	// An erase and a snapshot restore alike take what the lease holder
 	// put on the device.
-	rec.files, rec.apps = nil, nil
+	rec.files, rec.apps, rec.tools = nil, nil, nil
 	if d.platform == contract.PlatformIOS {
 		d.freePort(id, rec)
 		rec.state = stateShutdown

@@ -130,11 +130,11 @@ func (d *Driver) applyFault(deviceID string, f Fault) error {
 		rec.reclaimFails++
 	case FaultErase:
 		rec.erasable = ""
-		rec.files, rec.apps = nil, nil
+		rec.files, rec.apps, rec.tools = nil, nil, nil
 	case FaultReplace:
 		token := driver.NewMarkToken()
 		rec.durable, rec.erasable = token, token
-		rec.files, rec.apps = nil, nil
+		rec.files, rec.apps, rec.tools = nil, nil, nil
 	}
 	return nil
 }

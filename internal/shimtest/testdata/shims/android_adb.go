@@ -288,6 +288,14 @@ func androidShellOne(e androidEmulator, cmd string) int {
 			fmt.Fprintln(f, "terminated")
 			f.Close()
 			return 143
+		case "monkey":
+			return androidMonkey(e, words)
+		case "logcat":
+			fmt.Println("--------- beginning of main")
+			for i := 1; i <= 3; i++ {
+				fmt.Printf("01-01 12:00:0%d.000  1000  1000 I ActivityManager: line %d of emulator-%d: %s\n", i, i, e.Port, cmd)
+			}
+			return 0
 		case "rm":
 			path := words[len(words)-1]
 			withLock(func() {
@@ -416,6 +424,13 @@ func androidEmu(e androidEmulator, args []string) int {
 		if words[0] == "kill" {
 			fmt.Print("OK: killing emulator, bye bye\r\n")
 			return 0
+		}
+		return ok()
+	case len(words) == 4 && words[0] == "geo" && words[1] == "fix":
+		for _, w := range words[2:] {
+			if _, err := strconv.ParseFloat(w, 64); err != nil {
+				return ko("bad coordinate " + w)
+			}
 		}
 		return ok()
 	case len(words) == 2 && words[0] == "avd" && words[1] == "name":
@@ -620,5 +635,24 @@ func androidKillServer(port string) int {
 			return 0
 		}
 	}
+	return 0
+}
+
+// androidMonkey stands for monkey -p PKG …: it starts an installed
+// package's launcher activity, and aborts for one the device does not have.
+func androidMonkey(e androidEmulator, words []string) int {
+	at := slices.Index(words, "-p")
+	if at < 0 || at+1 >= len(words) {
+		fmt.Println(strings.Join(words, " "))
+		return 0
+	}
+	pkg := words[at+1]
+	var pkgs []string
+	withLock(func() { pkgs = androidUserdata(e.AvdDir) })
+	if !slices.Contains(pkgs, pkg) {
+		fmt.Println("** No activities found to run, monkey aborted.")
+		return 252
+	}
+	fmt.Println("Events injected: 1")
 	return 0
 }

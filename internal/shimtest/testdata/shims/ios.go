@@ -347,6 +347,10 @@ func iosXcrun(args []string) int {
 		return iosGetAppContainer(set, rest)
 	case "io":
 		return iosIO(set, rest)
+	case "launch":
+		return iosLaunch(set, rest)
+	case "terminate":
+		return iosTerminate(set, rest)
 	}
 	if slices.Contains(iosDeviceVerbs, sub) {
 		return iosOnDevice(set, sub, rest)
@@ -958,6 +962,9 @@ func iosSpawn(set string, args []string) int {
 		return iosFail(iosExitState, 405, "Unable to lookup in current state: "+devs[i].State)
 	}
 	prog := args[1:]
+	if len(prog) >= 2 && prog[0] == "log" && prog[1] == "show" {
+		return iosLogShow(devs[i].UDID, prog[2:])
+	}
 	if len(prog) != 3 || prog[0] != "/bin/sh" || prog[1] != "-c" {
 		fmt.Println(strings.Join(prog, " "))
 		return 0

@@ -1,0 +1,122 @@
+package android_test
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/driver"
+)
+
+// Each device tool is one adb call through the private server to the
+// leased emulator, by serial; the exact argv is what the test checks, and
+// a URL the guest's shell would read as syntax arrives quoted.
+func TestDeviceToolsRunOneAdbCallOnTheLeasedEmulator(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, d, dev.Address, "com.example.notes")
+	pinned := []string{"-P", strconv.Itoa(f.port), "-s", dev.Address}
+	var logs contract.DeviceLogs
+	for _, s := range []struct {
+		name string
+		run  func() error
+		want []string
+	}{
+		{"launch", func() error {
+			got, err := d.LaunchApp(ctx, dev, "com.example.notes", nil)
+			if err == nil && got.AppID != "com.example.notes" {
+				t.Errorf("launch answered %+v", got)
+			}
+			return err
+		}, []string{"shell", "monkey", "-p", "com.example.notes", "-c", "android.intent.category.LAUNCHER", "1"}},
+		{"terminate", func() error { return d.TerminateApp(ctx, dev, "com.example.notes") },
+			[]string{"shell", "am", "force-stop", "com.example.notes"}},
+		{"open-url", func() error { return d.OpenURL(ctx, dev, "myapp://item/1?a=1&b=';reboot;'") },
+			[]string{"shell", "am", "start", "-a", "android.intent.action.VIEW", "-d", `'myapp://item/1?a=1&b='\'';reboot;'\'''`}},
+		{"location", func() error { return d.SetLocation(ctx, dev, 48.8584, 2.2945) },
+			[]string{"emu", "geo", "fix", "2.2945", "48.8584"}},
+		{"dark", func() error { return d.SetAppearance(ctx, dev, contract.AppearanceDark) },
+			[]string{"shell", "cmd", "uimode", "night", "yes"}},
+		{"light", func() error { return d.SetAppearance(ctx, dev, contract.AppearanceLight) },
+			[]string{"shell", "cmd", "uimode", "night", "no"}},
+		{"logs", func() (err error) {
+			logs, err = d.DeviceLogs(ctx, dev, driver.LogQuery{Lines: 2, Process: "ActivityManager"})
+			return err
+		}, []string{"shell", "logcat", "-d", "-v", "threadtime", "-t", "2", "-s", "ActivityManager"}},
+	} {
+		from := len(calls(t, f.shims, "adb"))
+		if err := s.run(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		got := calls(t, f.shims, "adb")[from:]
+		want := append(slices.Clone(pinned), s.want...)
+		if len(got) != 1 || !slices.Equal(got[0].Args, want) {
+			var args [][]string
+			for _, c := range got {
+				args = append(args, c.Args)
+			}
+			t.Errorf("%s: adb calls %q, want one: %q", s.name, args, want)
+		}
+	}
+	if len(logs.Lines) != 2 || !strings.Contains(logs.Lines[1], "line 3 of "+dev.Address) {
+		t.Errorf("logs answered %q, want the last 2 lines without the banner", logs.Lines)
+	}
+
+	// A window is a time: -t <epoch seconds>.<ms>, about now less the window.
+	from := len(calls(t, f.shims, "adb"))
+	before := time.Now()
+	if _, err := d.DeviceLogs(ctx, dev, driver.LogQuery{Lines: 10, Since: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	got := calls(t, f.shims, "adb")[from:]
+	at := slices.Index(got[0].Args, "-t")
+	if at < 0 || !regexp.MustCompile(`^\d+\.\d{3}$`).MatchString(got[0].Args[at+1]) {
+		t.Fatalf("logs since a minute: %q", got[0].Args)
+	}
+	secs, _ := strconv.ParseFloat(got[0].Args[at+1], 64)
+	if want := float64(before.Add(-time.Minute).Unix()); secs < want-1 || secs > want+5 {
+		t.Errorf("logs since a minute read from %v, want about %v", secs, want)
+	}
+}
+
+func TestAndroidLaunchRefusalsAreTyped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.LaunchApp(ctx, dev, "com.example.absent", nil)
+	var missing *driver.AppNotInstalledError
+	if !errors.As(err, &missing) || driver.ContractError(err).Code != contract.CodeAppNotInstalled {
+		t.Errorf("launch of an app not installed: got %v, want APP_NOT_INSTALLED", err)
+	}
+	from := len(calls(t, f.shims, "adb"))
+	for _, c := range []struct {
+		id   string
+		args []string
+	}{
+		{"com.example-app", nil},             // a bundle id, not a package
+		{"com.example.notes", []string{"x"}}, // a launcher activity takes no arguments
+	} {
+		if _, err := d.LaunchApp(ctx, dev, c.id, c.args); contract.AsError(err).Code != contract.CodeBadRequest {
+			t.Errorf("launch %q %q: got %v, want BAD_REQUEST", c.id, c.args, err)
+		}
+	}
+	if got := calls(t, f.shims, "adb")[from:]; len(got) != 0 {
+		t.Errorf("refused launches ran adb: %v", got)
+	}
+}

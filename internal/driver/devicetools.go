@@ -1,0 +1,55 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	"github.com/simlock/simlock/internal/contract"
+)
+
+// DeviceTools is what a driver offers when it can act on a running device
+// for its lease holder: start and stop apps, open URLs, read the log, set
+// the simulated location and appearance. The core calls it only for a
+// device under an active lease, and cancels ctx when the lease ends.
+//
+// Inputs arrive checked by the contract (contract.CheckAppID,
+// CheckOpenURL, CheckLogFilter, CheckCoordinates); a driver checks its own
+// platform's app id form again (contract.CheckBundleID or
+// CheckPackageName) and passes every value to its tool as one argument,
+// never through a shell of the host.
+type DeviceTools interface {
+	// LaunchApp starts the installed app id with args. An app the device
+	// does not have is *AppNotInstalledError.
+	LaunchApp(ctx context.Context, dev Device, id string, args []string) (contract.AppLaunchResult, error)
+	// TerminateApp stops the app id; one that is not running is no error.
+	TerminateApp(ctx context.Context, dev Device, id string) error
+	// OpenURL opens url on the device.
+	OpenURL(ctx context.Context, dev Device, url string) error
+	// DeviceLogs reads the device's log, its lines oldest first, bounded
+	// by contract.BoundLogLines.
+	DeviceLogs(ctx context.Context, dev Device, q LogQuery) (contract.DeviceLogs, error)
+	// SetLocation sets the device's simulated location.
+	SetLocation(ctx context.Context, dev Device, lat, lon float64) error
+	// SetAppearance sets light or dark mode.
+	SetAppearance(ctx context.Context, dev Device, a contract.Appearance) error
+}
+
+// LogQuery is what DeviceLogs reads.
+type LogQuery struct {
+	// Lines is how many of the last lines to answer (at least 1).
+	Lines int
+	// Since, when not zero, reads only the lines of the last Since.
+	Since time.Duration
+	// Process keeps only the lines of that process (iOS) or tag
+	// (Android), when not empty.
+	Process string
+}
+
+// AppNotInstalledError is a launch of an app the device does not have.
+type AppNotInstalledError struct {
+	ID string
+}
+
+func (e *AppNotInstalledError) Error() string {
+	return "no app " + e.ID + " is installed on the device"
+}
