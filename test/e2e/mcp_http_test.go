@@ -241,3 +241,64 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(pollEvery)
 	}
 }
+
+// `simlock mcp` with SIMLOCK_URL relays stdio to the gateway's /mcp: a
+// stdio client leases with progress as the token's principal (the lease is
+// the token's over HTTP), hears over the relay that the lease ended when
+// the token releases it over HTTP, and leases and releases again; nothing
+// starts a daemon on the client's machine.
+func TestSimlockMCPWithSIMLOCKURLRelaysStdioToTheGateway(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	w := f.worker("relay", 1)
+	f.await("the worker connected", 10*time.Second, connected(instanceID(t, w)))
+	_, secret := f.gw.token("agent", "relay-agent")
+
+	local := newHome(t)
+	m := local.mcpConnectEnv("SIMLOCK_URL="+f.url, "SIMLOCK_TOKEN="+secret)
+	res, out := m.call("lease_simulator", map[string]any{"platform": "ios"}, "relay-1")
+	lease, _ := out["lease"].(map[string]any)
+	id, _ := lease["id"].(string)
+	if res.IsError || id == "" {
+		t.Fatalf("lease_simulator through the relay = %v, want a grant", out)
+	}
+	m.mu.Lock()
+	heard := len(m.progress)
+	m.mu.Unlock()
+	if heard == 0 {
+		t.Errorf("the relay carried no progress notification of the lease")
+	}
+	if _, ok := f.leaseIDsOf(secret)[id]; !ok {
+		t.Errorf("GET /v1/leases with the token lists %v, want the relayed lease %s", f.leaseIDsOf(secret), id)
+	}
+
+	// Released over HTTP by the token: the session's warning comes on the
+	// server's own stream, through the relay.
+	if r := f.api.do("DELETE", "/v1/leases/"+id, secret, ""); r.status != 202 || r.body["released"] != true {
+		t.Fatalf("DELETE /v1/leases/%s: %d %s", id, r.status, r.raw)
+	}
+	m.awaitHeard("the warning that lease "+id+" ended", func() bool {
+		for _, w := range m.warnings {
+			if d, ok := w.Data.(map[string]any); ok && d["lease_id"] == id && w.Level == "warning" {
+				return true
+			}
+		}
+		return false
+	})
+
+	res, out = m.call("lease_simulator", map[string]any{"platform": "ios"}, nil)
+	lease, _ = out["lease"].(map[string]any)
+	again, _ := lease["id"].(string)
+	if res.IsError || again == "" {
+		t.Fatalf("a second lease_simulator through the relay = %v, want a grant", out)
+	}
+	if res, out = m.call("release_simulator", map[string]any{"leaseId": again}, nil); res.IsError || out["released"] != true {
+		t.Errorf("release_simulator through the relay = %v, want released", out)
+	}
+	if ls := f.leaseIDsOf(secret); len(ls) != 0 {
+		t.Errorf("after the release the token holds %v, want nothing", ls)
+	}
+	if _, err := os.Stat(local.Socket()); err == nil {
+		t.Errorf("the relay started a daemon on the client's machine")
+	}
+}
