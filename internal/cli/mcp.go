@@ -4,13 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/simlock/simlock/internal/client"
+	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/daemon"
 	"github.com/simlock/simlock/internal/httpapi"
 	"github.com/simlock/simlock/internal/mcpserver"
@@ -29,9 +32,18 @@ The server acts as the agent named by SIMLOCK_AGENT_ID, else the Claude Code
 session (CLAUDE_CODE_SESSION_ID), else the Codex thread (CODEX_THREAD_ID, which
 Codex sets for its shell commands; it passes none to the MCP servers it starts),
 else mcp:<pid>. It starts the daemon when a tool needs it, renews the leases it was granted, and releases them (and
-withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.`,
+withdraws requests still waiting) when stdin closes or on SIGINT/SIGTERM.
+
+With SIMLOCK_URL set (a daemon's or gateway's base URL, and SIMLOCK_TOKEN its
+token), it serves no tools itself: it relays stdio to that server's MCP
+endpoint (<SIMLOCK_URL>/mcp over Streamable HTTP), for clients that only
+launch stdio servers. The session there acts as the token's principal; its
+leases are the token's and stay when the session ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if raw := env.Getenv("SIMLOCK_URL"); raw != "" {
+				return fail(mcpProxy(cmd.Context(), env, raw))
+			}
 			agent := mcpAgentID(env.Getenv, os.Getpid())
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", agent)
 			dial := func(ctx context.Context, autostart bool) (*client.Client, error) {
@@ -72,4 +84,25 @@ func serveMCP(agent daemon.MCPAgent, t mcp.Transport) (httpapi.MCPSession, error
 	return mcpserver.Start(mcpserver.Options{
 		Dial: agent.Dial, AgentID: agent.ID, Version: agent.Version, Logger: agent.Logger, LeasesOutliveSession: true,
 	}, t)
+}
+
+// mcpProxy relays stdio to the /mcp of the daemon or gateway at raw
+// (SIMLOCK_URL) with SIMLOCK_TOKEN; what breaks goes to stderr.
+func mcpProxy(ctx context.Context, env Env, raw string) error {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return contract.Errorf(contract.CodeUsage, "SIMLOCK_URL %q must be a daemon's base URL, http:// or https://host:port", raw)
+	}
+	token := env.Getenv("SIMLOCK_TOKEN")
+	if token == "" {
+		return contract.Errorf(contract.CodeUsage, "SIMLOCK_URL is set but SIMLOCK_TOKEN is not: the remote server needs an agent token (simlock token create --role agent on it)")
+	}
+	u.Path = "/mcp"
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("url", u.String())
+	in, ok := env.Stdin.(io.ReadCloser)
+	if !ok {
+		in = io.NopCloser(env.Stdin)
+	}
+	t := &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}
+	return mcpserver.Proxy(ctx, mcpserver.ProxyOptions{Endpoint: u.String(), Token: token, Logger: log}, t)
 }

@@ -87,6 +87,10 @@ func jsonKind(goKind string) string {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$`)
 
+// CheckKey checks an optional client-chosen key (an idempotency key) given
+// in field: the rule of every id.
+func CheckKey(field, v string) error { return checkID(field, v, false) }
+
 func checkID(field, v string, required bool) error {
 	if v == "" {
 		if required {

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +22,7 @@ const (
 )
 
 type execInput struct {
-	LeaseID        string   `json:"leaseId,omitempty" jsonschema:"the lease whose device the command runs on; omit when this session holds exactly one"`
+	LeaseID        string   `json:"leaseId,omitempty" jsonschema:"the lease whose device the command runs on (lease.id of the grant); may be left out only while this session holds exactly one lease, which is then used"`
 	Tool           string   `json:"tool" jsonschema:"simctl for an iOS lease, adb for an Android lease"`
 	Args           []string `json:"args" jsonschema:"the tool's arguments, as separate strings: [\"launch\",\"<udid>\",\"com.example.App\"] for simctl (name the device by the udid of the grant, or booted), [\"shell\",\"pm\",\"list\",\"packages\"] for adb (the device is chosen for you); commands reach the leased device only, and may not name files of the machine the device is on (install, push, pull and screenshot through simlock's file routes instead)"`
 	Stdin          *string  `json:"stdin,omitempty" jsonschema:"text written to the command's standard input"`
@@ -97,17 +96,9 @@ func (t *tail) String() string {
 }
 
 func (s *server) runOnDevice(ctx context.Context, _ *mcp.CallToolRequest, in *execInput) (any, error) {
-	id := in.LeaseID
-	if id == "" {
-		ids := s.heldIDs()
-		switch len(ids) {
-		case 0:
-			return nil, contract.BadRequest("leaseId", "this session holds no lease; get one with lease_simulator first")
-		case 1:
-			id = ids[0]
-		default:
-			return nil, contract.BadRequest("leaseId", "this session holds %d leases (%s); name one", len(ids), strings.Join(ids, ", "))
-		}
+	id, err := s.leaseArg(in.LeaseID)
+	if err != nil {
+		return nil, err
 	}
 	c, err := s.daemon(ctx, true)
 	if err != nil {

@@ -37,7 +37,8 @@ type Options struct {
 	// LeasesOutliveSession keeps the session's leases when it ends: they
 	// are no longer renewed, and not released either (a session of /mcp,
 	// whose leases belong to its token, not to the session). Its waiting
-	// requests are withdrawn all the same.
+	// requests are withdrawn all the same, except those made with a client
+	// key, which keep their place for a repeated call to join.
 	LeasesOutliveSession bool
 }
 
@@ -249,7 +250,7 @@ func (s *server) shutdown() {
 	}
 	s.held = map[string]*heldLease{}
 	for id, t := range s.requests {
-		if !t.settled() {
+		if !t.settled() && !t.keptAtEnd(s.opts.LeasesOutliveSession) {
 			reqs = append(reqs, id)
 		}
 	}

@@ -41,21 +41,36 @@ type leaseInput struct {
 	NoWait         bool                 `json:"noWait,omitempty" jsonschema:"fail at once with NO_CAPACITY instead of queueing"`
 	AllowDownload  bool                 `json:"allowDownload,omitempty" jsonschema:"download the OS runtime if it is not installed (takes 10 to 20 minutes; progress shows a downloading stage); without it a missing runtime fails with RUNTIME_MISSING"`
 	WaitSeconds    *int64               `json:"waitSeconds,omitempty" jsonschema:"longest this call waits before answering pending (default 45, at most 55); the request keeps its place, continue with wait_for_lease"`
-	IdempotencyKey string               `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice: repeating a call with the same key returns the same request instead of making a second one"`
+	ClientKey      string               `json:"clientKey,omitempty" jsonschema:"a key of your choice (1 to 200 letters, digits and ._:@/+=-) that makes this call idempotent: a call repeated with the same key, in this session or a later one of the same token (after a broken connection, say), joins the first call's request, or answers what it ended with, instead of making a second; over HTTP a keyed request keeps its place when its session ends, only cancelling the call withdraws it"`
+	IdempotencyKey string               `json:"idempotencyKey,omitempty" jsonschema:"the same as clientKey, under its older name; give one of them"`
 	LeaseID        string               `json:"leaseId,omitempty" jsonschema:"the id the lease is to have, of your choice: 1 to 64 ASCII letters, digits, _ and -, starting with a letter or digit; LEASE_ID_TAKEN while another active lease or waiting request of yours has it; another agent may choose the same id for its own lease"`
 }
 
 func (in *leaseInput) request() contract.LeaseRequestInput {
 	return contract.LeaseRequestInput{
 		Platform: in.Platform, Model: in.Model, Class: in.Class, OSVersion: in.OSVersion, ImageTag: in.ImageTag, Mode: in.Mode,
-		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, AllowDownload: in.AllowDownload, IdempotencyKey: in.IdempotencyKey,
+		TTLMs: in.TTLMs, TimeoutMs: in.TimeoutMs, NoWait: in.NoWait, AllowDownload: in.AllowDownload, IdempotencyKey: in.key(),
 		LeaseID: in.LeaseID,
 	}
+}
+
+// key is the call's client key, under either of its names.
+func (in *leaseInput) key() string {
+	if in.ClientKey != "" {
+		return in.ClientKey
+	}
+	return in.IdempotencyKey
 }
 
 func (in *leaseInput) Validate() error {
 	if err := checkWait(in.WaitSeconds); err != nil {
 		return err
+	}
+	if err := contract.CheckKey("clientKey", in.ClientKey); err != nil {
+		return err
+	}
+	if in.ClientKey != "" && in.IdempotencyKey != "" && in.ClientKey != in.IdempotencyKey {
+		return contract.BadRequest("clientKey", "give clientKey or idempotencyKey (its older name), not two different keys")
 	}
 	req := in.request()
 	if err := req.Validate(); err != nil {
@@ -99,7 +114,7 @@ func (in *leaseIDInput) Validate() error {
 }
 
 type statusInput struct {
-	LeaseID string `json:"leaseId,omitempty" jsonschema:"the lease to check; omit when this session holds exactly one"`
+	LeaseID string `json:"leaseId,omitempty" jsonschema:"the lease to check (lease.id of the grant); may be left out only while this session holds exactly one lease, or none (then it says how the last one ended)"`
 }
 
 func (in *statusInput) Validate() error {
@@ -350,6 +365,9 @@ func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, t *tracked
 			s.withdraw(t.id)
 			return nil, ctx.Err()
 		case <-s.closing.Done():
+			if t.keptAtEnd(s.opts.LeasesOutliveSession) {
+				return nil, contract.Errorf(contract.CodeCancelled, "the MCP session ended; request %s keeps its place: call lease_simulator with the same clientKey to join it", t.id)
+			}
 			s.withdraw(t.id)
 			return nil, contract.Errorf(contract.CodeCancelled, "the MCP session ended; request %s was withdrawn", t.id)
 		}
@@ -402,17 +420,16 @@ func (s *server) leaseStatus(ctx context.Context, _ *mcp.CallToolRequest, in *st
 			last = "" // granted again since
 		}
 		s.mu.Unlock()
-		switch len(ids) {
-		case 0:
+		if len(ids) == 0 {
 			if last != "" {
 				return statusResult{Held: false, LeaseID: last, Reason: reason,
 					Message: "This session holds no lease. Its last, " + last + ", ended: " + lossWords(reason) + "."}, nil
 			}
 			return statusResult{Held: false, Message: "This session holds no lease."}, nil
-		case 1:
-			id = ids[0]
-		default:
-			return nil, contract.BadRequest("leaseId", "this session holds %d leases (%v); name one", len(ids), ids)
+		}
+		var err error
+		if id, err = s.leaseArg(""); err != nil {
+			return nil, err
 		}
 	}
 	c, err := s.daemon(ctx, true)

@@ -13,6 +13,10 @@ import (
 // the request watch the snapshot it keeps.
 type tracked struct {
 	id string
+	// keyed: made with a client key, the request is its principal's, not
+	// the session's: when the session ends and its leases outlive it, the
+	// request keeps its place for a repeated call to join.
+	keyed bool
 
 	mu      sync.Mutex
 	st      contract.LeaseRequestStatus
@@ -34,6 +38,10 @@ func (t *tracked) settled() bool {
 	defer t.mu.Unlock()
 	return t.st.Request.State.Terminal() || t.err != nil
 }
+
+// keptAtEnd reports whether the request outlives the end of a session
+// whose leases outlive it.
+func (t *tracked) keptAtEnd(leasesOutlive bool) bool { return leasesOutlive && t.keyed }
 
 func (t *tracked) update(st contract.LeaseRequestStatus, err *contract.Error) {
 	t.mu.Lock()
@@ -60,7 +68,7 @@ func (s *server) follow(st contract.LeaseRequestStatus) *tracked {
 	if t, ok := s.requests[st.Request.ID]; ok {
 		return t
 	}
-	t = &tracked{id: st.Request.ID, st: st, changed: make(chan struct{})}
+	t = &tracked{id: st.Request.ID, keyed: st.Request.IdempotencyKey != "", st: st, changed: make(chan struct{})}
 	s.requests[t.id] = t
 	if !st.Request.State.Terminal() {
 		go s.run(t)

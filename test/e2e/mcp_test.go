@@ -36,9 +36,15 @@ type mcpSession struct {
 // go-sdk client.
 func (h *home) mcpConnect(agent string) *mcpSession {
 	h.T.Helper()
+	return h.mcpConnectEnv("SIMLOCK_AGENT_ID=" + agent)
+}
+
+// mcpConnectEnv starts `simlock mcp` with extra environment variables.
+func (h *home) mcpConnectEnv(extra ...string) *mcpSession {
+	h.T.Helper()
 	m := &mcpSession{t: h.T, heard: make(chan struct{}, 256)}
 	cmd := exec.Command(simlockBin, "mcp")
-	cmd.Env = append(slices.Clone(h.Env), "SIMLOCK_AGENT_ID="+agent)
+	cmd.Env = append(slices.Clone(h.Env), extra...)
 	cmd.Stderr = &lockedWriter{mu: &m.mu, b: &m.stderr}
 	note := func() {
 		select {
