@@ -129,6 +129,14 @@ func ParseURL(raw string) (*url.URL, error) {
 // URL is the client's base URL.
 func (c *Client) URL() string { return c.base.String() }
 
+// Endpoint is the URL of path (such as "/mcp") on the client's server.
+func (c *Client) Endpoint(path string) string { return c.base.JoinPath(path).String() }
+
+// HTTPClient is the client's HTTP client, with its TLS trust (SIMLOCK_CA)
+// and dial bounds but no per-call timeout, for a long-lived exchange of
+// another protocol with the same server (the MCP relay).
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
 // Close drops the idle connections; the client may still be used.
 func (c *Client) Close() error {
 	c.hc.CloseIdleConnections()

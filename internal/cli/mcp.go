@@ -4,10 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -41,8 +39,11 @@ launch stdio servers. The session there acts as the token's principal; its
 leases are the token's and stay when the session ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if raw := env.Getenv("SIMLOCK_URL"); raw != "" {
-				return fail(mcpProxy(cmd.Context(), env, raw))
+			if p, ok, err := activeProfile(env); err != nil || ok {
+				if err == nil {
+					err = mcpProxy(cmd.Context(), env, p)
+				}
+				return fail(err)
 			}
 			agent := mcpAgentID(env.Getenv, os.Getpid())
 			log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", agent)
@@ -86,23 +87,24 @@ func serveMCP(agent daemon.MCPAgent, t mcp.Transport) (httpapi.MCPSession, error
 	}, t)
 }
 
-// mcpProxy relays stdio to the /mcp of the daemon or gateway at raw
-// (SIMLOCK_URL) with SIMLOCK_TOKEN; what breaks goes to stderr.
-func mcpProxy(ctx context.Context, env Env, raw string) error {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-		return contract.Errorf(contract.CodeUsage, "SIMLOCK_URL %q must be a daemon's base URL, http:// or https://host:port", raw)
-	}
-	token := env.Getenv("SIMLOCK_TOKEN")
-	if token == "" {
+// mcpProxy relays stdio to the /mcp of the remote profile's daemon or
+// gateway (SIMLOCK_URL and SIMLOCK_TOKEN, or what simlock login stored),
+// trusting SIMLOCK_CA as every remote command does; what breaks goes to
+// stderr.
+func mcpProxy(ctx context.Context, env Env, p remoteProfile) error {
+	if p.Token == "" {
 		return contract.Errorf(contract.CodeUsage, "SIMLOCK_URL is set but SIMLOCK_TOKEN is not: the remote server needs an agent token (simlock token create --role agent on it)")
 	}
-	u.Path = "/mcp"
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("url", u.String())
+	rc, err := newRemoteClient(env, p)
+	if err != nil {
+		return err
+	}
+	endpoint := rc.Endpoint("/mcp")
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("url", endpoint)
 	in, ok := env.Stdin.(io.ReadCloser)
 	if !ok {
 		in = io.NopCloser(env.Stdin)
 	}
 	t := &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}
-	return mcpserver.Proxy(ctx, mcpserver.ProxyOptions{Endpoint: u.String(), Token: token, Logger: log}, t)
+	return mcpserver.Proxy(ctx, mcpserver.ProxyOptions{Endpoint: endpoint, Token: p.Token, HTTPClient: rc.HTTPClient(), Logger: log}, t)
 }
