@@ -39,6 +39,11 @@ type Options struct {
 	// whose leases belong to its token, not to the session). Its waiting
 	// requests are withdrawn all the same.
 	LeasesOutliveSession bool
+	// LocalFiles lets install_app read an app by its path on this
+	// machine: only for the stdio server, which runs where its client
+	// does. Off for /mcp, a remote surface, which never reaches a host
+	// path.
+	LocalFiles bool
 }
 
 // shutdownBound is how long releasing everything at exit may take.
