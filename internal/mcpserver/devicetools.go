@@ -343,10 +343,10 @@ func (s *server) registerDeviceTools(srv *mcp.Server) {
 	srv.AddTool(&mcp.Tool{
 		Name:        "pull_file",
 		Title:       "Read a file from your leased device",
-		Description: "Reads a file from a device you lease. Answers with its size, its media type and its content as contentBase64; a file over 16 MiB is BODY_TOO_LARGE.",
+		Description: "Reads a file from a device you lease. Answers with JSON text giving its size, its media type and its content as contentBase64; a file over 16 MiB is BODY_TOO_LARGE.",
 		InputSchema: deviceSchema[pullInput](),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, handle(s.pullFile))
+	}, handleContent(s.pullFile))
 }
 
 // boundedBuffer keeps at most max bytes; a write past them fails with the
@@ -524,7 +524,7 @@ func (s *server) pushFile(ctx context.Context, _ *mcp.CallToolRequest, in *pushI
 	return c.PushFile(ctx, contract.FilesPutInput{LeaseID: in.LeaseID, Path: in.DevicePath, Size: &size}, bytes.NewReader(in.data))
 }
 
-func (s *server) pullFile(ctx context.Context, _ *mcp.CallToolRequest, in *pullInput) (any, error) {
+func (s *server) pullFile(ctx context.Context, in *pullInput) (*mcp.CallToolResult, error) {
 	c, err := s.daemon(ctx, true)
 	if err != nil {
 		return nil, err
@@ -534,6 +534,12 @@ func (s *server) pullFile(ctx context.Context, _ *mcp.CallToolRequest, in *pullI
 	if err != nil {
 		return nil, err
 	}
-	return pullResult{LeaseID: in.LeaseID, DevicePath: in.DevicePath, Bytes: n, ContentType: info.ContentType,
-		ContentBase64: base64.StdEncoding.EncodeToString(out.buf.Bytes())}, nil
+	b, err := json.Marshal(pullResult{LeaseID: in.LeaseID, DevicePath: in.DevicePath, Bytes: n, ContentType: info.ContentType,
+		ContentBase64: base64.StdEncoding.EncodeToString(out.buf.Bytes())})
+	if err != nil {
+		return nil, err
+	}
+	// The JSON is answered once, as text: a copy as structured content
+	// too would double a message that may already be 22 MB.
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"image/png"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,9 +114,29 @@ func mustTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 		t.Fatalf("%s: %v", name, err)
 	}
 	if res.IsError {
-		t.Fatalf("%s(%v) failed: %v", name, args, out)
+		t.Fatalf("%s(%s) failed: %v", name, argNames(args), out)
 	}
 	return res, out
+}
+
+// argNames lists the arguments' names, for messages: their values may be
+// megabytes of base64.
+func argNames(args map[string]any) string {
+	var names []string
+	for k := range args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// clipped is an answer with contentBase64 left out, for messages.
+func clipped(out map[string]any) map[string]any {
+	if _, ok := out["contentBase64"]; ok {
+		out = maps.Clone(out)
+		out["contentBase64"] = "…"
+	}
+	return out
 }
 
 // toolError calls a tool that must fail and returns its error's JSON.
@@ -126,7 +147,7 @@ func toolError(t *testing.T, cs *mcp.ClientSession, name string, args map[string
 		t.Fatalf("%s: %v", name, err)
 	}
 	if !res.IsError {
-		t.Fatalf("%s(%v) = %v, want a tool error", name, args, out)
+		t.Fatalf("%s(%s) = %v, want a tool error", name, argNames(args), clipped(out))
 	}
 	return out
 }
@@ -204,7 +225,7 @@ func TestDeviceToolsOverStdioActOnTheLeasedDevice(t *testing.T) {
 	}
 	_, pulled := mustTool(t, cs, "pull_file", map[string]any{"leaseId": leaseID, "devicePath": "/Documents/note.bin"})
 	if got, _ := base64.StdEncoding.DecodeString(pulled["contentBase64"].(string)); !bytes.Equal(got, content) {
-		t.Errorf("pull_file = %v, want the pushed bytes back", pulled)
+		t.Errorf("pull_file = %v (%q), want the pushed bytes back", clipped(pulled), got)
 	}
 	screenshotPNG(t, cs, leaseID)
 }
@@ -265,7 +286,7 @@ func TestDeviceToolInputsAreCheckedBeforeTheDaemon(t *testing.T) {
 		{"launch_app", map[string]any{"leaseId": leaseID, "appId": "com.example.app", "extra": 1}, "extra"},
 	} {
 		if out := toolError(t, cs, c.tool, c.args); out["code"] != string(contract.CodeBadRequest) || out["field"] != c.field {
-			t.Errorf("%s(%v) = %v, want BAD_REQUEST on %s", c.tool, c.args, out, c.field)
+			t.Errorf("%s(%s) = %v, want BAD_REQUEST on %s", c.tool, argNames(c.args), out, c.field)
 		}
 	}
 }
@@ -369,10 +390,14 @@ func TestDeviceToolsHaveStrictSchemasRequiringTheLease(t *testing.T) {
 			Type                 string
 			AdditionalProperties *bool
 			Required             []string
+			Properties           map[string]struct{ Enum []string }
 		}
 		_ = json.Unmarshal(raw, &s)
 		if s.Type != "object" || s.AdditionalProperties == nil || *s.AdditionalProperties || !slices.Contains(s.Required, "leaseId") {
 			t.Errorf("%s schema %s: want a strict object requiring leaseId", tool.Name, raw)
+		}
+		if p, ok := s.Properties["appearance"]; ok && !slices.Equal(p.Enum, []string{"light", "dark"}) {
+			t.Errorf("%s schema: appearance enum %v, want light and dark", tool.Name, p.Enum)
 		}
 		if tool.Description == "" {
 			t.Errorf("%s has no description", tool.Name)
