@@ -57,9 +57,9 @@ leases are the token's and stay when the session ends.`,
 			if !ok {
 				in = io.NopCloser(env.Stdin)
 			}
-			t := &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}}
+			t := &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{env.Stdout}, MaxLineLength: mcpserver.MaxFrameBytes}
 			return fail(mcpserver.Run(cmd.Context(), mcpserver.Options{
-				Dial: dial, AgentID: agent, Version: env.Version, Logger: log,
+				Dial: dial, AgentID: agent, Version: env.Version, Logger: log, LocalFiles: true,
 			}, t))
 		},
 	}

@@ -40,6 +40,11 @@ type Options struct {
 	// requests are withdrawn all the same, except those made with a client
 	// key, which keep their place for a repeated call to join.
 	LeasesOutliveSession bool
+	// LocalFiles lets install_app read an app by its path on this
+	// machine: only for the stdio server, which runs where its client
+	// does. Off for /mcp, a remote surface, which never reaches a host
+	// path.
+	LocalFiles bool
 }
 
 // shutdownBound is how long releasing everything at exit may take.

@@ -241,6 +241,7 @@ func (s *server) register(srv *mcp.Server) {
 		InputSchema: inputSchema[execInput](),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)},
 	}, handle(s.runOnDevice))
+	s.registerDeviceTools(srv)
 }
 
 func ptr[T any](v T) *T { return &v }
