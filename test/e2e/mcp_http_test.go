@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/appbundle/apptest"
 	"github.com/simlock/simlock/internal/testtool"
 )
 
@@ -49,15 +53,22 @@ type tsStep struct {
 			WorkerID string `json:"workerId"`
 		} `json:"device"`
 	} `json:"grant"`
-	LeaseID     string         `json:"leaseId"`
-	DeviceID    string         `json:"deviceId"`
-	Status      map[string]any `json:"status"`
-	StatusError bool           `json:"statusError"`
-	Exec        map[string]any `json:"exec"`
-	ExecError   bool           `json:"execError"`
-	Settled     string         `json:"settled"`
-	Error       string         `json:"error"`
-	Result      map[string]any `json:"result"`
+	LeaseID          string         `json:"leaseId"`
+	DeviceID         string         `json:"deviceId"`
+	Status           map[string]any `json:"status"`
+	StatusError      bool           `json:"statusError"`
+	Exec             map[string]any `json:"exec"`
+	ExecError        bool           `json:"execError"`
+	Install          map[string]any `json:"install"`
+	InstallError     bool           `json:"installError"`
+	Launch           map[string]any `json:"launch"`
+	LaunchError      bool           `json:"launchError"`
+	ScreenshotError  bool           `json:"screenshotError"`
+	ScreenshotMime   string         `json:"screenshotMime"`
+	ScreenshotBase64 string         `json:"screenshotBase64"`
+	Settled          string         `json:"settled"`
+	Error            string         `json:"error"`
+	Result           map[string]any `json:"result"`
 }
 
 // tsClients is the running script: its steps as they come, and its stdin.
@@ -109,7 +120,8 @@ func risingProgress(t *testing.T, who string, p []float64) {
 
 // The issue's real-client check: the official TypeScript SDK's Streamable
 // HTTP client against a gateway with two workers, two clients at once with
-// their own tokens, each leasing with progress, using its lease and
+// their own tokens, each leasing with progress, installing an app, launching
+// it and taking a screenshot on its lease, and
 // releasing it; a third's cancelled lease_simulator leaves nothing waiting.
 func TestTheTypeScriptSDKClientLeasesUsesAndReleasesThroughAGateway(t *testing.T) {
 	t.Parallel()
@@ -126,7 +138,9 @@ func TestTheTypeScriptSDKClientLeasesUsesAndReleasesThroughAGateway(t *testing.T
 	}
 
 	cmd := exec.Command(node, append([]string{filepath.Join("testdata", "mcp-ts", "clients.cjs"), f.url + "/mcp"}, secrets...)...)
-	cmd.Env = append(os.Environ(), "NODE_PATH="+sdk)
+	const appID = "com.example.tsclient"
+	cmd.Env = append(os.Environ(), "NODE_PATH="+sdk,
+		"SIMLOCK_TEST_APP="+base64.StdEncoding.EncodeToString(apptest.AppZip(appID, "TS Client")), "SIMLOCK_TEST_APP_ID="+appID)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	in, err := cmd.StdinPipe()
@@ -184,6 +198,20 @@ func TestTheTypeScriptSDKClientLeasesUsesAndReleasesThroughAGateway(t *testing.T
 		// worker through the gateway and is refused there.
 		if !s.ExecError || s.Exec["code"] != "PASSTHROUGH_REFUSED" {
 			t.Errorf("client %s's run_on_device on its demo lease = %v (isError %v), want PASSTHROUGH_REFUSED", s.Client, s.Exec, s.ExecError)
+		}
+		// install → launch → screenshot, each on its own lease's device.
+		if app, _ := s.Install["app"].(map[string]any); s.InstallError || app["id"] != appID {
+			t.Errorf("client %s's install_app = %v (isError %v), want %s installed", s.Client, s.Install, s.InstallError, appID)
+		}
+		if s.LaunchError || s.Launch["appId"] != appID {
+			t.Errorf("client %s's launch_app = %v (isError %v), want %s launched", s.Client, s.Launch, s.LaunchError, appID)
+		}
+		shot, err := base64.StdEncoding.DecodeString(s.ScreenshotBase64)
+		if err == nil {
+			_, err = png.Decode(bytes.NewReader(shot))
+		}
+		if s.ScreenshotError || s.ScreenshotMime != "image/png" || err != nil {
+			t.Errorf("client %s's screenshot: isError %v, mime %q, decodes as PNG: %v", s.Client, s.ScreenshotError, s.ScreenshotMime, err)
 		}
 	}
 	// A's lease is not B's to see: refused (FORBIDDEN on a gateway), never

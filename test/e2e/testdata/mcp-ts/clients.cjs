@@ -67,10 +67,28 @@ async function use(name, client, grant) {
     name: "run_on_device",
     arguments: { leaseId, tool: "simctl", args: ["getenv", grant.device.driverDeviceId, "HOME"] },
   });
+  // Install the app the test gave (base64 in SIMLOCK_TEST_APP), launch it,
+  // and take a screenshot: the image content block's bytes go back to the
+  // test, which decodes them as a PNG.
+  const install = await client.callTool({
+    name: "install_app",
+    arguments: { leaseId, contentBase64: process.env.SIMLOCK_TEST_APP },
+  });
+  const launch = await client.callTool({
+    name: "launch_app",
+    arguments: { leaseId, appId: process.env.SIMLOCK_TEST_APP_ID },
+  });
+  const shot = await client.callTool({ name: "screenshot", arguments: { leaseId } });
+  const image = (shot.content || []).find((c) => c.type === "image");
   say({
     client: name, step: "use", leaseId, deviceId: grant.device.id,
     status: answer(status), statusError: !!status.isError,
     exec: answer(exec), execError: !!exec.isError,
+    install: answer(install), installError: !!install.isError,
+    launch: answer(launch), launchError: !!launch.isError,
+    screenshotError: !!shot.isError,
+    screenshotMime: image ? image.mimeType : "",
+    screenshotBase64: image ? image.data : "",
   });
 }
 
