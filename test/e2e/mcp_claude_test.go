@@ -136,3 +136,55 @@ func TestClaudeCodeMCPConfigWorksAsTheDocWritesIt(t *testing.T) {
 		t.Errorf("claude mcp list does not show the simlock server connected:\n%s", list)
 	}
 }
+
+// docs/MCP.md's Claude Code line for a remote daemon or gateway, run as the
+// doc writes it (its example URL replaced by a real daemon's, the token in
+// SIMLOCK_TOKEN), makes Claude Code reach the daemon's /mcp over
+// Streamable HTTP with the bearer token: `claude mcp list` sees it
+// connected.
+func TestClaudeCodeConnectsOverHTTPAsTheDocWritesIt(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(moduleRoot, "docs", "MCP.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?ms)^```sh example\n(claude mcp add --transport http .*?)^```").FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("docs/MCP.md has no ```sh example block with a `claude mcp add --transport http` line")
+	}
+	const docURL = "https://gateway.example:4700"
+	if !strings.Contains(m[1], docURL+"/mcp") {
+		t.Fatalf("the doc's line does not name %s/mcp:\n%s", docURL, m[1])
+	}
+	claude := testtool.Find(t, "install it with npm (npm install -g @anthropic-ai/claude-code)", "claude")
+	h, a := httpHome(t)
+	_, secret := h.token("agent", "claude-code-http")
+	project := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", project).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	env := append(claudeEnv(t, h.Dir), "SIMLOCK_TOKEN="+secret, "PATH="+filepath.Dir(claude)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	run := func(name string, args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), claudeBound)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir, cmd.Env = project, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	run("sh", "-c", strings.ReplaceAll(m[1], docURL, a.base))
+	list := run(claude, "mcp", "list")
+	line := ""
+	for l := range strings.Lines(list) {
+		if strings.HasPrefix(l, "simlock:") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, a.base+"/mcp") || !strings.Contains(line, "Connected") {
+		t.Errorf("claude mcp list does not show simlock's /mcp connected:\n%s", list)
+	}
+}
