@@ -149,16 +149,9 @@ func runLease(ctx context.Context, cmd *cobra.Command, env Env, id string, in co
 		return fail(err)
 	}
 	defer c.Close()
-	pr := newProgressPrinter(env.Stderr, mode, in, env.TermWidth)
-	grant, err := c.RequestLease(ctx, in, pr.show)
-	pr.stop(err == nil)
+	grant, err := requestWithProgress(ctx, env, c, in, mode)
 	if err != nil {
-		if ctx.Err() != nil {
-			// Interrupted while waiting: closing the session withdraws the
-			// request; a device already being started is kept by the daemon.
-			return fail(contract.Errorf(contract.CodeCancelled, "stopped waiting for a device"))
-		}
-		return fail(err)
+		return err
 	}
 	if bindPID != 0 {
 		bound, err := c.Bind(ctx, grant.Lease.ID, bindPID)
@@ -715,4 +708,22 @@ func releaseCmd(env Env) *cobra.Command {
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm --all")
 	cmd.Flags().StringVar(&agent, "agent-id", "", "requester id (see simlock lease --help)")
 	return cmd
+}
+
+// requestWithProgress asks c for a lease, drawing each step of the wait on
+// stderr as mode says, over the socket and a remote profile alike. An
+// interrupted wait is CANCELLED: the request is withdrawn (the socket's
+// session closes, the HTTP client cancels it on its way out), and a
+// device already being started is kept by the daemon.
+func requestWithProgress(ctx context.Context, env Env, c agentAPI, in contract.LeaseRequestInput, mode string) (contract.LeaseGrant, error) {
+	pr := newProgressPrinter(env.Stderr, mode, in, env.TermWidth)
+	grant, err := c.RequestLease(ctx, in, pr.show)
+	pr.stop(err == nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return grant, fail(contract.Errorf(contract.CodeCancelled, "stopped waiting for a device"))
+		}
+		return grant, fail(err)
+	}
+	return grant, nil
 }

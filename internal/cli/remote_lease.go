@@ -24,15 +24,9 @@ func runRemoteLease(ctx context.Context, cmd *cobra.Command, env Env, c *apiclie
 		// The daemon would watch a pid of its own machine, not this one.
 		return usage("--bind-pid names a process of the daemon's machine; with a remote profile, hold the lease (no --detach) and end this command with the process")
 	}
-	pr := newProgressPrinter(env.Stderr, mode, in, env.TermWidth)
-	grant, err := c.RequestLease(ctx, in, pr.show)
-	pr.stop(err == nil)
+	grant, err := requestWithProgress(ctx, env, c, in, mode)
 	if err != nil {
-		if ctx.Err() != nil {
-			// RequestLease withdrew the request on its way out.
-			return fail(contract.Errorf(contract.CodeCancelled, "stopped waiting for a device"))
-		}
-		return fail(err)
+		return err
 	}
 	// An HTTP token acts as an agent: the API has no admin sessions.
 	if err := showGrant(cmd, env, grant, contract.RoleAgent, mode, detach, exportEnv); err != nil {
