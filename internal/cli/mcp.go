@@ -84,6 +84,7 @@ func (nopWriteCloser) Close() error { return nil }
 func serveMCP(agent daemon.MCPAgent, t mcp.Transport) (httpapi.MCPSession, error) {
 	return mcpserver.Start(mcpserver.Options{
 		Dial: agent.Dial, AgentID: agent.ID, Version: agent.Version, Logger: agent.Logger, LeasesOutliveSession: true,
+		UploadURL: agent.UploadURL,
 	}, t)
 }
 

@@ -28,6 +28,8 @@ type MCPAgent struct {
 	Dial    func(ctx context.Context, autostart bool) (*client.Client, error)
 	Logger  *slog.Logger
 	Version string
+	// UploadURL gives the session's one-time upload URLs (app_upload_url).
+	UploadURL httpapi.MintUpload
 }
 
 // mcpStart is the HTTP API's MCPStart, nil without Options.MCP.
@@ -39,12 +41,13 @@ func (d *Daemon) mcpStart() httpapi.MCPStart {
 }
 
 // startMCP starts an MCP session acting as tok.
-func (d *Daemon) startMCP(tok contract.TokenRecord, t mcp.Transport) (httpapi.MCPSession, error) {
+func (d *Daemon) startMCP(tok contract.TokenRecord, t mcp.Transport, uploads httpapi.MintUpload) (httpapi.MCPSession, error) {
 	agent := MCPAgent{
-		ID:      tok.ID,
-		Dial:    func(ctx context.Context, _ bool) (*client.Client, error) { return d.dialAs(ctx, tok) },
-		Logger:  d.log.With("module", "mcp", "tokenId", tok.ID),
-		Version: d.opts.Version,
+		ID:        tok.ID,
+		Dial:      func(ctx context.Context, _ bool) (*client.Client, error) { return d.dialAs(ctx, tok) },
+		Logger:    d.log.With("module", "mcp", "tokenId", tok.ID),
+		Version:   d.opts.Version,
+		UploadURL: uploads,
 	}
 	return d.opts.MCP(agent, t)
 }

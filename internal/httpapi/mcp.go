@@ -25,8 +25,8 @@ type MCPSession interface {
 
 // MCPStart starts an MCP session acting as tok on t. The daemon's answer
 // reaches its operations in-process, as tok's principal, confined as
-// remote.
-type MCPStart func(tok contract.TokenRecord, t mcp.Transport) (MCPSession, error)
+// remote. uploads gives the session's one-time upload URLs (app_upload_url).
+type MCPStart func(tok contract.TokenRecord, t mcp.Transport, uploads MintUpload) (MCPSession, error)
 
 // The defaults of the /mcp bounds.
 const (
@@ -98,7 +98,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, tok contract.T
 		if r.Method != http.MethodPost {
 			return contract.BadRequest(mcpSessionHeader, "%s /mcp names a session: send the %s header the initialize answer gave", r.Method, mcpSessionHeader)
 		}
-		return h.open(w, r, tok)
+		return h.open(w, r, tok, s.uploadMinter(r, tok))
 	}
 	c := h.lookup(id, tok)
 	if c == nil {
@@ -117,13 +117,13 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, tok contract.T
 }
 
 // open starts a session for tok and serves its first request.
-func (h *mcpHub) open(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord) error {
+func (h *mcpHub) open(w http.ResponseWriter, r *http.Request, tok contract.TokenRecord, uploads MintUpload) error {
 	c := &mcpConn{id: rand.Text(), tokID: tok.ID}
 	c.t = &mcp.StreamableServerTransport{SessionID: c.id}
 	if err := h.admit(c); err != nil {
 		return err
 	}
-	sess, err := h.start(tok, c.t)
+	sess, err := h.start(tok, c.t, uploads)
 	if err != nil {
 		h.forget(c)
 		return err

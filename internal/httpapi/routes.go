@@ -22,6 +22,9 @@ type route struct {
 	// upload gives the route the streamed body policy of the file routes
 	// instead of the default one.
 	upload bool
+	// grantable lets a one-time upload URL call the route without a
+	// token (grantable).
+	grantable bool
 	// mcpBody gives the route the body policy of /mcp (JSON-RPC messages
 	// up to mcpMaxBody).
 	mcpBody bool
@@ -60,6 +63,9 @@ func (s *Server) routes() {
 		switch {
 		case rt.raw != nil:
 			s.mux.HandleFunc(rt.pattern(), func(w http.ResponseWriter, r *http.Request) { rt.raw(s, w, r) })
+		case rt.upload && rt.grantable:
+			s.bodies[rt.pattern()] = s.uploadBody()
+			s.mux.HandleFunc(rt.pattern(), s.grantable(rt.access, s.bind(rt.serve)))
 		case rt.upload:
 			s.handleBody(rt.pattern(), rt.access, s.uploadBody(), s.bind(rt.serve))
 		case rt.mcpBody:
@@ -338,9 +344,13 @@ func routeTable() []route {
 				Bodies: []openapi.Body{{ContentType: "application/octet-stream"}}}},
 			errors: append([]contract.Code{contract.CodeDeviceFileMissing}, fileErrs...),
 		}},
-		{method: "POST", path: "/v1/leases/{id}/apps", access: accessAgent, upload: true, serve: (*Server).installApp, doc: routeDoc{
+		{method: "POST", path: "/v1/leases/{id}/apps", access: accessAgent, upload: true, grantable: true, serve: (*Server).installApp, doc: routeDoc{
 			id: "installApp", tag: "files", summary: "Install an app on a leased device",
-			params:  []openapi.Param{leaseID, requester},
+			description: "With a bearer token, or with no Authorization header and a one-time upload URL's upload parameter " +
+				"(the MCP tool app_upload_url gives one): it acts as the token that asked for it, once, for that lease, within 10 minutes. " +
+				"An upload URL that is used, expired, another lease's, unknown, or whose token was revoked is UNAUTHENTICATED, and installs nothing.",
+			params: []openapi.Param{leaseID, requester, {Name: uploadQuery, In: "query",
+				Description: "A one-time upload URL's secret, in place of the Authorization header."}},
 			body:    &openapi.Body{ContentType: "application/octet-stream", Required: true, Description: "An .apk, .ipa or zipped .app."},
 			replies: []openapi.Response{ok[contract.TransferResult]("Installed.")},
 			errors:  append([]contract.Code{contract.CodeInvalidApp, contract.CodeAppInstallFailed}, fileErrs...),

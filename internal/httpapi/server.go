@@ -126,6 +126,8 @@ type Server struct {
 
 	// mcp holds the sessions of /mcp.
 	mcp *mcpHub
+	// uploads holds the one-time upload URLs of /mcp sessions.
+	uploads *uploadGrants
 
 	// document is the API's description, built at its first request.
 	document func() ([]byte, error)
@@ -184,6 +186,7 @@ func New(opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.uploads = newUploadGrants(s.now)
 	s.routes()
 	return s
 }
@@ -257,8 +260,13 @@ func (s *Server) handleBody(pattern string, acc access, pol bodyPolicy, h handle
 // authed serves h for a caller whose token acc admits, and answers anyone
 // else with the error that says why.
 func (s *Server) authed(acc access, h handlerFunc) http.HandlerFunc {
+	return s.authedBy(s.authenticate, acc, h)
+}
+
+// authedBy is authed with the caller's token found by auth.
+func (s *Server) authedBy(auth func(*http.Request) (contract.TokenRecord, error), acc access, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, err := s.authenticate(r)
+		tok, err := auth(r)
 		if err == nil {
 			err = allowed(acc, tok)
 		}
@@ -331,7 +339,8 @@ func (s *Server) track(parent context.Context, tok contract.TokenRecord) (ctx co
 // lease, request and job streams, its long polls and its commands end at
 // once, each stream with a last error event (UNAUTHENTICATED, "the token
 // was revoked") where it has started, a call not yet answered with that
-// error; its MCP sessions end (their leases stay the token's). The daemon calls it when the token is revoked; the token's
+// error; its MCP sessions end (their leases stay the token's), and its
+// upload URLs are forgotten. The daemon calls it when the token is revoked; the token's
 // secret must already be refused by Backend.Authenticate, so nothing new
 // opens after it.
 func (s *Server) EndToken(id string) {
@@ -343,6 +352,7 @@ func (s *Server) EndToken(id string) {
 	for lr := range set {
 		lr.cancel(errTokenRevoked)
 	}
+	s.uploads.endToken(id)
 	s.mcp.endToken(id)
 }
 

@@ -289,7 +289,8 @@ func (s *server) registerDeviceTools(srv *mcp.Server) {
 			"Answers with what was installed: its kind and app id (bundle id or package name), the id launch_app takes.",
 		InputSchema: deviceSchema[installInput](),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)},
-	}, handle(s.installApp))
+	}, s.pointToUploadURL(handle(s.installApp)))
+	s.registerUploadTool(srv)
 	srv.AddTool(&mcp.Tool{
 		Name:        "launch_app",
 		Title:       "Launch an app on your leased device",

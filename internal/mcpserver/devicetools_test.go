@@ -378,7 +378,7 @@ func TestDeviceToolsHaveStrictSchemasRequiringTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"device_logs", "install_app", "launch_app", "open_url", "pull_file", "push_file", "screenshot", "set_appearance", "set_location", "terminate_app"}
+	want := []string{"app_upload_url", "device_logs", "install_app", "launch_app", "open_url", "pull_file", "push_file", "screenshot", "set_appearance", "set_location", "terminate_app"}
 	seen := map[string]bool{}
 	for _, tool := range tools.Tools {
 		if !slices.Contains(want, tool.Name) {

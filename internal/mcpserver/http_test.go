@@ -19,7 +19,7 @@ import (
 // serveHTTP is what the binary hands a daemon to serve /mcp.
 func serveHTTP(agent daemon.MCPAgent, t mcp.Transport) (httpapi.MCPSession, error) {
 	return Start(Options{Dial: agent.Dial, AgentID: agent.ID, Version: "test", Logger: agent.Logger,
-		Tick: 50 * time.Millisecond, LeasesOutliveSession: true}, t)
+		Tick: 50 * time.Millisecond, LeasesOutliveSession: true, UploadURL: agent.UploadURL}, t)
 }
 
 // httpRig is a daemon with its HTTP API on, serving /mcp.

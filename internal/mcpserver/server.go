@@ -20,6 +20,7 @@ import (
 
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/httpapi"
 )
 
 // Options configure the server.
@@ -45,6 +46,9 @@ type Options struct {
 	// does. Off for /mcp, a remote surface, which never reaches a host
 	// path.
 	LocalFiles bool
+	// UploadURL gives one-time upload URLs (app_upload_url): set for a
+	// session of /mcp, nil on stdio, where install_app reads a path.
+	UploadURL httpapi.MintUpload
 }
 
 // shutdownBound is how long releasing everything at exit may take.

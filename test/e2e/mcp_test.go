@@ -157,7 +157,7 @@ func TestMCPLeaseWithProgressStatusAndRelease(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"device_logs", "install_app", "launch_app", "lease_simulator", "lease_status", "list_devices", "open_url", "pull_file", "push_file", "release_simulator", "run_on_device", "screenshot", "set_appearance", "set_location", "terminate_app", "wait_for_lease"}; !slices.Equal(names, want) {
+	if want := []string{"app_upload_url", "device_logs", "install_app", "launch_app", "lease_simulator", "lease_status", "list_devices", "open_url", "pull_file", "push_file", "release_simulator", "run_on_device", "screenshot", "set_appearance", "set_location", "terminate_app", "wait_for_lease"}; !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}
 
