@@ -1,13 +1,8 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"hash/fnv"
-	"image"
-	"image/color"
-	"image/png"
 	"io"
 	"os"
 	"sort"
@@ -204,24 +199,33 @@ func (d *Driver) Apps(id string) []string {
 // Screenshot writes a small PNG in a colour of the device's own.
 func (d *Driver) Screenshot(ctx context.Context, dev driver.Device, dst string) error {
 	d.mu.Lock()
-	_, err := d.runningLocked(dev)
+	rec, err := d.runningLocked(dev)
+	var sc screen
+	if err == nil {
+		sc = d.screenLocked(dev.ID, rec)
+	}
 	d.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	h := fnv.New32a()
-	h.Write([]byte(dev.ID))
-	sum := h.Sum32()
-	img := image.NewRGBA(image.Rect(0, 0, 9, 19))
-	fill := color.RGBA{R: byte(sum), G: byte(sum >> 8), B: byte(sum >> 16), A: 0xff}
-	for y := range 19 {
-		for x := range 9 {
-			img.Set(x, y, fill)
-		}
-	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
+	b, err := sc.png()
+	if err != nil {
 		return crash(opFiles, err)
 	}
-	return writeNew(dst, buf.Bytes())
+	return writeNew(dst, b)
+}
+
+// screenLocked is what the running device rec shows: its name (the model
+// it was made as), its OS and id, and the appearance it was set to.
+// d.mu must be held.
+func (d *Driver) screenLocked(id string, rec *device) screen {
+	name := rec.spec.Model
+	if name == "" {
+		name = "demo device"
+	}
+	sc := screen{id: id, lines: []string{name, string(d.platform) + " " + rec.spec.OSVersion, id}}
+	if rec.tools != nil && rec.tools.appearance == contract.AppearanceDark {
+		sc.dark = true
+	}
+	return sc
 }

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"errors"
+	"image/color"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -112,8 +113,29 @@ func TestDemoScreenshotIsAPNG(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := png.Decode(f); err != nil {
-		t.Errorf("not a PNG: %v", err)
+	light, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	// Dark mode shows: the screen's corner goes dark.
+	if err := d.SetAppearance(t.Context(), dev, contract.AppearanceDark); err != nil {
+		t.Fatal(err)
+	}
+	darkPath := filepath.Join(t.TempDir(), "dark.png")
+	if err := d.Screenshot(t.Context(), dev, darkPath); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(darkPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dark, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the dark screenshot is not a PNG: %v", err)
+	}
+	brightness := func(c color.Color) uint32 { r, g, b, _ := c.RGBA(); return r + g + b }
+	if brightness(dark.At(0, 0)) >= brightness(light.At(0, 0)) {
+		t.Errorf("in dark mode the screenshot's background %v is not darker than %v", dark.At(0, 0), light.At(0, 0))
 	}
 	if _, err := d.Reclaim(t.Context(), dev); err != nil {
 		t.Fatal(err)
