@@ -1,0 +1,42 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A cluster serves a fresh database per test on loopback, and leaves
+// nothing behind: its server stopped and its directory gone.
+func TestAClusterServesDatabasesAndLeavesNothingBehind(t *testing.T) {
+	var dir string
+	var port int
+	t.Run("cluster", func(t *testing.T) {
+		c := Start(t)
+		dir, port = c.dir, c.Port()
+		a, b := c.Database(t), c.Database(t)
+		if a == b {
+			t.Fatalf("two databases share the URL %s", a)
+		}
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&n); err != nil || n != 0 {
+			t.Errorf("a new database has %d tables (%v), want none", n, err)
+		}
+	})
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("the cluster's directory %s is still there (%v)", dir, err)
+	}
+	if conn, err := pgx.Connect(context.Background(), (&Cluster{port: port}).URL("postgres")); err == nil {
+		conn.Close(context.Background())
+		t.Errorf("the server on port %d still accepts connections after its test ended", port)
+	}
+}
