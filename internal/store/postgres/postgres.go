@@ -1,0 +1,127 @@
+// Package postgres is the PostgreSQL backend of the store, for a gateway
+// whose state must outlive its machine: the records of package store
+// (devices, leases, lease requests, the event log, tokens, workers, grant
+// records, jobs and the clock reading) in a PostgreSQL database, through
+// github.com/jackc/pgx/v5. It gives the answers the SQLite backend gives
+// (the conformance suite, storetest, holds both to them).
+//
+// Every Change is written in one transaction. Writers, in this process and
+// in any other on the same database, are serialized by a transaction-level
+// advisory lock taken first in each write transaction, so commits are
+// applied one at a time and the order of seqs is the order of decisions;
+// [DB.Reserve] takes that lock ahead of a decision. Seqs come from a
+// one-row counter moved in the appending transaction, so a failed commit
+// takes none and none is ever handed out twice.
+//
+// Schema changes are numbered SQL files (a PostgreSQL dialect of the
+// SQLite schema) embedded in the binary and applied by [Open] under an
+// advisory lock, so two processes opening one database do not both apply
+// one; a database written by a newer build is refused.
+//
+// A postgres:// URL may carry a password. No error of this package prints
+// it: the URL is named with its password redacted.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/simlock/simlock/internal/store"
+)
+
+// DB is an open simlock database on a PostgreSQL server. It is safe for
+// concurrent use by multiple goroutines.
+type DB struct {
+	pool *pgxpool.Pool
+	// busyTimeout bounds the wait for another writer's lock.
+	busyTimeout time.Duration
+}
+
+// Options tune Open; the zero value is the defaults.
+type Options struct {
+	// BusyTimeout is how long a write waits for another writer's lock
+	// before it fails with store.ErrBusy; 5 s when 0.
+	BusyTimeout time.Duration
+}
+
+// DefaultBusyTimeout is Options.BusyTimeout's default.
+const DefaultBusyTimeout = 5 * time.Second
+
+var _ store.Reserver = (*DB)(nil)
+
+// Open connects to the database at rawURL (a postgres:// or postgresql://
+// URL, or a key=value connection string; the password may also come from
+// PGPASSWORD or a password file, as libpq's rules say) and brings its schema
+// up to date.
+func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
+	name := Redact(rawURL)
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		// pgx's own message names the URL; ours names it redacted, and
+		// says no more than that it could not be read.
+		return nil, fmt.Errorf("store: open %s: the connection URL cannot be parsed", name)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
+	}
+	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout}
+	if db.busyTimeout <= 0 {
+		db.busyTimeout = DefaultBusyTimeout
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
+	}
+	return db, nil
+}
+
+// Close closes the connections. Everything committed is already durable.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// Redact is rawURL with the password of a postgres:// URL replaced, for a
+// message or a log. A string that is not such a URL is named only by its
+// scheme-less shape, since it may hold a password=… pair.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "(connection string)"
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// scrub is err with its message stripped of rawURL's password, should the
+// driver have put it there.
+func scrub(err error, rawURL string) error {
+	pw := password(rawURL)
+	if err == nil || pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+}
+
+// password is the password rawURL carries, "" for none.
+func password(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	if p, ok := u.User.Password(); ok {
+		return p
+	}
+	return u.Query().Get("password")
+}
