@@ -186,6 +186,15 @@ type EventQuery struct {
 	Limit    int   // at most this many; <= 0 means 1000
 }
 
+// EventLogSpan is the event log's extent: the oldest event kept (seq and
+// timestamp, 0 when the log is empty), the newest seq ever given, and how
+// many events the log holds. Every backend keeps the log a run of
+// consecutive seqs (appends take the next ones, pruning deletes a prefix),
+// so Events is the span's length.
+type EventLogSpan struct {
+	OldestSeq, OldestTs, LastSeq, Events int64
+}
+
 // Token is a stored HTTP token: its record and the hex SHA-256 of its secret.
 type Token struct {
 	contract.TokenRecord

@@ -41,6 +41,8 @@ type DB struct {
 	pool *pgxpool.Pool
 	// busyTimeout bounds the wait for another writer's lock.
 	busyTimeout time.Duration
+	// onCommit is Options.OnCommit, nil when unset.
+	onCommit func(time.Duration)
 }
 
 // Options tune Open; the zero value is the defaults.
@@ -48,6 +50,10 @@ type Options struct {
 	// BusyTimeout is how long a write waits for another writer's lock
 	// before it fails with store.ErrBusy; 5 s when 0.
 	BusyTimeout time.Duration
+	// OnCommit, when set, is told how long each committed Change held the
+	// write lock: its SQL and its COMMIT. It runs on the committing
+	// goroutine, so it must be quick.
+	OnCommit func(time.Duration)
 }
 
 // DefaultBusyTimeout is Options.BusyTimeout's default.
@@ -71,7 +77,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}
-	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout}
+	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout, onCommit: opts.OnCommit}
 	if db.busyTimeout <= 0 {
 		db.busyTimeout = DefaultBusyTimeout
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -84,9 +85,11 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	if err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
+	began := time.Now()
 	out, err := apply(ctx, tx, c, records)
 	if err == nil {
 		if err = tx.Commit(ctx); err == nil {
+			db.committed(began)
 			return out, nil
 		}
 	}
@@ -100,7 +103,15 @@ func (db *DB) Reserve(ctx context.Context) (store.Reservation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: reserve the write lock: %w", err)
 	}
-	return &reservation{tx: tx}, nil
+	return &reservation{db: db, tx: tx}, nil
+}
+
+// committed tells OnCommit how long a commit that began at began held the
+// write lock.
+func (db *DB) committed(began time.Time) {
+	if db.onCommit != nil {
+		db.onCommit(time.Since(began))
+	}
 }
 
 // begin begins a write transaction holding the write lock. A wait for the
@@ -139,6 +150,7 @@ func rollback(tx pgx.Tx) error {
 // reservation is a write transaction begun, and the lock taken, ahead of
 // its decision.
 type reservation struct {
+	db   *DB
 	tx   pgx.Tx
 	done bool
 }
@@ -154,8 +166,10 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 	c, records, err := prepare(c)
 	if err == nil {
 		var out []contract.Event
+		began := time.Now()
 		if out, err = apply(ctx, r.tx, c, records); err == nil {
 			if err = r.tx.Commit(ctx); err == nil {
+				r.db.committed(began)
 				return out, nil
 			}
 		}

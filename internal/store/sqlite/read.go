@@ -256,14 +256,10 @@ func (db *DB) LastSeq(ctx context.Context) (int64, error) {
 	return db.lastSeqOn(ctx, db.st.lastSeq)
 }
 
-// EventLogSpan is the event log's extent: the oldest event kept (seq and
-// timestamp, 0 when the log is empty), the newest seq ever given, and how
-// many events the log holds. Appends and PruneEvents keep the log a run of
-// consecutive seqs, so the count is read off the span in two index
-// lookups rather than a scan.
-type EventLogSpan struct {
-	OldestSeq, OldestTs, LastSeq, Events int64
-}
+// EventLogSpan is store.EventLogSpan. Appends and PruneEvents keep the log
+// a run of consecutive seqs, so the count is read off the span in two
+// index lookups rather than a scan.
+type EventLogSpan = store.EventLogSpan
 
 // EventLogSpan reads the event log's extent, in one read transaction.
 func (db *DB) EventLogSpan(ctx context.Context) (EventLogSpan, error) {
