@@ -187,7 +187,7 @@ func (c *Config) Get(key string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
-	return c.values[spec.key], true
+	return shown(spec, c.values[spec.key]), true
 }
 
 // Flat is every set value by dotted key.
@@ -200,8 +200,18 @@ func (c *Config) Flat() map[string]any {
 }
 
 // Nested is the effective configuration as a nested object, as the file
-// writes it.
-func (c *Config) Nested() map[string]any { return nest(c.values) }
+// writes it, for display: a value that may hold a password (gateway.store)
+// is redacted.
+func (c *Config) Nested() map[string]any {
+	out := make(map[string]any, len(c.values))
+	for k, v := range c.values {
+		if spec, ok := lookup(k); ok {
+			v = shown(spec, v)
+		}
+		out[k] = v
+	}
+	return nest(out)
+}
 
 func nest(flat map[string]any) map[string]any {
 	root := map[string]any{}
@@ -224,7 +234,8 @@ func nest(flat map[string]any) map[string]any {
 // Set validates value (given as text, as on a command line) for key and
 // writes it into home's config file, keeping the file's other settings. The
 // file is written with mode 0600. The running daemon reads it at its next
-// start, or as it runs for the LiveKeys.
+// start, or as it runs for the LiveKeys. It returns the value written, as
+// it may be shown (a password redacted).
 func Set(home, key, value string) (any, error) {
 	spec, ok := lookup(key)
 	if !ok {
@@ -269,7 +280,7 @@ func Set(home, key, value string) (any, error) {
 	if err := atomicfile.Write(Path(home), append(out, '\n'), 0o600); err != nil {
 		return nil, fmt.Errorf("write config: %w", err)
 	}
-	return v, nil
+	return shown(spec, v), nil
 }
 
 // Has reports whether key has a value (a default or a set one).

@@ -26,6 +26,9 @@ const (
 	// kindTargets is the warm pool's list of {platform, model, osVersion?,
 	// count} objects.
 	kindTargets
+	// kindStore is a gateway's database: sqlite or a postgres:// URL,
+	// shown with its password redacted.
+	kindStore
 )
 
 // keySpec declares one setting.
@@ -54,6 +57,8 @@ var keys = []keySpec{
 		doc: "worker: the gateway to join (https://host:port, or http:// for this machine or with gateway.allowInsecure); unset, the worker joins none"},
 	{key: "gateway.token", kind: kindString, live: true, secret: true,
 		doc: "worker: the join token (simlock token create --role worker on the gateway)"},
+	{key: "gateway.store", kind: kindStore, def: StoreSQLite,
+		doc: "gateway: where it keeps its state: sqlite (the file in the home) or a postgres:// URL (the password in the URL, PGPASSWORD or a password file; shown redacted); a worker refuses anything but sqlite"},
 	{key: "gateway.allowInsecure", kind: kindBool, def: false,
 		doc: "worker: allow an http:// gateway.url to a host other than this machine (the join token and the gateway's admin session then cross the network in clear text)"},
 	{key: "gateway.label", kind: kindString, live: true,

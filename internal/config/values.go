@@ -89,6 +89,15 @@ func (k keySpec) fromJSON(v any) (any, error) {
 			return nil, bad("must be a non-empty string, got %s", describe(v))
 		}
 		return s, nil
+	case kindStore:
+		s, ok := v.(string)
+		if !ok {
+			return nil, bad("must be sqlite or a postgres:// URL, got %s", describe(v))
+		}
+		if err := checkStore(s); err != nil {
+			return nil, bad("%v", err)
+		}
+		return s, nil
 	case kindModels:
 		if s, ok := v.(string); ok {
 			v = []any{s}
@@ -254,7 +263,7 @@ func (k keySpec) fromText(s string) (any, error) {
 			return nil, &Error{Key: k.key, Msg: fmt.Sprintf("must be true or false, got %q", s)}
 		}
 		return b, nil
-	case kindEnum, kindString:
+	case kindEnum, kindString, kindStore:
 		return k.fromJSON(strings.TrimSpace(s))
 	case kindModels:
 		if strings.HasPrefix(strings.TrimSpace(s), "[") {

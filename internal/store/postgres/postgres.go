@@ -32,6 +32,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -95,20 +96,10 @@ func (db *DB) Close() error {
 }
 
 // Redact is rawURL with the password of a postgres:// URL replaced, for a
-// message or a log. A string that is not such a URL is named only by its
-// scheme-less shape, since it may hold a password=… pair.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "(connection string)"
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
-}
+// message or a log (config.RedactStoreURL, which config get also shows). A
+// string that is not such a URL is named only by its scheme-less shape,
+// since it may hold a password=… pair.
+func Redact(rawURL string) string { return config.RedactStoreURL(rawURL) }
 
 // scrub is err with its message stripped of rawURL's password, should the
 // driver have put it there.
