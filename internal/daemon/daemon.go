@@ -366,6 +366,9 @@ func (d *Daemon) unlock() {
 
 // openStore opens the database, private to the user, and loads the tokens.
 func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
+	if err := storeAllowed(d.mode(), d.opts.Config.String("gateway.store")); err != nil {
+		return nil, err
+	}
 	dbPath := filepath.Join(d.opts.Home, DBName)
 	// SQLite opens these itself, following links: none may be one.
 	if err := homedir.RefuseLinks(dbPath, dbPath+"-wal", dbPath+"-shm", dbPath+"-journal"); err != nil {
@@ -389,6 +392,19 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	}
 	d.db, d.tokens = db, tokens
 	return db, nil
+}
+
+// storeAllowed refuses a gateway.store other than sqlite where it cannot
+// be used: a worker's devices and leases live on its own machine, in its
+// home's file; only a gateway's state may live in PostgreSQL.
+func storeAllowed(mode, where string) error {
+	if where == config.StoreSQLite {
+		return nil
+	}
+	if mode != contract.ModeGateway {
+		return fmt.Errorf("gateway.store is %s: only a gateway keeps its state in PostgreSQL; a worker keeps it in its home (simlock config set gateway.store sqlite)", config.RedactStoreURL(where))
+	}
+	return fmt.Errorf("gateway.store is %s: this build opens a gateway's store in SQLite only (simlock config set gateway.store sqlite)", config.RedactStoreURL(where))
 }
 
 // Retention of settled history in the database (requests: config keys
