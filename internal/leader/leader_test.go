@@ -484,3 +484,66 @@ func (p *proxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// TestTakeoverWaitsForAFencedWrite: a write that passed its fence before
+// the leader's session ended holds back the next term until it commits, so
+// it is ordered before the new leader's first read.
+func TestTakeoverWaitsForAFencedWrite(t *testing.T) {
+	url := pgtest.Start(t).Database(t)
+	admin, writer := connect(t, url), connect(t, url)
+	writesTable(t, admin)
+	a := campaign(t, url, "a")
+	if ch := a.next(t, 10*time.Second, "elected"); !ch.elected || ch.term != 1 {
+		t.Fatalf("%+v, want a elected in term 1", ch)
+	}
+	b := campaign(t, url, "b")
+	ctx := context.Background()
+	tx, err := writer.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO writes (term, who) VALUES (1, 'a')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Fence(ctx, tx, "gateway", 1); err != nil {
+		t.Fatalf("fence in term 1: %v", err)
+	}
+	terminate(t, admin, a.e.PID())
+	eventually(t, "b's takeover waits on the fenced write's row lock", func() bool {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'simlock-leader' AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
+	if info, _, err := Current(ctx, admin, "gateway"); err != nil || info.Term != 1 {
+		t.Fatalf("Current = %+v %v while the fenced write is open, want term 1", info, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the write fenced before the session ended: %v", err)
+	}
+	if won := b.next(t, timeout, "b takes over after the write"); !won.elected || won.term != 2 {
+		t.Fatalf("b's callback %+v, want elected in term 2", won)
+	}
+}
+
+func TestNewRefusesIncompleteOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"no URL", Options{Group: "gateway"}},
+		{"no group", Options{URL: "postgres://127.0.0.1/x"}},
+		{"timeout too short", Options{URL: "postgres://127.0.0.1/x", Group: "gateway", Timeout: time.Millisecond}},
+	} {
+		if _, err := New(tc.opts); err == nil {
+			t.Errorf("%s: New succeeded", tc.name)
+		}
+	}
+	e, err := New(Options{URL: "postgres://127.0.0.1/x", Group: "gateway"})
+	if err != nil || e.opts.Timeout != DefaultTimeout {
+		t.Fatalf("New with the defaults: %v, timeout %v, want %v", err, e.opts.Timeout, DefaultTimeout)
+	}
+}
