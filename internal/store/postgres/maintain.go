@@ -111,7 +111,7 @@ func (db *DB) PruneEvents(ctx context.Context, olderThan int64, keepMax int) (in
 			}
 			n += tag.RowsAffected()
 		}
-		return nil
+		return pruneUsage(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: prune events: %w", err)
@@ -191,6 +191,9 @@ func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.E
 			}
 		}
 		if out, err = appendEvents(ctx, tx, fresh); err != nil {
+			return err
+		}
+		if err := rollUp(ctx, tx, out); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)

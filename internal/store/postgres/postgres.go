@@ -1,9 +1,10 @@
 // Package postgres is the PostgreSQL backend of the store, for a gateway
 // whose state must outlive its machine: the records of package store
 // (devices, leases, lease requests, the event log, tokens, workers, grant
-// records, jobs and the clock reading) in a PostgreSQL database, through
-// github.com/jackc/pgx/v5. It gives the answers the SQLite backend gives
-// (the conformance suite, storetest, holds both to them).
+// records, jobs, the clock reading and the usage rollups of the event log)
+// in a PostgreSQL database, through github.com/jackc/pgx/v5. It gives the
+// answers the SQLite backend gives (the conformance suite, storetest, holds
+// both to them).
 //
 // Every Change is written in one transaction. Writers, in this process and
 // in any other on the same database, are serialized by a transaction-level
@@ -83,6 +84,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		db.busyTimeout = DefaultBusyTimeout
 	}
 	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
+	}
+	// Folds the events a database migrated to the usage rollups held.
+	if err := db.backfillUsage(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}

@@ -188,23 +188,29 @@ func (db *DB) Events(ctx context.Context, q store.EventQuery) ([]contract.Event,
 	} else {
 		rows, _ = db.pool.Query(ctx, eventsNewest, limit)
 	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: events: %w", err)
+	}
+	return out, nil
+}
+
+// scanEvents reads rows of eventCols to their end and closes them.
+func scanEvents(rows pgx.Rows) ([]contract.Event, error) {
 	defer rows.Close()
 	var out []contract.Event
 	for rows.Next() {
 		var e contract.Event
 		var payload *string
 		if err := rows.Scan(&e.Seq, &e.ID, &e.Timestamp, &e.Event, &payload); err != nil {
-			return nil, fmt.Errorf("store: events: %w", err)
+			return nil, err
 		}
 		if payload != nil {
 			e.Payload = json.RawMessage(*payload)
 		}
 		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: events: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // LastSeq is the last seq handed out (0 for none), which pruning never

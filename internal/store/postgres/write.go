@@ -244,7 +244,11 @@ func apply(ctx context.Context, tx pgx.Tx, c store.Change, records [][]byte) ([]
 			return nil, fmt.Errorf("clock: %w", err)
 		}
 	}
-	return appendEvents(ctx, tx, c.Events)
+	out, err := appendEvents(ctx, tx, c.Events)
+	if err != nil {
+		return nil, err
+	}
+	return out, rollUp(ctx, tx, out)
 }
 
 // writeRow upserts a row, or, when the Change says it is stored, updates

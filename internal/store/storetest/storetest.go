@@ -69,6 +69,8 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"PruneLeases", pruneLeases},
 		{"PutClock", putClock},
 		{"RelayEvents", relayEvents},
+		{"UsageRollups", usageRollups},
+		{"UsageOfARefusedCommit", usageOfARefusedCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
