@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store"
 	"github.com/simlock/simlock/internal/usage"
 )
 
@@ -98,12 +99,8 @@ func (db *DB) rollUp(ctx context.Context, tx *sql.Tx, evs []contract.Event) erro
 	return nil
 }
 
-// UsageSink takes rollup rows; *usage.Query is one. The bytes it is given
-// are valid only during the call.
-type UsageSink interface {
-	AddMinute(minute int64, worker, platform string, records []byte) error
-	AddHour(hour int64, worker, platform string, chunks []byte) error
-}
+// UsageSink takes rollup rows (see store.UsageSink).
+type UsageSink = store.UsageSink
 
 // UsageRows hands sink every rollup row holding minutes of [from, to),
 // from one read transaction: the gathered hours, then the minutes not yet
