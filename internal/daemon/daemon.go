@@ -53,6 +53,7 @@ import (
 	"github.com/simlock/simlock/internal/metrics"
 	"github.com/simlock/simlock/internal/proctable"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/store/postgres"
 	"github.com/simlock/simlock/internal/store/sqlite"
 	"github.com/simlock/simlock/internal/transfer"
 	"github.com/simlock/simlock/internal/wallclock"
@@ -142,7 +143,7 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	// decisions writes the decision log (decisionlog) from the bus tap.
 	decisions *decisionlog.Log
-	db        *sqlite.DB
+	db        daemonStore
 	engine    *leasing.Engine
 	installer *components.Installer
 	jobs      *jobs.Tracker
@@ -364,10 +365,20 @@ func (d *Daemon) unlock() {
 	}
 }
 
-// openStore opens the database, private to the user, and loads the tokens.
+// openStore opens the store, sets d.db and loads the tokens. It returns
+// the SQLite database a worker's parts need beyond d.db; a gateway whose
+// gateway.store is a PostgreSQL URL gets nil.
 func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
-	if err := storeAllowed(d.mode(), d.opts.Config.String("gateway.store")); err != nil {
+	where := d.opts.Config.String("gateway.store")
+	if err := storeAllowed(d.mode(), where); err != nil {
 		return nil, err
+	}
+	if where != config.StoreSQLite {
+		pg, err := postgres.Open(ctx, where, postgres.Options{BusyTimeout: d.opts.StoreBusyTimeout, OnCommit: d.metrics.ObserveCommit})
+		if err != nil {
+			return nil, err
+		}
+		return nil, d.useStore(ctx, pg)
 	}
 	dbPath := filepath.Join(d.opts.Home, DBName)
 	// SQLite opens these itself, following links: none may be one.
@@ -385,13 +396,22 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.useStore(ctx, db); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// useStore loads the tokens from db and makes it the daemon's store; on
+// failure it closes db.
+func (d *Daemon) useStore(ctx context.Context, db daemonStore) error {
 	tokens, err := loadTokens(ctx, db)
 	if err != nil {
 		db.Close()
-		return nil, err
+		return err
 	}
 	d.db, d.tokens = db, tokens
-	return db, nil
+	return nil
 }
 
 // storeAllowed refuses a gateway.store other than sqlite where it cannot
@@ -404,7 +424,7 @@ func storeAllowed(mode, where string) error {
 	if mode != contract.ModeGateway {
 		return fmt.Errorf("gateway.store is %s: only a gateway keeps its state in PostgreSQL; a worker keeps it in its home (simlock config set gateway.store sqlite)", config.RedactStoreURL(where))
 	}
-	return fmt.Errorf("gateway.store is %s: this build opens a gateway's store in SQLite only (simlock config set gateway.store sqlite)", config.RedactStoreURL(where))
+	return nil
 }
 
 // Retention of settled history in the database (requests: config keys

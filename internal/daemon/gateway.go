@@ -13,12 +13,11 @@ import (
 	"github.com/simlock/simlock/internal/ownership"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
-	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // startGateway is a gateway's startup after the store opened: no drivers
 // and no engine, but the fleet of workers that dial in.
-func (d *Daemon) startGateway(ctx context.Context, db *sqlite.DB) error {
+func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error {
 	cfg := d.opts.Config
 	if !cfg.Bool("http.enabled") {
 		return errors.New("a gateway needs the HTTP API, where workers and clients reach it: simlock config set http.enabled true")

@@ -41,25 +41,25 @@ func (d *Daemon) startFailed(ctx context.Context, err error) {
 func (d *Daemon) startup(ctx context.Context) error {
 	// The store opens first: HTTP tokens live there, and the HTTP API
 	// checks them while the rest of startup goes on.
-	db, err := d.openStore(ctx)
+	local, err := d.openStore(ctx)
 	close(d.storeReady)
 	if err != nil {
 		return err
 	}
 	// An install the last run left running ended with it, unseen.
-	d.jobs = jobs.New(jobs.Options{Store: db, Logger: d.log.With("module", "jobs")})
+	d.jobs = jobs.New(jobs.Options{Store: d.db, Logger: d.log.With("module", "jobs")})
 	if err := d.jobs.Recover(ctx); err != nil {
 		return err
 	}
 	if d.mode() == contract.ModeGateway {
-		if err := d.startGateway(ctx, db); err != nil {
+		if err := d.startGateway(ctx, d.db); err != nil {
 			return err
 		}
 		d.log.Info("gateway ready", "home", d.opts.Home, "version", d.opts.Version, "http", d.httpURL)
 		d.runGatewayLoops()
 		return nil
 	}
-	return d.startWorker(ctx, db)
+	return d.startWorker(ctx, local)
 }
 
 // runGatewayLoops starts a gateway's background work, which Stop waits for.

@@ -7,7 +7,8 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 )
 
-// A worker refuses a PostgreSQL store, naming it without its password.
+// A gateway may keep its state in PostgreSQL; a worker refuses to,
+// naming the URL without its password.
 func TestStoreAllowed(t *testing.T) {
 	const url = "postgres://simlock:hunter2-secret@db.example/simlock"
 	if err := storeAllowed("worker", "sqlite"); err != nil {
@@ -15,6 +16,9 @@ func TestStoreAllowed(t *testing.T) {
 	}
 	if err := storeAllowed(contract.ModeGateway, "sqlite"); err != nil {
 		t.Errorf("a gateway on sqlite: %v", err)
+	}
+	if err := storeAllowed(contract.ModeGateway, url); err != nil {
+		t.Errorf("a gateway on PostgreSQL: %v", err)
 	}
 	err := storeAllowed("worker", url)
 	if err == nil || !strings.Contains(err.Error(), "only a gateway") {

@@ -13,7 +13,6 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/ids"
 	"github.com/simlock/simlock/internal/store"
-	"github.com/simlock/simlock/internal/store/sqlite"
 )
 
 // tokenPrefix starts every HTTP token secret, so a leaked one is easy to
@@ -24,7 +23,7 @@ const tokenPrefix = "slk_"
 // memory by the hash of their secret, so checking a request costs no
 // database read.
 type tokenBook struct {
-	db *sqlite.DB
+	db store.GatewayStore
 
 	// revokeMu serializes revocations: one whose delete fails puts its
 	// token back, which must not undo another's delete of the same token.
@@ -35,7 +34,7 @@ type tokenBook struct {
 	hashOf map[string]string // token id -> hash
 }
 
-func loadTokens(ctx context.Context, db *sqlite.DB) (*tokenBook, error) {
+func loadTokens(ctx context.Context, db store.GatewayStore) (*tokenBook, error) {
 	all, err := db.Tokens(ctx)
 	if err != nil {
 		return nil, err
