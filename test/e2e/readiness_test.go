@@ -33,7 +33,7 @@ func (a *api) awaitProbe(what, path string, status int, bound time.Duration) con
 		if time.Now().After(deadline) {
 			a.t.Fatalf("within %s %s did not answer %d (%s): it answers %d %+v", bound, path, status, what, got, rep)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(pollEvery)
 	}
 }
 

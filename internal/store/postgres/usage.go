@@ -170,12 +170,7 @@ func pruneUsage(ctx context.Context, tx pgx.Tx) error {
 // their hours' rows, appending to a row already gathered (minutes that
 // reached the rollup late: a worker's events relayed after a reconnect).
 func gatherHours(ctx context.Context, tx pgx.Tx, before int64) error {
-	type hourRow struct {
-		hour             int64
-		worker, platform string
-		chunks           []byte
-	}
-	var hours []*hourRow
+	var g usage.Gather
 	rows, _ := tx.Query(ctx, usageMinutesBefore, before)
 	for rows.Next() {
 		var minute int64
@@ -185,25 +180,19 @@ func gatherHours(ctx context.Context, tx pgx.Tx, before int64) error {
 			rows.Close()
 			return fmt.Errorf("usage: gather: %w", err)
 		}
-		h := usage.Hour(minute)
-		// Rows come by worker, platform and minute: an hour's minutes are
-		// consecutive.
-		if n := len(hours); n == 0 || hours[n-1].hour != h || hours[n-1].worker != worker || hours[n-1].platform != platform {
-			hours = append(hours, &hourRow{hour: h, worker: worker, platform: platform})
-		}
-		r := hours[len(hours)-1]
-		r.chunks = usage.AppendChunk(r.chunks, h, minute, records)
+		g.Add(minute, worker, platform, records)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("usage: gather: %w", err)
 	}
+	hours := g.Rows()
 	if len(hours) == 0 {
 		return nil
 	}
 	var batch pgx.Batch
 	for _, r := range hours {
-		batch.Queue(usageAppendHour, r.hour, r.worker, r.platform, r.chunks)
+		batch.Queue(usageAppendHour, r.Hour, r.Worker, r.Platform, r.Chunks)
 	}
 	batch.Queue(`DELETE FROM usage_minutes WHERE minute < $1`, before)
 	if err := tx.SendBatch(ctx, &batch).Close(); err != nil {

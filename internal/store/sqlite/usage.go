@@ -190,12 +190,7 @@ func (db *DB) pruneUsage(ctx context.Context, tx *sql.Tx) error {
 // their hours' rows, appending to a row already gathered (minutes that
 // reached the rollup late: a worker's events relayed after a reconnect).
 func gatherHours(ctx context.Context, tx *sql.Tx, before int64) error {
-	type hourRow struct {
-		hour             int64
-		worker, platform string
-		chunks           []byte
-	}
-	var hours []*hourRow
+	var g usage.Gather
 	rows, err := tx.QueryContext(ctx, usageMinutesBefore, before)
 	if err != nil {
 		return fmt.Errorf("usage: gather: %w", err)
@@ -208,19 +203,13 @@ func gatherHours(ctx context.Context, tx *sql.Tx, before int64) error {
 			rows.Close()
 			return fmt.Errorf("usage: gather: %w", err)
 		}
-		h := usage.Hour(minute)
-		// Rows come by worker, platform and minute: an hour's minutes are
-		// consecutive.
-		if n := len(hours); n == 0 || hours[n-1].hour != h || hours[n-1].worker != worker || hours[n-1].platform != platform {
-			hours = append(hours, &hourRow{hour: h, worker: worker, platform: platform})
-		}
-		r := hours[len(hours)-1]
-		r.chunks = usage.AppendChunk(r.chunks, h, minute, records)
+		g.Add(minute, worker, platform, records)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("usage: gather: %w", err)
 	}
+	hours := g.Rows()
 	if len(hours) == 0 {
 		return nil
 	}
@@ -230,8 +219,8 @@ func gatherHours(ctx context.Context, tx *sql.Tx, before int64) error {
 	}
 	defer st.Close()
 	for _, r := range hours {
-		if _, err := st.ExecContext(ctx, r.hour, r.worker, r.platform, r.chunks); err != nil {
-			return fmt.Errorf("usage: gather hour %d: %w", r.hour, err)
+		if _, err := st.ExecContext(ctx, r.Hour, r.Worker, r.Platform, r.Chunks); err != nil {
+			return fmt.Errorf("usage: gather hour %d: %w", r.Hour, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM usage_minutes WHERE minute < ?`, before); err != nil {
