@@ -17,6 +17,7 @@ package apiclient
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -50,6 +51,8 @@ type Options struct {
 	Timeout time.Duration
 	// UserAgent names the caller (default simlock-apiclient).
 	UserAgent string
+	// MaxAnswerBytes bounds a JSON answer (default MaxAnswerBytes).
+	MaxAnswerBytes int64
 }
 
 // DefaultTimeout bounds a call that answers at once.
@@ -62,6 +65,8 @@ type Client struct {
 	timeout time.Duration
 	agent   string
 	hc      *http.Client
+	// maxAnswer bounds a JSON answer's bytes.
+	maxAnswer int64
 }
 
 // New checks the options and returns a client; it does not connect.
@@ -99,6 +104,7 @@ func New(o Options) (*Client, error) {
 	if c.agent == "" {
 		c.agent = "simlock-apiclient"
 	}
+	c.maxAnswer = cmp.Or(o.MaxAnswerBytes, MaxAnswerBytes)
 	return c, nil
 }
 
@@ -252,6 +258,10 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 	return c.decode(req, out, want...)
 }
 
+// MaxAnswerBytes bounds a JSON answer the client reads: a whole fleet's
+// status fits many times over.
+const MaxAnswerBytes = 256 << 20
+
 // decode sends req and decodes its JSON answer into out.
 func (c *Client) decode(req *http.Request, out any, want ...int) error {
 	req.Header.Set("Accept", "application/json")
@@ -267,9 +277,15 @@ func (c *Client) decode(req *http.Request, out any, want ...int) error {
 	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt != "application/json" {
 		return contract.Errorf(contract.CodeInternal, "%s %s answered %q, not JSON", req.Method, req.URL.Path, mt)
 	}
-	if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+	// The server is a claim too: an answer past MaxAnswerBytes is refused
+	// rather than read into memory without end.
+	body := &io.LimitedReader{R: res.Body, N: c.maxAnswer + 1}
+	if err := json.NewDecoder(body).Decode(out); err != nil {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return ctxErr
+		}
+		if body.N <= 0 {
+			return contract.Errorf(contract.CodeBodyTooLarge, "the answer of %s %s passed %d bytes", req.Method, req.URL.Path, c.maxAnswer).With("maxBytes", c.maxAnswer)
 		}
 		return contract.Errorf(contract.CodeDaemonConnectionLost, "read the answer of %s %s: %v", req.Method, req.URL.Path, err)
 	}

@@ -303,3 +303,27 @@ func TestFilesScreenshotAndExecOverTLSWithAPrivateCA(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server's answer is a claim too: one that never ends is cut at the
+// client's bound with BODY_TOO_LARGE, not read into memory without end.
+func TestAnEndlessAnswerIsCutAtTheBound(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"daemon":{"version":"`)
+		chunk := strings.Repeat("a", 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c, err := apiclient.New(apiclient.Options{URL: srv.URL, Token: "t", MaxAnswerBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Status(t.Context())
+	if ce := contract.AsError(err); ce == nil || ce.Code != contract.CodeBodyTooLarge {
+		t.Fatalf("an endless answer: %v, want BODY_TOO_LARGE", err)
+	}
+}
