@@ -33,16 +33,41 @@ func (c *Config) check() error {
 			c.Int("lease.maxTtlMs"), c.Int("lease.defaultTtlMs"))}
 	}
 	if raw := c.String("gateway.url"); raw != "" {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
-			return &Error{Key: "gateway.url", Msg: fmt.Sprintf("must be the gateway's address, http://host:port or https://host:port, got %q", raw)}
+		if err := checkGatewayURL(c, "gateway.url", raw); err != nil {
+			return err
 		}
-		if u.Scheme == "http" && !loopbackHost(u.Hostname()) && !c.Bool("gateway.allowInsecure") {
-			return &Error{Key: "gateway.url", Msg: fmt.Sprintf("%q is plain http:// to another machine: the join token and the gateway's admin session on this worker "+
-				"would cross the network in clear text; use https://, or set gateway.allowInsecure true on a network you trust", raw)}
+	}
+	for _, raw := range c.List("gateway.urls") {
+		if err := checkGatewayURL(c, "gateway.urls", raw); err != nil {
+			return err
+		}
+	}
+	if raw := c.String("gateway.advertiseUrl"); raw != "" {
+		if u, err := url.Parse(raw); err != nil || !gatewayAddress(u) {
+			return &Error{Key: "gateway.advertiseUrl", Msg: fmt.Sprintf("must be this replica's address, http://host:port or https://host:port, got %q", raw)}
 		}
 	}
 	return nil
+}
+
+// checkGatewayURL checks one gateway address a worker dials (gateway.url,
+// an item of gateway.urls): a bare http(s) origin, and plain http only to
+// this machine unless gateway.allowInsecure says so.
+func checkGatewayURL(c *Config, key, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || !gatewayAddress(u) {
+		return &Error{Key: key, Msg: fmt.Sprintf("must be the gateway's address, http://host:port or https://host:port, got %q", raw)}
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) && !c.Bool("gateway.allowInsecure") {
+		return &Error{Key: key, Msg: fmt.Sprintf("%q is plain http:// to another machine: the join token and the gateway's admin session on this worker "+
+			"would cross the network in clear text; use https://, or set gateway.allowInsecure true on a network you trust", raw)}
+	}
+	return nil
+}
+
+// gatewayAddress reports whether u is a bare http(s) origin.
+func gatewayAddress(u *url.URL) bool {
+	return (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.User == nil && u.Fragment == ""
 }
 
 // loopbackHost reports whether host (a URL's host, without port or

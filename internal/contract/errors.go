@@ -136,6 +136,7 @@ var codes = map[Code]codeInfo{
 	CodeWorkerConnected:          {2, http.StatusConflict},
 	CodeWorkerUnreachable:        {1, http.StatusServiceUnavailable},
 	CodeTooManyWorkers:           {11, http.StatusServiceUnavailable},
+	CodeNotLeader:                {1, http.StatusServiceUnavailable},
 
 	CodeUnknownTransfer:   {1, http.StatusNotFound},
 	CodeDevicePathRefused: {2, http.StatusUnprocessableEntity},

@@ -27,6 +27,34 @@ const (
 	// CodeTooManyWorkers refuses the uplink of a worker id a gateway does
 	// not know once it knows gateway.maxWorkers workers.
 	CodeTooManyWorkers Code = "TOO_MANY_WORKERS"
+	// CodeNotLeader is a gateway replica's refusal of what only the
+	// leader serves (an uplink, an operation on the socket): details
+	// leaderUrl (the leader's gateway.advertiseUrl, "" while none leads)
+	// and term.
+	CodeNotLeader Code = "NOT_LEADER"
+)
+
+// Leadership is who leads a gateway's replicas, as one replica sees it
+// (status.leadership; set only on a gateway whose gateway.store is
+// PostgreSQL).
+type Leadership struct {
+	// Role is this replica's: leader or follower.
+	Role string `json:"role"`
+	// Term counts the takeovers; each leader's writes are fenced by its
+	// term. 0 while no replica has led yet.
+	Term int64 `json:"term"`
+	// LeaderURL is the leader's gateway.advertiseUrl ("" while none leads).
+	LeaderURL string `json:"leaderUrl"`
+	// Since is when the leader took over (epoch ms; 0 while none leads).
+	Since int64 `json:"since,omitempty"`
+	// Self is this replica's own gateway.advertiseUrl.
+	Self string `json:"self"`
+}
+
+// The replica roles.
+const (
+	RoleLeader   = "leader"
+	RoleFollower = "follower"
 )
 
 // TokenWorker is a join token: it opens a worker's uplink to a gateway and

@@ -43,6 +43,14 @@ type LeaseRequestRecord struct {
 	// WorkerID names the worker the request was made on, in a gateway's
 	// lists.
 	WorkerID string `json:"workerId,omitempty"`
+	// Arrival is the request's place in the arrival order of the queue
+	// that holds it, given when it first joins the line (0 before): a
+	// gateway that takes over the queue puts its waiting requests back in
+	// this order.
+	Arrival uint64 `json:"arrival,omitempty"`
+	// DeadlineAt is when its timeoutMs runs out (epoch ms), fixed when it
+	// first joins the line; 0 for none.
+	DeadlineAt int64 `json:"deadlineAt,omitempty"`
 }
 
 // RequestSpec is what a request asked for.

@@ -162,6 +162,9 @@ type Status struct {
 	// Fleet is a gateway's workers: how many in each connection state,
 	// and each one's line.
 	Fleet *FleetStatus `json:"fleet,omitempty"`
+	// Leadership is, on a gateway replica (gateway.store PostgreSQL), who
+	// leads and this replica's role.
+	Leadership *Leadership `json:"leadership,omitempty"`
 	// EventSeq is, on a worker, the seq of its event log that its lists
 	// reflect, read in the same look as them: every lease change whose
 	// event is at or below it is in the lists, and none above. A gateway
