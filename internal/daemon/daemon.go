@@ -212,6 +212,9 @@ type Daemon struct {
 	// lockProbe the liveness probe's wait for the decision lock (ready.go).
 	uplinkState uplinkState
 	lockProbe   lockProbe
+	// replica is a gateway's role among the replicas sharing its
+	// PostgreSQL database (replica.go); off on every other daemon.
+	replica replica
 }
 
 // SocketPath is the socket under home.
