@@ -1,7 +1,8 @@
 // Package pgtest runs a throwaway PostgreSQL server for tests: a cluster
 // made by Debian's initdb in a temporary directory, served on loopback at a
 // port the OS picked, a fresh database per test, and stopped (pg_ctl stop
-// -m fast) and deleted when the test that started it ends.
+// -m fast) and deleted when the test that started it ends; Stop and Restart
+// take it down and up again in between, as an operator's restart does.
 //
 // Without PostgreSQL's binaries (Debian's postgresql package) a test
 // skips, except under CI=true, where it fails (testtool.FindGlob).
@@ -48,6 +49,8 @@ type Cluster struct {
 	port int
 	cred *syscall.Credential // nil: run as the test's own user
 	dbs  atomic.Int64
+	// down is set while Stop has the server stopped.
+	down atomic.Bool
 }
 
 // Start starts a cluster that lives until t ends.
@@ -91,11 +94,36 @@ func Start(t testing.TB) *Cluster {
 		t.Fatalf("start PostgreSQL: %v", last)
 	}
 	t.Cleanup(func() {
+		if c.down.Load() {
+			return
+		}
 		if out, err := c.run("pg_ctl", "stop", "-D", c.data(), "-m", "fast", "-w"); err != nil {
 			t.Errorf("pg_ctl stop: %v\n%s", err, out)
 		}
 	})
 	return c
+}
+
+// Stop stops the server as an operator's restart does (pg_ctl stop -m
+// fast: every session is ended, its transactions rolled back), keeping its
+// data for Restart. A test that stops the server restarts it before it
+// ends: the databases' cleanup needs it running.
+func (c *Cluster) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := c.run("pg_ctl", "stop", "-D", c.data(), "-m", "fast", "-w"); err != nil {
+		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	}
+	c.down.Store(true)
+}
+
+// Restart starts the server Stop stopped, on the same port and with the
+// same data, waiting until it accepts connections.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	if err := c.start(); err != nil {
+		t.Fatalf("restart PostgreSQL: %v", err)
+	}
+	c.down.Store(false)
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }

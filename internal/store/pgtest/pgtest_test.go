@@ -40,3 +40,37 @@ func TestAClusterServesDatabasesAndLeavesNothingBehind(t *testing.T) {
 		t.Errorf("the server on port %d still accepts connections after its test ended", port)
 	}
 }
+
+// A stopped cluster refuses connections and, restarted, serves the same
+// data on the same port again.
+func TestAStoppedClusterComesBackWithItsData(t *testing.T) {
+	c := Start(t)
+	db := c.Database(t)
+	ctx := context.Background()
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec("CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(t)
+	if err := exec("SELECT 1"); err == nil {
+		t.Fatalf("a stopped cluster still accepts connections on port %d", c.Port())
+	}
+	c.Restart(t)
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatalf("connect after the restart: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT n FROM kept").Scan(&n); err != nil || n != 7 {
+		t.Fatalf("after the restart the table reads %d (%v), want 7", n, err)
+	}
+}
