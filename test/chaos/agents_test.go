@@ -116,10 +116,12 @@ func run(ctx context.Context, name string, a agent, l *ledger, rng *rand.Rand) {
 	}
 }
 
-// lost reports whether err is the connection failing, not an answer.
+// lost reports whether err is the connection failing, not an answer: or
+// a replica that does not lead refusing what only the leader serves
+// (NOT_LEADER), which the agent takes to the leader instead.
 func lost(err error) bool {
 	var cerr *contract.Error
-	return err != nil && (!errors.As(err, &cerr) || cerr.Code == contract.CodeDaemonConnectionLost)
+	return err != nil && (!errors.As(err, &cerr) || cerr.Code == contract.CodeDaemonConnectionLost || cerr.Code == contract.CodeNotLeader)
 }
 
 func codeOf(err error) contract.Code {
@@ -133,7 +135,7 @@ func codeOf(err error) contract.Code {
 // sockAgent leases over the socket, as the CLI and MCP server do.
 type sockAgent struct {
 	name     string
-	h        *home
+	at       func() *home // the daemon to dial: a replicated fleet's leader as last seen
 	l        *ledger
 	rng      *rand.Rand
 	platform contract.Platform
@@ -151,7 +153,7 @@ func (a *sockAgent) holding() bool { return a.lease != "" }
 
 func (a *sockAgent) step(ctx context.Context) error {
 	if a.c == nil {
-		c, err := a.h.dial(ctx, a.name, false)
+		c, err := a.at().dial(ctx, a.name, false)
 		if err != nil {
 			return err
 		}
@@ -305,12 +307,17 @@ func (a *sockAgent) cancelSoon(ctx context.Context, c *client.Client, delay time
 // httpAgent leases over the HTTP API with an agent token: requests are
 // records it follows, and survive its connections.
 type httpAgent struct {
-	name, base, secret string
-	l                  *ledger
-	rng                *rand.Rand
-	platform           contract.Platform
-	hc                 *http.Client
-	fleet              *fleetRun // nil against a daemon
+	name, secret string
+	// bases are the URLs of the daemon's API: a replicated fleet's
+	// replicas; a call that cannot reach one, or that one answers
+	// NOT_LEADER, goes to the next (cur) the next time.
+	bases    []string
+	cur      int
+	l        *ledger
+	rng      *rand.Rand
+	platform contract.Platform
+	hc       *http.Client
+	fleet    *fleetRun // nil against a daemon
 
 	lease, request, key string
 	n                   int
@@ -326,7 +333,8 @@ func (a *httpAgent) call(ctx context.Context, method, path, body string, headers
 	if body != "" {
 		rd = bytes.NewReader([]byte(body))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	base := a.bases[a.cur%len(a.bases)]
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -339,6 +347,7 @@ func (a *httpAgent) call(ctx context.Context, method, path, body string, headers
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
+		a.cur++
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
@@ -355,6 +364,10 @@ func (a *httpAgent) call(ctx context.Context, method, path, body string, headers
 		if err := json.Unmarshal(b, &out); err != nil {
 			return 0, nil, fmt.Errorf("%s %s answered %d with a body that is not JSON: %q", method, path, resp.StatusCode, b)
 		}
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && errCode(out) == string(contract.CodeNotLeader) {
+		a.cur++
+		return 0, nil, fmt.Errorf("%s %s at %s: %v", method, path, base, out)
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable && errCode(out) == string(contract.CodeDaemonConnectionLost) {
 		return 0, nil, fmt.Errorf("%s %s: %v", method, path, out)
@@ -545,6 +558,13 @@ func (a *httpAgent) cancel(ctx context.Context) error {
 // its socket. fr is the fleet run they check their answers against, nil
 // against a daemon. It returns how many go over HTTP.
 func startAgents(ctx context.Context, wg *sync.WaitGroup, seed uint64, l *ledger, h *home, base string, fr *fleetRun) int {
+	return startAgentsOn(ctx, wg, seed, l, func() *home { return h }, []string{base}, fr)
+}
+
+// startAgentsOn is startAgents against daemons that may change: the socket
+// agents dial the home at returns when they (re)connect, and the HTTP
+// agents go through bases in turn.
+func startAgentsOn(ctx context.Context, wg *sync.WaitGroup, seed uint64, l *ledger, at func() *home, bases []string, fr *fleetRun) int {
 	platforms := []contract.Platform{contract.PlatformIOS, contract.PlatformAndroid}
 	nHTTP := max(*agents/4, 1)
 	for i := range *agents {
@@ -553,10 +573,10 @@ func startAgents(ctx context.Context, wg *sync.WaitGroup, seed uint64, l *ledger
 		var a agent
 		name := fmt.Sprintf("agent-%d", i)
 		if i < nHTTP {
-			a = &httpAgent{name: name, base: base, secret: h.token("agent", name), l: l, rng: arng, platform: p,
+			a = &httpAgent{name: name, bases: bases, secret: at().token("agent", name), l: l, rng: arng, platform: p,
 				hc: &http.Client{Timeout: 30 * time.Second}, fleet: fr}
 		} else {
-			a = &sockAgent{name: name, h: h, l: l, rng: arng, platform: p, fleet: fr}
+			a = &sockAgent{name: name, at: at, l: l, rng: arng, platform: p, fleet: fr}
 		}
 		wg.Add(1)
 		go func() {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/store/pgtest"
 )
 
 var faults = flag.Int("faults", 24, "faults (SIGKILLs and SIGSTOPs of workers and of the gateway) the fleet chaos run makes, at least")
@@ -146,6 +147,16 @@ type fleet struct {
 	gwID    string // the gateway's instance id: its requesters on a worker are gw:<gwID>:<requester>
 	workers []*home
 	ids     []string // the workers' instance ids, their ids in the fleet
+
+	// A replicated fleet's gateways: replicas on the database db of pg,
+	// at urls; gw and url are the leader's as last seen (lead), set
+	// under mu, which the socket agents read through current.
+	pg       *pgtest.Cluster
+	db       string
+	replicas []*home
+	urls     []string
+	lead     int
+	mu       sync.Mutex
 }
 
 func startFleet(t *testing.T) *fleet {
@@ -280,7 +291,11 @@ func (fl *fleet) keepLogs(t *testing.T, violations []string) {
 	if err := os.WriteFile(filepath.Join(dir, "violations.txt"), []byte(strings.Join(violations, "\n")+"\n"), 0o644); err != nil {
 		t.Log(err)
 	}
-	copyLog(fl.gw, "gateway-"+fl.gwID)
+	if len(fl.replicas) > 0 {
+		fl.keepReplicaLogs(t, dir)
+	} else {
+		copyLog(fl.gw, "gateway-"+fl.gwID)
+	}
 	for i, w := range fl.workers {
 		copyLog(w, fmt.Sprintf("worker-%c-%s", 'a'+i, fl.ids[i]))
 	}
