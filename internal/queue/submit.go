@@ -548,11 +548,17 @@ func (q *Queue) RetryInput(ctx context.Context, c Caller, id string) (Caller, co
 		return Caller{}, contract.LeaseRequestInput{}, contract.Errorf(contract.CodeNotRetryable,
 			"lease request %s is %s; only a failed request can be retried", id, rec.State).With("requestId", id).With("state", rec.State)
 	}
-	in := contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
+	return Caller{Principal: rec.OwnerID, Admin: true}, InputOf(rec), nil
+}
+
+// InputOf is the input that makes rec's request again as it was stored
+// (not with today's defaults): its spec, chosen id, policy and requester.
+// A retry submits it; a restored request is resolved from it.
+func InputOf(rec contract.LeaseRequestRecord) contract.LeaseRequestInput {
+	return contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
 		ImageTag: rec.Spec.ImageTag, Mode: rec.Spec.Mode, LeaseID: rec.ChosenLeaseID,
 		TTLMs: rec.Policy.TTLMs, TimeoutMs: rec.Policy.TimeoutMs, NoWait: rec.Policy.NoWait, AllowDownload: rec.Policy.AllowDownload,
 		RequesterID: rec.RequesterID}
-	return Caller{Principal: rec.OwnerID, Admin: true}, in, nil
 }
 
 func unknownRequest(id string) *contract.Error {
