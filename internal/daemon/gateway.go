@@ -56,7 +56,7 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 	if err != nil {
 		return err
 	}
-	if err := d.leasing.Settle(snap.Requests); err != nil {
+	if err := d.leasing.Restore(ctx, snap.Requests); err != nil {
 		return err
 	}
 	return d.emit(ctx, contract.EvDaemonStarted, map[string]any{"mode": contract.ModeGateway})

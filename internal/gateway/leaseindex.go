@@ -500,7 +500,7 @@ func readAfter(r statusRead, grantSeq int64, grantLink int) bool {
 }
 
 // settle notes that the gateway's previous run left requester's request
-// open at at (it settled it failed, gateway-restarted): a lease any worker
+// open at at (the gateway put it back in line, Restore): a lease any worker
 // granted for it before then, which the gateway never recorded, is
 // nobody's, and is given back when a snapshot shows it (settledBefore).
 // A lease the gateway grants the requester later is indexed, and so never

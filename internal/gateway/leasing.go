@@ -80,7 +80,12 @@ type LeasingOptions struct {
 	// (contract.PushDeviceRecovered), with the gateway's lease record, so
 	// its holders hear it as they would on the worker. It must not block.
 	DeviceHealth func(lease contract.LeaseRecord, notice string, attempts int)
-	Logger       *slog.Logger
+	// RejoinGrace is how long the requests Restore put back wait for the
+	// workers to dial in again before the fast-fail table may refuse them
+	// (no worker takes requests, none serves the platform or the model);
+	// 30 s when 0, a worker's longest wait between two dials.
+	RejoinGrace time.Duration
+	Logger      *slog.Logger
 }
 
 // Leasing is leasing through a gateway: one fleet-wide queue (the queue
@@ -127,6 +132,12 @@ type Leasing struct {
 	// and of those granted until its view has moved past the generation
 	// they were granted at (until), when the view shows the grant itself.
 	held map[string][]*dispatchHold
+	// rejoinBefore and rejoinUntil: the requests made before rejoinBefore
+	// (epoch ms), which Restore put back, wait for the workers to dial in
+	// again until rejoinUntil rather than fail the fast-fail table.
+	rejoinBefore int64
+	rejoinUntil  time.Time
+	rejoinTimer  *time.Timer
 }
 
 // skipped says how long a waiter is not sent to a worker again after a
@@ -189,6 +200,9 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	def := config.Default()
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = time.Duration(def.Int("gateway.leaseRequestTimeoutMs")) * time.Millisecond
+	}
+	if opts.RejoinGrace <= 0 {
+		opts.RejoinGrace = 30 * time.Second
 	}
 	if opts.ExecTimeout <= 0 {
 		opts.ExecTimeout = time.Duration(def.Int("gateway.execTimeoutMs")) * time.Millisecond
@@ -399,32 +413,66 @@ func (l *Leasing) workerRemoved(workerID string) {
 	})
 }
 
-// Settle fails the requests a previous run of the gateway left open: their
-// place in the queue went with it (failed, DAEMON_STOPPING, reason
-// gateway-restarted), so a client reading one by id learns it ended. A
-// lease a worker granted for one of them that the gateway never recorded
-// (its answer came after the gateway stopped) is given back when the
-// worker's snapshot shows it, so what a request reads agrees with what
-// became of its lease: failed, and nobody's.
-func (l *Leasing) Settle(open []contract.LeaseRequestRecord) error {
+// Restore puts back in line the requests a previous run of the gateway,
+// or the replica that led before this one, left open: each keeps its id,
+// its place (its stored arrival) and its original deadline, is resolved
+// as a new request is (resolveRequest) and admitted again, and waits, as
+// a request made as a resource, until the serving pass places it; one
+// that was dispatched to a worker when that run ended waits again. A
+// client that follows one by id, or repeats its acquire with the same
+// idempotency key, follows it here.
+//
+// No worker is connected when the gateway starts: for RejoinGrace, a
+// restored request the fast-fail table would refuse (no worker, no
+// driver, no model) waits for the workers to dial in again instead.
+// A lease a worker granted for one of them before now that the gateway
+// never recorded (its answer came after that run ended) is nobody's, and
+// is given back when the worker's snapshot shows it; the request is placed
+// again like any other.
+func (l *Leasing) Restore(ctx context.Context, open []contract.LeaseRequestRecord) error {
 	if len(open) == 0 {
 		return nil
 	}
 	now := time.Now()
-	return l.q.Do(func(tx *queue.Txn) error {
+	l.q.View(func() {
+		l.rejoinBefore, l.rejoinUntil = now.UnixMilli(), now.Add(l.opts.RejoinGrace)
 		for _, rec := range open {
-			tx.SettleStale(rec, contract.RejectGatewayRestarted)
-			l.idx.settle(rec.RequesterID, now)
+			if !rec.State.Terminal() {
+				l.idx.settle(rec.RequesterID, now)
+			}
 		}
-		return nil
 	})
+	err := l.q.Restore(ctx, open, func(ctx context.Context, rec contract.LeaseRequestRecord) queue.Resolution {
+		return l.resolveRequest(ctx, queue.InputOf(rec))
+	})
+	if err != nil {
+		return fmt.Errorf("restore the fleet queue: %w", err)
+	}
+	// When the grace ends, what the workers that came back cannot serve
+	// fails by the fast-fail table, as it would for a new request.
+	t := time.AfterFunc(l.opts.RejoinGrace, func() {
+		_ = l.q.Do(func(tx *queue.Txn) error { tx.Kick(); return nil })
+	})
+	l.q.View(func() { l.rejoinTimer = t })
+	return nil
+}
+
+// rejoining reports whether w is a restored request still waiting for the
+// workers to dial in again (Restore). The decision lock must be held.
+func (l *Leasing) rejoining(w *queue.Waiter) bool {
+	return w.CreatedAt() <= l.rejoinBefore && time.Now().Before(l.rejoinUntil)
 }
 
 // Close stops the queue: waiting requests fail DAEMON_STOPPING.
 func (l *Leasing) Close() {
+	l.q.View(func() {
+		if l.rejoinTimer != nil {
+			l.rejoinTimer.Stop()
+		}
+	})
 	l.q.Stop()
 	// Requests dispatched and still in flight are answered too, but not
-	// settled: the next start settles them as gateway-restarted. A
+	// settled: the next start puts them back in line (Restore). A
 	// decision still waiting for the store's write lock (a worker's view
 	// that changed as its uplink closed) gives up rather than wait for a
 	// database that is closing.

@@ -54,7 +54,7 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) {
-	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil {
+	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil && !l.rejoining(w) {
 		return cerr, rejectedReason(cerr)
 	}
 	return nil, ""
@@ -75,6 +75,9 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	// The fast-fail table again, on the views as they are now: a drain or
 	// a disconnect may have left no worker that could ever serve it.
 	if cerr := assess(n.ask, all); cerr != nil {
+		if l.rejoining(w) {
+			return queue.Start{}, queue.BlockNeed
+		}
 		tx.Settle(w, cerr, rejectedReason(cerr))
 		return queue.Start{}, queue.NoBlock
 	}
@@ -203,14 +206,18 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		return
 	}
 	switch ce.Code {
-	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver:
+	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver,
+		// The worker holds a lease for the requester that the gateway did
+		// not grant (it would have refused the request itself): one a
+		// previous run was granted and never recorded, being given back.
+		contract.CodeRequesterAlreadyLeased:
 		if !progressed {
 			// The view was stale, or the worker's catalog changed: try
 			// another worker, and this one again once its view changes
 			// or its backoff ends (stale.go). The mark is of the view it
 			// bounced off, before the refresh that may change it.
 			l.bounce(w, r.WorkerID, h)
-			if ce.Code == contract.CodeNoCapacity {
+			if ce.Code == contract.CodeNoCapacity || ce.Code == contract.CodeRequesterAlreadyLeased {
 				l.f.refresh(r.WorkerID)
 			} else {
 				// What it lacks is in its catalog, which a status

@@ -178,20 +178,24 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 	}
 }
 
-// A request a previous run of the gateway left open is settled failed at
+// A request a previous run of the gateway left open is put back in line at
 // start; a lease a worker granted for it that the gateway never recorded
 // (the worker answered after the gateway died) is given back when a
-// snapshot shows it, so the request's end agrees with its lease's. A lease
-// the worker grants the requester after the restart is not taken for it.
-func TestALeaseGrantedForARequestSettledAtRestartIsGivenBack(t *testing.T) {
+// snapshot shows it, so the request is served by a grant the gateway
+// records. A lease the worker grants the requester after the restart is
+// not taken for it.
+func TestALeaseGrantedForARequestRestoredAtStartIsGivenBack(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	before := time.Now().Add(-time.Second).UnixMilli()
 	open := contract.LeaseRequestRecord{ID: "req_open", RequesterID: "agent-a", OwnerID: "tok_a", State: contract.RequestStarting,
 		Spec: contract.RequestSpec{Platform: contract.PlatformIOS}, CreatedAt: before}
-	if err := l.Settle([]contract.LeaseRequestRecord{open}); err != nil {
+	if err := l.Restore(context.Background(), []contract.LeaseRequestRecord{open}); err != nil {
 		t.Fatal(err)
+	}
+	if ws, _ := l.Waiting(queue.Caller{Admin: true}); len(ws) != 1 || ws[0].RequestID != "req_open" || ws[0].Stage != "queued" {
+		t.Fatalf("after the restore the waiting list is %+v, want req_open queued", ws)
 	}
 	after := time.Now().Add(time.Second).UnixMilli()
 	snapshot := []contract.LeaseRecord{

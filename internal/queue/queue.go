@@ -231,6 +231,14 @@ func New(opts Options) *Queue {
 		opts.ReserveTimeout = 10 * time.Second
 	}
 	return &Queue{
+		// Revisions start from the wall clock, in µs: a request a queue
+		// took over (Restore) is followed by the revisions its readers
+		// last saw on the previous queue (an event stream's Last-Event-ID),
+		// and a revision of this queue must never equal one of those, or a
+		// reader would be told nothing changed. A queue bumps far less
+		// often than once a µs, so it never runs ahead of its successor's
+		// start.
+		revs: uint64(max(time.Now().UnixMicro(), 0)),
 		opts: opts, log: opts.Logger, closed: make(chan struct{}),
 		open: map[string]*Waiter{}, byRequester: map[string]*Waiter{}, byKey: map[reqKey]*Waiter{}, byChosen: map[chosenKey]*Waiter{},
 		all: list{at: allLinks}, line: list{at: lineLinks},

@@ -299,19 +299,35 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	}
 	t := &Ticket{w: w, progress: a.Progress}
 	w.interests = []*Ticket{t}
-	q.open[w.rec.ID] = w
-	q.byRequester[requester] = w
-	if k := a.Input.IdempotencyKey; k != "" {
-		q.byKey[reqKey{requester, k}] = w
-	}
-	if id := a.Input.LeaseID; id != "" {
-		q.byChosen[chosenKey{owner, id}] = w
-	}
-	q.insertOpenLocked(w)
+	q.openLocked(w)
 	tx.write(w)
 	tx.Event(contract.EvLeaseRequested, map[string]any{
 		"requestId": w.rec.ID, "requestSpec": spec, "requester": requester, "waitPolicy": w.rec.Policy,
 	})
+	q.actLocked(tx, w, res, false)
+	w.rec.Refused = w.rec.Error != nil // settled in this decision
+	return t
+}
+
+// openLocked makes w an open request: found by its id, its requester, its
+// idempotency key and the lease id it chose. A new request and one a
+// previous queue left open (Restore) are opened alike, here.
+func (q *Queue) openLocked(w *Waiter) {
+	q.open[w.rec.ID] = w
+	q.byRequester[w.rec.RequesterID] = w
+	if k := w.rec.IdempotencyKey; k != "" {
+		q.byKey[reqKey{w.rec.RequesterID, k}] = w
+	}
+	if id := w.rec.ChosenLeaseID; id != "" {
+		q.byChosen[chosenKey{w.rec.OwnerID, id}] = w
+	}
+	q.insertOpenLocked(w)
+}
+
+// actLocked acts on an open request's resolution: settled, parked, or
+// admitted and put in line. back is for a request that was in line before
+// (its arrival and deadline already set: Restore); it keeps both.
+func (q *Queue) actLocked(tx *Txn, w *Waiter, res Resolution, back bool) {
 	switch {
 	case res.Err != nil:
 		tx.Settle(w, res.Err, res.Reason)
@@ -324,10 +340,8 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 			tx.Settle(w, cerr, reason)
 			break
 		}
-		tx.enqueue(w, false)
+		tx.enqueue(w, back)
 	}
-	w.rec.Refused = w.rec.Error != nil // settled in this decision
-	return t
 }
 
 // insertOpenLocked keeps the open list in (createdAt, id) order.
@@ -534,11 +548,17 @@ func (q *Queue) RetryInput(ctx context.Context, c Caller, id string) (Caller, co
 		return Caller{}, contract.LeaseRequestInput{}, contract.Errorf(contract.CodeNotRetryable,
 			"lease request %s is %s; only a failed request can be retried", id, rec.State).With("requestId", id).With("state", rec.State)
 	}
-	in := contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
+	return Caller{Principal: rec.OwnerID, Admin: true}, InputOf(rec), nil
+}
+
+// InputOf is the input that makes rec's request again as it was stored
+// (not with today's defaults): its spec, chosen id, policy and requester.
+// A retry submits it; a restored request is resolved from it.
+func InputOf(rec contract.LeaseRequestRecord) contract.LeaseRequestInput {
+	return contract.LeaseRequestInput{Platform: rec.Spec.Platform, Model: rec.Spec.Model, Class: rec.Spec.Class, OSVersion: rec.Spec.OSVersion,
 		ImageTag: rec.Spec.ImageTag, Mode: rec.Spec.Mode, LeaseID: rec.ChosenLeaseID,
 		TTLMs: rec.Policy.TTLMs, TimeoutMs: rec.Policy.TimeoutMs, NoWait: rec.Policy.NoWait, AllowDownload: rec.Policy.AllowDownload,
 		RequesterID: rec.RequesterID}
-	return Caller{Principal: rec.OwnerID, Admin: true}, in, nil
 }
 
 func unknownRequest(id string) *contract.Error {

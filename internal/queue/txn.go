@@ -189,6 +189,15 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 		if ms := w.rec.Policy.TimeoutMs; ms > 0 {
 			w.deadline = now.Add(time.Duration(ms) * time.Millisecond)
 		}
+		// Stored with the record this decision writes: a queue that takes
+		// over the line (Restore) puts it back in this place, with this
+		// deadline.
+		w.rec.Arrival = w.seq
+		w.rec.DeadlineAt = 0
+		if !w.deadline.IsZero() {
+			w.rec.DeadlineAt = w.deadline.UnixMilli()
+		}
+		tx.write(w)
 	} else if !w.deadline.IsZero() && !now.Before(w.deadline) {
 		tx.Settle(w, timeoutError(w), contract.RejectTimeout)
 		return

@@ -324,9 +324,8 @@ func (f *fleetRun) gatewayDown(restart bool) {
 }
 
 // restartedSince reports whether the gateway was killed and started again
-// since t: its requests open then were lost, and read (by id, or by
-// idempotency key) they are failed DAEMON_STOPPING, reason
-// gateway-restarted, as FLEET.md says. A restart counts when it ended
+// since t: a call it was answering then heard DAEMON_STOPPING (its
+// request waits again on the restarted gateway, as FLEET.md says). A restart counts when it ended
 // after t, not only when it began after it: a request the gateway
 // answered just before it was killed reaches its agent after the kill
 // began.

@@ -839,31 +839,78 @@ func TestAGatewayRestartKeepsItsLeasesRenewableUnderTheSameID(t *testing.T) {
 	expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", "holder", "--detach"), 13, "REQUESTER_ALREADY_LEASED")
 }
 
-// A request waiting in the gateway's queue when it stops reads failed,
-// reason gateway-restarted, when the gateway is back: it does not stay
-// queued in the record for ever.
-func TestARequestQueuedOnTheGatewayReadsFailedAfterItRestarts(t *testing.T) {
+// Requests waiting in a gateway's queue when it is killed (SIGKILL) are
+// waiting again when it is back, in the order they queued in, and are
+// granted in that order; a client following one by its event stream
+// resumes it on the restarted gateway with its Last-Event-ID, hears it as
+// it is now (never a 204), and sees it granted.
+func TestRequestsWaitingAtAGatewaySurviveItsKillInArrivalOrder(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	a := f.worker("worker-a", 1)
 	f.await("worker A connected", 5*time.Second, connected(instanceID(t, a)))
-	_, agent := f.gw.token("agent", "waiter")
-	f.gw.leaseDetached("first", "ios")
-	r := f.api.do("POST", "/v1/lease-requests", agent, `{"platform":"ios"}`)
-	if r.status != 201 {
-		t.Fatalf("create: %d %s", r.status, r.raw)
+	_, holder := f.gw.token("agent", "holder")
+	held := f.api.do("POST", "/v1/lease-requests", holder, `{"platform":"ios"}`)
+	if held.status != 201 {
+		t.Fatalf("create: %d %s", held.status, held.raw)
 	}
-	id := requestOf(t, r)["id"].(string)
-	if st := f.api.do("GET", "/v1/lease-requests/"+id, agent, ""); requestOf(t, st)["state"] != "queued" {
-		t.Fatalf("the request is %v, want queued", requestOf(t, st)["state"])
+	lease := f.api.awaitState(holder, requestOf(t, held)["id"].(string), "granted")["lease"].(map[string]any)["id"].(string)
+	var agents, ids []string
+	for _, name := range []string{"waiter-1", "waiter-2", "waiter-3"} {
+		_, secret := f.gw.token("agent", name)
+		r := f.api.do("POST", "/v1/lease-requests", secret, `{"platform":"ios","timeoutMs":600000}`)
+		if r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.raw)
+		}
+		agents, ids = append(agents, secret), append(ids, requestOf(t, r)["id"].(string))
 	}
-	if r := f.gw.run("daemon", "stop"); r.code != 0 {
-		t.Fatalf("daemon stop on the gateway\n%s", r)
+	followed := f.api.stream("/v1/lease-requests/"+ids[0]+"/events", agents[0])
+	first, ok := followed.next(t)
+	if !ok || first.id == "" {
+		t.Fatalf("the stream of %s began with %+v, want an event with an id", ids[0], first)
+	}
+	followed.close()
+
+	if err := syscall.Kill(lockPID(f.gw.Dir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitLockFree(f.gw.Dir, 10*time.Second) {
+		t.Fatal("the gateway still holds its lock 10 s after SIGKILL")
 	}
 	f.gw.startDaemon()
-	got := f.api.awaitState(agent, id, "failed")
-	if e, _ := got["error"].(map[string]any); e["reason"] != "gateway-restarted" {
-		t.Errorf("after the restart the request reads %v, want failed with reason gateway-restarted", got)
+	for i, id := range ids {
+		if got := requestOf(t, f.api.do("GET", "/v1/lease-requests/"+id, agents[i], "")); got["state"] != "queued" {
+			t.Fatalf("after the restart request %s reads %v, want queued still", id, got)
+		}
+	}
+	resumed := f.api.stream("/v1/lease-requests/"+ids[0]+"/events", agents[0], "Last-Event-ID", first.id)
+	f.await("worker A connected again", 10*time.Second, connected(instanceID(t, a)))
+
+	// Each lease released lets the next request in, in arrival order.
+	owner := holder
+	for i, id := range ids {
+		if r := f.api.do("DELETE", "/v1/leases/"+lease, owner, ""); r.status != 200 && r.status != 202 {
+			t.Fatalf("release %s: %d %s", lease, r.status, r.raw)
+		}
+		got := f.api.awaitState(agents[i], id, "granted")
+		lease, owner = got["lease"].(map[string]any)["id"].(string), agents[i]
+		for k := i + 1; k < len(ids); k++ {
+			if st := requestOf(t, f.api.do("GET", "/v1/lease-requests/"+ids[k], agents[k], ""))["state"]; st != "queued" {
+				t.Fatalf("request %d of %d reads %v while request %d was granted, want queued: out of arrival order", k+1, len(ids), st, i+1)
+			}
+		}
+	}
+	for {
+		ev, ok := resumed.next(t)
+		if !ok {
+			t.Fatal("the resumed stream ended before it told the grant")
+		}
+		if ev.id == first.id {
+			t.Fatalf("the resumed stream repeated the event id %s the previous gateway gave", ev.id)
+		}
+		if strings.Contains(ev.data, `"state":"granted"`) {
+			break
+		}
 	}
 }
 
