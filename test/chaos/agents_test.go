@@ -161,12 +161,20 @@ func (a *sockAgent) step(ctx context.Context) error {
 	}
 	a.heard()
 	err := a.op(ctx)
-	if lost(err) {
+	if lost(err) || a.stopping(err) {
 		a.c.Close()
 		a.c = nil
 		return err
 	}
 	return nil
+}
+
+// stopping reports whether err is a fleet's gateway stopping under the
+// call (DAEMON_STOPPING): a replica that steps down stops as a daemon stop
+// does, and what it was asked is asked again of the next leader, where a
+// waiting request (the same idempotency key) is still in line.
+func (a *sockAgent) stopping(err error) bool {
+	return a.fleet != nil && codeOf(err) == contract.CodeDaemonStopping
 }
 
 // heard takes the notices the daemon pushed: a lease-lost for the lease
@@ -202,7 +210,7 @@ func (a *sockAgent) op(ctx context.Context) error {
 		}
 		sent := time.Now()
 		g, err := a.c.RequestLease(ctx, in, func(p contract.LeaseProgress) { a.fleet.scan(a.name, "lease request progress", p) })
-		if lost(err) || ctx.Err() != nil {
+		if lost(err) || a.stopping(err) || ctx.Err() != nil {
 			return err
 		}
 		a.fleet.answered(a.name, "lease request "+in.IdempotencyKey, sent, in.TimeoutMs, g, err)
@@ -256,7 +264,7 @@ func (a *sockAgent) op(ctx context.Context) error {
 	res, err := a.c.Release(ctx, a.lease)
 	a.fleet.scan(a.name, "release", res, err)
 	switch {
-	case lost(err) || ctx.Err() != nil:
+	case lost(err) || a.stopping(err) || ctx.Err() != nil:
 		a.retried = true
 		return err
 	case err == nil, a.retried && codeOf(err) == contract.CodeUnknownLease:
@@ -280,7 +288,7 @@ func (a *sockAgent) op(ctx context.Context) error {
 // onLease takes the error an operation on the lease held answered.
 func (a *sockAgent) onLease(ctx context.Context, op string, err error) error {
 	switch {
-	case lost(err) || ctx.Err() != nil:
+	case lost(err) || a.stopping(err) || ctx.Err() != nil:
 		return err
 	case codeOf(err) == contract.CodeUnknownLease:
 		a.l.vanished(a.lease, op+": "+err.Error())
