@@ -26,8 +26,14 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 	if err != nil {
 		return err
 	}
+	// The fleet is named alike whichever replica leads, and across
+	// restarts: by the first gateway's instance id, kept in the store.
+	fleetID, err := db.FleetID(ctx, in.ID)
+	if err != nil {
+		return err
+	}
 	d.fleet = gateway.New(gateway.Options{
-		Store: db, InstanceID: in.ID, Version: d.opts.Version,
+		Store: db, InstanceID: fleetID, Version: d.opts.Version,
 		Emit: d.emit, Relay: d.relay,
 		Refresh:    d.opts.FleetRefresh,
 		Retention:  time.Duration(cfg.Int("gateway.disconnectedRetentionMs")) * time.Millisecond,

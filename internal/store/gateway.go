@@ -42,6 +42,12 @@ type GatewayStore interface {
 
 	UsageRows(ctx context.Context, from, to int64, sink UsageSink) error
 
+	// FleetID is the fleet's identity, the id workers know the gateway
+	// by: proposed (the first gateway's instance id) is stored the first
+	// time, and the stored one is returned ever after, so every replica
+	// sharing the store, and every restart, names the fleet alike.
+	FleetID(ctx context.Context, proposed string) (string, error)
+
 	PruneEvents(ctx context.Context, olderThan int64, keepMax int) (int64, error)
 	PruneRequests(ctx context.Context, settledBefore int64, keepMax int) (int64, error)
 	PruneLeases(ctx context.Context, endedBefore int64) (int64, error)

@@ -43,6 +43,7 @@ type Store struct {
 	events   []contract.Event
 	lastSeq  int64
 	nextRow  int64
+	fleetID  string
 	clock    *store.Clock
 	workers  map[string]store.Worker
 	grants   map[string]store.Grant
@@ -516,4 +517,14 @@ func (s *Store) DeleteJobsBefore(_ context.Context, ts int64) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// FleetID is the first id proposed, whatever is proposed later.
+func (s *Store) FleetID(_ context.Context, proposed string) (string, error) {
+	s.enter()
+	defer s.leave()
+	if s.fleetID == "" {
+		s.fleetID = proposed
+	}
+	return s.fleetID, nil
 }

@@ -40,6 +40,7 @@ type Backend interface {
 	Job(ctx context.Context, id string) (contract.Job, bool, error)
 	Jobs(ctx context.Context, state string, limit int) ([]contract.Job, error)
 	DeleteJobsBefore(ctx context.Context, ts int64) (int, error)
+	FleetID(ctx context.Context, proposed string) (string, error)
 }
 
 // Run runs the suite, each test on a fresh, empty backend from open (which
@@ -71,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"RelayEvents", relayEvents},
 		{"UsageRollups", usageRollups},
 		{"UsageOfARefusedCommit", usageOfARefusedCommit},
+		{"FleetIDIsTheFirstProposed", fleetID},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -518,5 +520,20 @@ func jobs(t *testing.T, b Backend) {
 	}
 	if _, ok, _ := b.Job(ctx, "job2"); ok {
 		t.Error("job2 is still there after DeleteJobsBefore")
+	}
+}
+
+// fleetID: the first id proposed is the fleet's, whatever is proposed
+// later.
+func fleetID(t *testing.T, b Backend) {
+	ctx := context.Background()
+	for i, proposed := range []string{"first", "second", "first"} {
+		got, err := b.FleetID(ctx, proposed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != "first" {
+			t.Fatalf("FleetID(%q), call %d = %q; want the first proposed, %q", proposed, i+1, got, "first")
+		}
 	}
 }
