@@ -60,7 +60,7 @@ ON CONFLICT (id) DO UPDATE SET requester_id = excluded.requester_id,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (key) DO UPDATE SET worker_id = excluded.worker_id, worker_lease_id = excluded.worker_lease_id,
 	device_id = excluded.device_id, owner_id = excluded.owner_id, requester_id = excluded.requester_id,
-	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at`
+	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at, term = excluded.term`
 	upsertClock = `INSERT INTO clock (id, wall_ms, boot_ns, boot_id) VALUES (1, $1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET wall_ms = excluded.wall_ms, boot_ns = excluded.boot_ns, boot_id = excluded.boot_id`
 	takeSeqs     = `UPDATE event_seq SET last = last + $1 WHERE id = 1 RETURNING last`
