@@ -77,7 +77,7 @@ func openBenchPostgres(ctx context.Context, env Env, plan FleetPlan) (*benchPost
 	p.admin = server
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	p.db = "simlock_bench_" + hex.EncodeToString(b[:])
+	db := "simlock_bench_" + hex.EncodeToString(b[:])
 
 	cctx, cancel := context.WithTimeout(ctx, benchPGBound)
 	defer cancel()
@@ -89,11 +89,11 @@ func openBenchPostgres(ctx context.Context, env Env, plan FleetPlan) (*benchPost
 	if err := conn.QueryRow(cctx, "SHOW server_version").Scan(&p.info.Version); err != nil {
 		return skip("read PostgreSQL's version: %v", err)
 	}
-	if _, err := conn.Exec(cctx, "CREATE DATABASE "+p.db); err != nil {
-		p.db = ""
+	if _, err := conn.Exec(cctx, "CREATE DATABASE "+db); err != nil {
 		return skip("create the bench's database: %v", err)
 	}
-	u.Path = "/" + p.db
+	p.db = db // from here on, close drops it
+	u.Path = "/" + db
 	p.url = u.String()
 	return p, nil
 }

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
@@ -88,6 +89,9 @@ func Start(opts Options) (*Server, error) {
 		args = append(args, "--no-sync")
 	}
 	if out, err := s.run("initdb", args...); err != nil {
+		if s.cred != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("pgserver: initdb runs as the user nobody, who cannot reach %s (is a directory above it private? set TMPDIR to one it can reach): %w", opts.Dir, err)
+		}
 		return nil, fmt.Errorf("pgserver: initdb: %w\n%s", err, out)
 	}
 	// The port is the OS's pick, free when picked; another program may
