@@ -203,6 +203,9 @@ func benchFleetStore(ctx context.Context, env Env, dir, name, store string, plan
 		return row, benchError("connect", err)
 	}
 	defer admin.Close()
+	if err := waitLeading(ctx, admin); err != nil {
+		return row, err
+	}
 
 	note("%s: starting %d workers", name, plan.Workers)
 	gatewayURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -380,6 +383,20 @@ func waitWorkersConnected(ctx context.Context, admin *client.Client, n int) erro
 			}
 		}
 		return up >= n, nil
+	})
+}
+
+// waitLeading polls the gateway's status, within benchStartBound, until
+// it serves: a gateway on PostgreSQL is a replica, which serves only once
+// it is elected leader (alone, it soon is); any other gateway serves at
+// once.
+func waitLeading(ctx context.Context, admin *client.Client) error {
+	return pollUntil(ctx, "leadership of the gateway", func(ctx context.Context) (bool, error) {
+		s, err := admin.StatusWith(ctx, contract.StatusGetInput{Summary: true})
+		if err != nil {
+			return false, benchError("status.get", err)
+		}
+		return s.Leadership == nil || s.Leadership.Role == contract.RoleLeader, nil
 	})
 }
 

@@ -28,7 +28,11 @@ func RenderFleetTable(w io.Writer, res FleetResult) {
 	default:
 		fmt.Fprintf(w, "PostgreSQL %s: the --postgres server\n", f.Postgres.Version)
 	}
-	fmt.Fprintf(w, "%d demo workers; grants per second with %d agents leasing and releasing at once\n\n", f.Workers, f.Agents)
+	workers := fmt.Sprintf("%d demo workers", f.Workers)
+	if f.Workers == 1 {
+		workers = "1 demo worker"
+	}
+	fmt.Fprintf(w, "%s; grants per second with %d agents leasing and releasing at once\n\n", workers, f.Agents)
 
 	storeName := map[string]string{fleetStoreSQLite: "SQLite", fleetStorePostgres: "PostgreSQL"}
 	line("", "p50", "p99")
