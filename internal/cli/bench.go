@@ -17,11 +17,11 @@ import (
 )
 
 func benchCmd(env Env) *cobra.Command {
-	var leasesFlag, soakFlag, everyFlag string
+	var leasesFlag, soakFlag, everyFlag, workersFlag, postgresFlag string
 	var samples, events, agents int
-	var markdown, keep bool
+	var markdown, keep, fleet bool
 	cmd := &cobra.Command{
-		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep] | --soak D [--sample-every D] [--agents N]",
+		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep] | --soak D [--sample-every D] [--agents N] | --fleet [--workers N] [--postgres URL] [--samples N]",
 		Short: "Measure simlock's own costs (renew, grant, queue, status, memory, start) beside the SQLite floor",
 		Long: `bench starts simlock's daemon in a temporary SIMLOCK_HOME with demo devices
 at zero timings, holds N live leases for each N of --leases, and measures p50
@@ -40,10 +40,26 @@ and release without pause for that long, against four devices for every
 five agents, while the daemon's RSS, live heap, goroutines, open files and
 the p99 of the window's renewals and releases are sampled every
 --sample-every (10s). It exits 1 when any of them grows from the first third
-of the run to the last (docs/RELIABILITY.md has the rule).`,
+of the run to the last (docs/RELIABILITY.md has the rule).
+
+With --fleet it measures a fleet instead: a gateway on SQLite, then one on
+PostgreSQL, each with --workers demo workers (2) joined to it, and times a
+warm grant through the gateway and grants per second with four agents
+leasing and releasing at once, beside PostgreSQL's own commit (BEGIN, one
+INSERT, COMMIT) and SQLite's floor commit measured in the same run. The
+PostgreSQL server is --postgres URL's (the bench creates a database of its
+own there and drops it at the end, so it needs CREATEDB), else a throwaway
+cluster of Debian's postgresql package on loopback; without either the
+PostgreSQL rows say skipped and why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, _ := cmd.Flags().GetBool("json")
+			if fleet {
+				return runFleetBench(cmd, env, workersFlag, postgresFlag, samples, asJSON, markdown, keep)
+			}
+			if cmd.Flags().Changed("workers") || cmd.Flags().Changed("postgres") {
+				return usage("--workers and --postgres go with --fleet")
+			}
 			if soakFlag != "" {
 				for _, f := range []string{"leases", "samples", "events", "markdown"} {
 					if cmd.Flags().Changed(f) {
@@ -109,8 +125,49 @@ of the run to the last (docs/RELIABILITY.md has the rule).`,
 	cmd.Flags().StringVar(&soakFlag, "soak", "", "run a soak for this long (10m, 1h) instead of the benchmark")
 	cmd.Flags().StringVar(&everyFlag, "sample-every", "10s", "with --soak: how often the daemon is sampled")
 	cmd.Flags().IntVar(&agents, "agents", 50, "with --soak: agents leasing at once")
+	cmd.Flags().BoolVar(&fleet, "fleet", false, "measure a gateway on SQLite and on PostgreSQL with demo workers instead")
+	cmd.Flags().StringVar(&workersFlag, "workers", "2", "with --fleet: demo workers joined to each gateway")
+	cmd.Flags().StringVar(&postgresFlag, "postgres", "", "with --fleet: a postgres:// server URL to create the bench's database on (default: a throwaway cluster)")
 	return cmd
 }
+
+// runFleetBench is `simlock bench --fleet`.
+func runFleetBench(cmd *cobra.Command, env Env, workersFlag, postgres string, samples int, asJSON, markdown, keep bool) error {
+	for _, f := range []string{"leases", "events", "soak", "sample-every", "agents"} {
+		if cmd.Flags().Changed(f) {
+			return usage("--%s does not apply to --fleet", f)
+		}
+	}
+	workers, err := strconv.Atoi(strings.TrimSpace(workersFlag))
+	if err != nil || workers < 1 || workers > maxFleetBenchWorkers {
+		return usage("--workers must be a count from 1 to %d, got %q", maxFleetBenchWorkers, workersFlag)
+	}
+	if samples < 1 || samples > 1_000_000 {
+		return usage("--samples must be from 1 to 1000000, got %d", samples)
+	}
+	if asJSON && markdown {
+		return usage("give --json or --markdown, not both")
+	}
+	plan := bench.FleetPlan{Workers: workers, Samples: samples, Postgres: postgres, Keep: keep}
+	res, err := bench.RunFleet(cmd.Context(), benchEnv(env), plan, benchNoter(env))
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case asJSON:
+		return printJSON(env.Stdout, res)
+	case markdown:
+		bench.RenderFleetMarkdown(env.Stdout, res)
+	case env.StdoutIsTerminal:
+		bench.RenderFleetTable(env.Stdout, res)
+	default:
+		return printJSON(env.Stdout, res)
+	}
+	return nil
+}
+
+// maxFleetBenchWorkers bounds --workers: each is a real daemon process.
+const maxFleetBenchWorkers = 16
 
 // soakPlanOf reads the soak flags: a soak of 1s to 24h, sampled at least
 // four times (the first sample is a warm-up), by 1 to 1000 agents.

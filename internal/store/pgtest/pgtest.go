@@ -7,48 +7,30 @@
 // Without PostgreSQL's binaries (Debian's postgresql package) a test
 // skips, except under CI=true, where it fails (testtool.FindGlob).
 //
-// PostgreSQL refuses to run as root. When the tests run as root, initdb and
-// the server run as the user nobody, in a directory given to it; otherwise
-// as the test's own user.
+// The server itself is internal/pgserver's (which runs it as the user
+// nobody when the tests run as root), in its fast mode: no fsync.
 package pgtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/simlock/simlock/internal/pgserver"
 	"github.com/simlock/simlock/internal/testtool"
 )
 
-// install says how to get the binaries.
-const install = "install Debian's postgresql package (apt-get install postgresql)"
-
-// superuser is the cluster's superuser, which the tests connect as (trust
-// authentication on loopback, so no password).
-const superuser = "postgres"
-
 // Cluster is a running throwaway PostgreSQL server.
 type Cluster struct {
-	bin  string // the directory of initdb, pg_ctl and postgres
-	dir  string // holds data/ and the server's log
-	port int
-	cred *syscall.Credential // nil: run as the test's own user
-	dbs  atomic.Int64
+	srv *pgserver.Server
+	dir string // the cluster's directory, removed when its test ends
+	dbs atomic.Int64
 	// down is set while Stop has the server stopped.
 	down atomic.Bool
 }
@@ -56,49 +38,23 @@ type Cluster struct {
 // Start starts a cluster that lives until t ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	initdb := testtool.FindGlob(t, install, "/usr/lib/postgresql/*/bin/initdb")
-	c := &Cluster{bin: filepath.Dir(initdb)}
+	initdb := testtool.FindGlob(t, pgserver.Install, pgserver.InitdbGlob)
 	dir, err := os.MkdirTemp("", "simlock-pgtest-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.dir = dir
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		c.cred, err = nobody()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			t.Fatal(err)
-		}
+	srv, err := pgserver.Start(pgserver.Options{Bin: filepath.Dir(initdb), Dir: dir, Fast: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out, err := c.run("initdb", "-D", c.data(), "-U", superuser, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
-	}
-	// The port is the OS's pick, free when picked; another program may
-	// take it before the server binds it, so a failed bind tries another.
-	var last error
-	for range 5 {
-		if c.port, err = freePort(); err != nil {
-			t.Fatal(err)
-		}
-		if last = c.start(); last == nil {
-			break
-		}
-		if !strings.Contains(last.Error(), "could not bind") && !strings.Contains(last.Error(), "could not create any TCP/IP sockets") {
-			break
-		}
-	}
-	if last != nil {
-		t.Fatalf("start PostgreSQL: %v", last)
-	}
+	c := &Cluster{srv: srv, dir: dir}
 	t.Cleanup(func() {
 		if c.down.Load() {
 			return
 		}
-		if out, err := c.run("pg_ctl", "stop", "-D", c.data(), "-m", "fast", "-w"); err != nil {
-			t.Errorf("pg_ctl stop: %v\n%s", err, out)
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
 		}
 	})
 	return c
@@ -110,8 +66,8 @@ func Start(t testing.TB) *Cluster {
 // ends: the databases' cleanup needs it running.
 func (c *Cluster) Stop(t testing.TB) {
 	t.Helper()
-	if out, err := c.run("pg_ctl", "stop", "-D", c.data(), "-m", "fast", "-w"); err != nil {
-		t.Fatalf("pg_ctl stop: %v\n%s", err, out)
+	if err := c.srv.Stop(); err != nil {
+		t.Fatal(err)
 	}
 	c.down.Store(true)
 }
@@ -120,51 +76,17 @@ func (c *Cluster) Stop(t testing.TB) {
 // same data, waiting until it accepts connections.
 func (c *Cluster) Restart(t testing.TB) {
 	t.Helper()
-	if err := c.start(); err != nil {
+	if err := c.srv.Restart(); err != nil {
 		t.Fatalf("restart PostgreSQL: %v", err)
 	}
 	c.down.Store(false)
 }
 
-func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
-
-// start starts the server on c.port, waiting until it accepts connections.
-// Its error holds the server's log.
-func (c *Cluster) start() error {
-	logPath := filepath.Join(c.dir, "server-"+strconv.Itoa(c.port)+".log")
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
-		c.port, c.data())
-	out, err := c.run("pg_ctl", "start", "-D", c.data(), "-l", logPath, "-w", "-t", "60", "-o", opts)
-	if err != nil {
-		log, _ := os.ReadFile(logPath)
-		return fmt.Errorf("%w\n%s\n%s", err, out, log)
-	}
-	return nil
-}
-
-// run runs one of the cluster's programs as the cluster's user.
-func (c *Cluster) run(name string, args ...string) ([]byte, error) {
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
-	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
-}
-
 // Port is the server's port on 127.0.0.1.
-func (c *Cluster) Port() int { return c.port }
+func (c *Cluster) Port() int { return c.srv.Port() }
 
 // URL is a postgres:// URL of database db as the superuser.
-func (c *Cluster) URL(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User(superuser), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
-		Path: "/" + db, RawQuery: "sslmode=disable"}
-	return u.String()
-}
+func (c *Cluster) URL(db string) string { return c.srv.URL(db) }
 
 // Database creates an empty database for t, dropped when t ends, and
 // returns its URL.
@@ -189,28 +111,4 @@ func (c *Cluster) admin(t testing.TB, sql string) {
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-}
-
-// nobody is the credential of the user nobody.
-func nobody() (*syscall.Credential, error) {
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL will not run as root, and there is no user nobody to run it as: %w", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, fmt.Errorf("user nobody: %w", err)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// freePort is a port on 127.0.0.1 the OS reports free.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

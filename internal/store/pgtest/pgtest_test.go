@@ -14,9 +14,10 @@ import (
 func TestAClusterServesDatabasesAndLeavesNothingBehind(t *testing.T) {
 	var dir string
 	var port int
+	var postgres string
 	t.Run("cluster", func(t *testing.T) {
 		c := Start(t)
-		dir, port = c.dir, c.Port()
+		dir, port, postgres = c.dir, c.Port(), c.URL("postgres")
 		a, b := c.Database(t), c.Database(t)
 		if a == b {
 			t.Fatalf("two databases share the URL %s", a)
@@ -35,7 +36,7 @@ func TestAClusterServesDatabasesAndLeavesNothingBehind(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
 		t.Errorf("the cluster's directory %s is still there (%v)", dir, err)
 	}
-	if conn, err := pgx.Connect(context.Background(), (&Cluster{port: port}).URL("postgres")); err == nil {
+	if conn, err := pgx.Connect(context.Background(), postgres); err == nil {
 		conn.Close(context.Background())
 		t.Errorf("the server on port %d still accepts connections after its test ended", port)
 	}
