@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simlock/simlock/internal/bintest"
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/store/pgtest"
@@ -143,7 +145,9 @@ func startReplicatedFleet(t *testing.T) *fleet {
 			}
 		}
 	}
-	fl.gwID = fl.replicas[0].InstanceID(t)
+	// The fleet's id, its requesters' prefix on the workers, is the one
+	// the database keeps, whichever replica leads.
+	fl.gwID = fleetID(t, fl.db)
 	list := `["` + strings.Join(fl.urls, `","`) + `"]`
 	for i := range fleetWorkers {
 		label := fmt.Sprintf("worker-%c", 'a'+i)
@@ -337,4 +341,21 @@ func (fl *fleet) keepReplicaLogs(t *testing.T, dir string) {
 			t.Log(err)
 		}
 	}
+}
+
+// fleetID is the fleet identity the gateway database keeps.
+func fleetID(t *testing.T, db string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var id string
+	if err := conn.QueryRow(ctx, `SELECT id FROM fleet_identity`).Scan(&id); err != nil {
+		t.Fatalf("read the fleet's identity: %v", err)
+	}
+	return id
 }
