@@ -104,9 +104,13 @@ func fenceWrites() []struct {
 			return db.PutToken(ctx, store.Token{TokenRecord: contract.TokenRecord{ID: "tok_2", Role: contract.TokenAgent}, Hash: "h2"})
 		}},
 		{"DeleteToken", func(ctx context.Context, db *DB) error { _, err := db.DeleteToken(ctx, "tok_1"); return err }},
-		{"PutJob", func(ctx context.Context, db *DB) error { return db.PutJob(ctx, contract.Job{ID: "job_2", State: "running"}) }},
+		{"PutJob", func(ctx context.Context, db *DB) error {
+			return db.PutJob(ctx, contract.Job{ID: "job_2", State: "running"})
+		}},
 		{"DeleteJobsBefore", func(ctx context.Context, db *DB) error { _, err := db.DeleteJobsBefore(ctx, 1<<62); return err }},
-		{"PutClock", func(ctx context.Context, db *DB) error { return db.PutClock(ctx, store.Clock{WallMs: 9, BootNs: 9, BootID: "b"}) }},
+		{"PutClock", func(ctx context.Context, db *DB) error {
+			return db.PutClock(ctx, store.Clock{WallMs: 9, BootNs: 9, BootID: "b"})
+		}},
 		{"PruneEvents", func(ctx context.Context, db *DB) error { _, err := db.PruneEvents(ctx, 1<<62, 0); return err }},
 		{"PruneRequests", func(ctx context.Context, db *DB) error { _, err := db.PruneRequests(ctx, 1<<62, 0); return err }},
 		{"PruneLeases", func(ctx context.Context, db *DB) error { _, err := db.PruneLeases(ctx, 1<<62); return err }},
