@@ -46,6 +46,11 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.replica.enabled() {
+		// A replica converges as a follower, writing nothing: what a
+		// leader starts, it starts when elected (election.go).
+		return d.campaign(d.opts.Config.String("gateway.store"))
+	}
 	// An install the last run left running ended with it, unseen.
 	d.jobs = jobs.New(jobs.Options{Store: d.db, Logger: d.log.With("module", "jobs")})
 	if err := d.jobs.Recover(ctx); err != nil {

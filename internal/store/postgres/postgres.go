@@ -60,6 +60,8 @@ type DB struct {
 	group string
 	// term is the term every write is fenced with (Lead); 0 refuses them.
 	term atomic.Int64
+	// onDeposed is Options.OnDeposed, nil when unset.
+	onDeposed func(term int64)
 }
 
 // Options tune Open; the zero value is the defaults.
@@ -80,6 +82,10 @@ type Options struct {
 	// store's sessions end a transaction idle for half of it, so one
 	// left open by a paused replica cannot delay a takeover past it.
 	LeaderTimeout time.Duration
+	// OnDeposed, with Group, is told the term of a write the fence
+	// refused after Lead: the store's replica no longer leads. It runs on
+	// the writing goroutine and must not write.
+	OnDeposed func(term int64)
 }
 
 // DefaultBusyTimeout is Options.BusyTimeout's default.
@@ -110,7 +116,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}
-	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout, onCommit: opts.OnCommit, group: opts.Group}
+	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout, onCommit: opts.OnCommit, group: opts.Group, onDeposed: opts.OnDeposed}
 	if db.busyTimeout <= 0 {
 		db.busyTimeout = DefaultBusyTimeout
 	}
@@ -156,7 +162,11 @@ func (db *DB) fence(ctx context.Context, tx pgx.Tx) error {
 	if term == 0 {
 		return errNoTerm
 	}
-	return leader.Fence(ctx, tx, db.group, term)
+	err := leader.Fence(ctx, tx, db.group, term)
+	if errors.Is(err, leader.ErrDeposed) && db.onDeposed != nil {
+		db.onDeposed(term)
+	}
+	return err
 }
 
 // commit fences tx and commits it: every write transaction ends here.
