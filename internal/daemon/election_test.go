@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,18 @@ func TestTwoReplicasElectOneLeaderAndTheFollowerTakesOver(t *testing.T) {
 	}
 	if b.fleet != nil || b.jobs != nil {
 		t.Errorf("the follower started the gateway's machinery (fleet %v, jobs %v)", b.fleet != nil, b.jobs != nil)
+	}
+	for _, r := range []struct {
+		d    *Daemon
+		lead string
+	}{{a, "1"}, {b, "0"}} {
+		text, err := r.d.metrics.Text()
+		want := []string{"simlock_gateway_leader " + r.lead, fmt.Sprintf("simlock_gateway_term %d", la.Term), "simlock_gateway_leader_since_seconds "}
+		for _, w := range want {
+			if err != nil || !strings.Contains(text, "\n"+w) {
+				t.Errorf("a replica's metrics lack %q (%v)", w, err)
+			}
+		}
 	}
 	st, err := dial(t, b.opts.Home, "ops", true).Status(context.Background())
 	if err != nil || st.Leadership == nil || st.Leadership.Role != contract.RoleFollower || st.Leadership.Term != la.Term {
