@@ -52,8 +52,11 @@ func (d *Daemon) advertiseURL() string {
 // campaign starts the replica's elector and the watch that keeps
 // d.replica's view of who leads current; both end with the daemon's life,
 // and Stop waits for them (and for a leader's startup) before it closes
-// what they use.
-func (d *Daemon) campaign(storeURL string) error {
+// what they use. It returns once the first round is decided (this replica
+// serves as leader, another leads, or the leader timeout passed with
+// neither), so that calls parked on startup meet a lone replica leading
+// rather than a moment of following.
+func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 	self := d.advertiseURL()
 	timeout := d.leaderTimeout()
 	var e *leader.Elector
@@ -93,7 +96,24 @@ func (d *Daemon) campaign(storeURL string) error {
 			}
 		}
 	}()
-	d.log.Info("gateway replica following", "self", self, "leaderTimeout", timeout)
+	d.log.Info("gateway replica campaigning", "self", self, "leaderTimeout", timeout)
+	tick := time.NewTicker(timeout / 20)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !d.replica.leading.Load() && d.replica.stopErr() == nil {
+		if info, ok := e.Leader(); ok && info.Live && e.Term() == 0 {
+			return nil // another replica leads
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.life.Done():
+			return d.life.Err()
+		case <-deadline:
+			return nil
+		case <-tick.C:
+		}
+	}
 	return nil
 }
 
