@@ -26,6 +26,7 @@ import (
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/daemon"
 	"github.com/simlock/simlock/internal/homedir"
+	"github.com/simlock/simlock/internal/leader"
 	"github.com/simlock/simlock/internal/logfile"
 )
 
@@ -96,6 +97,18 @@ func daemonRunCmd(env Env) *cobra.Command {
 					fmt.Fprintf(env.Stdout, "Console at %s\n", u)
 				}
 				err = d.Wait(cmd.Context())
+			}
+			if errors.Is(err, leader.ErrDeposed) && cmd.Context().Err() == nil {
+				// A gateway replica that lost the leadership has stopped as
+				// a stop does; it comes back as a follower, a new run of
+				// this program in this process.
+				log.Warn("deposed as leader; running again as a follower", "err", err)
+				fmt.Fprintf(env.Stderr, "simlock daemon: deposed as leader (%v); running again as a follower\n", err)
+				notify.Close()
+				logFile.Close()
+				err = reexec(os.Args)
+				fmt.Fprintf(env.Stderr, "simlock daemon: could not run again after being deposed: %v\n", err)
+				return &exitError{code: exitReexecFailed, err: err, quiet: true}
 			}
 			if err != nil {
 				log.Error("daemon ended", "err", err)

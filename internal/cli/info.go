@@ -60,6 +60,9 @@ func renderStatus(w io.Writer, s contract.Status, now time.Time, summary bool) {
 	if s.Daemon.Mode == contract.ModeGateway {
 		fmt.Fprintln(w, "Mode: gateway")
 	}
+	if l := s.Leadership; l != nil {
+		fmt.Fprintln(w, leadershipLine(*l, now.Location()))
+	}
 	if s.Daemon.Health == "starting" {
 		return
 	}
@@ -529,5 +532,22 @@ func streamEvents(ctx context.Context, c eventSource, w io.Writer, q contract.Ev
 			}
 			last = ev.Seq
 		}
+	}
+}
+
+// leadershipLine is a gateway replica's line of who leads: itself (with
+// since when, in loc), another replica, or none while a takeover is due.
+func leadershipLine(l contract.Leadership, loc *time.Location) string {
+	switch {
+	case l.Role == contract.RoleLeader:
+		line := fmt.Sprintf("Leader: %s (term %d", l.LeaderURL, l.Term)
+		if l.Since > 0 {
+			line += ", since " + time.UnixMilli(l.Since).In(loc).Format("15:04:05")
+		}
+		return line + ")"
+	case l.LeaderURL != "":
+		return fmt.Sprintf("Follower of %s (term %d); this replica is %s", l.LeaderURL, l.Term, l.Self)
+	default:
+		return fmt.Sprintf("Follower: no replica leads now (last term %d); this replica is %s", l.Term, l.Self)
 	}
 }

@@ -78,6 +78,7 @@ const (
 	EvRequestDispatched  = "request.dispatched"
 	EvGrantRecorded      = "grant.recorded"
 	EvWorkerRejected     = "worker.rejected"
+	EvGatewayElected     = "gateway.elected"
 )
 
 // EventNames lists every event name, in the order docs/EVENTS.md lists them.
@@ -94,5 +95,6 @@ func EventNames() []string {
 		EvCapacityChanged, EvQueueChanged, EvDaemonStarted, EvClockJumped, EvDaemonStopping,
 		EvTokenCreated, EvTokenRevoked,
 		EvWorkerConnected, EvWorkerDisconnected, EvWorkerDrained, EvWorkerUndrained, EvWorkerRemoved, EvRequestDispatched, EvGrantRecorded, EvWorkerRejected,
+		EvGatewayElected,
 	}
 }

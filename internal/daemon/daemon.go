@@ -377,7 +377,12 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 		return nil, err
 	}
 	if where != config.StoreSQLite {
-		pg, err := postgres.Open(ctx, where, postgres.Options{BusyTimeout: d.opts.StoreBusyTimeout, OnCommit: d.metrics.ObserveCommit})
+		// A gateway on PostgreSQL is a replica: its writes are fenced by
+		// the term it leads, and refused until it leads one.
+		d.replica.on = true
+		pg, err := postgres.Open(ctx, where, postgres.Options{BusyTimeout: d.opts.StoreBusyTimeout, OnCommit: d.metrics.ObserveCommit,
+			Group: leaderGroup, LeaderTimeout: d.leaderTimeout(),
+			OnDeposed: func(term int64) { d.deposed(term, "a write fenced with it was refused") }})
 		if err != nil {
 			return nil, err
 		}
@@ -542,6 +547,9 @@ func (d *Daemon) Stop(reason string) error {
 	d.endLife()
 	d.transfers.Close()
 	<-d.ready
+	// A replica's elector, and a leader's startup, end with life: what
+	// they set is read below.
+	d.replica.wg.Wait()
 	if d.installer != nil {
 		// Installs in flight stop; the requests waiting on them fail.
 		d.installer.Close()
@@ -584,6 +592,9 @@ func (d *Daemon) Stop(reason string) error {
 	d.log.Info("daemon stopped", "reason", reason)
 	if d.startErr == nil && d.engine != nil && d.engine.Err() != nil {
 		return fmt.Errorf("stopped after a commit failed: %w", d.engine.Err())
+	}
+	if d.startErr == nil && d.replica.stopErr() != nil {
+		return d.replica.stopErr()
 	}
 	return d.startErr
 }

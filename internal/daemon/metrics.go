@@ -31,7 +31,12 @@ func (d *Daemon) metricsState() metrics.Snapshot {
 		return metrics.Snapshot{}
 	}
 	var s metrics.Snapshot
+	if l, ok := d.replica.leadership(); ok {
+		s.Replica = &metrics.Replica{Leader: l.Role == contract.RoleLeader, Term: l.Term, Since: l.Since}
+	}
 	switch {
+	case !d.replica.serves():
+		// A follower's fleet and queue are the leader's to report.
 	case d.engine != nil:
 		for _, g := range d.engine.Gauges() {
 			p := metrics.PlatformFrom(g.Platform, g.Capacity)

@@ -18,9 +18,18 @@ import (
 type replica struct {
 	on      bool // set before the daemon serves; read-only after
 	leading atomic.Bool
+	// won is the last term the elector won (0 before any); a deposition
+	// of another term is not this replica's.
+	won atomic.Int64
+	// wg counts the elector, its watch and a leader's startup: Stop waits
+	// for them before it reads what they set.
+	wg sync.WaitGroup
 
 	mu   sync.Mutex
 	info contract.Leadership // guarded by mu
+	// err is why the replica stopped itself: deposed (wrapping
+	// leader.ErrDeposed) or failed to start as leader; guarded by mu.
+	err error
 }
 
 // enabled reports whether the daemon is a gateway replica.
@@ -46,4 +55,27 @@ func (r *replica) see(info contract.Leadership) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.info = info
+}
+
+// depose records that the replica lost its term; it reports whether this
+// is the first reason to stop.
+func (r *replica) depose(err error) bool { return r.fail(err) }
+
+// fail records why the replica stops itself; the first reason is kept,
+// and fail reports whether it was this one.
+func (r *replica) fail(err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return false
+	}
+	r.err = err
+	return true
+}
+
+// stopErr is why the replica stopped itself, nil when it did not.
+func (r *replica) stopErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }

@@ -46,6 +46,12 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.replica.enabled() {
+		// A replica converges following or leading, and writes nothing
+		// until elected: what a leader starts, it starts then
+		// (election.go).
+		return d.campaign(ctx, d.opts.Config.String("gateway.store"))
+	}
 	// An install the last run left running ended with it, unseen.
 	d.jobs = jobs.New(jobs.Options{Store: d.db, Logger: d.log.With("module", "jobs")})
 	if err := d.jobs.Recover(ctx); err != nil {

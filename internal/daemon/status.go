@@ -88,9 +88,13 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	}
 	d.mu.Unlock()
 	s := contract.Status{Daemon: d.info(health), Host: d.host()}
+	if l, ok := d.replica.leadership(); ok {
+		s.Leadership = &l
+	}
 	// By the part startup set, not by the config's mode: a gateway whose
 	// start failed before its fleet answers as a worker without an engine.
-	if d.fleet != nil {
+	// A replica's fleet is set when it leads, and read only once it does.
+	if d.replica.serves() && d.fleet != nil {
 		d.gatewayStatus(&s, c, in.Summary)
 		if log, err := d.eventLogStatus(ctx); err == nil {
 			s.EventLog = log

@@ -47,6 +47,21 @@ func loadTokens(ctx context.Context, db store.GatewayStore) (*tokenBook, error) 
 	return b, nil
 }
 
+// reload replaces the tokens in memory with the store's: a gateway
+// replica elected leader reads those its predecessor wrote.
+func (b *tokenBook) reload(ctx context.Context) error {
+	fresh, err := loadTokens(ctx, b.db)
+	if err != nil {
+		return err
+	}
+	b.revokeMu.Lock()
+	defer b.revokeMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.byHash, b.hashOf = fresh.byHash, fresh.hashOf
+	return nil
+}
+
 func hashSecret(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])

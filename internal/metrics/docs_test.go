@@ -105,6 +105,7 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		state := Snapshot{Platforms: []Platform{{Platform: contract.PlatformIOS}}}
 		if mode == "gateway" {
 			state.Workers = map[contract.WorkerConnection]int{}
+			state.Replica = &Replica{}
 		}
 		m := New(Options{Version: "1.0", Mode: mode, Read: func() Snapshot { return state }})
 		// Each vector gets a series, so it is gathered.

@@ -37,6 +37,19 @@ type Snapshot struct {
 	Platforms []Platform
 	// Workers counts a gateway's workers by connection; nil elsewhere.
 	Workers map[contract.WorkerConnection]int
+	// Replica is a gateway replica's place in its election; nil on any
+	// other daemon.
+	Replica *Replica
+}
+
+// Replica is who leads a gateway replica's group, as the replica sees it.
+type Replica struct {
+	// Leader is whether this replica leads.
+	Leader bool
+	// Term is the last term seen; Since when its leader took over (epoch
+	// ms, 0 while none leads).
+	Term  int64
+	Since int64
 }
 
 // Platform is one platform's present counts.

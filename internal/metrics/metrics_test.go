@@ -202,6 +202,31 @@ func TestGaugesReadTheStateAtTheScrape(t *testing.T) {
 	}
 }
 
+// A gateway replica exports who leads: 1 or 0, the term, and since when
+// in Unix seconds; no other daemon exports them.
+func TestAReplicaExportsItsLeadership(t *testing.T) {
+	state := Snapshot{}
+	m := New(Options{Version: "1.0", Mode: "gateway", Read: func() Snapshot { return state }})
+	if got := samples(t, m); hasKey(got, "simlock_gateway_leader{}") {
+		t.Errorf("a gateway that is no replica exports simlock_gateway_leader: %v", got)
+	}
+	state.Replica = &Replica{Leader: true, Term: 3, Since: 1_700_000_000_500}
+	got := samples(t, m)
+	if got["simlock_gateway_leader{}"] != 1 || got["simlock_gateway_term{}"] != 3 || got["simlock_gateway_leader_since_seconds{}"] != 1_700_000_000.5 {
+		t.Errorf("leading: %v; want leader 1, term 3, since 1700000000.5", got)
+	}
+	state.Replica = &Replica{Term: 4, Since: 1_700_000_100_000}
+	got = samples(t, m)
+	if v, ok := got["simlock_gateway_leader{}"]; !ok || v != 0 || got["simlock_gateway_term{}"] != 4 {
+		t.Errorf("following: %v; want leader 0 (present), term 4", got)
+	}
+}
+
+func hasKey(m map[string]float64, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
 // A scrape's cost does not grow with history: after ten or ten thousand
 // leases granted and ended, it reads the state once and gathers the same
 // series, and the fold keeps nothing of the ended leases.

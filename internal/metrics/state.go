@@ -22,6 +22,12 @@ var (
 		"Runtime installs running on this daemon.", nil, nil)
 	descWorkers = prometheus.NewDesc("simlock_workers",
 		"A gateway's workers, by connection (connected, disconnected, incompatible).", []string{"connection"}, nil)
+	descLeader = prometheus.NewDesc("simlock_gateway_leader",
+		"1 when this gateway replica leads its database's replicas, else 0.", nil, nil)
+	descTerm = prometheus.NewDesc("simlock_gateway_term",
+		"The last leadership term this gateway replica has seen (each takeover is the next).", nil, nil)
+	descLeaderSince = prometheus.NewDesc("simlock_gateway_leader_since_seconds",
+		"When the current leader of this gateway replica's group took over, in Unix seconds; 0 while none leads.", nil, nil)
 )
 
 // stateCollector turns a Snapshot into gauges at each scrape: a step per
@@ -29,7 +35,8 @@ var (
 type stateCollector struct{ m *Metrics }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueDepth, descOldestWait, descLeases, descDevices, descSlots, descDownloads, descWorkers} {
+	for _, d := range []*prometheus.Desc{descQueueDepth, descOldestWait, descLeases, descDevices, descSlots, descDownloads, descWorkers,
+		descLeader, descTerm, descLeaderSince} {
 		ch <- d
 	}
 }
@@ -67,6 +74,15 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, conn := range connections {
 			gauge(descWorkers, float64(s.Workers[conn]), string(conn))
 		}
+	}
+	if r := s.Replica; r != nil {
+		leads := 0.0
+		if r.Leader {
+			leads = 1
+		}
+		gauge(descLeader, leads)
+		gauge(descTerm, float64(r.Term))
+		gauge(descLeaderSince, seconds(r.Since))
 	}
 }
 

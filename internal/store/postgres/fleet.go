@@ -35,7 +35,7 @@ func (db *DB) PutWorker(ctx context.Context, w store.Worker) error {
 	if w.ID == "" {
 		return errors.New("store: put worker: empty id")
 	}
-	_, err := db.pool.Exec(ctx, `INSERT INTO workers (id, label, drained, last_seq, last_seen_at, token_id) VALUES ($1, $2, $3, $4, $5, $6)
+	err := db.exec(ctx, `INSERT INTO workers (id, label, drained, last_seq, last_seen_at, token_id) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.drained,
 	last_seq = excluded.last_seq, last_seen_at = excluded.last_seen_at, token_id = excluded.token_id`,
 		w.ID, w.Label, w.Drained, w.LastSeq, w.LastSeenAt, w.TokenID)
@@ -47,7 +47,7 @@ ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.draine
 
 // DeleteWorker forgets worker id; an unknown id is no error.
 func (db *DB) DeleteWorker(ctx context.Context, id string) error {
-	if _, err := db.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1`, id); err != nil {
+	if err := db.exec(ctx, `DELETE FROM workers WHERE id = $1`, id); err != nil {
 		return fmt.Errorf("store: delete worker %s: %w", id, err)
 	}
 	return nil
@@ -79,7 +79,7 @@ func (db *DB) PutJob(ctx context.Context, j contract.Job) error {
 	if err != nil {
 		return fmt.Errorf("store: put job %s: %w", j.ID, err)
 	}
-	if _, err := db.pool.Exec(ctx, `INSERT INTO jobs (id, created_at, ended_at, state, record) VALUES ($1, $2, $3, $4, $5)
+	if err := db.exec(ctx, `INSERT INTO jobs (id, created_at, ended_at, state, record) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET ended_at = excluded.ended_at, state = excluded.state, record = excluded.record`,
 		j.ID, j.CreatedAt, j.EndedAt, j.State, string(b)); err != nil {
 		return fmt.Errorf("store: put job %s: %w", j.ID, err)
@@ -131,16 +131,21 @@ func (db *DB) Jobs(ctx context.Context, state string, limit int) ([]contract.Job
 // DeleteJobsBefore deletes the jobs that ended before ts and returns how
 // many; a running job is never deleted.
 func (db *DB) DeleteJobsBefore(ctx context.Context, ts int64) (int, error) {
-	tag, err := db.pool.Exec(ctx, `DELETE FROM jobs WHERE ended_at > 0 AND ended_at < $1`, ts)
+	var n int64
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM jobs WHERE ended_at > 0 AND ended_at < $1`, ts)
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("store: delete jobs: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // PutToken stores a new token.
 func (db *DB) PutToken(ctx context.Context, t store.Token) error {
-	if _, err := db.pool.Exec(ctx, `INSERT INTO tokens (id, role, label, hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
+	if err := db.exec(ctx, `INSERT INTO tokens (id, role, label, hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		t.ID, string(t.Role), t.Label, t.Hash, t.CreatedAt); err != nil {
 		return fmt.Errorf("store: put token %s: %w", t.ID, err)
 	}
@@ -149,11 +154,16 @@ func (db *DB) PutToken(ctx context.Context, t store.Token) error {
 
 // DeleteToken deletes the token with id and reports whether there was one.
 func (db *DB) DeleteToken(ctx context.Context, id string) (bool, error) {
-	tag, err := db.pool.Exec(ctx, `DELETE FROM tokens WHERE id = $1`, id)
+	var n int64
+	err := db.write(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM tokens WHERE id = $1`, id)
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("store: delete token %s: %w", id, err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 // Tokens returns every token, oldest first.

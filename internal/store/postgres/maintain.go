@@ -34,7 +34,8 @@ const (
 )
 
 // write runs fn in a write transaction (under the write lock, as a Commit)
-// and commits it if fn succeeds.
+// and commits it, fenced, if fn succeeds. Every write but a Commit's goes
+// through it: none writes through the pool directly.
 func (db *DB) write(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := db.begin(ctx)
 	if err != nil {
@@ -43,10 +44,18 @@ func (db *DB) write(ctx context.Context, fn func(pgx.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return errors.Join(err, rollback(tx))
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := db.commit(ctx, tx); err != nil {
 		return errors.Join(err, rollback(tx))
 	}
 	return nil
+}
+
+// exec runs one statement in a write transaction.
+func (db *DB) exec(ctx context.Context, sql string, args ...any) error {
+	return db.write(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sql, args...)
+		return err
+	})
 }
 
 // PruneRequests deletes settled requests: first those settled before

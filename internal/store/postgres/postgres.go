@@ -14,6 +14,13 @@
 // one-row counter moved in the appending transaction, so a failed commit
 // takes none and none is ever handed out twice.
 //
+// A gateway replica's store is fenced (Options.Group): every write
+// transaction calls leader.Fence with the term the store was given by
+// [DB.Lead], last before COMMIT, so a replica that has lost leadership
+// cannot commit even before it notices; until Lead, every write is
+// refused. Its sessions end a transaction left open past half the leader
+// timeout, which would otherwise hold back the next leader's takeover.
+//
 // Schema changes are numbered SQL files (a PostgreSQL dialect of the
 // SQLite schema) embedded in the binary and applied by [Open] under an
 // advisory lock, so two processes opening one database do not both apply
@@ -28,12 +35,16 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simlock/simlock/internal/config"
+	"github.com/simlock/simlock/internal/leader"
 	"github.com/simlock/simlock/internal/store"
 )
 
@@ -45,6 +56,12 @@ type DB struct {
 	busyTimeout time.Duration
 	// onCommit is Options.OnCommit, nil when unset.
 	onCommit func(time.Duration)
+	// group is Options.Group: "" for a store that is not fenced.
+	group string
+	// term is the term every write is fenced with (Lead); 0 refuses them.
+	term atomic.Int64
+	// onDeposed is Options.OnDeposed, nil when unset.
+	onDeposed func(term int64)
 }
 
 // Options tune Open; the zero value is the defaults.
@@ -56,6 +73,19 @@ type Options struct {
 	// write lock: its SQL and its COMMIT. It runs on the committing
 	// goroutine, so it must be quick.
 	OnCommit func(time.Duration)
+	// Group, when set, fences every write with the term of that
+	// election group (package leader) given to Lead: a write whose term
+	// no longer leads, or made before Lead, fails with an error wrapping
+	// leader.ErrDeposed and changes nothing.
+	Group string
+	// LeaderTimeout, with Group, is the group's leader timeout: the
+	// store's sessions end a transaction idle for half of it, so one
+	// left open by a paused replica cannot delay a takeover past it.
+	LeaderTimeout time.Duration
+	// OnDeposed, with Group, is told the term of a write the fence
+	// refused after Lead: the store's replica no longer leads. It runs on
+	// the writing goroutine and must not write.
+	OnDeposed func(term int64)
 }
 
 // DefaultBusyTimeout is Options.BusyTimeout's default.
@@ -75,11 +105,18 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		// says no more than that it could not be read.
 		return nil, fmt.Errorf("store: open %s: the connection URL cannot be parsed", name)
 	}
+	if opts.Group != "" {
+		timeout := opts.LeaderTimeout
+		if timeout <= 0 {
+			timeout = leader.DefaultTimeout
+		}
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt((timeout / 2).Milliseconds(), 10)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}
-	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout, onCommit: opts.OnCommit}
+	db := &DB{pool: pool, busyTimeout: opts.BusyTimeout, onCommit: opts.OnCommit, group: opts.Group, onDeposed: opts.OnDeposed}
 	if db.busyTimeout <= 0 {
 		db.busyTimeout = DefaultBusyTimeout
 	}
@@ -87,12 +124,57 @@ func Open(ctx context.Context, rawURL string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}
+	if db.group != "" {
+		// A fenced store writes nothing before it leads: Lead folds.
+		return db, nil
+	}
 	// Folds the events a database migrated to the usage rollups held.
 	if err := db.backfillUsage(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: open %s: %w", name, scrub(err, rawURL))
 	}
 	return db, nil
+}
+
+// Lead fences every later write of a fenced store (Options.Group) with
+// term, which this process's elector has just won, and then folds the
+// events a migrated database held into the usage rollups (which a fenced
+// store does not do at Open). Its error is the fold's; the term is set
+// whatever it is.
+func (db *DB) Lead(ctx context.Context, term int64) error {
+	db.term.Store(term)
+	if err := db.backfillUsage(ctx); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// errNoTerm refuses a fenced store's write before Lead.
+var errNoTerm = fmt.Errorf("store: this replica holds no term: %w", leader.ErrDeposed)
+
+// fence is the last statement of every write transaction: on a fenced
+// store, leader.Fence with the store's term.
+func (db *DB) fence(ctx context.Context, tx pgx.Tx) error {
+	if db.group == "" {
+		return nil
+	}
+	term := db.term.Load()
+	if term == 0 {
+		return errNoTerm
+	}
+	err := leader.Fence(ctx, tx, db.group, term)
+	if errors.Is(err, leader.ErrDeposed) && db.onDeposed != nil {
+		db.onDeposed(term)
+	}
+	return err
+}
+
+// commit fences tx and commits it: every write transaction ends here.
+func (db *DB) commit(ctx context.Context, tx pgx.Tx) error {
+	if err := db.fence(ctx, tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // Close closes the connections. Everything committed is already durable.

@@ -88,7 +88,7 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 	began := time.Now()
 	out, err := apply(ctx, tx, c, records)
 	if err == nil {
-		if err = tx.Commit(ctx); err == nil {
+		if err = db.commit(ctx, tx); err == nil {
 			db.committed(began)
 			return out, nil
 		}
@@ -168,7 +168,7 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 		var out []contract.Event
 		began := time.Now()
 		if out, err = apply(ctx, r.tx, c, records); err == nil {
-			if err = r.tx.Commit(ctx); err == nil {
+			if err = r.db.commit(ctx, r.tx); err == nil {
 				r.db.committed(began)
 				return out, nil
 			}
