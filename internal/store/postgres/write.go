@@ -121,9 +121,12 @@ func (db *DB) begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	// lock_timeout bounds the wait for the advisory lock; SET LOCAL ends
-	// with the transaction, and the value is a number we produced.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", db.busyTimeout.Milliseconds())); err != nil {
+	// lock_timeout bounds the wait for the advisory lock; simlock.term
+	// is the term the rows of a fenced store's transaction carry (the
+	// term columns' default; the fence checks the same term at COMMIT).
+	// SET LOCAL ends with the transaction, and the values are numbers we
+	// produced.
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d; SET LOCAL simlock.term = %d", db.busyTimeout.Milliseconds(), db.term.Load())); err != nil {
 		return nil, errors.Join(err, rollback(tx))
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(writeLock)); err != nil {
