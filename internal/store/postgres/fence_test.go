@@ -114,6 +114,7 @@ func fenceWrites() []struct {
 		{"PruneEvents", func(ctx context.Context, db *DB) error { _, err := db.PruneEvents(ctx, 1<<62, 0); return err }},
 		{"PruneRequests", func(ctx context.Context, db *DB) error { _, err := db.PruneRequests(ctx, 1<<62, 0); return err }},
 		{"PruneLeases", func(ctx context.Context, db *DB) error { _, err := db.PruneLeases(ctx, 1<<62); return err }},
+		{"FleetID", func(ctx context.Context, db *DB) error { _, err := db.FleetID(ctx, "fleet"); return err }},
 	}
 }
 
