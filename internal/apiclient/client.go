@@ -77,13 +77,9 @@ func New(o Options) (*Client, error) {
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pool, err := AppendCA(x509.NewCertPool(), o.CAFile)
 		if err != nil {
-			return nil, contract.Errorf(contract.CodeUsage, "SIMLOCK_CA: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, contract.Errorf(contract.CodeUsage, "SIMLOCK_CA: %s holds no PEM certificate", o.CAFile)
+			return nil, err
 		}
 		tlsConf.RootCAs = pool
 	}
@@ -106,6 +102,21 @@ func New(o Options) (*Client, error) {
 	}
 	c.maxAnswer = cmp.Or(o.MaxAnswerBytes, MaxAnswerBytes)
 	return c, nil
+}
+
+// AppendCA adds the certificates of the PEM file caFile (SIMLOCK_CA) to
+// pool and returns it: the one reading of that file, for the CLI's client
+// (which trusts it alone) and a gateway replica's proxy to its leader
+// (which trusts it beside the system's roots).
+func AppendCA(pool *x509.CertPool, caFile string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, contract.Errorf(contract.CodeUsage, "SIMLOCK_CA: %v", err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, contract.Errorf(contract.CodeUsage, "SIMLOCK_CA: %s holds no PEM certificate", caFile)
+	}
+	return pool, nil
 }
 
 // ParseURL checks a base URL: http or https, a host, and no path, query or

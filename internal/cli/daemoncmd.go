@@ -169,7 +169,7 @@ func daemonOptions(ctx context.Context, env Env, home string, log *slog.Logger) 
 	}
 	return daemon.Options{
 		Home: home, Version: env.Version, Config: cfg, SetupDrivers: drivers.Setup, Host: readHost(), HostOS: hostOS(), Logger: log,
-		ClassDefaults: classDefaults(cfg), MCP: serveMCP,
+		ClassDefaults: classDefaults(cfg), MCP: serveMCP, CAFile: env.Getenv("SIMLOCK_CA"),
 	}, nil
 }
 

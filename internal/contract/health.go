@@ -30,6 +30,10 @@ const (
 	// HealthUplink: a worker whose config names a gateway is connected to
 	// it (readiness; absent on a worker with no gateway and on a gateway).
 	HealthUplink = "uplink"
+	// HealthLeader: a gateway replica leads (readiness; absent on a daemon
+	// that is not a replica), so that a load balancer sends work to the
+	// leader only.
+	HealthLeader = "leader"
 )
 
 // HealthOf is the report for checks: OK when each passed; the checks

@@ -125,6 +125,10 @@ type Options struct {
 	// MCP serves the MCP sessions of the HTTP API's /mcp; nil leaves
 	// /mcp answering UNKNOWN_ROUTE.
 	MCP MCPServe
+	// CAFile is SIMLOCK_CA: a PEM file of a private certificate authority
+	// a gateway replica trusts, beside the system's roots, for an https
+	// leader it forwards the API to ("" for none).
+	CAFile string
 }
 
 // DriverSetup is what SetupDrivers returns.

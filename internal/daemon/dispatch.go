@@ -49,7 +49,7 @@ func newSession(d *Daemon, ctx context.Context, role contract.Role, principal st
 }
 
 // dispatch runs one operation for the session: role check, the reserved
-// requester ids, parking until startup is done, then the operation's entry
+// requester ids, a follower's NOT_LEADER, parking until startup is done, then the operation's entry
 // in the table (table.go), which refuses it in a mode that has not got it,
 // decodes its input strictly and runs its handler. Every frontend (the
 // socket, a gateway's uplink, HTTP) goes through here; this is the only
@@ -70,6 +70,11 @@ func (s *session) dispatch(ctx context.Context, id json.RawMessage, op contract.
 		return nil, contract.Errorf(contract.CodeForbidden, "%s needs the admin role", op).With("op", op)
 	}
 	if err := reservedRequesterIn(s.gateway, raw); err != nil {
+		return nil, err
+	}
+	// A gateway replica that does not lead has none of the gateway's
+	// parts: what needs them is the leader's (follower.go).
+	if err := s.d.followerRefusal(op); err != nil {
 		return nil, err
 	}
 	if !info.Early {

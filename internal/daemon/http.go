@@ -39,7 +39,8 @@ func (d *Daemon) listenHTTP() error {
 		UploadIdle:     time.Duration(cfg.Int("exec.transferIdleMs")) * time.Millisecond,
 		Health:         d.Health,
 		MaxMCPSessions: int(cfg.Int("http.maxMcpSessions")), MaxMCPSessionsPerToken: int(cfg.Int("http.maxMcpSessionsPerToken")),
-		MCPSessionIdle: time.Duration(cfg.Int("http.mcpSessionIdleMs")) * time.Millisecond, MCP: d.mcpStart()})
+		MCPSessionIdle: time.Duration(cfg.Int("http.mcpSessionIdleMs")) * time.Millisecond, MCP: d.mcpStart(),
+		Follow: d.following, LeaderRoots: d.leaderRoots()})
 	d.httpSrv = &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.opts.HTTPHeaderTimeout,

@@ -29,7 +29,8 @@ type decider interface{ Err() error }
 // failed commit stopped it; a lock that is never had again (a deadlock)
 // fails it, which is what a restart cures. Readiness asks whether it may
 // be sent work: startup converged, the store answers within storeBound,
-// and on a worker whose config names a gateway, the uplink is connected.
+// on a worker whose config names a gateway, the uplink is connected, and
+// on a gateway replica, it leads.
 // Details are in words and name no path and no address, since the probes
 // answer without a token.
 func (d *Daemon) Health(ctx context.Context, live bool) []contract.HealthCheck {
@@ -41,6 +42,9 @@ func (d *Daemon) Health(ctx context.Context, live bool) []contract.HealthCheck {
 		if c, ok := d.uplinkState.check(); ok {
 			checks = append(checks, c)
 		}
+	}
+	if c, ok := d.leaderCheck(); ok {
+		checks = append(checks, c)
 	}
 	return checks
 }

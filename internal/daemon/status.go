@@ -76,7 +76,9 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	select {
 	case <-d.ready:
 	default:
-		return statusAnswer{s: contract.Status{Daemon: d.info("starting"), Host: d.host()}}
+		s := contract.Status{Daemon: d.info("starting"), Host: d.host()}
+		d.replicaStatus(&s)
+		return statusAnswer{s: s}
 	}
 	health := "running"
 	if d.startErr != nil || (d.engine != nil && d.engine.Err() != nil) {
@@ -88,8 +90,9 @@ func (d *Daemon) status(ctx context.Context, c leasing.Caller, in contract.Statu
 	}
 	d.mu.Unlock()
 	s := contract.Status{Daemon: d.info(health), Host: d.host()}
-	if l, ok := d.replica.leadership(); ok {
-		s.Leadership = &l
+	if d.replicaStatus(&s) {
+		// A follower has no fleet to tell of: who leads is its status.
+		return statusAnswer{s: s}
 	}
 	// By the part startup set, not by the config's mode: a gateway whose
 	// start failed before its fleet answers as a worker without an engine.

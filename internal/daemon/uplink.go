@@ -66,6 +66,9 @@ func (b httpBackend) Uplink(w http.ResponseWriter, r *http.Request, tok contract
 // UplinkRefused records a refused uplink on a gateway (coalesced).
 func (b httpBackend) UplinkRefused(r *http.Request, err *contract.Error) {
 	d := b.d
+	if d.followerRefusedUplink(r, err) {
+		return
+	}
 	select {
 	case <-d.ready:
 	default:

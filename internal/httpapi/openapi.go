@@ -122,7 +122,8 @@ func openAPISpec() openapi.Spec {
 
 // commonErrors are the codes every route of acc may answer: a body refused
 // before any route runs, a token refused, and a call the daemon could not
-// serve.
+// serve (a gateway replica that does not lead answers NOT_LEADER when it
+// cannot forward the call to its leader).
 func commonErrors(acc access) []contract.Code {
 	out := []contract.Code{contract.CodeBadRequest, contract.CodeBodyTimeout, contract.CodeBodyTooLarge}
 	if acc == accessPublic {
@@ -130,7 +131,8 @@ func commonErrors(acc access) []contract.Code {
 	}
 	return append(out, contract.CodeUnauthenticated, contract.CodeForbidden, contract.CodeInternal,
 		contract.CodeDaemonStopping, contract.CodeDaemonStartupFailed,
-		contract.CodeUnsupportedInGatewayMode, contract.CodeUnsupportedInWorkerMode, contract.CodeWorkerUnreachable)
+		contract.CodeUnsupportedInGatewayMode, contract.CodeUnsupportedInWorkerMode, contract.CodeWorkerUnreachable,
+		contract.CodeNotLeader)
 }
 
 // operation is the route as the description's operation.

@@ -40,6 +40,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	case contract.CodeNoCapacity, contract.CodeTooManyStreams:
 		w.Header().Set("Retry-After", "5")
+	case contract.CodeNotLeader:
+		// A replica takes over within gateway.leaderTimeoutMs.
+		w.Header().Set("Retry-After", "1")
 	case contract.CodeInternal:
 		// A request whose client left fails with whatever the backend
 		// made of the cancelled context; that is not worth an error line.

@@ -9,6 +9,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"log/slog"
@@ -73,6 +74,13 @@ type Options struct {
 	MCP                                    MCPStart
 	MaxMCPSessions, MaxMCPSessionsPerToken int
 	MCPSessionIdle                         time.Duration
+	// Follow, when set, makes the server a gateway replica's: while it
+	// reports that the replica follows, the API is the leader's, reached
+	// through a reverse proxy (follow.go). LeaderRoots are the roots an
+	// https leader's certificate is checked against; nil means the
+	// system's.
+	Follow      FollowFunc
+	LeaderRoots *x509.CertPool
 }
 
 // The defaults of the file routes' bounds.
@@ -101,6 +109,10 @@ type Server struct {
 	// metricsPublic serves metrics without a token.
 	metricsPublic bool
 	health        HealthFunc
+	// following and toLeader are a replica's gate and its proxy's
+	// transport (follow.go).
+	following FollowFunc
+	toLeader  *http.Transport
 
 	// closed is closed by Close; open streams watch it so that
 	// http.Server.Shutdown is not held up by them.
@@ -160,6 +172,8 @@ func New(opts Options) *Server {
 		metrics:       opts.Metrics,
 		metricsPublic: opts.MetricsPublic,
 		health:        opts.Health,
+		following:     opts.Follow,
+		toLeader:      leaderTransport(opts.LeaderRoots),
 		closed:        make(chan struct{}),
 
 		bodyTimeout: cmp.Or(opts.BodyTimeout, DefaultBodyTimeout),
@@ -397,12 +411,16 @@ func (s *Server) authenticate(r *http.Request) (contract.TokenRecord, error) {
 	return tok, nil
 }
 
-// ServeHTTP routes r. Its body is taken first, by its route's policy (the
+// ServeHTTP routes r. On a gateway replica that does not lead, the gate
+// (follow) answers first, before the body is read. Its body is taken first, by its route's policy (the
 // default for any request no route matches), so every route answers a body
 // that is too large or too slow the same way. The mux's own 404 and 405
 // answers are plain text, so requests no pattern matches are answered here
 // instead, as JSON.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	if s.follow(rw, r) {
+		return
+	}
 	lw := &lingerWriter{ResponseWriter: rw, s: s}
 	defer lw.finish()
 	var w http.ResponseWriter = lw
