@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,12 +9,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // waiter is a lease request that waits in the fleet queue: made over HTTP
 // with its own agent token (so its own requester), in arrival order.
 type waiter struct {
-	name, secret, id string
+	name, token, secret, id string
 	cli              *proc // the remote CLI that follows it, if any
 	lease            string
 }
@@ -60,7 +62,7 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	post := func(name string, via *api) {
 		t.Helper()
 		w := &waiter{name: name}
-		_, w.secret = gw.token("agent", name)
+		w.token, w.secret = gw.token("agent", name)
 		r := via.do("POST", "/v1/lease-requests", w.secret, `{"platform":"ios","timeoutMs":60000}`)
 		if r.status != 201 || requestOf(t, r)["state"] != "queued" {
 			t.Fatalf("%s's request: %d %s; want it created and queued", name, r.status, r.raw)
@@ -74,22 +76,22 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	// The third is made and followed by the remote CLI, which knows every
 	// replica's URL and starts at the leader's.
 	w3 := &waiter{name: "waiter-3"}
-	_, w3.secret = gw.token("agent", w3.name)
+	w3.token, w3.secret = gw.token("agent", w3.name)
 	rem := remoteHome(t, rs.urlsFlag(), w3.secret)
 	w3.cli = rem.start("lease", "--platform", "ios", "--timeout", "60s", "--detach", "--progress", "json")
 	w3.cli.waitLine(w3.cli.stderr, "waiter-3 queued", func(s string) bool { return strings.Contains(s, `"stage":"queued"`) })
-	for _, q := range openRequests(t, gw) {
-		if !known[q.ID] {
-			w3.id = q.ID
+	for _, q := range openRequests(t, rs.db) {
+		if q.requester == w3.token {
+			w3.id = q.id
 		}
 	}
 	if w3.id == "" {
-		t.Fatalf("the remote CLI's request is not among the gateway's open requests %+v", openRequests(t, gw))
+		t.Fatalf("the remote CLI's request is not among the gateway's open requests %+v", openRequests(t, rs.db))
 	}
 	known[w3.id] = true
 	line = append(line, w3)
 	post("waiter-4", rs.api(lead))
-	arrivalBefore := arrivals(t, gw, line)
+	arrivalBefore := arrivals(t, rs.db, line)
 
 	// The leader dies.
 	killed := time.Now()
@@ -142,7 +144,7 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	if w3.cli.running() == false {
 		t.Errorf("the remote CLI following %s ended at the failover\n%s", w3.id, w3.cli.dump())
 	}
-	arrivalAfter := arrivals(t, newGW, line)
+	arrivalAfter := arrivals(t, rs.db, line)
 	if !slices.Equal(arrivalBefore, arrivalAfter) || !slices.IsSorted(arrivalAfter) {
 		t.Errorf("reordered: the waiting requests' arrivals are %v after the failover, want %v (ascending) as before", arrivalAfter, arrivalBefore)
 	}
@@ -184,32 +186,47 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	rs.awaitWorkers(next, time.Second, ids...)
 }
 
-// openRequest is a line of `simlock list --requests`.
+// openRequest is an open request as the gateway database stores it.
 type openRequest struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Arrival uint64 `json:"arrival"`
+	id, requester, state string
+	arrival              uint64
 }
 
-// openRequests is `simlock list --requests` on h.
-func openRequests(t *testing.T, h *home) []openRequest {
+// openRequests are the open requests the gateway database at db holds.
+func openRequests(t *testing.T, db string) []openRequest {
 	t.Helper()
-	r := h.run("list", "--requests")
-	var out struct {
-		Requests []openRequest `json:"requests"`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
-		t.Fatalf("list --requests\n%s", r)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT id, requester_id, state, COALESCE((record::jsonb->>'arrival')::bigint, 0)
+FROM lease_requests WHERE state NOT IN ('granted', 'failed', 'cancelled') ORDER BY ord`)
+	if err != nil {
+		t.Fatalf("read the open requests: %v", err)
 	}
-	return out.Requests
+	var out []openRequest
+	for rows.Next() {
+		var q openRequest
+		if err := rows.Scan(&q.id, &q.requester, &q.state, &q.arrival); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, q)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
-// arrivals is each waiter's arrival as h lists its requests.
-func arrivals(t *testing.T, h *home, line []*waiter) []uint64 {
+// arrivals is each waiter's arrival as the database stores its request.
+func arrivals(t *testing.T, db string, line []*waiter) []uint64 {
 	t.Helper()
 	by := map[string]uint64{}
-	for _, q := range openRequests(t, h) {
-		by[q.ID] = q.Arrival
+	for _, q := range openRequests(t, db) {
+		by[q.id] = q.arrival
 	}
 	var out []uint64
 	for _, w := range line {
@@ -309,7 +326,10 @@ func TestAPausedLeaderNeverCommitsAfterItIsDeposed(t *testing.T) {
 	next, after, took := rs.awaitTakeover(old, before.Term, stopped, time.Duration(replicaLeaderTimeoutMs)*time.Millisecond+failoverBound)
 	t.Logf("takeover from a paused leader %v after SIGSTOP (leader timeout %d ms; term %d -> %d)", took.Round(time.Millisecond), replicaLeaderTimeoutMs, before.Term, after.Term)
 	newAPI := rs.api(next)
-	rs.awaitWorkers(next, 10*time.Second, workerID)
+	// The worker's dial of the paused replica hangs until its bound (the
+	// uplink's, 10 s) before it tries the next URL.
+	back := rs.awaitWorkers(next, 25*time.Second, workerID)
+	t.Logf("the worker connected to the new leader %v after it led", back.Round(time.Millisecond))
 	// The new leader grants: the held lease released, the waiting request
 	// takes the device.
 	if r := newAPI.do("DELETE", "/v1/leases/"+held, holder, ""); r.status != 202 {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -69,15 +70,20 @@ func newReplicaSet(t *testing.T, n int) *replicaSet {
 	return rs
 }
 
-// leadership is replica i's status.leadership; ok is false when its
-// status could not be read (its daemon is down) or has none.
+// leadership is replica i's status.leadership, read on its socket; ok is
+// false when it could not be read (no daemon answers: the CLI would start
+// one, racing a replica that runs itself again) or has none.
 func (rs *replicaSet) leadership(i int) (contract.Leadership, bool) {
 	rs.t.Helper()
-	r := rs.homes[i].run("status", "--json")
-	var st struct {
-		Leadership *contract.Leadership `json:"leadership"`
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := rs.homes[i].Dial(ctx, "e2e", "e2e-checker", true)
+	if err != nil {
+		return contract.Leadership{}, false
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Leadership == nil {
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil || st.Leadership == nil {
 		return contract.Leadership{}, false
 	}
 	return *st.Leadership, true
