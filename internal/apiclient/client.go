@@ -173,8 +173,15 @@ func (c *Client) Endpoint(path string) string { return c.base().JoinPath(path).S
 
 // HTTPClient is the client's HTTP client, with its TLS trust (SIMLOCK_CA)
 // and dial bounds but no per-call timeout, for a long-lived exchange of
-// another protocol with the same server (the MCP relay).
-func (c *Client) HTTPClient() *http.Client { return c.hc }
+// another protocol with the same server (the MCP relay). With several base
+// URLs, a request to any of them goes to the one in use and on to the
+// next as the client's own calls do (failover.go).
+func (c *Client) HTTPClient() *http.Client {
+	if len(c.bases) == 1 {
+		return c.hc
+	}
+	return &http.Client{Transport: failoverTransport{c}}
+}
 
 // Close drops the idle connections; the client may still be used.
 func (c *Client) Close() error {

@@ -117,3 +117,12 @@ func (c *Client) leave(at int) {
 		c.cur.CompareAndSwap(int64(at), int64((at+1)%n))
 	}
 }
+
+// failoverTransport sends a request of another protocol (MCP) through the
+// client's failover.
+type failoverTransport struct{ c *Client }
+
+func (t failoverTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, _, err := t.c.do(req)
+	return res, err
+}

@@ -141,6 +141,28 @@ func TestACallGoesOnToTheNextURLWhenTheFirstIsDead(t *testing.T) {
 	}
 }
 
+// The HTTP client lent to another protocol (the MCP relay) fails over as
+// the client's own calls do.
+func TestTheLentHTTPClientGoesOnToTheNextURL(t *testing.T) {
+	b := newStandIn(t, answering)
+	c := newClient(t, apiclient.Options{URL: deadURL(t) + "," + b.URL})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.Endpoint("/mcp"), strings.NewReader(`{"jsonrpc":"2.0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatalf("POST /mcp with the first URL dead: %v", err)
+	}
+	res.Body.Close()
+	if got := b.got(); len(got) != 1 || got[0] != "POST /mcp" {
+		t.Errorf("the second URL got %q, want the MCP message", got)
+	}
+	if c.Endpoint("/mcp") != b.URL+"/mcp" {
+		t.Errorf("endpoint in use %s, want the second URL's", c.Endpoint("/mcp"))
+	}
+}
+
 // A replica that does not lead did nothing with the call: it goes on to
 // the next URL, a POST without an idempotency key too.
 func TestACallNotLeaderGoesOnToTheNextURL(t *testing.T) {
