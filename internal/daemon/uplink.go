@@ -95,6 +95,10 @@ func heartbeat(cfg *config.Config) time.Duration {
 // same gateway.
 const joinEvery = 2 * time.Second
 
+// joinDialTimeout bounds one dial of one gateway replica, the handshake
+// included.
+const joinDialTimeout = 10 * time.Second
+
 // joinGateway keeps a worker's uplink to its gateway (gatewayTargets: the
 // replicas of gateway.urls, else gateway.url): each round dials them in
 // order, following a refusing replica's hint to the leader when the
@@ -130,8 +134,7 @@ func (d *Daemon) joinGateway() {
 		dial := func(ctx context.Context, u string) (*uplink.Conn, error) {
 			return uplink.Dial(ctx, u, cfg.String("gateway.token"), in.ID, d.labelOf(cfg), uplink.Options{Heartbeat: heartbeat(cfg)})
 		}
-		ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
-		conn, at, err := uplink.DialFirst(ctx, targets, dial, func(leader string) {
+		conn, at, err := uplink.DialFirst(d.life, targets, joinDialTimeout, dial, func(leader string) {
 			// Once per leader named, not once per round.
 			if leader != warned {
 				warned = leader
@@ -139,7 +142,6 @@ func (d *Daemon) joinGateway() {
 					"leader", leader, "gateway.urls", targets)
 			}
 		})
-		cancel()
 		if err != nil {
 			return 0, err
 		}

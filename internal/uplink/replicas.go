@@ -60,9 +60,11 @@ type DialFunc func(ctx context.Context, gatewayURL string) (*Conn, error)
 // dialled (the join token goes only where the worker's config says): it
 // is told to foreign, if set, and the round goes on with the next URL.
 // Each URL is dialled at most once a round, so replicas that name each
-// other cannot keep a round going; when every one failed, the error joins
-// their errors and the caller backs off before the next round.
-func DialFirst(ctx context.Context, urls []string, dial DialFunc, foreign func(leaderURL string)) (*Conn, string, error) {
+// other cannot keep a round going, and each dial is bounded by each, so a
+// replica whose machine is gone (no answer at all) leaves time for the
+// next; when every one failed, the error joins their errors and the caller
+// backs off before the next round.
+func DialFirst(ctx context.Context, urls []string, each time.Duration, dial DialFunc, foreign func(leaderURL string)) (*Conn, string, error) {
 	tried := make([]bool, len(urls))
 	var errs []error
 	next := 0
@@ -78,7 +80,9 @@ func DialFirst(ctx context.Context, urls []string, dial DialFunc, foreign func(l
 			return nil, "", errors.Join(errs...)
 		}
 		tried[i] = true
-		c, err := dial(ctx, urls[i])
+		dctx, cancel := context.WithTimeout(ctx, each)
+		c, err := dial(dctx, urls[i])
+		cancel()
 		if err == nil {
 			return c, urls[i], nil
 		}

@@ -116,7 +116,7 @@ func dialFirst(t *testing.T, urls []string) (string, []string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	var foreign []string
-	c, at, err := DialFirst(ctx, urls, dialWorker, func(u string) { foreign = append(foreign, u) })
+	c, at, err := DialFirst(ctx, urls, waitLong, dialWorker, func(u string) { foreign = append(foreign, u) })
 	if c != nil {
 		t.Cleanup(func() { closeAndWait(t, c) })
 	}
@@ -241,7 +241,7 @@ func TestRedialBacksOffWhileEveryReplicaRefuses(t *testing.T) {
 				cancel()
 				return 0, nil
 			}
-			_, _, err := DialFirst(ctx, urls, func(ctx context.Context, u string) (*Conn, error) { dials++; return refuse(ctx, u) }, nil)
+			_, _, err := DialFirst(ctx, urls, time.Second, func(ctx context.Context, u string) (*Conn, error) { dials++; return refuse(ctx, u) }, nil)
 			return 0, err
 		}, nil)
 		if dials != 2*5 {
@@ -253,6 +253,32 @@ func TestRedialBacksOffWhileEveryReplicaRefuses(t *testing.T) {
 			if gap := rounds[i+1].Sub(rounds[i]); gap < floor {
 				t.Errorf("wait before round %d was %v, want at least %v", i+2, gap, floor)
 			}
+		}
+	})
+}
+
+// A replica that never answers (its machine gone) has its own bound: the
+// round goes on to the next one when it runs out.
+func TestDialFirstBoundsEachDial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		var tried []string
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, at, err := DialFirst(ctx, []string{"https://gone.example:7430", "https://gw-2.example:7430"}, 3*time.Second,
+			func(ctx context.Context, u string) (*Conn, error) {
+				tried = append(tried, u)
+				if u == "https://gone.example:7430" {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return nil, nil
+			}, nil)
+		if err != nil || at != "https://gw-2.example:7430" {
+			t.Fatalf("round = %q, %v (tried %q); want it joined to the second replica", at, err, tried)
+		}
+		if waited := time.Since(start); waited != 3*time.Second {
+			t.Errorf("the silent replica held the round %v, want its bound, 3s", waited)
 		}
 	})
 }
