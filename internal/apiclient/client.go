@@ -9,6 +9,11 @@
 // caller maps codes exactly as it does for the daemon socket; a failure to
 // reach the server is DAEMON_CONNECTION_LOST.
 //
+// It may hold several base URLs, the replicas of one gateway: it keeps to
+// the one that last answered, and moves a call on to the next (see
+// failover.go) only when the call cannot have reached a leader, or may be
+// sent twice.
+//
 // A Client is safe for concurrent use. Calls are bounded by their context;
 // the ones that answer at once are also bounded by Options.Timeout, the
 // streams (a request's events, exec, files) only by their context and by
@@ -31,6 +36,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/internal/apiview"
@@ -40,7 +46,8 @@ import (
 // Options configure a Client.
 type Options struct {
 	// URL is the daemon's or gateway's base URL: http://host:port or
-	// https://host:port, with no path beyond "/".
+	// https://host:port, with no path beyond "/"; or a comma-separated
+	// list of them, the replicas of one gateway (ParseURLs).
 	URL string
 	// Token is the bearer token sent with every call ("" sends none).
 	Token string
@@ -58,9 +65,13 @@ type Options struct {
 // DefaultTimeout bounds a call that answers at once.
 const DefaultTimeout = 30 * time.Second
 
-// Client is a client of one daemon's HTTP API.
+// Client is a client of one daemon's HTTP API, or of one gateway's
+// replicas.
 type Client struct {
-	base    *url.URL
+	// bases are the server's base URLs, in the order given; cur is the
+	// index of the one in use.
+	bases   []*url.URL
+	cur     atomic.Int64
 	token   string
 	timeout time.Duration
 	agent   string
@@ -71,7 +82,7 @@ type Client struct {
 
 // New checks the options and returns a client; it does not connect.
 func New(o Options) (*Client, error) {
-	base, err := ParseURL(o.URL)
+	bases, err := ParseURLs(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +104,7 @@ func New(o Options) (*Client, error) {
 		MaxIdleConnsPerHost:   4,
 		ForceAttemptHTTP2:     true,
 	}
-	c := &Client{base: base, token: o.Token, timeout: o.Timeout, agent: o.UserAgent, hc: &http.Client{Transport: tr}}
+	c := &Client{bases: bases, token: o.Token, timeout: o.Timeout, agent: o.UserAgent, hc: &http.Client{Transport: tr}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -143,16 +154,45 @@ func ParseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// URL is the client's base URL.
-func (c *Client) URL() string { return c.base.String() }
+// ParseURLs checks a comma-separated list of base URLs (one URL is a list
+// of one), each as ParseURL does: the one rule for SIMLOCK_URL and simlock
+// login's argument, which may name a gateway's replicas.
+func ParseURLs(raw string) ([]*url.URL, error) {
+	var out []*url.URL
+	for _, item := range strings.Split(raw, ",") {
+		if strings.TrimSpace(item) == "" && strings.Contains(raw, ",") {
+			return nil, contract.Errorf(contract.CodeUsage, "the daemon URL list %q has an empty item", raw).With("field", "url")
+		}
+		u, err := ParseURL(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
 
-// Endpoint is the URL of path (such as "/mcp") on the client's server.
-func (c *Client) Endpoint(path string) string { return c.base.JoinPath(path).String() }
+// base is the base URL in use.
+func (c *Client) base() *url.URL { return c.bases[c.cur.Load()] }
+
+// URL is the client's base URL in use.
+func (c *Client) URL() string { return c.base().String() }
+
+// Endpoint is the URL of path (such as "/mcp") on the client's server in
+// use.
+func (c *Client) Endpoint(path string) string { return c.base().JoinPath(path).String() }
 
 // HTTPClient is the client's HTTP client, with its TLS trust (SIMLOCK_CA)
 // and dial bounds but no per-call timeout, for a long-lived exchange of
-// another protocol with the same server (the MCP relay).
-func (c *Client) HTTPClient() *http.Client { return c.hc }
+// another protocol with the same server (the MCP relay). With several base
+// URLs, a request to any of them goes to the one in use and on to the
+// next as the client's own calls do (failover.go).
+func (c *Client) HTTPClient() *http.Client {
+	if len(c.bases) == 1 {
+		return c.hc
+	}
+	return &http.Client{Transport: failoverTransport{c}}
+}
 
 // Close drops the idle connections; the client may still be used.
 func (c *Client) Close() error {
@@ -162,7 +202,7 @@ func (c *Client) Close() error {
 
 // request builds a call of path (already escaped) with q.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
-	u := *c.base
+	u := *c.base()
 	u.RawPath = path
 	u.Path, _ = url.PathUnescape(path)
 	u.RawQuery = q.Encode()
@@ -180,12 +220,16 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 // send runs req and returns its response when its status is want (or any
 // 2xx when want is 0); any other answer is the error its body says.
 func (c *Client) send(req *http.Request, want ...int) (*http.Response, error) {
-	res, err := c.hc.Do(req)
+	res, _, err := c.sendAt(req, want...)
+	return res, err
+}
+
+// sendAt is send, also saying which base URL answered (an index of
+// c.bases), moving on to the next replica as failover.go says.
+func (c *Client) sendAt(req *http.Request, want ...int) (*http.Response, int, error) {
+	res, at, err := c.do(req)
 	if err != nil {
-		if ctxErr := req.Context().Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, contract.Errorf(contract.CodeDaemonConnectionLost, "reach %s: %v", c.base.Host, unwrapURL(err))
+		return nil, at, err
 	}
 	ok := res.StatusCode/100 == 2
 	if len(want) > 0 {
@@ -195,10 +239,10 @@ func (c *Client) send(req *http.Request, want ...int) (*http.Response, error) {
 		}
 	}
 	if ok {
-		return res, nil
+		return res, at, nil
 	}
 	defer res.Body.Close()
-	return nil, decodeError(res)
+	return nil, at, decodeError(res)
 }
 
 func unwrapURL(err error) error {

@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,8 +71,13 @@ func (c *Client) Catalog(ctx context.Context, platform contract.Platform) (contr
 }
 
 // CreateLeaseRequest is POST /v1/lease-requests: the request, created, or
-// found again by in's idempotency key.
+// found again by in's idempotency key. A request without a key is given a
+// fresh one, so that the call may be sent again (to another replica, when
+// the connection broke after it was sent) without asking twice.
 func (c *Client) CreateLeaseRequest(ctx context.Context, in contract.LeaseRequestInput) (apiview.RequestView, error) {
+	if in.IdempotencyKey == "" {
+		in.IdempotencyKey = newIdempotencyKey()
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	body, err := json.Marshal(apiview.NewLeaseRequestBody(in))
@@ -88,6 +94,11 @@ func (c *Client) CreateLeaseRequest(ctx context.Context, in contract.LeaseReques
 	}
 	var env apiview.RequestEnvelope
 	return env.Request, c.decode(req, &env, http.StatusCreated)
+}
+
+// newIdempotencyKey is a key no other request has: 128 random bits.
+func newIdempotencyKey() string {
+	return "apiclient-" + rand.Text()
 }
 
 // GetLeaseRequest is GET /v1/lease-requests/{id}.
@@ -174,7 +185,7 @@ func (c *Client) followOnce(ctx context.Context, id string, lastID *string, seen
 	if *lastID != "" {
 		req.Header.Set("Last-Event-ID", *lastID)
 	}
-	res, err := c.send(req, http.StatusOK, http.StatusNoContent)
+	res, at, err := c.sendAt(req, http.StatusOK, http.StatusNoContent)
 	if err != nil {
 		return false, err
 	}
@@ -189,6 +200,9 @@ func (c *Client) followOnce(ctx context.Context, id string, lastID *string, seen
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
+			// The server behind the stream may be gone (a replica that
+			// led): the stream is opened again on the next one.
+			c.leave(at)
 			if err == io.EOF {
 				return false, errStreamEnded
 			}
@@ -341,7 +355,7 @@ func (c *Client) WatchLease(ctx context.Context, id string, seen func(LeaseNotic
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	res, err := c.send(req, http.StatusOK)
+	res, at, err := c.sendAt(req, http.StatusOK)
 	if err != nil {
 		return err
 	}
@@ -353,6 +367,7 @@ func (c *Client) WatchLease(ctx context.Context, id string, seen func(LeaseNotic
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			c.leave(at) // the watch, when it is opened again, goes to the next replica
 			return contract.Errorf(contract.CodeDaemonConnectionLost, "the stream of lease %s broke: %v", id, err)
 		}
 		n := LeaseNotice{Event: ev.name}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ import (
 
 func loginCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "login <url>",
+		Use:   "login <url>[,<url>...]",
 		Short: "Use a remote daemon or gateway: store its URL and an HTTP token",
 		Long: `Store a remote profile: the agent commands (lease, release, renew, status,
 list, catalog, events, push, pull, install, screenshot, simctl, adb) then
@@ -31,18 +32,22 @@ speak HTTP to that daemon or gateway instead of the local one.
 The token is read from --token, else from stdin when it is not a terminal,
 else asked for without echo. It is checked against the server (GET
 /v1/status) before it is stored, 0600, in simlock/remote.json of the user's
-config directory. SIMLOCK_URL and SIMLOCK_TOKEN in the environment win over
-the stored profile; SIMLOCK_CA names a PEM file of a private CA for https.`,
+config directory. The URL may be a comma-separated list of a gateway's
+replicas: a call goes to the one that last answered, and on to the next
+when that one cannot be reached or does not lead. SIMLOCK_URL and
+SIMLOCK_TOKEN in the environment win over the stored profile; SIMLOCK_CA
+names a PEM file of a private CA for https.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := apiclient.ParseURL(args[0]); err != nil {
+			urls, err := apiclient.ParseURLs(args[0])
+			if err != nil {
 				return fail(err)
 			}
 			token, err := loginToken(cmd, env)
 			if err != nil {
 				return fail(err)
 			}
-			p := remoteProfile{URL: strings.TrimRight(strings.TrimSpace(args[0]), "/"), Token: token}
+			p := remoteProfile{URL: profileURL(urls), Token: token}
 			c, err := newRemoteClient(env, p)
 			if err != nil {
 				return fail(err)
@@ -78,6 +83,16 @@ the stored profile; SIMLOCK_CA names a PEM file of a private CA for https.`,
 		},
 	}
 	return cmd
+}
+
+// profileURL is how a profile stores its base URLs: each without a
+// trailing slash, comma-separated.
+func profileURL(urls []*url.URL) string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = strings.TrimRight(u.String(), "/")
+	}
+	return strings.Join(out, ",")
 }
 
 // loginToken is the token simlock login stores: --token, stdin when it is

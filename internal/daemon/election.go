@@ -87,8 +87,18 @@ func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 		defer d.replica.wg.Done()
 		t := time.NewTicker(timeout / 10)
 		defer t.Stop()
+		var reloaded time.Time
 		for {
 			d.observe(e, self)
+			// A follower checks the tokens of the calls it answers itself
+			// (status, metrics, readiness): those the leader creates or
+			// revokes reach it within followerTokenReload.
+			if !d.replica.leading.Load() && time.Since(reloaded) >= followerTokenReload {
+				reloaded = time.Now()
+				if err := d.tokens.reload(d.life); err != nil && d.life.Err() == nil {
+					d.log.Warn("a follower could not read the tokens again", "err", err)
+				}
+			}
 			select {
 			case <-d.life.Done():
 				return
@@ -116,6 +126,9 @@ func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 	}
 	return nil
 }
+
+// followerTokenReload is how often a follower reads the tokens again.
+const followerTokenReload = 2 * time.Second
 
 // observe records who leads as the elector last read it.
 func (d *Daemon) observe(e *leader.Elector, self string) {

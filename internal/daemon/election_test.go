@@ -74,6 +74,16 @@ func TestTwoReplicasElectOneLeaderAndTheFollowerTakesOver(t *testing.T) {
 	if b.fleet != nil || b.jobs != nil {
 		t.Errorf("the follower started the gateway's machinery (fleet %v, jobs %v)", b.fleet != nil, b.jobs != nil)
 	}
+	// A token the leader makes is known to the follower soon after: the
+	// follower checks the tokens of the calls it answers itself.
+	tok, err := a.tokens.create(context.Background(), contract.TokenCreateInput{Role: contract.TokenAgent, Label: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leadsWithin(t, 10*time.Second, "the follower knows a token the leader made after it started", func() bool {
+		_, ok := b.tokens.lookup(tok.Secret)
+		return ok
+	})
 	for _, r := range []struct {
 		d    *Daemon
 		lead string

@@ -178,6 +178,8 @@ type uplinkState struct {
 	mu sync.Mutex
 	// mu guards the fields below.
 	configured, connected bool
+	// url is the gateway replica connected to.
+	url string
 	// since is when the uplink last went down, or when a gateway was
 	// first named while it was not connected.
 	since time.Time
@@ -193,14 +195,15 @@ func (u *uplinkState) target(named bool, now time.Time) {
 	u.configured = named
 }
 
-// up records that the uplink connected (true) or ended (false).
-func (u *uplinkState) up(connected bool, now time.Time) {
+// up records that the uplink connected (true) to the gateway at url, or
+// ended (false).
+func (u *uplinkState) up(connected bool, url string, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.connected && !connected {
 		u.since = now
 	}
-	u.connected = connected
+	u.connected, u.url = connected, url
 }
 
 // check is the uplink check, or false when no gateway is named.
@@ -213,6 +216,8 @@ func (u *uplinkState) check() (contract.HealthCheck, bool) {
 	c := contract.HealthCheck{Name: contract.HealthUplink, OK: u.connected}
 	if !u.connected {
 		c.Detail = "not connected to the gateway since " + u.since.UTC().Format(time.RFC3339)
+	} else if u.url != "" {
+		c.Detail = "connected to " + u.url
 	}
 	return c, true
 }

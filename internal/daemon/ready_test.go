@@ -75,9 +75,9 @@ func TestTheUplinkCheckFollowsTheUplink(t *testing.T) {
 	want("named, never connected", false, "not connected to the gateway since 2026-01-02T03:04:05Z")
 	u.target(true, t0.Add(time.Minute)) // each turn of the join loop names it again
 	want("named again", false, "not connected to the gateway since 2026-01-02T03:04:05Z")
-	u.up(true, t0.Add(2*time.Minute))
-	want("connected", true, "")
-	u.up(false, t0.Add(3*time.Minute))
+	u.up(true, "https://gw-2.example:7430", t0.Add(2*time.Minute))
+	want("connected", true, "connected to https://gw-2.example:7430")
+	u.up(false, "", t0.Add(3*time.Minute))
 	want("ended", false, "not connected to the gateway since 2026-01-02T03:07:05Z")
 	u.target(false, t0.Add(4*time.Minute))
 	if c, ok := u.check(); ok {

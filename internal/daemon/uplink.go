@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/simlock/simlock/internal/config"
@@ -97,13 +98,20 @@ func heartbeat(cfg *config.Config) time.Duration {
 // same gateway.
 const joinEvery = 2 * time.Second
 
-// joinGateway keeps a worker's uplink to the gateway gateway.url names:
-// it dials, serves the gateway as an admin session (the worker's own config
-// named it), and after the uplink ends dials again with backoff
-// (uplink.Backoff: quick attempts capped at 2 s first, so a restarted
-// gateway has its workers back within seconds, then doubling to 30 s;
-// jittered). The gateway.* keys are read from the config
-// file at each attempt and checked while connected, so `simlock config set
+// joinDialTimeout bounds one dial of one gateway replica, the handshake
+// included.
+const joinDialTimeout = 10 * time.Second
+
+// joinGateway keeps a worker's uplink to its gateway (gatewayTargets: the
+// replicas of gateway.urls, else gateway.url): each round dials them in
+// order, following a refusing replica's hint to the leader when the
+// leader is one of them (uplink.DialFirst), and serves the gateway as an
+// admin session (the worker's own config named it). After the uplink
+// ends, or a round in which every replica failed, it dials again with
+// backoff (uplink.Backoff: quick attempts capped at 2 s first, so a
+// restarted gateway has its workers back within seconds, then doubling to
+// 30 s; jittered). The gateway.* keys are read from the config file at
+// each attempt and checked while connected, so `simlock config set
 // gateway.url …` takes effect without a restart.
 func (d *Daemon) joinGateway() {
 	in, err := ownership.LoadInstance(d.opts.Home)
@@ -112,44 +120,61 @@ func (d *Daemon) joinGateway() {
 		return
 	}
 	var backoff uplink.Backoff
-	for {
+	var targets []string
+	warned := ""
+	round := func() (time.Duration, error) {
 		cfg := d.gatewayConfig()
-		target := cfg.String("gateway.url")
-		d.uplinkState.target(target != "", time.Now())
-		if target == "" {
-			if !d.pause(joinEvery) {
-				return
+		for targets = gatewayTargets(cfg); ; targets = gatewayTargets(cfg) {
+			d.uplinkState.target(len(targets) > 0, time.Now())
+			if len(targets) > 0 {
+				break
 			}
-			continue
+			if !d.pause(joinEvery) {
+				return 0, nil
+			}
+			cfg = d.gatewayConfig()
 		}
-		up, err := d.joinOnce(in.ID, cfg)
-		if d.life.Err() != nil {
-			return
+		dial := func(ctx context.Context, u string) (*uplink.Conn, error) {
+			return uplink.Dial(ctx, u, cfg.String("gateway.token"), in.ID, d.labelOf(cfg), uplink.Options{Heartbeat: heartbeat(cfg)})
 		}
-		backoff.Ended(up)
-		wait := backoff.Next()
-		d.log.Warn("uplink to the gateway ended; dialing again", "gateway", target, "err", err, "in", wait)
-		if !d.pause(wait) {
-			return
+		conn, at, err := uplink.DialFirst(d.life, targets, joinDialTimeout, dial, func(leader string) {
+			// Once per leader named, not once per round.
+			if leader != warned {
+				warned = leader
+				d.log.Warn("a gateway replica named a leader this worker's config does not list; not dialing it",
+					"leader", leader, "gateway.urls", targets)
+			}
+		})
+		if err != nil {
+			return 0, err
 		}
+		return d.joinOnce(conn, at, cfg)
 	}
+	uplink.Redial(d.life, &backoff, round, func(err error, wait time.Duration) {
+		d.log.Warn("uplink to the gateway ended; dialing again", "gateway", targets, "err", err, "in", wait)
+	})
 }
 
-// joinOnce dials the gateway and serves the uplink until it ends or the
-// config stops naming that gateway; up is how long the uplink was up (0
-// when the dial failed).
-func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(d.life, 30*time.Second)
-	conn, err := uplink.Dial(ctx, cfg.String("gateway.url"), cfg.String("gateway.token"), id, d.labelOf(cfg),
-		uplink.Options{Heartbeat: heartbeat(cfg)})
-	cancel()
-	if err != nil {
-		return 0, err
+// gatewayTargets are the gateway addresses a worker dials, in order:
+// gateway.urls when set, else gateway.url; none when neither is.
+func gatewayTargets(cfg *config.Config) []string {
+	if urls := cfg.List("gateway.urls"); len(urls) > 0 {
+		return urls
 	}
+	if u := cfg.String("gateway.url"); u != "" {
+		return []string{u}
+	}
+	return nil
+}
+
+// joinOnce serves the uplink conn, made to the gateway at url, until it
+// ends or a live key of the config changes (config.LiveKeys); up is how
+// long the uplink was up.
+func (d *Daemon) joinOnce(conn *uplink.Conn, url string, cfg *config.Config) (up time.Duration, err error) {
 	joined := time.Now()
-	d.log.Info("joined the gateway", "gateway", cfg.String("gateway.url"))
-	d.uplinkState.up(true, joined)
-	defer func() { d.uplinkState.up(false, time.Now()) }()
+	d.log.Info("joined the gateway", "gateway", url)
+	d.uplinkState.up(true, url, joined)
+	defer func() { d.uplinkState.up(false, "", time.Now()) }()
 	c := newConn(d, conn)
 	c.trusted = true
 	d.mu.Lock()
@@ -177,7 +202,7 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err 
 		case <-t.C:
 			now := d.gatewayConfig()
 			for _, k := range config.LiveKeys() {
-				if now.String(k) != cfg.String(k) {
+				if !sameSetting(now, cfg, k) {
 					c.close()
 					<-done
 					return time.Since(joined), errors.New(k + " changed")
@@ -185,6 +210,14 @@ func (d *Daemon) joinOnce(id string, cfg *config.Config) (up time.Duration, err 
 			}
 		}
 	}
+}
+
+// sameSetting reports whether a and b have the same value for key, of any
+// kind (gateway.urls is a list).
+func sameSetting(a, b *config.Config, key string) bool {
+	va, _ := a.Get(key)
+	vb, _ := b.Get(key)
+	return reflect.DeepEqual(va, vb)
 }
 
 // gatewayConfig is the config as the file says now, for the gateway.*

@@ -38,6 +38,13 @@ type ProxyOptions struct {
 // behaves as if the client spoke HTTP itself. Ending the session ends the
 // remote one (DELETE), which withdraws its waiting requests; its leases
 // stay the token's.
+//
+// A remote server that answers 404 for the session no longer has it (the
+// gateway replica that held it went away, and another one answers now):
+// the proxy opens a new session with the client's own initialize (the
+// same client info and capabilities), sends it the message that was
+// refused, and goes on. Nothing the agent holds is lost with the session:
+// its leases live on the gateway, under the token.
 func Proxy(ctx context.Context, opts ProxyOptions, local mcp.Transport) error {
 	log := opts.Logger
 	if log == nil {
@@ -52,17 +59,18 @@ func Proxy(ctx context.Context, opts ProxyOptions, local mcp.Transport) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	remote, err := (&mcp.StreamableClientTransport{Endpoint: opts.Endpoint, HTTPClient: p.hc, DisableStandaloneSSE: true}).Connect(ctx)
+	remote, err := p.connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", opts.Endpoint, err)
+		return err
 	}
-	defer remote.Close()
+	p.remote = remote
+	defer func() { p.current().Close() }()
 	near, err := local.Connect(ctx)
 	if err != nil {
 		return fmt.Errorf("stdio: %w", err)
 	}
 	defer near.Close()
-	p.near, p.remote = near, remote
+	p.near = near
 
 	errs := make(chan error, 2)
 	go func() { errs <- p.up(ctx) }()
@@ -82,15 +90,103 @@ type proxy struct {
 	endpoint string
 	hc       *http.Client
 	near     mcp.Connection
-	remote   mcp.Connection
 
 	// version is the protocol version the remote server chose, sent on
 	// every request after initialize.
 	version sync.Map // "v" -> string
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// mu guards the fields below.
 	initID any // the id of the client's initialize, to spot its answer
-	listen sync.Once
+	// init is the client's initialize, sent again to open a new session
+	// when the remote one is gone.
+	init   *jsonrpc.Request
+	remote mcp.Connection
+	// renewed counts the sessions opened again, for the ids of their
+	// initializes.
+	renewed int
+	listen  sync.Once
+
+	// reconnecting is held by the one loop that opens a new session.
+	reconnecting sync.Mutex
+}
+
+// connect opens a remote session (before its initialize).
+func (p *proxy) connect(ctx context.Context) (mcp.Connection, error) {
+	remote, err := (&mcp.StreamableClientTransport{Endpoint: p.endpoint, HTTPClient: p.hc, DisableStandaloneSSE: true}).Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", p.endpoint, err)
+	}
+	return remote, nil
+}
+
+// current is the remote session in use.
+func (p *proxy) current() mcp.Connection {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.remote
+}
+
+// renew replaces the remote session old, which the server no longer has,
+// with a new one initialized as the client initialized the first: the
+// client's initialize is sent again (under an id of the proxy's own, its
+// answer kept from the client, which has had one), then the initialized
+// notification. When another loop has already replaced old, its
+// replacement is returned.
+func (p *proxy) renew(ctx context.Context, old mcp.Connection) (mcp.Connection, error) {
+	p.reconnecting.Lock()
+	defer p.reconnecting.Unlock()
+	p.mu.Lock()
+	cur, init := p.remote, p.init
+	p.renewed++
+	n := p.renewed
+	p.mu.Unlock()
+	if cur != old {
+		return cur, nil
+	}
+	if init == nil {
+		return nil, errors.New("the remote MCP session ended before it was initialized")
+	}
+	p.log.Warn("the remote MCP server no longer has this session (a gateway replica went away?); opening a new one", "endpoint", p.endpoint)
+	next, err := p.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := jsonrpc.MakeID(fmt.Sprintf("simlock-mcp-proxy-reinitialize-%d", n))
+	if err != nil {
+		next.Close()
+		return nil, err
+	}
+	again := &jsonrpc.Request{ID: id, Method: init.Method, Params: init.Params}
+	if err := next.Write(ctx, again); err != nil {
+		next.Close()
+		return nil, fmt.Errorf("initialize a new session on %s: %w", p.endpoint, err)
+	}
+	for {
+		msg, err := next.Read(ctx)
+		if err != nil {
+			next.Close()
+			return nil, fmt.Errorf("initialize a new session on %s: %w", p.endpoint, err)
+		}
+		res, ok := msg.(*jsonrpc.Response)
+		if !ok || res.ID != id {
+			continue // nothing else is the client's before its session is up
+		}
+		if res.Error != nil {
+			next.Close()
+			return nil, fmt.Errorf("initialize a new session on %s: %w", p.endpoint, res.Error)
+		}
+		break
+	}
+	if err := next.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
+		next.Close()
+		return nil, fmt.Errorf("initialize a new session on %s: %w", p.endpoint, err)
+	}
+	p.mu.Lock()
+	p.remote = next
+	p.mu.Unlock()
+	old.Close() // the server has no session to end: no DELETE is sent
+	return next, nil
 }
 
 // up copies the client's messages to the remote server.
@@ -102,10 +198,19 @@ func (p *proxy) up(ctx context.Context) error {
 		}
 		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "initialize" && req.ID.IsValid() {
 			p.mu.Lock()
-			p.initID = req.ID.Raw()
+			p.initID, p.init = req.ID.Raw(), req
 			p.mu.Unlock()
 		}
-		if err := p.remote.Write(ctx, msg); err != nil {
+		remote := p.current()
+		err = remote.Write(ctx, msg)
+		if errors.Is(err, mcp.ErrSessionMissing) {
+			// The server did nothing with the message: it goes to the
+			// new session.
+			if remote, err = p.renew(ctx, remote); err == nil {
+				err = remote.Write(ctx, msg)
+			}
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -123,7 +228,13 @@ func (p *proxy) up(ctx context.Context) error {
 // server's own stream once the session is initialized.
 func (p *proxy) down(ctx context.Context) error {
 	for {
-		msg, err := p.remote.Read(ctx)
+		remote := p.current()
+		msg, err := remote.Read(ctx)
+		if errors.Is(err, mcp.ErrSessionMissing) {
+			if _, err = p.renew(ctx, remote); err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Error("the remote MCP session ended", "endpoint", p.endpoint, "err", err)
@@ -174,7 +285,7 @@ func (p *proxy) standalone(ctx context.Context) {
 			return
 		}
 		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", p.remote.SessionID())
+		req.Header.Set("Mcp-Session-Id", p.current().SessionID())
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)
 		}
@@ -184,6 +295,11 @@ func (p *proxy) standalone(ctx context.Context) {
 			if ctx.Err() == nil {
 				p.log.Warn("the remote MCP server's stream broke; reconnecting", "err", err)
 			}
+		case res.StatusCode == http.StatusNotFound:
+			// The session is gone; the calls' loops open a new one, and
+			// this stream follows it.
+			res.Body.Close()
+			last = ""
 		case res.StatusCode == http.StatusMethodNotAllowed:
 			// The server has no standalone stream: everything comes on
 			// the calls' own streams.

@@ -85,6 +85,9 @@ type RefusedError struct {
 	// sent one: the code says why, where the status alone cannot.
 	Code    contract.Code
 	Message string
+	// Details are the body's other fields: a replica that does not lead
+	// names the leader in leaderUrl (contract.CodeNotLeader).
+	Details map[string]any
 }
 
 func (e *RefusedError) Error() string {
@@ -143,7 +146,7 @@ func refused(resp *http.Response) *RefusedError {
 		Error *contract.Error `json:"error"`
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error != nil {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
+		e.Code, e.Message, e.Details = body.Error.Code, body.Error.Message, body.Error.Details
 	}
 	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestDialRefusedByStatusGivesRefusedError(t *testing.T) {
 			if !errors.As(err, &re) {
 				t.Fatalf("dial: %v, want a *RefusedError", err)
 			}
-			if *re != tc.want {
+			if !reflect.DeepEqual(*re, tc.want) {
 				t.Fatalf("refusal %+v, want %+v", *re, tc.want)
 			}
 		})

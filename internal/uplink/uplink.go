@@ -12,7 +12,9 @@
 // The package owns the socket from NewConn (or Accept, or Dial) on; the caller
 // owns the Conn. A Conn's methods are safe for concurrent use; Read calls are
 // served one at a time, and each Write's lines go out together. Backoff is
-// for the one goroutine that redials.
+// for the one goroutine that redials: Redial runs that goroutine's rounds,
+// and DialFirst is one round over a gateway's replicas, following a
+// replica's NOT_LEADER hint only to a URL the worker lists.
 package uplink
 
 import (

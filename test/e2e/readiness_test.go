@@ -82,8 +82,8 @@ func TestAWorkerIsNotReadyWhileItsUplinkIsDown(t *testing.T) {
 	f.await("worker A connected", 10*time.Second, connected(id))
 	wa := &api{t: t, base: httpURL(t, w)}
 	rep := wa.awaitProbe("uplink up", "/readyz?verbose", http.StatusOK, 10*time.Second)
-	if c := checksOf(rep)[contract.HealthUplink]; !c.OK || c.Detail != "" {
-		t.Errorf("connected worker's uplink check %+v, want ok", c)
+	if c := checksOf(rep)[contract.HealthUplink]; !c.OK || c.Detail != "connected to "+f.url {
+		t.Errorf("connected worker's uplink check %+v, want ok, connected to %s", c, f.url)
 	}
 
 	if r := f.gw.run("daemon", "stop"); r.code != 0 {
