@@ -10,6 +10,7 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/gateway"
 	"github.com/simlock/simlock/internal/ids"
+	"github.com/simlock/simlock/internal/leader"
 	"github.com/simlock/simlock/internal/ownership"
 	"github.com/simlock/simlock/internal/queue"
 	"github.com/simlock/simlock/internal/store"
@@ -53,6 +54,8 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 		LeaseEnded:     d.leaseEnded,
 		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
+		Fatal:          d.gatewayQueueFailed,
+		Refused:        refusedToDeposed,
 	})
 	d.leases = d.leasing
 	if err := d.leasing.Load(ctx); err != nil {
@@ -205,5 +208,30 @@ func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Even
 		return err
 	}
 	d.bus.Publish(appended...)
+	return nil
+}
+
+// gatewayQueueFailed is told that the fleet queue could not save a
+// decision and stopped deciding: memory is ahead of the database, so the
+// gateway stops as a daemon does, and the next start converges from what
+// was saved. A replica steps down instead: it runs itself again as a
+// follower, and whichever replica leads next starts from the database.
+func (d *Daemon) gatewayQueueFailed(err error) {
+	if d.replica.enabled() {
+		d.deposed(d.replica.won.Load(), "the fleet queue could not save a decision: "+err.Error())
+		return
+	}
+	d.log.Error("could not save a decision; stopping", "err", err)
+	d.requestStop()
+}
+
+// refusedToDeposed answers the waiters of a decision that the store
+// refused to a deposed leader (its fence) NOT_LEADER rather than
+// INTERNAL: nothing of it was saved, the requests' records wait for the
+// next leader, and a client is to ask that one.
+func refusedToDeposed(err error) *contract.Error {
+	if errors.Is(err, leader.ErrDeposed) {
+		return contract.Errorf(contract.CodeNotLeader, "this gateway replica is no longer the leader: nothing of the decision was saved; ask the leader")
+	}
 	return nil
 }

@@ -85,7 +85,13 @@ type LeasingOptions struct {
 	// (no worker takes requests, none serves the platform or the model);
 	// 30 s when 0, a worker's longest wait between two dials.
 	RejoinGrace time.Duration
-	Logger      *slog.Logger
+	// Fatal is told, once, that a decision's commit failed and the queue
+	// stopped deciding (queue.Options.Fatal); nil ignores it.
+	Fatal func(error)
+	// Refused is what such a failure is answered as instead of INTERNAL,
+	// when it returns non-nil (queue.Options.Refused).
+	Refused func(error) *contract.Error
+	Logger  *slog.Logger
 }
 
 // Leasing is leasing through a gateway: one fleet-wide queue (the queue
@@ -212,6 +218,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		held: map[string][]*dispatchHold{}}
 	l.q = queue.New(queue.Options{
 		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
+		Fatal: opts.Fatal, Refused: opts.Refused,
 		LeaseOf: func(requester string) (string, string, bool) {
 			e, ok := l.idx.ofRequester(requester)
 			if !ok {

@@ -13,12 +13,14 @@ import (
 
 // memStore is the shared in-memory store (memstore) behind the queue's
 // Store: it keeps every record as last written and every event in order,
-// and counts commits; failNext makes the next Commit fail.
+// and counts commits; failNext makes the next Commit fail (with failWith,
+// or errDiskFull).
 type memStore struct {
 	*memstore.Store
 	mu       sync.Mutex
 	commits  int
 	failNext bool
+	failWith error
 }
 
 func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
@@ -29,8 +31,12 @@ func (m *memStore) Commit(ctx context.Context, w Writes) ([]contract.Event, erro
 	m.mu.Lock()
 	if m.failNext {
 		m.failNext = false
+		err := m.failWith
+		if err == nil {
+			err = errDiskFull
+		}
 		m.mu.Unlock()
-		return nil, errDiskFull
+		return nil, err
 	}
 	if len(w.Requests)+len(w.Events) == 0 {
 		m.mu.Unlock()
@@ -193,9 +199,9 @@ type rig struct {
 	mu     sync.Mutex
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, with ...func(*Options)) *rig {
 	r := &rig{t: t, st: newMemStore(), pl: newSlots(), fatal: make(chan error, 1)}
-	r.q = New(Options{
+	opts := Options{
 		Store: r.st, Placer: r.pl,
 		LeaseOf: func(req string) (string, string, bool) { id, ok := r.pl.leases[req]; return id, r.pl.owners[req], ok },
 		Publish: func(evs ...contract.Event) {
@@ -204,7 +210,11 @@ func newRig(t *testing.T) *rig {
 			r.events = append(r.events, evs...)
 		},
 		Fatal: func(err error) { r.fatal <- err },
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	r.q = New(opts)
 	r.pl.q = r.q
 	return r
 }

@@ -148,6 +148,11 @@ type Options struct {
 	Seal func(tx *Txn)
 	// Publish receives committed events in order. It must not block.
 	Publish func(...contract.Event)
+	// Refused, when set, is what a commit failure is answered as instead
+	// of INTERNAL, when it returns non-nil: a store that refused the
+	// commit on purpose (a gateway replica deposed under the decision)
+	// says so to the waiters.
+	Refused func(error) *contract.Error
 	// Fatal is told, once, that a commit failed and the queue stopped
 	// deciding; the owner should stop (the next start converges from the
 	// database). It is called in a goroutine of its own.
@@ -217,6 +222,9 @@ func New(opts Options) *Queue {
 	}
 	if opts.Publish == nil {
 		opts.Publish = func(...contract.Event) {}
+	}
+	if opts.Refused == nil {
+		opts.Refused = func(error) *contract.Error { return nil }
 	}
 	if opts.Fatal == nil {
 		opts.Fatal = func(error) {}
@@ -353,6 +361,9 @@ func (q *Queue) Err() error {
 }
 
 func (q *Queue) brokenError() *contract.Error {
+	if cerr := q.opts.Refused(q.broken); cerr != nil {
+		return cerr
+	}
 	return contract.Errorf(contract.CodeInternal, "simlock stopped deciding after it could not save its state (%v); it restarts from what was saved", q.broken)
 }
 
@@ -413,8 +424,8 @@ func (q *Queue) finishLocked(tx *Txn) error {
 
 // failLocked stops the queue after a commit failed: nothing of the failed
 // decision is told; every waiter, those the decision settled included,
-// hears INTERNAL; their stored records stay as they were, and the next
-// start settles the open ones.
+// hears INTERNAL (or what Options.Refused makes of the failure); their stored records stay as they were, and the next start
+// takes up the open ones.
 func (q *Queue) failLocked(tx *Txn, err error) {
 	q.broken = err
 	q.log.Error("commit failed; the queue stops deciding", "err", err)

@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -500,6 +502,34 @@ func TestAFailedCommitStopsTheQueueAndTellsNobody(t *testing.T) {
 	}
 	expectCode(t, "a decision after the failure", r.q.Do(func(*Txn) error { return nil }), contract.CodeInternal)
 	expectCode(t, "a request after the failure", r.submit("b", ios).err, contract.CodeInternal)
+}
+
+// A commit failure that Options.Refused names (a gateway replica deposed
+// under the decision) is answered as it says, not INTERNAL: nothing was
+// saved, and the requests' records stay for the next leader.
+func TestACommitFailureTheOwnerNamesIsAnsweredAsItSays(t *testing.T) {
+	errDeposed := errors.New("deposed")
+	r := newRig(t, func(o *Options) {
+		o.Refused = func(err error) *contract.Error {
+			if errors.Is(err, errDeposed) {
+				return contract.Errorf(contract.CodeNotLeader, "not the leader")
+			}
+			return nil
+		}
+	})
+	waiting := r.mustSubmit("a", ios)
+	r.pl.instant = true
+	r.st.failWith = fmt.Errorf("store: commit: fence term 1: %w", errDeposed)
+	r.st.failNext = true
+	r.pl.release(contract.PlatformIOS, "") // the grant's commit is refused
+	<-r.fatal
+	if _, cerr := waiting.t.Result(); cerr == nil || cerr.Code != contract.CodeNotLeader {
+		t.Fatalf("the waiter whose grant a deposed leader could not commit got %v, want NOT_LEADER", cerr)
+	}
+	if rec := r.st.record(waiting.t.RequestID()); rec.State != contract.RequestQueued {
+		t.Fatalf("the store holds %s, want the request still queued for the next leader", rec.State)
+	}
+	expectCode(t, "a request after the deposition", r.submit("b", ios).err, contract.CodeNotLeader)
 }
 
 func TestStopAnswersWaitersAndLeavesTheirRecordsOpen(t *testing.T) {
