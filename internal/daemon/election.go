@@ -63,6 +63,15 @@ func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 	e, err := leader.New(leader.Options{
 		URL: storeURL, Group: leaderGroup, AdvertiseURL: self, Timeout: timeout,
 		OnElected: func(term int64) {
+			if d.replica.stopErr() != nil {
+				// Deposed (or failed) and stopping: this process never
+				// leads again, or a second fleet and queue would start
+				// beside the first's; it runs itself again as a follower,
+				// and its elector's session, which holds the term it just
+				// won, ends with the stop.
+				d.log.Info("elected while stopping; not leading", "term", term)
+				return
+			}
 			d.replica.won.Store(term)
 			d.replica.wg.Add(1)
 			// The gateway starts beside the elector: its heartbeat must go
