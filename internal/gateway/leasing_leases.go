@@ -158,7 +158,13 @@ func (l *Leasing) ending(e *indexed, reason contract.EndReason, release func(ctx
 		mark("")
 		return err
 	}
-	l.ended(e.workerID, e.workerLeaseID)
+	// The end is acknowledged only once it is saved: a gateway that lost
+	// the database (a replica deposed under the release) answers so, and
+	// the client asks again of the next, where the worker's view ends the
+	// lease.
+	if _, _, err := l.endedSaved(e.workerID, e.workerLeaseID); err != nil {
+		return err
+	}
 	l.tellEnded(e, string(reason))
 	return nil
 }
@@ -326,14 +332,21 @@ func (l *Leasing) ProjectDevices(c queue.Caller, ds []contract.Device) []contrac
 // ended forgets a lease its worker says ended (a relayed lease.expired or
 // lease.released).
 func (l *Leasing) ended(workerID, workerLeaseID string) (*indexed, bool) {
+	e, ok, _ := l.endedSaved(workerID, workerLeaseID)
+	return e, ok
+}
+
+// endedSaved is ended, with the error of the decision that saved the end
+// (its grant record deleted): nil once it is in the store.
+func (l *Leasing) endedSaved(workerID, workerLeaseID string) (*indexed, bool, error) {
 	var e *indexed
 	var ok bool
-	_ = l.q.Do(func(tx *queue.Txn) error {
+	err := l.q.Do(func(tx *queue.Txn) error {
 		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
 			l.idx.remove(e)
 			tx.Kick()
 		}
 		return nil
 	})
-	return e, ok
+	return e, ok, err
 }
