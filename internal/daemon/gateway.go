@@ -55,7 +55,7 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 		DeviceHealth:   d.deviceHealth,
 		Logger:         d.log.With("module", "fleet-queue"),
 		Fatal:          d.gatewayQueueFailed,
-		Refused:        refusedToDeposed,
+		Refused:        d.refusedCommit,
 	})
 	d.leases = d.leasing
 	if err := d.leasing.Load(ctx); err != nil {
@@ -225,13 +225,15 @@ func (d *Daemon) gatewayQueueFailed(err error) {
 	d.requestStop()
 }
 
-// refusedToDeposed answers the waiters of a decision that the store
-// refused to a deposed leader (its fence) NOT_LEADER rather than
-// INTERNAL: nothing of it was saved, the requests' records wait for the
-// next leader, and a client is to ask that one.
-func refusedToDeposed(err error) *contract.Error {
-	if errors.Is(err, leader.ErrDeposed) {
-		return contract.Errorf(contract.CodeNotLeader, "this gateway replica is no longer the leader: nothing of the decision was saved; ask the leader")
+// refusedCommit answers the waiters of a decision a replica's store could
+// not save NOT_LEADER rather than INTERNAL: the replica steps down for it
+// (gatewayQueueFailed), the requests' records wait in the database for the
+// next leader, and a client is to ask that one (a request asked again
+// with its idempotency key gets what was saved, if the commit landed). Any
+// other gateway's waiters hear the queue's INTERNAL, as it stops.
+func (d *Daemon) refusedCommit(err error) *contract.Error {
+	if !d.replica.enabled() && !errors.Is(err, leader.ErrDeposed) {
+		return nil
 	}
-	return nil
+	return contract.Errorf(contract.CodeNotLeader, "this gateway replica could not save the decision and steps down: ask the leader")
 }
