@@ -170,11 +170,12 @@ func (a *sockAgent) step(ctx context.Context) error {
 }
 
 // stopping reports whether err is a fleet's gateway stopping under the
-// call (DAEMON_STOPPING): a replica that steps down stops as a daemon stop
+// call (DAEMON_STOPPING), or failing while its database is down
+// (fleetRun.storeOutage): a replica that steps down stops as a daemon stop
 // does, and what it was asked is asked again of the next leader, where a
 // waiting request (the same idempotency key) is still in line.
 func (a *sockAgent) stopping(err error) bool {
-	return a.fleet != nil && codeOf(err) == contract.CodeDaemonStopping
+	return a.fleet != nil && (codeOf(err) == contract.CodeDaemonStopping || a.fleet.storeOutage(string(codeOf(err))))
 }
 
 // heard takes the notices the daemon pushed: a lease-lost for the lease
@@ -373,7 +374,14 @@ func (a *httpAgent) call(ctx context.Context, method, path, body string, headers
 			return 0, nil, fmt.Errorf("%s %s answered %d with a body that is not JSON: %q", method, path, resp.StatusCode, b)
 		}
 	}
-	if resp.StatusCode == http.StatusServiceUnavailable && errCode(out) == string(contract.CodeNotLeader) {
+	if a.fleet.storeOutage(errCode(out)) {
+		return 0, nil, fmt.Errorf("%s %s while the database was down: %v", method, path, out)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && (errCode(out) == string(contract.CodeNotLeader) ||
+		a.fleet != nil && errCode(out) == string(contract.CodeDaemonStopping)) {
+		// A replica that does not lead, or one stepping down: nothing
+		// was done; the next URL (or this one, once a leader is back)
+		// is asked again.
 		a.cur++
 		return 0, nil, fmt.Errorf("%s %s at %s: %v", method, path, base, out)
 	}

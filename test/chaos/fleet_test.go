@@ -307,8 +307,9 @@ func (fl *fleet) keepLogs(t *testing.T, violations []string) {
 type fleetRun struct {
 	l *ledger
 
-	mu   sync.Mutex
-	down []window // when the gateway was stopped or dead
+	mu     sync.Mutex
+	down   []window // when the gateway was stopped or dead
+	dbDown []window // when a replicated fleet's database was down, until a replica led again
 }
 
 // window is a span of time; to is zero while it lasts.

@@ -267,12 +267,14 @@ func (fl *fleet) replicaFault(rng *rand.Rand, run *fleetRun) (string, time.Durat
 		return "leader SIGSTOP", took, found
 	}
 	run.gatewayDown(true)
+	run.storeDown()
 	fl.pg.Stop(fl.t)
 	pause(rng, 1500)
 	fl.pg.Restart(fl.t)
 	restarted := time.Now()
 	found := fl.reviveReplicas()
 	took, more := fl.awaitLeader(-1, before.Term, restarted, failoverBound)
+	run.storeUp()
 	run.gatewayUp()
 	return "PostgreSQL restart", took, append(found, more...)
 }
@@ -358,4 +360,36 @@ func fleetID(t *testing.T, db string) string {
 		t.Fatalf("read the fleet's identity: %v", err)
 	}
 	return id
+}
+
+// storeDown and storeUp bound a PostgreSQL outage the run made.
+func (f *fleetRun) storeDown() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dbDown = append(f.dbDown, window{from: time.Now()})
+}
+
+func (f *fleetRun) storeUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dbDown[len(f.dbDown)-1].to = time.Now()
+}
+
+// storeOutage reports whether an answer with code, heard now, is the
+// gateway failing while its database is down, or just after: INTERNAL
+// (it could not save a decision, or read a record) is then honest, as
+// FLEET.md says PostgreSQL must be available; the agent asks again.
+func (f *fleetRun) storeOutage(code string) bool {
+	if f == nil || code != string(contract.CodeInternal) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	for _, w := range f.dbDown {
+		if !now.Before(w.from) && (w.to.IsZero() || now.Before(w.to.Add(deadlineSlack))) {
+			return true
+		}
+	}
+	return false
 }

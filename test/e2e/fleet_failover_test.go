@@ -17,8 +17,8 @@ import (
 // with its own agent token (so its own requester), in arrival order.
 type waiter struct {
 	name, token, secret, id string
-	cli              *proc // the remote CLI that follows it, if any
-	lease            string
+	cli                     *proc // the remote CLI that follows it, if any
+	lease                   string
 }
 
 // A gateway failover, measured: three replicas on one database, two demo
