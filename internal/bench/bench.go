@@ -86,11 +86,7 @@ func Run(ctx context.Context, env Env, plan Plan, note func(string, ...any)) (re
 		Command: plan.command(), Version: env.Version, Date: time.Now().UTC().Format(time.DateOnly),
 		Machine: readMachine(ctx), Samples: plan.Samples,
 	}
-	floorDir := filepath.Join(root, "floor")
-	if err := os.MkdirAll(floorDir, 0o700); err != nil {
-		return res, fmt.Errorf("bench: %w", err)
-	}
-	floor, err := openFloor(ctx, floorDir)
+	floor, err := openFloorIn(ctx, root)
 	if err != nil {
 		return res, err
 	}

@@ -114,11 +114,7 @@ func RunFleet(ctx context.Context, env Env, plan FleetPlan, note func(string, ..
 		Fleet: fleetResult{Workers: plan.Workers, Agents: fleetAgents},
 	}
 
-	floorDir := filepath.Join(root, "floor")
-	if err := os.MkdirAll(floorDir, 0o700); err != nil {
-		return res, fmt.Errorf("bench: %w", err)
-	}
-	floor, err := openFloor(ctx, floorDir)
+	floor, err := openFloorIn(ctx, root)
 	if err != nil {
 		return res, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -115,3 +116,13 @@ func (f *floorSampler) take(ctx context.Context, n int) error {
 func (f *floorSampler) stat() benchStat { return summarize(f.times) }
 
 func (f *floorSampler) idleStat() benchStat { return summarize(f.idle) }
+
+// openFloorIn opens the floor's scratch database in a folder "floor" of
+// root, made for it.
+func openFloorIn(ctx context.Context, root string) (*floorSampler, error) {
+	dir := filepath.Join(root, "floor")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return openFloor(ctx, dir)
+}

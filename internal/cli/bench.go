@@ -6,6 +6,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,31 +90,19 @@ PostgreSQL rows say skipped and why.`,
 			if err != nil {
 				return usage("--leases: %v", err)
 			}
-			if samples < 1 || samples > 1_000_000 {
-				return usage("--samples must be from 1 to 1000000, got %d", samples)
+			if err := checkBenchRun(samples, asJSON, markdown); err != nil {
+				return err
 			}
 			if events < 0 || events > 10_000_000 {
 				return usage("--events must be from 0 to 10000000, got %d", events)
-			}
-			if asJSON && markdown {
-				return usage("give --json or --markdown, not both")
 			}
 			plan := bench.Plan{Leases: ns, Samples: samples, Events: events, Keep: keep}
 			res, err := bench.Run(cmd.Context(), benchEnv(env), plan, benchNoter(env))
 			if err != nil {
 				return fail(err)
 			}
-			switch {
-			case asJSON:
-				return printJSON(env.Stdout, res)
-			case markdown:
-				bench.RenderMarkdown(env.Stdout, res)
-			case env.StdoutIsTerminal:
-				bench.RenderTable(env.Stdout, res)
-			default:
-				return printJSON(env.Stdout, res)
-			}
-			return nil
+			return printBench(env, asJSON, markdown, res,
+				func(w io.Writer) { bench.RenderMarkdown(w, res) }, func(w io.Writer) { bench.RenderTable(w, res) })
 		},
 	}
 	cmd.Flags().StringVar(&leasesFlag, "leases", "10,10000", "live lease counts to measure at, comma-separated")
@@ -142,24 +131,40 @@ func runFleetBench(cmd *cobra.Command, env Env, workersFlag, postgres string, sa
 	if err != nil || workers < 1 || workers > maxFleetBenchWorkers {
 		return usage("--workers must be a count from 1 to %d, got %q", maxFleetBenchWorkers, workersFlag)
 	}
-	if samples < 1 || samples > 1_000_000 {
-		return usage("--samples must be from 1 to 1000000, got %d", samples)
-	}
-	if asJSON && markdown {
-		return usage("give --json or --markdown, not both")
+	if err := checkBenchRun(samples, asJSON, markdown); err != nil {
+		return err
 	}
 	plan := bench.FleetPlan{Workers: workers, Samples: samples, Postgres: postgres, Keep: keep}
 	res, err := bench.RunFleet(cmd.Context(), benchEnv(env), plan, benchNoter(env))
 	if err != nil {
 		return fail(err)
 	}
+	return printBench(env, asJSON, markdown, res,
+		func(w io.Writer) { bench.RenderFleetMarkdown(w, res) }, func(w io.Writer) { bench.RenderFleetTable(w, res) })
+}
+
+// checkBenchRun checks what every bench run takes: --samples, and one
+// output format at most.
+func checkBenchRun(samples int, asJSON, markdown bool) error {
+	if samples < 1 || samples > 1_000_000 {
+		return usage("--samples must be from 1 to 1000000, got %d", samples)
+	}
+	if asJSON && markdown {
+		return usage("give --json or --markdown, not both")
+	}
+	return nil
+}
+
+// printBench prints a bench run's result: JSON when asked or when stdout
+// is not a terminal, the Markdown block when asked, else the table.
+func printBench(env Env, asJSON, markdown bool, res any, md, table func(io.Writer)) error {
 	switch {
 	case asJSON:
 		return printJSON(env.Stdout, res)
 	case markdown:
-		bench.RenderFleetMarkdown(env.Stdout, res)
+		md(env.Stdout)
 	case env.StdoutIsTerminal:
-		bench.RenderFleetTable(env.Stdout, res)
+		table(env.Stdout)
 	default:
 		return printJSON(env.Stdout, res)
 	}

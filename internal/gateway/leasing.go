@@ -80,10 +80,11 @@ type LeasingOptions struct {
 	// (contract.PushDeviceRecovered), with the gateway's lease record, so
 	// its holders hear it as they would on the worker. It must not block.
 	DeviceHealth func(lease contract.LeaseRecord, notice string, attempts int)
-	// RejoinGrace is how long the requests Restore put back wait for the
-	// workers to dial in again before the fast-fail table may refuse them
-	// (no worker takes requests, none serves the platform or the model);
-	// 30 s when 0, a worker's longest wait between two dials.
+	// RejoinGrace bounds how long, after the gateway's start, requests
+	// wait for the workers it remembers to dial in again before the
+	// fast-fail table may refuse them (no worker takes requests, none
+	// serves the platform or the model); 30 s when 0, a worker's longest
+	// wait between two dials.
 	RejoinGrace time.Duration
 	// Fatal is told, once, that a decision's commit failed and the queue
 	// stopped deciding (queue.Options.Fatal); nil ignores it.
@@ -138,12 +139,11 @@ type Leasing struct {
 	// and of those granted until its view has moved past the generation
 	// they were granted at (until), when the view shows the grant itself.
 	held map[string][]*dispatchHold
-	// rejoinBefore and rejoinUntil: the requests made before rejoinBefore
-	// (epoch ms), which Restore put back, wait for the workers to dial in
-	// again until rejoinUntil rather than fail the fast-fail table.
-	rejoinBefore int64
-	rejoinUntil  time.Time
-	rejoinTimer  *time.Timer
+	// rejoinUntil: until then, while a worker the gateway remembers has
+	// not dialled in again since its start, requests wait for the workers
+	// rather than fail the fast-fail table (Restore, rejoining).
+	rejoinUntil time.Time
+	rejoinTimer *time.Timer
 }
 
 // skipped says how long a waiter is not sent to a worker again after a
@@ -429,31 +429,32 @@ func (l *Leasing) workerRemoved(workerID string) {
 // client that follows one by id, or repeats its acquire with the same
 // idempotency key, follows it here.
 //
-// No worker is connected when the gateway starts: for RejoinGrace, a
-// restored request the fast-fail table would refuse (no worker, no
-// driver, no model) waits for the workers to dial in again instead.
-// A lease a worker granted for one of them before now that the gateway
-// never recorded (its answer came after that run ended) is nobody's, and
-// is given back when the worker's snapshot shows it; the request is placed
-// again like any other.
+// No worker is connected when the gateway starts: until the workers it
+// remembers (those not drained) have all dialled in again, for at most
+// RejoinGrace, a request the fast-fail table would refuse (no worker, no
+// driver, no model) waits for them instead, whether it was restored or is
+// made meanwhile (an agent that asks during a failover is not told that
+// the fleet is empty). A lease a worker granted for a restored request
+// before now that the gateway never recorded (its answer came after that
+// run ended) is nobody's, and is given back when the worker's snapshot
+// shows it; the request is placed again like any other.
 func (l *Leasing) Restore(ctx context.Context, open []contract.LeaseRequestRecord) error {
-	if len(open) == 0 {
-		return nil
-	}
 	now := time.Now()
 	l.q.View(func() {
-		l.rejoinBefore, l.rejoinUntil = now.UnixMilli(), now.Add(l.opts.RejoinGrace)
+		l.rejoinUntil = now.Add(l.opts.RejoinGrace)
 		for _, rec := range open {
 			if !rec.State.Terminal() {
 				l.idx.settle(rec.RequesterID, now)
 			}
 		}
 	})
-	err := l.q.Restore(ctx, open, func(ctx context.Context, rec contract.LeaseRequestRecord) queue.Resolution {
-		return l.resolveRequest(ctx, queue.InputOf(rec))
-	})
-	if err != nil {
-		return fmt.Errorf("restore the fleet queue: %w", err)
+	if len(open) > 0 {
+		err := l.q.Restore(ctx, open, func(ctx context.Context, rec contract.LeaseRequestRecord) queue.Resolution {
+			return l.resolveRequest(ctx, queue.InputOf(rec))
+		})
+		if err != nil {
+			return fmt.Errorf("restore the fleet queue: %w", err)
+		}
 	}
 	// When the grace ends, what the workers that came back cannot serve
 	// fails by the fast-fail table, as it would for a new request.
@@ -464,10 +465,20 @@ func (l *Leasing) Restore(ctx context.Context, open []contract.LeaseRequestRecor
 	return nil
 }
 
-// rejoining reports whether w is a restored request still waiting for the
-// workers to dial in again (Restore). The decision lock must be held.
-func (l *Leasing) rejoining(w *queue.Waiter) bool {
-	return w.CreatedAt() <= l.rejoinBefore && time.Now().Before(l.rejoinUntil)
+// rejoining reports whether the gateway still waits for the workers it
+// remembers to dial in again after its start (Restore): within
+// RejoinGrace, while one that is not drained is not connected. The
+// decision lock must be held.
+func (l *Leasing) rejoining() bool {
+	if !time.Now().Before(l.rejoinUntil) {
+		return false
+	}
+	for _, v := range l.f.views() {
+		if !v.Drained && v.Connection != contract.WorkerConnected {
+			return true
+		}
+	}
+	return false
 }
 
 // Close stops the queue: waiting requests fail DAEMON_STOPPING.

@@ -54,7 +54,7 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) {
-	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil && !l.rejoining(w) {
+	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil && !l.rejoining() {
 		return cerr, rejectedReason(cerr)
 	}
 	return nil, ""
@@ -75,7 +75,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 	// The fast-fail table again, on the views as they are now: a drain or
 	// a disconnect may have left no worker that could ever serve it.
 	if cerr := assess(n.ask, all); cerr != nil {
-		if l.rejoining(w) {
+		if l.rejoining() {
 			return queue.Start{}, queue.BlockNeed
 		}
 		tx.Settle(w, cerr, rejectedReason(cerr))

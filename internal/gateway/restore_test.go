@@ -64,6 +64,7 @@ func TestASecondLeasingRestoresTheWaitingRequestsAndGrantsThemInOrder(t *testing
 	l1.Close() // as the process ends: the records stay open
 
 	f2 := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f2.put(*remembered("w1")) // known from the store, not dialled in yet
 	l2 := NewLeasing(f2, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l2.Close()
 	snap, err := st.Load(ctx)
@@ -110,5 +111,47 @@ func TestASecondLeasingRestoresTheWaitingRequestsAndGrantsThemInOrder(t *testing
 				t.Fatalf("restored request %s is %s (%v), want granted", id, got.Request.State, err)
 			}
 		}
+	}
+}
+
+// remembered is the view of a worker the gateway knows from its store at
+// start: disconnected until it dials in again.
+func remembered(id string) *contract.WorkerView {
+	v := view(id, 2, 2)
+	v.Connection = contract.WorkerDisconnected
+	return v
+}
+
+// A request made right after a start, while a worker the gateway
+// remembers has not dialled in again, waits for it rather than fail the
+// fast-fail table; a gateway that remembers no worker refuses it at once,
+// and so does one whose workers are all back.
+func TestARequestMadeWhileTheWorkersRejoinWaitsForThem(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		views []*contract.WorkerView
+		wait  bool
+	}{
+		{"a remembered worker not back yet", []*contract.WorkerView{remembered("w1")}, true},
+		{"no worker remembered", nil, false},
+		{"a drained worker not back", []*contract.WorkerView{func() *contract.WorkerView { v := remembered("w1"); v.Drained = true; return v }()}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+			for _, v := range tc.views {
+				f.put(*v)
+			}
+			l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
+			defer l.Close()
+			if err := l.Restore(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			sub, err := l.Submit(ctx, queue.Caller{Principal: "tok_a"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS})
+			waits := err == nil && sub.Request.State == contract.RequestQueued
+			if waits != tc.wait {
+				t.Fatalf("a request made after the start: %+v (%v); waits %t, want %t", sub.Request, err, waits, tc.wait)
+			}
+		})
 	}
 }

@@ -186,6 +186,7 @@ func TestTheGatewayRefusesANonOwnersCallsOnALeaseBeforeForwarding(t *testing.T) 
 // not taken for it.
 func TestALeaseGrantedForARequestRestoredAtStartIsGivenBack(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*remembered("w1"))
 	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	before := time.Now().Add(-time.Second).UnixMilli()

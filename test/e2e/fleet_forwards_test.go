@@ -49,10 +49,13 @@ func TestAWorkersRefusalReachesTheAgentWithoutTheWorkersOwnIDs(t *testing.T) {
 	w := f.fakeJoined("fake-scrub", "ios", 2, 2)
 
 	// A refused lease request, as a worker that already holds a lease for
-	// the gateway's requester answers it.
+	// the gateway's requester answers it once it has started on it (before
+	// any progress, the gateway puts the request back in line, to send it
+	// again once the worker gave that lease back).
 	ch := f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "refused", "--detach")
 	c := w.serveUntil("lease.request")
 	in := requestIn(t, c)
+	w.progress(c, contract.StageBooting)
 	theirs, theirReq := fakeID("lse_"), fakeID("req_")
 	w.refuseWith(c, "REQUESTER_ALREADY_LEASED", in.RequesterID+" already holds lease "+theirs+"; release it first (request "+theirReq+")",
 		map[string]any{"requesterId": in.RequesterID, "existingLeaseId": theirs, "existingRequestId": theirReq})
@@ -310,4 +313,29 @@ func TestSimctlAndAdbOnAGatewayRunOnTheCallersLeaseThroughExec(t *testing.T) {
 	shot := filepath.Join(host, "shot.png")
 	expectFailure(t, f.gw.runAs("me-ios", "simctl", "io", "booted", "screenshot", shot), 2, "USAGE")
 	mustNotExist(t, shot)
+}
+
+// A worker that answers a lease request REQUESTER_ALREADY_LEASED before it
+// started on it holds a lease of the gateway's requester that the gateway
+// never granted (a previous leader's, whose grant was not recorded): the
+// request goes back in line rather than failing, and is sent again once
+// the worker's view changed, here granted.
+func TestAWorkersUnrecordedLeaseOfTheRequesterSendsTheRequestBackInLine(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	w := f.fakeJoined("fake-orphan", "ios", 2, 2)
+
+	ch := f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "again", "--detach")
+	c := w.serveUntil("lease.request")
+	in := requestIn(t, c)
+	w.refuseWith(c, "REQUESTER_ALREADY_LEASED", in.RequesterID+" already holds lease "+fakeID("lse_"), map[string]any{"requesterId": in.RequesterID})
+	again, r, sent := nextOr(w, "lease.request", ch)
+	if !sent {
+		t.Fatalf("after the worker's REQUESTER_ALREADY_LEASED the request was not sent again; the command ended\n%s", r)
+	}
+	w.grant(again, "")
+	g := parseGrant(t, strings.TrimSpace(awaitResult(t, ch).stdout))
+	if g.Lease.ID == "" {
+		t.Fatal("the request sent again was granted with no lease id")
+	}
 }
