@@ -57,7 +57,6 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	}
 
 	// Four requests wait, in this order.
-	known := map[string]bool{}
 	var line []*waiter
 	post := func(name string, via *api) {
 		t.Helper()
@@ -68,7 +67,6 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 			t.Fatalf("%s's request: %d %s; want it created and queued", name, r.status, r.raw)
 		}
 		w.id = requestOf(t, r)["id"].(string)
-		known[w.id] = true
 		line = append(line, w)
 	}
 	post("waiter-1", rs.api(lead))
@@ -88,7 +86,6 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	if w3.id == "" {
 		t.Fatalf("the remote CLI's request is not among the gateway's open requests %+v", openRequests(t, rs.db))
 	}
-	known[w3.id] = true
 	line = append(line, w3)
 	post("waiter-4", rs.api(lead))
 	arrivalBefore := arrivals(t, rs.db, line)
