@@ -83,6 +83,11 @@ func daemonRunCmd(env Env) *cobra.Command {
 				log.Warn(w)
 				fmt.Fprintln(env.Stderr, "warning: "+w)
 			}
+			if v := env.Getenv(lockFDEnv); v != "" {
+				// For this run only: nothing it starts inherits it.
+				_ = os.Unsetenv(lockFDEnv)
+				opts.Lock = inheritedLock(v)
+			}
 			d, err := daemon.Start(cmd.Context(), opts)
 			if err == nil {
 				notify.listening()
@@ -106,7 +111,7 @@ func daemonRunCmd(env Env) *cobra.Command {
 				fmt.Fprintf(env.Stderr, "simlock daemon: deposed as leader (%v); running again as a follower\n", err)
 				notify.Close()
 				logFile.Close()
-				err = reexec(os.Args)
+				err = reexec(os.Args, d.HandOverLock())
 				fmt.Fprintf(env.Stderr, "simlock daemon: could not run again after being deposed: %v\n", err)
 				return &exitError{code: exitReexecFailed, err: err, quiet: true}
 			}

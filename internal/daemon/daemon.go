@@ -76,6 +76,12 @@ var ErrAlreadyRunning = errors.New("another simlock daemon is already running fo
 type Options struct {
 	Home    string
 	Version string
+	// Lock is the home's lock file, still locked, that the run before this
+	// one handed over across its re-execution (HandOverLock): the home is
+	// never without its daemon between the two, so no on-demand start
+	// meets an empty home then. It is taken only when it is the home's
+	// lock file; otherwise the lock is taken anew.
+	Lock    *os.File
 	Config  *config.Config
 	Drivers map[contract.Platform]driver.Driver
 	// DriverNotes explain, per platform, why no driver serves it.
@@ -312,9 +318,14 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 // socket accepts reads this start's token, never a missing or stale one.
 func (d *Daemon) claim() error {
 	lockPath := filepath.Join(d.opts.Home, LockName)
-	f, err := homedir.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("open lock: %w", err)
+	f := handedOver(d.opts.Lock, lockPath)
+	if f != nil {
+		d.log.Info("took the home's lock from the run before, held across its run again")
+	} else {
+		var err error
+		if f, err = homedir.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return fmt.Errorf("open lock: %w", err)
+		}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b, _ := homedir.ReadFile(lockPath)
@@ -363,6 +374,32 @@ func (d *Daemon) writeAdminToken(path string) error {
 		return fmt.Errorf("write admin token: %w", err)
 	}
 	return nil
+}
+
+// handedOver is lock when it is the lock file at path (the same file, not
+// only the same name), nil otherwise: a descriptor that is something else
+// is not the daemon's to use, nor to close.
+func handedOver(lock *os.File, path string) *os.File {
+	if lock == nil {
+		return nil
+	}
+	held, err1 := lock.Stat()
+	named, err2 := os.Stat(path)
+	if err1 != nil || err2 != nil || !os.SameFile(held, named) {
+		return nil
+	}
+	return lock
+}
+
+// HandOverLock is, after a deposed gateway replica's Stop, the home's lock
+// file, still locked, for the next run of the daemon in this process
+// (Options.Lock): the caller clears its close-on-exec flag and names it
+// to the new run. nil when Stop gave the lock back.
+func (d *Daemon) HandOverLock() *os.File {
+	if !d.replica.deposed() {
+		return nil
+	}
+	return d.lock
 }
 
 func (d *Daemon) unlock() {
@@ -592,7 +629,9 @@ func (d *Daemon) Stop(reason string) error {
 	}
 	_ = os.Remove(filepath.Join(d.opts.Home, AdminTokenName))
 	_ = os.Remove(SocketPath(d.opts.Home))
-	d.unlock()
+	if !d.replica.deposed() {
+		d.unlock()
+	} // else the lock is kept for HandOverLock: a deposed replica runs again
 	d.log.Info("daemon stopped", "reason", reason)
 	if d.startErr == nil && d.engine != nil && d.engine.Err() != nil {
 		return fmt.Errorf("stopped after a commit failed: %w", d.engine.Err())

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/leader"
 )
 
 // replica is a gateway's place among the replicas that share its
@@ -79,3 +81,7 @@ func (r *replica) stopErr() error {
 	defer r.mu.Unlock()
 	return r.err
 }
+
+// deposed reports whether the replica stopped itself because it lost its
+// term: it runs again, as a follower.
+func (r *replica) deposed() bool { return errors.Is(r.stopErr(), leader.ErrDeposed) }

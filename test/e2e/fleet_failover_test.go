@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -342,6 +343,11 @@ func TestAPausedLeaderNeverCommitsAfterItIsDeposed(t *testing.T) {
 	}
 	if now := lockPID(gw.Dir); now != pid {
 		t.Errorf("the deposed leader's daemon is pid %d, want %d: it steps down by re-executing itself in the same process", now, pid)
+	}
+	// The home's lock was held across the re-execution: no on-demand
+	// start could take the home meanwhile.
+	if b, _ := os.ReadFile(gw.path("daemon.log")); !strings.Contains(string(b), "took the home's lock from the run before") {
+		t.Errorf("the deposed leader's next run did not take the lock its previous run handed over (daemon.log)")
 	}
 	if l, _ := rs.leadership(next); l.Role != "leader" || l.Term != after.Term {
 		t.Errorf("after the old leader resumed, replica %d says %+v; want it still leading in term %d", next, l, after.Term)
