@@ -53,6 +53,12 @@ func gatewayKey(raw string) (string, bool) {
 // token bound).
 type DialFunc func(ctx context.Context, gatewayURL string) (*Conn, error)
 
+// DialStagger is how long a dial of one replica goes unanswered before
+// DialFirst dials the next URL beside it: a replica whose machine is gone
+// or frozen (nothing answers, not even a refusal) does not hold a worker
+// back from the others for its whole bound.
+const DialStagger = time.Second
+
 // DialFirst is one round over a worker's gateway replicas: it dials urls
 // in order and returns the first uplink made, with the URL it was made to.
 // A replica that refuses NOT_LEADER naming a leader that is one of urls
@@ -60,48 +66,94 @@ type DialFunc func(ctx context.Context, gatewayURL string) (*Conn, error)
 // dialled (the join token goes only where the worker's config says): it
 // is told to foreign, if set, and the round goes on with the next URL.
 // Each URL is dialled at most once a round, so replicas that name each
-// other cannot keep a round going, and each dial is bounded by each, so a
-// replica whose machine is gone (no answer at all) leaves time for the
-// next; when every one failed, the error joins their errors and the caller
-// backs off before the next round.
+// other cannot keep a round going; each dial is bounded by each, and one
+// unanswered for DialStagger gets the next URL dialled beside it, so a
+// replica whose machine is gone holds the round for a second, not for its
+// bound. The first uplink made wins; the dials still out are cancelled
+// and an uplink one of them makes after all is closed. When every one
+// failed, the error joins their errors and the caller backs off before
+// the next round.
 func DialFirst(ctx context.Context, urls []string, each time.Duration, dial DialFunc, foreign func(leaderURL string)) (*Conn, string, error) {
+	if len(urls) == 0 {
+		return nil, "", errors.New("uplink: no gateway to dial")
+	}
+	type result struct {
+		i   int
+		c   *Conn
+		err error
+	}
+	round, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan result, len(urls)) // no dial ever blocks on it
 	tried := make([]bool, len(urls))
-	var errs []error
-	next := 0
-	for {
-		i := next
-		for i < len(urls) && tried[i] {
-			i++
-		}
-		if i == len(urls) {
-			if len(errs) == 0 {
-				return nil, "", errors.New("uplink: no gateway to dial")
-			}
-			return nil, "", errors.Join(errs...)
-		}
+	out := 0
+	start := func(i int) {
 		tried[i] = true
-		dctx, cancel := context.WithTimeout(ctx, each)
-		c, err := dial(dctx, urls[i])
-		cancel()
-		if err == nil {
-			return c, urls[i], nil
+		out++
+		go func() {
+			dctx, cancel := context.WithTimeout(round, each)
+			defer cancel()
+			c, err := dial(dctx, urls[i])
+			results <- result{i, c, err}
+		}()
+	}
+	untried := func() int {
+		for i, t := range tried {
+			if !t {
+				return i
+			}
 		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			return nil, "", errors.Join(errs...)
-		}
-		next = 0 // the untried URLs still go in order after a hint
-		var re *RefusedError
-		if errors.As(err, &re) && re.LeaderURL() != "" {
-			if j := index(urls, re.LeaderURL()); j >= 0 {
-				if !tried[j] {
-					next = j
+		return -1
+	}
+	stagger := time.NewTimer(DialStagger)
+	defer stagger.Stop()
+	start(0)
+	var errs []error
+	for out > 0 {
+		select {
+		case r := <-results:
+			out--
+			if r.err == nil {
+				cancel()
+				go func(n int) { // what the cancelled dials make after all
+					for range n {
+						if late := <-results; late.c != nil {
+							late.c.Close()
+						}
+					}
+				}(out)
+				return r.c, urls[r.i], nil
+			}
+			errs = append(errs, r.err)
+			if ctx.Err() != nil {
+				continue // the dials out end with ctx; their errors are joined
+			}
+			next := -1
+			var re *RefusedError
+			if errors.As(r.err, &re) && re.LeaderURL() != "" {
+				if j := index(urls, re.LeaderURL()); j >= 0 {
+					if !tried[j] {
+						next = j
+					}
+				} else if foreign != nil {
+					foreign(re.LeaderURL())
 				}
-			} else if foreign != nil {
-				foreign(re.LeaderURL())
+			}
+			if next < 0 && out == 0 {
+				next = untried() // the untried URLs still go in order after a hint
+			}
+			if next >= 0 {
+				start(next)
+				stagger.Reset(DialStagger)
+			}
+		case <-stagger.C:
+			if next := untried(); next >= 0 && ctx.Err() == nil {
+				start(next)
+				stagger.Reset(DialStagger)
 			}
 		}
 	}
+	return nil, "", errors.Join(errs...)
 }
 
 func index(urls []string, u string) int {

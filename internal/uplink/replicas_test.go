@@ -257,28 +257,67 @@ func TestRedialBacksOffWhileEveryReplicaRefuses(t *testing.T) {
 	})
 }
 
-// A replica that never answers (its machine gone) has its own bound: the
-// round goes on to the next one when it runs out.
-func TestDialFirstBoundsEachDial(t *testing.T) {
+// A replica that does not answer at all (its machine gone or frozen)
+// holds the round for DialStagger, not for its dial's bound: the next URL
+// is dialled beside it, and the silent dial is cancelled once the round
+// joined.
+func TestDialFirstDialsTheNextBesideASilentReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
+		var mu sync.Mutex // the dials of a round run at once
 		var tried []string
+		silentEnded := make(chan error, 1)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		_, at, err := DialFirst(ctx, []string{"https://gone.example:7430", "https://gw-2.example:7430"}, 3*time.Second,
+		_, at, err := DialFirst(ctx, []string{"https://gone.example:7430", "https://gw-2.example:7430"}, 10*time.Second,
 			func(ctx context.Context, u string) (*Conn, error) {
+				mu.Lock()
 				tried = append(tried, u)
+				mu.Unlock()
 				if u == "https://gone.example:7430" {
 					<-ctx.Done()
+					silentEnded <- ctx.Err()
 					return nil, ctx.Err()
 				}
 				return nil, nil
 			}, nil)
 		if err != nil || at != "https://gw-2.example:7430" {
+			mu.Lock()
+			defer mu.Unlock()
 			t.Fatalf("round = %q, %v (tried %q); want it joined to the second replica", at, err, tried)
 		}
-		if waited := time.Since(start); waited != 3*time.Second {
-			t.Errorf("the silent replica held the round %v, want its bound, 3s", waited)
+		if waited := time.Since(start); waited != DialStagger {
+			t.Errorf("the silent replica held the round %v, want DialStagger, %v", waited, DialStagger)
+		}
+		if err := <-silentEnded; !errors.Is(err, context.Canceled) {
+			t.Errorf("the silent dial ended with %v, want it cancelled once the round joined", err)
 		}
 	})
+}
+
+// An uplink a dial makes after another dial of the round won is closed,
+// not left open beside the one the worker serves.
+func TestDialFirstClosesAnUplinkMadeAfterTheRoundJoined(t *testing.T) {
+	slow, fast := pair(t, Options{})
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		c, at, err := DialFirst(ctx, []string{"https://slow.example:7430", "https://fast.example:7430"}, 10*time.Second,
+			func(ctx context.Context, u string) (*Conn, error) {
+				if u == "https://slow.example:7430" {
+					<-ctx.Done()
+					return slow, nil // made all the same, as the cancel came
+				}
+				return fast, nil
+			}, nil)
+		if err != nil || at != "https://fast.example:7430" || c != fast {
+			t.Fatalf("round = %q, %v; want it joined to the fast replica", at, err)
+		}
+		synctest.Wait()
+	})
+	select {
+	case <-slow.Done():
+	case <-time.After(waitLong):
+		t.Fatal("the uplink the slow dial made after the round joined is still open")
+	}
 }

@@ -14,7 +14,8 @@
 // served one at a time, and each Write's lines go out together. Backoff is
 // for the one goroutine that redials: Redial runs that goroutine's rounds,
 // and DialFirst is one round over a gateway's replicas, following a
-// replica's NOT_LEADER hint only to a URL the worker lists.
+// replica's NOT_LEADER hint only to a URL the worker lists and dialling
+// the next URL beside one that stays silent (DialStagger).
 package uplink
 
 import (
