@@ -12,8 +12,11 @@ const (
 	defaultQuickMax   = 2 * time.Second
 	defaultQuickTries = 15
 	// defaultSettled is how long an uplink must have stayed up for its loss
-	// to start the steps over (Ended).
-	defaultSettled = 10 * time.Second
+	// to start the steps over (Ended): longer than a gateway takes to
+	// read a worker and drop it (hello, status, catalog), shorter than the
+	// time between two failovers of replicas, so a worker whose gateway
+	// replicas fail over one after the other keeps its quick attempts.
+	defaultSettled = 2 * time.Second
 )
 
 // Backoff is a worker's delay between attempts to dial its gateway: a step
@@ -38,7 +41,7 @@ type Backoff struct {
 	QuickMax   time.Duration
 	QuickTries int
 	// Settled is how long an uplink must stay up for its end to start the
-	// steps over (10 s when 0): one that fails as soon as it is made (a
+	// steps over (2 s when 0): one that fails as soon as it is made (a
 	// gateway that accepts and then drops the worker) keeps backing off.
 	Settled time.Duration
 	// Rand draws the jitter; nil means the runtime's source. A seeded one

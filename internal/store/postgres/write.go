@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,8 +117,31 @@ func (db *DB) committed(began time.Time) {
 }
 
 // begin begins a write transaction holding the write lock. A wait for the
-// lock past the busy timeout is store.ErrBusy.
+// lock past the busy timeout is store.ErrBusy. A connection the server
+// ended while it sat in the pool (idle too long in an earlier
+// transaction, the server restarted) fails the first statement sent on
+// it; nothing was written then, so the transaction is begun once more on
+// another connection.
 func (db *DB) begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := db.beginOnce(ctx)
+	if err != nil && ctx.Err() == nil && connectionEnded(err) {
+		tx, err = db.beginOnce(ctx)
+	}
+	return tx, err
+}
+
+// connectionEnded reports whether err is the end of the connection it was
+// sent on, rather than an answer to the statement: a FATAL error or a
+// broken connection, which another connection may not meet.
+func connectionEnded(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Severity == "FATAL" || strings.HasPrefix(pe.Code, "08")
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+func (db *DB) beginOnce(ctx context.Context) (pgx.Tx, error) {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
