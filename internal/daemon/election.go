@@ -62,25 +62,7 @@ func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 	var e *leader.Elector
 	e, err := leader.New(leader.Options{
 		URL: storeURL, Group: leaderGroup, AdvertiseURL: self, Timeout: timeout,
-		OnElected: func(term int64) {
-			if d.replica.stopErr() != nil {
-				// Deposed (or failed) and stopping: this process never
-				// leads again, or a second fleet and queue would start
-				// beside the first's; it runs itself again as a follower,
-				// and its elector's session, which holds the term it just
-				// won, ends with the stop.
-				d.log.Info("elected while stopping; not leading", "term", term)
-				return
-			}
-			d.replica.won.Store(term)
-			d.replica.wg.Add(1)
-			// The gateway starts beside the elector: its heartbeat must go
-			// on while the fleet and the queue load.
-			go func() {
-				defer d.replica.wg.Done()
-				d.lead(term, self)
-			}()
-		},
+		OnElected: func(term int64) { d.elected(term, self) },
 		OnDeposed: func(term int64) { d.deposed(term, "the elector lost the leadership") },
 	})
 	if err != nil {
@@ -134,6 +116,26 @@ func (d *Daemon) campaign(ctx context.Context, storeURL string) error {
 		}
 	}
 	return nil
+}
+
+// elected is the elector's news that this replica won term: unless it is
+// stopping, it starts leading, beside the elector (whose heartbeat must go
+// on while the fleet and the queue load).
+func (d *Daemon) elected(term int64, self string) {
+	if d.replica.stopErr() != nil {
+		// Deposed (or failed) and stopping: this process never leads
+		// again, or a second fleet and queue would start beside the
+		// first's; it runs itself again as a follower, and its elector's
+		// session, which holds the term it just won, ends with the stop.
+		d.log.Info("elected while stopping; not leading", "term", term)
+		return
+	}
+	d.replica.won.Store(term)
+	d.replica.wg.Add(1)
+	go func() {
+		defer d.replica.wg.Done()
+		d.lead(term, self)
+	}()
 }
 
 // followerTokenReload is how often a follower reads the tokens again.

@@ -145,4 +145,13 @@ func TestADeposedLeaderStopsWithErrDeposed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the deposed leader did not stop within 10s")
 	}
+	// An election won while the deposed replica stops (its elector may
+	// campaign until the stop ends its session) starts nothing: this
+	// process runs again as a follower instead.
+	won := a.replica.won.Load()
+	a.elected(won+1, "http://127.0.0.1:1")
+	a.replica.wg.Wait()
+	if got := a.replica.won.Load(); got != won {
+		t.Errorf("after an election won while stopping the replica took term %d; want term %d kept, and no start as leader", got, won)
+	}
 }
