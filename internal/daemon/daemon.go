@@ -287,6 +287,10 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		ready: make(chan struct{}), stopReq: make(chan struct{}), storeReady: make(chan struct{}),
 		conns: map[*conn]struct{}{}, holders: map[string]map[*session]struct{}{}, tools: map[contract.Platform][]contract.ToolVersion{}, freed: make(chan struct{}, 1),
 	}
+	// A gateway on PostgreSQL is a replica from the start: its HTTP API,
+	// which serves before the store opens, must gate as one (replica.on is
+	// read-only once the daemon serves).
+	d.replica.on = d.mode() == contract.ModeGateway && opts.Config.String("gateway.store") != config.StoreSQLite
 	d.newMetrics()
 	d.life, d.endLife = context.WithCancel(context.Background())
 	if err := d.claim(); err != nil {
@@ -418,9 +422,9 @@ func (d *Daemon) openStore(ctx context.Context) (*sqlite.DB, error) {
 		return nil, err
 	}
 	if where != config.StoreSQLite {
-		// A gateway on PostgreSQL is a replica: its writes are fenced by
-		// the term it leads, and refused until it leads one.
-		d.replica.on = true
+		// A gateway on PostgreSQL is a replica (replica.on, set by
+		// Start): its writes are fenced by the term it leads, and refused
+		// until it leads one.
 		pg, err := postgres.Open(ctx, where, postgres.Options{BusyTimeout: d.opts.StoreBusyTimeout, OnCommit: d.metrics.ObserveCommit,
 			Group: leaderGroup, LeaderTimeout: d.leaderTimeout(),
 			OnDeposed: func(term int64) { d.deposed(term, "a write fenced with it was refused") }})

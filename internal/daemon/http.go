@@ -95,16 +95,21 @@ func (d *Daemon) closeHTTP() {
 // httpBackend is the daemon as the HTTP API sees it.
 type httpBackend struct{ d *Daemon }
 
-func (b httpBackend) Authenticate(ctx context.Context, secret string) (contract.TokenRecord, bool) {
+func (b httpBackend) Authenticate(ctx context.Context, secret string) (contract.TokenRecord, error) {
 	select {
 	case <-b.d.storeReady:
 	case <-ctx.Done():
-		return contract.TokenRecord{}, false
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeCancelled, "the request ended while the daemon's store was opening")
 	}
 	if b.d.tokens == nil {
-		return contract.TokenRecord{}, false
+		// Not a verdict on the token: there is no book to read it in.
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeDaemonStartupFailed, "the daemon's store could not be opened, so no token can be checked; the daemon is stopping (its log says why)")
 	}
-	return b.d.tokens.lookup(secret)
+	tok, ok := b.d.tokens.lookup(secret)
+	if !ok {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "unknown or revoked token")
+	}
+	return tok, nil
 }
 
 // Call runs one operation as a session of tok that lasts as long as ctx.

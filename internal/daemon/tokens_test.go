@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -35,11 +36,12 @@ func TestTokensAreAdminOnlyHashedAndRevocable(t *testing.T) {
 		t.Fatalf("made %+v", made)
 	}
 	back := httpBackend{d}
-	tok, ok := back.Authenticate(ctx, made.Secret)
+	tok, authErr := back.Authenticate(ctx, made.Secret)
+	ok := authErr == nil
 	if !ok || tok.ID != made.Token.ID || tok.SessionRole() != contract.RoleAgent {
 		t.Fatalf("authenticate the new secret = %+v, %v", tok, ok)
 	}
-	if _, ok := back.Authenticate(ctx, made.Secret+"x"); ok {
+	if _, err := back.Authenticate(ctx, made.Secret+"x"); err == nil {
 		t.Fatal("a wrong secret authenticated")
 	}
 	// The secret itself is kept nowhere: only its hash.
@@ -55,7 +57,7 @@ func TestTokensAreAdminOnlyHashedAndRevocable(t *testing.T) {
 	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || !rev.Revoked {
 		t.Fatalf("revoke = %+v, %v", rev, err)
 	}
-	if _, ok := back.Authenticate(ctx, made.Secret); ok {
+	if _, err := back.Authenticate(ctx, made.Secret); err == nil {
 		t.Fatal("a revoked secret still authenticates")
 	}
 	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || rev.Revoked {
@@ -234,7 +236,7 @@ func TestARevocationThatCannotBeSavedChangesNothing(t *testing.T) {
 	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); code(err) != contract.CodeInternal {
 		t.Fatalf("revoke while another process holds the database: %+v, %v; want INTERNAL", rev, err)
 	}
-	if _, ok := back.Authenticate(ctx, made.Secret); !ok {
+	if _, err := back.Authenticate(ctx, made.Secret); err != nil {
 		t.Error("a revocation that failed left the token refused: it is still stored, and opens everything again after a restart")
 	}
 	var list contract.TokenListResult
@@ -246,7 +248,21 @@ func TestARevocationThatCannotBeSavedChangesNothing(t *testing.T) {
 	if err := admin.Call(ctx, contract.OpTokenRevoke, contract.TokenRevokeInput{ID: made.Token.ID}, &rev); err != nil || !rev.Revoked {
 		t.Fatalf("revoke once the lock is given back: %+v, %v", rev, err)
 	}
-	if _, ok := back.Authenticate(ctx, made.Secret); ok {
+	if _, err := back.Authenticate(ctx, made.Secret); err == nil {
 		t.Error("a revoked secret still authenticates")
+	}
+}
+
+// A daemon whose store could not be opened has no tokens to check a
+// secret against: it says so (DAEMON_STARTUP_FAILED, a 503), rather than
+// call a valid token unknown (UNAUTHENTICATED, a 401 a client would not
+// try again).
+func TestATokenIsNotCalledUnknownWhenTheStoreCouldNotOpen(t *testing.T) {
+	d := &Daemon{storeReady: make(chan struct{})}
+	close(d.storeReady) // opened, or failed to: here failed, no token book
+	_, err := httpBackend{d}.Authenticate(context.Background(), "slk_whatever")
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code != contract.CodeDaemonStartupFailed {
+		t.Fatalf("Authenticate with no token book = %v, want DAEMON_STARTUP_FAILED", err)
 	}
 }

@@ -12,10 +12,11 @@ import (
 // one session acting for its token: an agent token with the agent role and
 // the token id as principal, an operator token with the admin role.
 type Backend interface {
-	// Authenticate maps a bearer secret ("slk_...") to its token. It reports
-	// false for an unknown or revoked secret. It may wait for the daemon's
-	// store to open; ctx bounds that wait.
-	Authenticate(ctx context.Context, secret string) (contract.TokenRecord, bool)
+	// Authenticate maps a bearer secret ("slk_...") to its token. It
+	// answers UNAUTHENTICATED for an unknown or revoked secret, and another
+	// code when it cannot tell (the daemon's store could not be opened). It
+	// may wait for the daemon's store to open; ctx bounds that wait.
+	Authenticate(ctx context.Context, secret string) (contract.TokenRecord, error)
 
 	// Call runs op with input (marshalled to JSON, then decoded strictly by
 	// the dispatcher, so unknown fields and bad values come back as

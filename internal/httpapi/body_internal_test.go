@@ -21,8 +21,11 @@ import (
 // oneToken is a Backend that knows one agent token and answers no call.
 type oneToken struct{}
 
-func (oneToken) Authenticate(_ context.Context, secret string) (contract.TokenRecord, bool) {
-	return contract.TokenRecord{ID: "tok_a", Role: contract.TokenAgent}, secret == "slk_a"
+func (oneToken) Authenticate(_ context.Context, secret string) (contract.TokenRecord, error) {
+	if secret != "slk_a" {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "unknown or revoked token")
+	}
+	return contract.TokenRecord{ID: "tok_a", Role: contract.TokenAgent}, nil
 }
 func (oneToken) Call(context.Context, contract.TokenRecord, contract.Op, any, func(contract.Push)) (any, error) {
 	return nil, contract.Errorf(contract.CodeInternal, "no calls here")

@@ -62,9 +62,12 @@ func newFakeBackend() *fakeBackend {
 	}
 }
 
-func (f *fakeBackend) Authenticate(_ context.Context, secret string) (contract.TokenRecord, bool) {
+func (f *fakeBackend) Authenticate(_ context.Context, secret string) (contract.TokenRecord, error) {
 	tok, ok := f.tokens[secret]
-	return tok, ok
+	if !ok {
+		return contract.TokenRecord{}, contract.Errorf(contract.CodeUnauthenticated, "unknown or revoked token")
+	}
+	return tok, nil
 }
 
 func (f *fakeBackend) Call(ctx context.Context, tok contract.TokenRecord, op contract.Op, input any, push func(contract.Push)) (any, error) {
