@@ -274,3 +274,24 @@ func TestADaemonThatIsNotAReplicaHasNoLeaderCheck(t *testing.T) {
 		t.Fatalf("a worker's status has leadership %+v", s.Leadership)
 	}
 }
+
+// A gateway on PostgreSQL gates as a replica from its start, before its
+// store opens: a call with a token while the database cannot be reached
+// is answered NOT_LEADER (no replica leads that it knows of), for the
+// client to try elsewhere, never UNAUTHENTICATED for a token it could not
+// check.
+func TestAReplicaWhoseDatabaseIsDownAnswersNotLeaderNotUnauthenticated(t *testing.T) {
+	dead := "postgres://simlock@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+	cfg, err := config.Parse([]byte(`{"mode":"gateway","http":{"enabled":true,"host":"127.0.0.1","port":0},"gateway":{"store":"` + dead + `"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := startDaemonOpts(t, Options{Config: cfg})
+	if !d.replica.enabled() {
+		t.Fatal("a gateway on PostgreSQL is not a replica as it starts")
+	}
+	status, _, body := httpDo(t, "GET", d.HTTPURL()+"/v1/leases", "slk_some_agent_token", "")
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), string(contract.CodeNotLeader)) {
+		t.Fatalf("a call while the replica's database is down: %d %s; want 503 NOT_LEADER", status, body)
+	}
+}
