@@ -205,19 +205,34 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		})
 		return
 	}
-	switch ce.Code {
-	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver,
+	if ce.Code == contract.CodeRequesterAlreadyLeased && !progressed {
 		// The worker holds a lease for the requester that the gateway did
 		// not grant (it would have refused the request itself): one a
-		// previous run was granted and never recorded, being given back.
-		contract.CodeRequesterAlreadyLeased:
+		// previous run was granted and never recorded, being given back
+		// once a snapshot shows it. That is this requester's matter, not
+		// the worker's room: the request goes back in line and skips this
+		// worker until its view has moved (the status read asked for
+		// here), and nobody else's request is held back from it.
+		gen := l.f.generation(r.WorkerID)
+		_ = l.q.Do(func(tx *queue.Txn) error {
+			l.unhold(r.WorkerID, h)
+			l.skipFor(w, r.WorkerID, skipped{gen: gen})
+			tx.Requeue(w)
+			tx.Kick()
+			return nil
+		})
+		l.f.refresh(r.WorkerID)
+		return
+	}
+	switch ce.Code {
+	case contract.CodeNoCapacity, contract.CodeUnknownModel, contract.CodeRuntimeMissing, contract.CodeNoDriver:
 		if !progressed {
 			// The view was stale, or the worker's catalog changed: try
 			// another worker, and this one again once its view changes
 			// or its backoff ends (stale.go). The mark is of the view it
 			// bounced off, before the refresh that may change it.
 			l.bounce(w, r.WorkerID, h)
-			if ce.Code == contract.CodeNoCapacity || ce.Code == contract.CodeRequesterAlreadyLeased {
+			if ce.Code == contract.CodeNoCapacity {
 				l.f.refresh(r.WorkerID)
 			} else {
 				// What it lacks is in its catalog, which a status
