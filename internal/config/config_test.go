@@ -310,3 +310,41 @@ func TestAnInsecureGatewayURLToAnotherMachineNeedsAllowInsecure(t *testing.T) {
 		t.Errorf("config set of the same url once allowed: %v", err)
 	}
 }
+
+// The replicas' keys are checked as gateway.url is: each item of
+// gateway.urls (the same rule, plain http to another machine included),
+// gateway.advertiseUrl a bare origin, gateway.leaderTimeoutMs within its
+// bounds. A refused set names the key and leaves the file as it was.
+func TestTheReplicaKeysAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		key, value string
+		ok         bool
+	}{
+		{"gateway.urls", "https://gw-1:7430,https://gw-2:7430", true},
+		{"gateway.urls", `["http://127.0.0.1:7430","https://gw-2:7430/"]`, true},
+		{"gateway.urls", "https://gw-1:7430,ftp://gw-2:21", false},
+		{"gateway.urls", "https://gw-1:7430,https://gw-2:7430/path", false},
+		{"gateway.urls", "https://user:pw@gw-1:7430", false},
+		{"gateway.urls", "http://10.1.2.3:7430", false},
+		{"gateway.advertiseUrl", "https://gw-1.example:7430", true},
+		{"gateway.advertiseUrl", "gw-1.example:7430", false},
+		{"gateway.advertiseUrl", "https://gw-1.example:7430/api?x=1", false},
+		{"gateway.leaderTimeoutMs", "1000", true},
+		{"gateway.leaderTimeoutMs", "999", false},
+		{"gateway.leaderTimeoutMs", "60001", false},
+	} {
+		home := t.TempDir()
+		_, err := Set(home, tc.key, tc.value)
+		var ce *Error
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("set %s %q: %v, want it taken", tc.key, tc.value, err)
+		case !tc.ok && (!errors.As(err, &ce) || ce.Key != tc.key):
+			t.Errorf("set %s %q: %v, want it refused naming %s", tc.key, tc.value, err, tc.key)
+		case !tc.ok:
+			if _, statErr := os.Stat(Path(home)); statErr == nil {
+				t.Errorf("set %s %q was refused but wrote the config file", tc.key, tc.value)
+			}
+		}
+	}
+}
