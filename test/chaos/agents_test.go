@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/client"
@@ -608,6 +609,28 @@ func startAgentsOn(ctx context.Context, wg *sync.WaitGroup, seed uint64, l *ledg
 type violationLog struct {
 	all  []string
 	seen map[string]bool
+}
+
+// byCheck counts the violations by check.
+func (v *violationLog) byCheck() map[string]int {
+	n := map[string]int{}
+	for _, f := range v.all {
+		n[checkOf(f)]++
+	}
+	return n
+}
+
+// fail fails t with each check's first violations in full; the rest are
+// counted in the run's summary.
+func (v *violationLog) fail(t *testing.T) {
+	t.Helper()
+	shown := map[string]int{}
+	for _, f := range v.all {
+		if c := checkOf(f); shown[c] < 10 {
+			shown[c]++
+			t.Errorf("violation: %s", f)
+		}
+	}
 }
 
 // report adds what a check found, when naming the moment it looked.

@@ -89,23 +89,13 @@ func TestAFleetUnderKillsAndStopsKeepsItsInvariants(t *testing.T) {
 	report("seen by an agent", fl.withTrails(l.found()))
 	fl.keepLogs(t, vs.all)
 
-	byCheck := map[string]int{}
-	for _, v := range vs.all {
-		byCheck[checkOf(v)]++
-	}
+	byCheck := vs.byCheck()
 	t.Logf("fleet chaos: seed %d, %v, %d workers, %d agents (%d over HTTP), %d operations acknowledged, %d leases granted, %d faults %v, %d violations %v",
 		seed, time.Since(started).Round(time.Second), fleetWorkers, *agents, nHTTP, l.ops.Load(), len(l.snapshot()), n, kinds, len(vs.all), byCheck)
 	if n < *faults || l.ops.Load() < int64(*minOps) {
 		t.Errorf("the run made %d faults and %d operations, want at least %d and %d", n, l.ops.Load(), *faults, *minOps)
 	}
-	// Each check's first violations in full; the rest counted above.
-	shown := map[string]int{}
-	for _, v := range vs.all {
-		if c := checkOf(v); shown[c] < 10 {
-			shown[c]++
-			t.Errorf("violation: %s", v)
-		}
-	}
+	vs.fail(t)
 }
 
 var leaseKey = regexp.MustCompile(`acknowledged lease (\S+) of`)

@@ -100,23 +100,14 @@ func TestAReplicatedFleetUnderLeaderFaultsKeepsItsInvariants(t *testing.T) {
 	report("seen by an agent", fl.withTrails(l.found()))
 	fl.keepLogs(t, vs.all)
 
-	byCheck := map[string]int{}
-	for _, v := range vs.all {
-		byCheck[checkOf(v)]++
-	}
+	byCheck := vs.byCheck()
 	t.Logf("replicated fleet chaos: seed %d, %v, %d replicas, %d workers, %d agents (%d over HTTP), %d operations acknowledged, %d leases granted, %d faults %v, failovers %v, %d violations %v",
 		seed, time.Since(started).Round(time.Second), replicaCount, fleetWorkers, *agents, nHTTP, l.ops.Load(), len(l.snapshot()), n, kinds,
 		rounded(failovers), len(vs.all), byCheck)
 	if n < *replicaFaults {
 		t.Errorf("the run made %d faults, want at least %d", n, *replicaFaults)
 	}
-	shown := map[string]int{}
-	for _, v := range vs.all {
-		if c := checkOf(v); shown[c] < 10 {
-			shown[c]++
-			t.Errorf("violation: %s", v)
-		}
-	}
+	vs.fail(t)
 }
 
 func rounded(ds []time.Duration) []string {
