@@ -125,6 +125,18 @@ func (f *Fleet) generation(id string) uint64 {
 	return 0
 }
 
+// printOf is the fingerprint of what routing reads of a worker's view
+// (viewPrint); false for a worker the gateway does not know.
+func (f *Fleet) printOf(id string) (uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.workers[id]
+	if !ok {
+		return 0, false
+	}
+	return viewPrint(&w.view), true
+}
+
 // clientOf is the session to a connected worker, or nil.
 func (f *Fleet) clientOf(id string) *client.Client {
 	f.mu.Lock()

@@ -146,20 +146,28 @@ type Leasing struct {
 	rejoinTimer *time.Timer
 }
 
-// skipped says how long a waiter is not sent to a worker again after a
-// double grant: while the lease the grant contradicted stays indexed
-// (conflict), and until the worker's view has moved since generation gen.
-// An honest worker's stale grant of a device whose lease just ended on it
-// is tried again once the gateway has heard of that end; a lying worker is
-// not asked again for as long as its lie would repeat.
+// skipped says how long a waiter is not sent to a worker again: after a
+// double grant, while the lease the grant contradicted stays indexed
+// (conflict), and until the worker's view has moved since generation gen;
+// after the worker said it holds a lease of the requester the gateway did
+// not grant, until what routing reads of its view differs from print (the
+// lease given back changes its device's lease). An honest worker is tried
+// again once the gateway has heard of the change; a lying one is not
+// asked again for as long as its lie would repeat, and a status read that
+// changes nothing does not end the skip.
 type skipped struct {
 	gen      uint64
 	conflict *indexed
+	print    uint64
 }
 
 // skipping reports whether a waiter skipped as s skips workerID now. The
 // decision lock must be held.
 func (l *Leasing) skipping(s skipped, workerID string) bool {
+	if s.print != 0 {
+		p, ok := l.f.printOf(workerID)
+		return ok && p == s.print
+	}
 	if s.conflict != nil {
 		if e, ok := l.idx.ofKey(s.conflict.key); ok && e == s.conflict {
 			return true

@@ -211,12 +211,15 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		// previous run was granted and never recorded, being given back
 		// once a snapshot shows it. That is this requester's matter, not
 		// the worker's room: the request goes back in line and skips this
-		// worker until its view has moved (the status read asked for
-		// here), and nobody else's request is held back from it.
-		gen := l.f.generation(r.WorkerID)
+		// worker until what routing reads of its view has changed (the
+		// status read asked for here shows the lease given back), and
+		// nobody else's request is held back from it. A worker that says
+		// so falsely is not asked again for this request while its view
+		// stays as it was.
+		print, _ := l.f.printOf(r.WorkerID)
 		_ = l.q.Do(func(tx *queue.Txn) error {
 			l.unhold(r.WorkerID, h)
-			l.skipFor(w, r.WorkerID, skipped{gen: gen})
+			l.skipFor(w, r.WorkerID, skipped{print: max(print, 1)})
 			tx.Requeue(w)
 			tx.Kick()
 			return nil

@@ -318,20 +318,29 @@ func TestSimctlAndAdbOnAGatewayRunOnTheCallersLeaseThroughExec(t *testing.T) {
 // A worker that answers a lease request REQUESTER_ALREADY_LEASED before it
 // started on it holds a lease of the gateway's requester that the gateway
 // never granted (a previous leader's, whose grant was not recorded): the
-// request goes back in line rather than failing, and is sent again once
-// the worker's view changed, here granted.
+// request goes back in line rather than failing. It is not sent to that
+// worker again while the worker's view stays as it was (a worker that says
+// so falsely is not asked in a loop), and is once the view has changed, as
+// the lease given back changes it; here it is then granted.
 func TestAWorkersUnrecordedLeaseOfTheRequesterSendsTheRequestBackInLine(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
-	w := f.fakeJoined("fake-orphan", "ios", 2, 2)
+	w := f.fakeJoined("fake-orphan", "ios", 2, 1)
 
 	ch := f.gw.runAsync("lease", "--platform", "ios", "--agent-id", "again", "--detach")
 	c := w.serveUntil("lease.request")
 	in := requestIn(t, c)
 	w.refuseWith(c, "REQUESTER_ALREADY_LEASED", in.RequesterID+" already holds lease "+fakeID("lse_"), map[string]any{"requesterId": in.RequesterID})
+	w.quiet(time.Second, "the worker's view is as it was when it refused: the request is not sent to it again")
+	select {
+	case r := <-ch:
+		t.Fatalf("after the worker's REQUESTER_ALREADY_LEASED the request ended instead of waiting\n%s", r)
+	default:
+	}
+	w.openSlots(1) // the view changes, as when the unrecorded lease is given back
 	again, r, sent := nextOr(w, "lease.request", ch)
 	if !sent {
-		t.Fatalf("after the worker's REQUESTER_ALREADY_LEASED the request was not sent again; the command ended\n%s", r)
+		t.Fatalf("after the worker's view changed the request was not sent again; the command ended\n%s", r)
 	}
 	w.grant(again, "")
 	g := parseGrant(t, strings.TrimSpace(awaitResult(t, ch).stdout))
