@@ -92,7 +92,10 @@ type Fleet struct {
 
 	mu sync.Mutex
 	// mu guards the fields below.
-	workers  map[string]*worker
+	workers map[string]*worker
+	// routes is what routing reads of the workers' views, kept as they
+	// change (reindex).
+	routes   *routeIndex
 	rejected rejections
 	// revoked are the join tokens revoked while the gateway runs: an
 	// uplink authenticated a moment before its token was revoked is
@@ -189,7 +192,7 @@ func New(opts Options) *Fleet {
 	if opts.RelayBurst <= 0 {
 		opts.RelayBurst = relayBurst
 	}
-	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, revoked: map[string]struct{}{}}
+	return &Fleet{opts: opts, log: opts.Logger, workers: map[string]*worker{}, routes: newRouteIndex(nil), revoked: map[string]struct{}{}}
 }
 
 // Start lists the workers the store remembers, disconnected until they
@@ -206,6 +209,7 @@ func (f *Fleet) Start(ctx context.Context) error {
 		f.workers[r.ID] = &worker{lastSeq: r.LastSeq, owner: r.TokenID, view: contract.WorkerView{ID: r.ID, Label: r.Label,
 			Connection: contract.WorkerDisconnected, Drained: r.Drained, LastSeenAt: r.LastSeenAt,
 			Reason: "not connected since the gateway started"}}
+		f.reindex(f.workers[r.ID])
 		if r.TokenID != "" {
 			shared[r.TokenID] = append(shared[r.TokenID], r.ID)
 		}
@@ -324,6 +328,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	w.statusSeq, w.read = 0, statusRead{} // a new link's worker may have a new event log
 	w.link, w.tokenID = l, a.TokenID
 	w.view.Label = a.Label
+	f.reindex(w)
 	f.mu.Unlock()
 	if old != nil {
 		old.conn.Close()
@@ -346,6 +351,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 		}
 		w.view.Reason, w.view.ReasonCode = reason, reasonCode(reason)
 		w.viewGen++
+		f.reindex(w)
 	}
 	label := w.view.Label
 	f.mu.Unlock()

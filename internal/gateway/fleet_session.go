@@ -75,6 +75,7 @@ func (f *Fleet) incompatible(w *worker, gen int, ce *contract.Error) {
 	w.view.WorkerProtocol = &worker
 	w.view.GatewayProtocol = &contract.VersionRange{Min: contract.ProtocolMin, Max: contract.ProtocolMax}
 	w.view.LastSeenAt = time.Now().UnixMilli()
+	f.reindex(w)
 }
 
 // readAll reads the worker's status, catalog and config, checks them and
@@ -112,6 +113,7 @@ func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen in
 	defer f.mu.Unlock()
 	if w.gen == gen {
 		w.view.Catalog, w.view.MaxTTLMs, w.view.DownloadPolicy = cat.Platforms, int64(maxTTL), policy
+		f.reindex(w)
 	}
 	return ""
 }
@@ -149,6 +151,7 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	w.counts = countView(s.Devices, s.Leases)
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
+	f.reindex(w)
 	if v.Connection == contract.WorkerConnected && w.read.gen > 0 {
 		r := w.read
 		r.leases = s.Leases
@@ -168,6 +171,7 @@ func (f *Fleet) markConnected(ctx context.Context, w *worker, gen, protocol int)
 	v.Connection, v.Reason, v.ReasonCode, v.Protocol = contract.WorkerConnected, "", "", protocol
 	v.WorkerProtocol, v.GatewayProtocol = nil, nil
 	v.ConnectedAt = time.Now().UnixMilli()
+	f.reindex(w)
 	if w.owner == "" {
 		w.owner = w.tokenID
 	}

@@ -103,6 +103,7 @@ func (f *Fleet) put(v contract.WorkerView) {
 		w.link = &link{conn: a}
 	}
 	f.workers[v.ID] = w
+	f.reindex(w)
 }
 
 func capacity(running, maxRunning int) *contract.Capacity {

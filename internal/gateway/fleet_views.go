@@ -91,7 +91,28 @@ func (f *Fleet) notifyLater(w *worker, r statusRead) {
 	}()
 }
 
-// views copies the views of every worker, for routing.
+// reindex takes w's view, as it is now, into the routing index: called
+// wherever the view changes in what routing reads. f.mu must be held.
+func (f *Fleet) reindex(w *worker) {
+	f.routes.put(&w.view)
+}
+
+// decide runs fn over the routing index, the views as they are now, under
+// the fleet's lock: fn must not call the Fleet.
+func (f *Fleet) decide(fn func(ix *routeIndex)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.routes)
+}
+
+// assess is the fast-fail table for a over the known workers.
+func (f *Fleet) assess(a Ask) *contract.Error {
+	var cerr *contract.Error
+	f.decide(func(ix *routeIndex) { cerr = ix.assess(a) })
+	return cerr
+}
+
+// views copies the views of every worker.
 func (f *Fleet) views() []*contract.WorkerView {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -119,6 +140,11 @@ func (f *Fleet) session(id string) (*client.Client, int) {
 func (f *Fleet) generation(id string) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.generationLocked(id)
+}
+
+// generationLocked is generation with f.mu held (in decide).
+func (f *Fleet) generationLocked(id string) uint64 {
 	if w, ok := f.workers[id]; ok {
 		return w.viewGen
 	}

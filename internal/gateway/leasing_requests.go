@@ -54,51 +54,44 @@ func (l *Leasing) Cancel(ctx context.Context, c queue.Caller, in contract.LeaseC
 
 // Admit is the fast-fail table, run as a request joins the line.
 func (l *Leasing) Admit(w *queue.Waiter) (*contract.Error, contract.RejectReason) {
-	if cerr := assess(w.Need().(*fleetNeed).ask, l.f.views()); cerr != nil && !l.rejoining() {
+	if cerr := l.f.assess(w.Need().(*fleetNeed).ask); cerr != nil && !l.rejoining() {
 		return cerr, rejectedReason(cerr)
 	}
 	return nil, ""
 }
 
-// Place routes a waiter over the views, skipping the workers already
-// dispatched to in this pass, those stale for its class of need (a
-// request of it bounced off them: stale.go), and those a double grant of
-// its own makes it skip. A waiter no worker can serve now is passed over
-// (queue.ScopeNeed): it holds only the later waiters of its class of
-// need, and the others go to the workers that can serve them.
+// Place routes a waiter over the routing index, skipping the workers
+// already dispatched to in this pass, those stale for its class of need
+// (a request of it bounced off them: stale.go), and those a double grant
+// of its own makes it skip; the holds of dispatches in flight apply to
+// the workers the decision examines. A waiter no worker can serve now is
+// passed over (queue.ScopeNeed): it holds only the later waiters of its
+// class of need, and the others go to the workers that can serve them.
 func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Block) {
 	if tx != l.pass {
 		l.pass, l.busy = tx, map[string]bool{}
 	}
 	n := w.Need().(*fleetNeed)
-	all := l.f.views()
-	// The fast-fail table again, on the views as they are now: a drain or
-	// a disconnect may have left no worker that could ever serve it.
-	if cerr := assess(n.ask, all); cerr != nil {
+	passed := l.passedOver(w, n.key, time.Now())
+	var cerr *contract.Error
+	var r Route
+	var ok bool
+	l.f.decide(func(ix *routeIndex) {
+		// The fast-fail table again, on the views as they are now: a
+		// drain or a disconnect may have left no worker that could ever
+		// serve it.
+		if cerr = ix.assess(n.ask); cerr != nil {
+			return
+		}
+		r, ok = ix.route(n.ask, overlay{skip: func(id string) bool { return l.busy[id] || passed[id] }, holds: func(id string) []hold { return l.holdsOn(id, l.f.generationLocked(id)) }})
+	})
+	if cerr != nil {
 		if l.rejoining() {
 			return queue.Start{}, queue.BlockNeed
 		}
 		tx.Settle(w, cerr, rejectedReason(cerr))
 		return queue.Start{}, queue.NoBlock
 	}
-	var views []*contract.WorkerView
-	now := time.Now()
-	for _, v := range all {
-		if l.busy[v.ID] {
-			continue
-		}
-		if skip, reserve := l.staleFor(v, n.key, now); skip {
-			if reserve {
-				l.busy[v.ID] = true
-			}
-			continue
-		}
-		if s, ok := l.skip[w][v.ID]; ok && l.skipping(s, v.ID) {
-			continue
-		}
-		views = append(views, heldView(v, l.holdsOn(v.ID)))
-	}
-	r, ok := route(warmThenFree, n.ask, views)
 	if !ok {
 		return queue.Start{}, queue.BlockNeed
 	}
@@ -126,6 +119,41 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		Quiet:    true,
 		Run:      func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
+}
+
+// passedOver are the workers a decision for w, of need key, passes over
+// besides those busy in the pass: those stale for the need, and those a
+// double grant of w's own makes it skip. Read before the decision, which
+// holds the fleet's lock: there are few of them (bounces and double
+// grants), not every worker. A worker whose view changed too soon after a
+// bounce of the need is reserved for the pass (busy), whether or not the
+// decision would reach it. The decision lock must be held.
+func (l *Leasing) passedOver(w *queue.Waiter, key string, now time.Time) map[string]bool {
+	var out map[string]bool
+	pass := func(id string) {
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[id] = true
+	}
+	for k := range l.stale {
+		if k.need != key || l.busy[k.worker] {
+			continue
+		}
+		print := func() uint64 { p, _ := l.f.printOf(k.worker); return p }
+		if skip, reserve := l.staleFor(k.worker, print, key, now); skip {
+			if reserve {
+				l.busy[k.worker] = true
+			}
+			pass(k.worker)
+		}
+	}
+	for id, s := range l.skip[w] {
+		if l.skipping(s, id) {
+			pass(id)
+		}
+	}
+	return out
 }
 
 // dispatch forwards one placed request to its worker and ends it: granted,
@@ -258,12 +286,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 // bounce puts w back in line, with workerID stale for its class of need
 // (markStale); the dispatch's hold goes (it took nothing).
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
-	var print uint64
-	for _, v := range l.f.views() {
-		if v.ID == workerID {
-			print = viewPrint(v)
-		}
-	}
+	print, _ := l.f.printOf(workerID)
 	_ = l.q.Do(func(tx *queue.Txn) error {
 		l.unhold(workerID, h)
 		l.markStale(workerID, w.Need().(*fleetNeed).key, print, time.Now())
@@ -358,11 +381,10 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 	}
 }
 
-// holdsOn are the holds on workerID's view that routing counts now: the
-// dispatches in flight, and the grants its view does not show yet. The
-// decision lock must be held.
-func (l *Leasing) holdsOn(workerID string) []hold {
-	gen := l.f.generation(workerID)
+// holdsOn are the holds on workerID's view, at generation gen, that
+// routing counts now: the dispatches in flight, and the grants its view
+// does not show yet. The decision lock must be held.
+func (l *Leasing) holdsOn(workerID string, gen uint64) []hold {
 	var out []hold
 	kept := l.held[workerID][:0]
 	for _, h := range l.held[workerID] {

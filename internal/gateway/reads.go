@@ -77,6 +77,7 @@ func (f *Fleet) setDrained(ctx context.Context, id string, drained bool) (contra
 	}
 	f.mu.Lock()
 	w.view.Drained = drained
+	f.reindex(w)
 	s := w.view.Summary()
 	f.mu.Unlock()
 	if changed {
@@ -114,6 +115,7 @@ func (f *Fleet) Remove(ctx context.Context, id string) (contract.WorkerSummary, 
 	gone := false
 	if cur, ok := f.workers[id]; ok && cur == w && w.link == nil {
 		delete(f.workers, id)
+		f.routes.remove(id)
 		gone = true
 	}
 	f.mu.Unlock()
@@ -145,6 +147,7 @@ func (f *Fleet) Prune(ctx context.Context, now time.Time) {
 		gone := false
 		if cur, ok := f.workers[w.view.ID]; ok && cur == w && w.link == nil {
 			delete(f.workers, w.view.ID)
+			f.routes.remove(w.view.ID)
 			gone = true
 		}
 		f.mu.Unlock()
@@ -175,6 +178,7 @@ func (f *Fleet) CloseToken(ctx context.Context, tokenID string) {
 		case w.link == nil && (w.owner == tokenID || w.tokenID == tokenID):
 			w.view = dropped(w.view)
 			w.viewGen++
+			f.reindex(w)
 		}
 		if w.owner == tokenID {
 			w.owner = ""

@@ -96,50 +96,26 @@ var warmThenFree = []stage{
 	{name: "free-capacity", apply: mostFree},
 }
 
-// route runs the policy over the views and returns the worker the request
-// goes to now, or false when none can take it now (it waits, if the
-// fast-fail table let it). Ties go to the lowest worker id.
+// route decides a over views as the gateway does: through a routeIndex
+// of them (routeindex.go), which implements policy, warmThenFree. It
+// returns the worker the request goes to now, or false when none can take
+// it now (it waits, if the fast-fail table let it). Ties go to the lowest
+// worker id.
 func route(policy []stage, a Ask, views []*contract.WorkerView) (Route, bool) {
-	cs := make([]candidate, 0, len(views))
-	for _, v := range views {
-		cs = append(cs, candidate{v: v})
-	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].v.ID < cs[j].v.ID })
-	warm := false
-	for _, st := range policy {
-		next := st.apply(a, cs)
-		if st.prefer && len(next) == 0 {
-			continue
-		}
-		if st.name == "warm-hit" && len(next) > 0 {
-			warm = true
-			cs = next
-			break // a warm hit settles: no slot is needed
-		}
-		cs = next
-		if len(cs) == 0 {
-			return Route{}, false
-		}
-	}
-	c := cs[0]
-	r := Route{WorkerID: c.v.ID, Model: c.models[0], Reason: ReasonFreeCapacity}
-	switch {
-	case warm:
-		r.Reason = ReasonWarmHit
-		r.Model, r.DeviceID = warmFit(a, c)
-	case c.download:
-		r.Reason = ReasonDownload
-	}
-	return r, true
+	_ = policy // the stages define the policy; the index is its fast form
+	return newRouteIndex(views).route(a, overlay{})
 }
 
 // takesRequests keeps the connected, undrained workers whose
 // lease.maxTtlMs admits the TTL asked.
 func takesRequests(a Ask, cs []candidate) []candidate {
-	return keep(cs, func(c candidate) bool {
-		v := c.v
-		return v.Connection == contract.WorkerConnected && !v.Drained && (a.TTLMs == 0 || v.MaxTTLMs == 0 || a.TTLMs <= v.MaxTTLMs)
-	})
+	return keep(cs, func(c candidate) bool { return takes(a, c.v) })
+}
+
+// takes reports whether v takes a request of a: connected, not drained,
+// and its lease.maxTtlMs admits the TTL asked.
+func takes(a Ask, v *contract.WorkerView) bool {
+	return v.Connection == contract.WorkerConnected && !v.Drained && (a.TTLMs == 0 || v.MaxTTLMs == 0 || a.TTLMs <= v.MaxTTLMs)
 }
 
 // canServe keeps the workers whose catalog has a model for the ask with a
@@ -226,8 +202,10 @@ func catalogOf(v *contract.WorkerView, p contract.Platform) (contract.Catalog, b
 
 // healthy keeps the workers whose daemon says it is running.
 func healthy(_ Ask, cs []candidate) []candidate {
-	return keep(cs, func(c candidate) bool { return c.v.Health == "running" })
+	return keep(cs, func(c candidate) bool { return isHealthy(c.v) })
 }
+
+func isHealthy(v *contract.WorkerView) bool { return v.Health == "running" }
 
 // hasRuntime prefers the workers that have the runtime installed over
 // those that would have to download it.
@@ -248,13 +226,20 @@ func warmHit(a Ask, cs []candidate) []candidate {
 func warmFit(a Ask, c candidate) (model, id string) {
 	cat, _ := catalogOf(c.v, a.Platform)
 	for _, d := range c.v.Devices {
-		if d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
-			slices.Contains(c.models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) &&
-			(a.ImageTag == "" || d.Spec.ImageTag == a.ImageTag) && d.Spec.Mode == cat.ModeOn(a.Mode, d.Spec.OSVersion) {
+		if warmFits(a, cat, c.models, d) {
 			return d.Spec.Model, d.ID
 		}
 	}
 	return "", ""
+}
+
+// warmFits reports whether d, a device of a worker whose catalog of the
+// platform asked is cat and whose models serving a are models, is a warm
+// hit for a.
+func warmFits(a Ask, cat contract.Catalog, models []string, d contract.Device) bool {
+	return d.State == contract.DeviceReady && d.LeaseID == "" && d.Spec.Platform == a.Platform &&
+		slices.Contains(models, d.Spec.Model) && a.OS.Matches(d.Spec.OSVersion) &&
+		(a.ImageTag == "" || d.Spec.ImageTag == a.ImageTag) && d.Spec.Mode == cat.ModeOn(a.Mode, d.Spec.OSVersion)
 }
 
 // A hold is what a dispatch takes of its worker's view until the view
@@ -358,25 +343,32 @@ func freeSlot(a Ask, cs []candidate) []candidate {
 // only looks idle (a boot in flight for another request) makes it send
 // one the worker may still refuse: that is a bounce (stale.go).
 func ramRoom(a Ask, cs []candidate) []candidate {
-	return keep(cs, func(c candidate) bool {
-		if c.v.Capacity == nil || !c.v.Capacity.Platforms[a.Platform].AtRAMBudget {
-			return true
-		}
-		return slices.ContainsFunc(c.v.Devices, func(d contract.Device) bool {
-			switch d.State {
-			case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
-				return d.LeaseID == ""
-			}
-			return false
-		})
-	})
+	return keep(cs, func(c candidate) bool { return hasRAMRoom(c.v, a.Platform) })
+}
+
+// hasRAMRoom reports whether v's RAM budget has room for a new device of
+// platform p, or v has an idle device to make room with.
+func hasRAMRoom(v *contract.WorkerView, p contract.Platform) bool {
+	return v.Capacity == nil || !v.Capacity.Platforms[p].AtRAMBudget || slices.ContainsFunc(v.Devices, idle)
+}
+
+// idle reports whether a worker's engine may delete d to make room in its
+// RAM budget: an unleased device that is ready, shut down or quarantined.
+func idle(d contract.Device) bool {
+	switch d.State {
+	case contract.DeviceReady, contract.DeviceShutdown, contract.DeviceQuarantined:
+		return d.LeaseID == ""
+	}
+	return false
 }
 
 // underRAMBudget prefers the workers not over their RAM budget.
 func underRAMBudget(_ Ask, cs []candidate) []candidate {
-	return keep(cs, func(c candidate) bool {
-		return c.v.Capacity == nil || c.v.Capacity.RAMBudget == nil || !c.v.Capacity.RAMBudget.OverLimit
-	})
+	return keep(cs, func(c candidate) bool { return !overRAMBudget(c.v) })
+}
+
+func overRAMBudget(v *contract.WorkerView) bool {
+	return v.Capacity != nil && v.Capacity.RAMBudget != nil && v.Capacity.RAMBudget.OverLimit
 }
 
 // mostFree ranks the workers by free running slots, most first; the sort
@@ -397,30 +389,21 @@ func keep(cs []candidate, ok func(candidate) bool) []candidate {
 	return out
 }
 
-// assess is the fast-fail table: what a request gets at once, waiting or
-// not, when the fleet as known cannot serve it at all; nil when it may be
-// routed or wait. It reads every known view, connected or not, for what
-// the fleet has, and the connected ones for who takes requests.
+// assess is the fast-fail table over views, as the gateway reads it
+// (routeIndex.assess): what a request gets at once, waiting or not, when
+// the fleet as known cannot serve it at all; nil when it may be routed or
+// wait.
 func assess(a Ask, views []*contract.WorkerView) *contract.Error {
-	cs := make([]candidate, 0, len(views))
-	for _, v := range views {
-		cs = append(cs, candidate{v: v})
-	}
-	if len(takesRequests(a, cs)) == 0 {
-		return contract.Errorf(contract.CodeNoCapacity, "no worker of this gateway takes requests now").With("reason", string(contract.RejectNoWorker))
-	}
-	var platform, model bool
-	for _, c := range cs {
-		cat, ok := catalogOf(c.v, a.Platform)
-		if !ok {
-			continue
-		}
-		platform = true
-		if len(modelsAsked(a, cat)) > 0 {
-			model = true
-		}
-	}
+	return newRouteIndex(views).assess(a)
+}
+
+// fastFail is the fast-fail table's answer for a, given whether any
+// connected worker takes it, any known worker has its platform, a model
+// it names, and a runtime that serves it (or one it may download).
+func fastFail(a Ask, takes, platform, model, serve bool) *contract.Error {
 	switch {
+	case !takes:
+		return contract.Errorf(contract.CodeNoCapacity, "no worker of this gateway takes requests now").With("reason", string(contract.RejectNoWorker))
 	case !platform:
 		return contract.Errorf(contract.CodeNoDriver, "no worker of this gateway serves %s", a.Platform).With("platform", a.Platform)
 	case !model:
@@ -429,8 +412,7 @@ func assess(a Ask, views []*contract.WorkerView) *contract.Error {
 			what = "a " + string(wantOf(a, contract.Catalog{}).Class)
 		}
 		return contract.Errorf(contract.CodeUnknownModel, "no worker of this gateway has %s on %s", what, a.Platform).With("platform", a.Platform)
-	}
-	if len(canServe(a, cs)) == 0 {
+	case !serve:
 		return contract.Errorf(contract.CodeRuntimeMissing, "no worker of this gateway has a %s runtime that serves the request", a.Platform).
 			With("platform", a.Platform).With("downloadable", false)
 	}

@@ -86,19 +86,19 @@ func (m *staleMark) stop() {
 	}
 }
 
-// staleFor reports whether routing skips v for need key now, and whether
-// v is to be kept from later waiters in this pass (reserve): its view
+// staleFor reports whether routing skips workerID, whose view's viewPrint
+// is print(), for need key now, and whether it is to be kept from later waiters in this pass (reserve): its view
 // changed since the bounce, so the room the waiter needs may have freed,
 // but too soon after the bounce to ask again. A later waiter of another
 // class of need must not take that room first; it waits at most until
 // staleBackoffMin after the bounce, when a timer kicks the line. The
 // decision lock must be held.
-func (l *Leasing) staleFor(v *contract.WorkerView, key string, now time.Time) (skip, reserve bool) {
-	m := l.stale[staleKey{v.ID, key}]
+func (l *Leasing) staleFor(workerID string, print func() uint64, key string, now time.Time) (skip, reserve bool) {
+	m := l.stale[staleKey{workerID, key}]
 	if m == nil || !now.Before(m.until) {
 		return false, false
 	}
-	if viewPrint(v) == m.print {
+	if print() == m.print {
 		return true, false
 	}
 	if now.Sub(m.at) >= staleBackoffMin {
