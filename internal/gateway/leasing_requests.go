@@ -72,19 +72,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		l.pass, l.busy = tx, map[string]bool{}
 	}
 	n := w.Need().(*fleetNeed)
-	passed := l.passedOver(w, n.key, time.Now())
-	var cerr *contract.Error
-	var r Route
-	var ok bool
-	l.f.decide(func(ix *routeIndex) {
-		// The fast-fail table again, on the views as they are now: a
-		// drain or a disconnect may have left no worker that could ever
-		// serve it.
-		if cerr = ix.assess(n.ask); cerr != nil {
-			return
-		}
-		r, ok = ix.route(n.ask, overlay{skip: func(id string) bool { return l.busy[id] || passed[id] }, holds: func(id string) []hold { return l.holdsOn(id, l.f.generationLocked(id)) }})
-	})
+	r, ok, cerr := l.decide(w, n)
 	if cerr != nil {
 		if l.rejoining() {
 			return queue.Start{}, queue.BlockNeed
@@ -119,6 +107,25 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		Quiet:    true,
 		Run:      func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
+}
+
+// decide is Place's decision for w, of need n: the fast-fail table again,
+// on the views as they are now (a drain or a disconnect may have left no
+// worker that could ever serve it), then the route, over the workers not
+// busy in the pass nor passed over, their holds applied. The decision lock
+// must be held.
+func (l *Leasing) decide(w *queue.Waiter, n *fleetNeed) (r Route, ok bool, cerr *contract.Error) {
+	passed := l.passedOver(w, n.key, time.Now())
+	o := overlay{
+		skip:  func(id string) bool { return l.busy[id] || passed[id] },
+		holds: func(id string) []hold { return l.holdsOn(id, l.f.generationLocked(id)) },
+	}
+	l.f.decide(func(ix *routeIndex) {
+		if cerr = ix.assess(n.ask); cerr == nil {
+			r, ok = ix.route(n.ask, o)
+		}
+	})
+	return r, ok, cerr
 }
 
 // passedOver are the workers a decision for w, of need key, passes over

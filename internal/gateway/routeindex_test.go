@@ -294,3 +294,16 @@ func TestAnIndexKeptAcrossChangesDecidesAsAFreshOne(t *testing.T) {
 		t.Errorf("assess with no worker taking requests = %v, want NO_CAPACITY", cerr)
 	}
 }
+
+// TimeRoutes times each decision over the index it builds of the views,
+// and says when no worker of them can take the request.
+func TestTimeRoutesTimesEachDecisionOverTheViews(t *testing.T) {
+	views := benchFleet(20, 10)
+	ds, err := TimeRoutes(views, ask("iPhone 16", "18.6"), 7)
+	if err != nil || len(ds) != 7 {
+		t.Fatalf("TimeRoutes = %d durations, %v; want 7, nil", len(ds), err)
+	}
+	if _, err := TimeRoutes(views, ask("iPhone 16", "19"), 3); err == nil {
+		t.Error("TimeRoutes of a request no worker can take gave no error")
+	}
+}

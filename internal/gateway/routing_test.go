@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -244,28 +246,142 @@ func TestTheFastFailTableAnswersWhatNoWorkerCanServe(t *testing.T) {
 	}
 }
 
-// One routing decision over 10, 100 and 500 worker views, each with 50
-// devices, none of them a warm hit: every stage runs over every view.
-func BenchmarkRoute(b *testing.B) {
-	for _, n := range []int{10, 100, 500} {
-		views := make([]*contract.WorkerView, n)
-		for i := range views {
-			v := view(fmt.Sprintf("w%04d", i), i%3, 4)
-			for j := range 50 {
-				d := warmDevice("iPhone 17", "26.1")
-				d.ID, d.LeaseID = fmt.Sprintf("dev_%d", j), "lse_busy"
-				v.Devices = append(v.Devices, d)
-			}
-			views[i] = v
+// benchFleet is n workers of d devices each, as a busy fleet looks: each
+// offers iPhone 17, iPhone 16 and iPad Air on 26.1, 18.6 and 17.5 (one in
+// three also Pixel 9 on Android 36 and 35); every device is leased but on
+// one worker in ten, which has a warm iPhone 16 on 18.6 (and, with
+// Android, a warm Pixel 9 on 36); one worker in four has a slot or two
+// free.
+func benchFleet(n, d int) []*contract.WorkerView {
+	models, runtimes := []string{"iPhone 17", "iPhone 16", "iPad Air"}, []string{"26.1", "18.6", "17.5"}
+	views := make([]*contract.WorkerView, n)
+	for i := range views {
+		v := view(fmt.Sprintf("w%04d", i), 0, 0)
+		v.Catalog[0] = contract.Catalog{Platform: contract.PlatformIOS, Models: models, Runtimes: runtimes,
+			ModelAliases:  map[string][]string{"iPhone 17": {"iphone-17"}},
+			ModelClasses:  map[string]contract.DeviceClass{"iPhone 17": "phone", "iPhone 16": "phone", "iPad Air": "tablet"},
+			ClassDefaults: map[contract.DeviceClass][]string{"phone": {"iPhone 17", "iPhone 16"}, "tablet": {"iPad Air"}},
+			ModelRuntimes: map[string][]string{"iPhone 17": {"26.1"}, "iPhone 16": runtimes, "iPad Air": runtimes}}
+		android := i%3 == 0
+		if android {
+			v.Catalog = append(v.Catalog, contract.Catalog{Platform: contract.PlatformAndroid, Models: []string{"Pixel 9"}, Runtimes: []string{"36", "35"},
+				ModelClasses: map[string]contract.DeviceClass{"Pixel 9": "phone"}, ClassDefaults: map[contract.DeviceClass][]string{"phone": {"Pixel 9"}},
+				ModelRuntimes: map[string][]string{"Pixel 9": {"36", "35"}}})
 		}
-		q := ask("", "26")
-		b.Run(fmt.Sprintf("views=%d", n), func(b *testing.B) {
-			for b.Loop() {
-				if _, ok := route(warmThenFree, q, views); !ok {
-					b.Fatal("no route")
-				}
+		freeSlots := 0
+		if i%4 == 1 {
+			freeSlots = 1 + i%2
+		}
+		pcs := map[contract.Platform]contract.PlatformCapacity{}
+		warm := 0
+		for j := range d {
+			dev := contract.Device{ID: fmt.Sprintf("dev_%d_%d", i, j), State: contract.DeviceLeased, LeaseID: fmt.Sprintf("lse_%d_%d", i, j),
+				Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: models[j%3], OSVersion: runtimes[j%3]}}
+			if android && j%5 == 0 {
+				dev.Spec = contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "35"}
 			}
-		})
+			if i%10 == 3 && (j == d-1 || (android && j == d-2)) {
+				dev.State, dev.LeaseID = contract.DeviceReady, ""
+				dev.Spec = contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 16", OSVersion: "18.6"}
+				if j == d-2 {
+					dev.Spec = contract.DeviceSpec{Platform: contract.PlatformAndroid, Model: "Pixel 9", OSVersion: "36"}
+				}
+				warm++
+			}
+			pc := pcs[dev.Spec.Platform]
+			pc.Running, pc.Devices = pc.Running+1, pc.Devices+1
+			if dev.State == contract.DeviceReady {
+				pc.Warm++
+			}
+			pcs[dev.Spec.Platform] = pc
+			v.Devices = append(v.Devices, dev)
+		}
+		for p, pc := range pcs {
+			pc.MaxRunning, pc.MaxDevices = pc.Running+freeSlots, pc.Devices+freeSlots
+			pcs[p] = pc
+		}
+		v.Capacity = &contract.Capacity{Global: contract.GlobalCapacity{Running: d, MaxRunning: d + freeSlots, Warm: warm}, Platforms: pcs}
+		views[i] = v
+	}
+	return views
+}
+
+// One routing decision over 10, 100 and 1,000 worker views of 50 devices
+// each (benchFleet), as the gateway makes it (the routing index kept of
+// the views): a warm hit (an iPhone 16 on 18.6), and a request by class
+// that goes to free capacity (a tablet on 26). The full scan of every
+// view the index replaced is timed beside it (scan).
+func BenchmarkRoute(b *testing.B) {
+	warm, byClass := ask("iPhone 16", "18.6"), ask("", "26")
+	byClass.Class = contract.ClassTablet
+	for _, n := range []int{10, 100, 1000} {
+		views := benchFleet(n, 50)
+		ix := newRouteIndex(views)
+		for _, c := range []struct {
+			name   string
+			a      Ask
+			reason string
+		}{{"warm-hit", warm, ReasonWarmHit}, {"free-capacity", byClass, ReasonFreeCapacity}} {
+			if r, ok := ix.route(c.a, overlay{}); !ok || r.Reason != c.reason {
+				b.Fatalf("%d views, %s: route = %+v %v", n, c.name, r, ok)
+			}
+			if r, ok := scanRoute(warmThenFree, c.a, views); !ok || r.Reason != c.reason {
+				b.Fatalf("%d views, %s: the scan's route = %+v %v", n, c.name, r, ok)
+			}
+			b.Run(fmt.Sprintf("views=%d/%s", n, c.name), func(b *testing.B) {
+				for b.Loop() {
+					ix.route(c.a, overlay{})
+				}
+				b.StopTimer()
+				// The median as the fleet bench takes it (TimeRoutes: each
+				// decision timed alone, the clock read included).
+				ds, err := TimeRoutes(views, c.a, 10001)
+				if err != nil {
+					b.Fatal(err)
+				}
+				slices.Sort(ds)
+				b.ReportMetric(float64(ds[len(ds)/2].Nanoseconds()), "p50-ns")
+			})
+			b.Run(fmt.Sprintf("views=%d/%s/scan", n, c.name), func(b *testing.B) {
+				for b.Loop() {
+					scanRoute(warmThenFree, c.a, views)
+				}
+			})
+		}
+	}
+}
+
+// One whole decision of Place at 1,000 workers of 50 devices, as it holds
+// the decision lock and the fleet's: the waiter's passed-over workers, the
+// fast-fail table, and the route, with 50 workers busy in the pass and a
+// dispatch in flight to one worker in twenty.
+func BenchmarkPlace(b *testing.B) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	for _, v := range benchFleet(1000, 50) {
+		f.put(*v)
+	}
+	l := NewLeasing(f, LeasingOptions{Store: recordlessStore{newQueueStore()}, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	a := ask("", "26")
+	a.Class = contract.ClassTablet
+	n := &fleetNeed{ask: a, key: needKey(a)}
+	l.q.View(func() {
+		for i := range 1000 {
+			id := fmt.Sprintf("w%04d", i)
+			if i%20 == 1 {
+				l.held[id] = append(l.held[id], &dispatchHold{hold: hold{platform: contract.PlatformIOS}})
+			}
+			if i < 200 && i%4 == 1 {
+				l.busy[id] = true
+			}
+		}
+	})
+	l.q.View(func() {
+		if r, ok, cerr := l.decide(nil, n); !ok || cerr != nil {
+			b.Fatalf("decide = %+v %v %v", r, ok, cerr)
+		}
+	})
+	for b.Loop() {
+		l.q.View(func() { l.decide(nil, n) })
 	}
 }
 
