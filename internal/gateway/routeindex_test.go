@@ -307,3 +307,48 @@ func TestTimeRoutesTimesEachDecisionOverTheViews(t *testing.T) {
 		t.Error("TimeRoutes of a request no worker can take gave no error")
 	}
 }
+
+// The fleet's routing index follows its views: a drain, an undrain and a
+// worker forgotten change its decisions as they change the full scan's
+// over the views the fleet reports.
+func TestTheFleetsRoutingIndexFollowsItsViews(t *testing.T) {
+	f, _ := newFleet(t, newMemStore())
+	a := ask("", "18")
+	f.put(*with(view("a", 1, 2), func(v *contract.WorkerView) { v.Devices = []contract.Device{warmDevice("iPhone 16", "18.6")} }))
+	f.put(*view("b", 0, 4))
+	f.put(*with(view("c", 0, 8), func(v *contract.WorkerView) { v.Connection = contract.WorkerDisconnected }))
+	check := func(step, want string) {
+		t.Helper()
+		var got Route
+		var ok bool
+		f.decide(func(ix *routeIndex) { got, ok = ix.route(a, overlay{}) })
+		scan, scanOK := scanRoute(warmThenFree, a, f.views())
+		if got != scan || ok != scanOK || got.WorkerID != want {
+			t.Errorf("%s: the index routes to %+v %v, the scan to %+v %v; want %q", step, got, ok, scan, scanOK, want)
+		}
+	}
+	check("at first", "a")
+	if _, err := f.Drain(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	check("a drained", "b")
+	if _, err := f.Drain(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	check("a and b drained", "")
+	if cerr := f.assess(a); cerr == nil || cerr.Code != contract.CodeNoCapacity {
+		t.Errorf("assess with every connected worker drained = %v, want NO_CAPACITY", cerr)
+	}
+	if _, err := f.Undrain(t.Context(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	check("a undrained", "a")
+	if _, err := f.Remove(t.Context(), "c"); err != nil {
+		t.Fatal(err)
+	}
+	f.decide(func(ix *routeIndex) {
+		if _, ok := ix.workers["c"]; ok {
+			t.Error("the index still has c, which the fleet forgot")
+		}
+	})
+}
