@@ -115,17 +115,16 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 // busy in the pass nor passed over, their holds applied. The decision lock
 // must be held.
 func (l *Leasing) decide(w *queue.Waiter, n *fleetNeed) (r Route, ok bool, cerr *contract.Error) {
+	if cerr = l.f.assess(n.ask); cerr != nil {
+		return Route{}, false, cerr
+	}
 	passed := l.passedOver(w, n.key, time.Now())
 	o := overlay{
 		skip:  func(id string) bool { return l.busy[id] || passed[id] },
 		holds: func(id string) []hold { return l.holdsOn(id, l.f.generationLocked(id)) },
 	}
-	l.f.decide(func(ix *routeIndex) {
-		if cerr = ix.assess(n.ask); cerr == nil {
-			r, ok = ix.route(n.ask, o)
-		}
-	})
-	return r, ok, cerr
+	l.f.decide(func(ix *routeIndex) { r, ok = ix.route(n.ask, o) })
+	return r, ok, nil
 }
 
 // passedOver are the workers a decision for w, of need key, passes over
