@@ -144,6 +144,9 @@ type Leasing struct {
 	// rather than fail the fast-fail table (Restore, rejoining).
 	rejoinUntil time.Time
 	rejoinTimer *time.Timer
+
+	// folds gathers view changes told while another is folded (viewfold.go).
+	folds viewFolds
 }
 
 // skipped says how long a waiter is not sent to a worker again: after a
@@ -375,38 +378,38 @@ func (l *Leasing) tellEnded(e *indexed, reason string) {
 	e.told.Do(func() { l.opts.LeaseEnded(e.record(), reason) })
 }
 
-// viewChanged runs after a worker's view changed: the index learns the
-// worker's leases from the status read r, if one was (and gives back those
-// granted for requests it withdrew), and the line is served again.
-func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
-	_ = l.q.Do(func(tx *queue.Txn) error {
-		// A request that bounced and then ended in line (timed out,
-		// cancelled, failed by the fast-fail table) leaves its skips:
-		// views change often enough (each worker's refresh) to sweep them.
-		for w := range l.skip {
-			if tx.Abandoned(w) {
-				delete(l.skip, w)
-			}
+// foldLocked applies view changes in one decision, in the order told:
+// the index learns each worker's leases from its status read, if one was
+// (and gives back those granted for requests it withdrew), and the line is
+// served once for all of them. The decision lock must be held.
+func (l *Leasing) foldLocked(tx *queue.Txn, changes []viewChange) {
+	// A request that bounced and then ended in line (timed out,
+	// cancelled, failed by the fast-fail table) leaves its skips: views
+	// change often enough (each worker's refresh) to sweep them.
+	for w := range l.skip {
+		if tx.Abandoned(w) {
+			delete(l.skip, w)
 		}
-		l.forgetStale("", "", time.Now())
+	}
+	l.forgetStale("", "", time.Now())
+	for _, c := range changes {
 		switch {
-		case !connected:
-			l.idx.disconnected(workerID)
-		case r.gen > 0:
-			giveBack, found := l.idx.reconcile(workerID, r, time.Now())
+		case !c.connected:
+			l.idx.disconnected(c.workerID)
+		case c.read.gen > 0:
+			giveBack, found := l.idx.reconcile(c.workerID, c.read, time.Now())
 			for _, id := range giveBack {
-				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", workerID, "leaseId", id)
-				go l.releaseOnWorker(workerID, id)
+				l.log.Info("giving back a lease granted for a request the gateway gave up on", "workerId", c.workerID, "leaseId", id)
+				go l.releaseOnWorker(c.workerID, id)
 			}
 			if len(found) > 0 {
 				// Counted at once, told by the last: one lock of the
 				// fleet's and one line per snapshot, however many.
-				l.f.found(workerID, findingUngranted, int64(len(found)), found[len(found)-1].what())
+				l.f.found(c.workerID, findingUngranted, int64(len(found)), found[len(found)-1].what())
 			}
 		}
-		tx.Kick()
-		return nil
-	})
+	}
+	tx.Kick()
 }
 
 // workerRemoved ends the leases the gateway granted on a worker it forgot

@@ -14,7 +14,7 @@ import (
 // the worker's end reads each call, answers hello as an admin's session,
 // and hands every other call to answer, which returns the result to send
 // (nil: no answer). The connection closes as the test ends.
-func scriptedSession(t *testing.T, answer func(req contract.Request) any) *client.Client {
+func scriptedSession(t testing.TB, answer func(req contract.Request) any) *client.Client {
 	t.Helper()
 	gwEnd, workerEnd := net.Pipe()
 	t.Cleanup(func() {

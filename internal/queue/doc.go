@@ -20,7 +20,8 @@
 // Request records (stored before anything is told, settled exactly once),
 // idempotency keys (a repeat joins the open request or gets the stored
 // answer), one open request or lease per requester, arrival order with head
-// blocking, queue positions (pushed only to waiters whose position changed),
+// blocking, queue positions (pushed only to waiters whose position changed;
+// in a line longer than placesInline, by one walk within placesEvery),
 // each request's timeoutMs (one deadline, fixed when it first joins the
 // line: a request put back in line gets only the time left, and one put
 // back after its deadline fails with QUEUE_TIMEOUT at once), noWait (decided

@@ -197,6 +197,10 @@ type Queue struct {
 	// shows is every decision up to it, and none after (SeqLocked).
 	eventSeq int64
 
+	// placesDue is the walk that tells a long line's places, when one is
+	// due (placesLaterLocked).
+	placesDue *time.Timer
+
 	// closed is closed by Close: a decision still waiting for the store's
 	// write lock then gives up.
 	closed    chan struct{}
@@ -213,6 +217,9 @@ type chosenKey struct{ owner, id string }
 type platformLine struct {
 	platform contract.Platform
 	list
+	// ahead counts, during a walk of the line (placesLocked), the waiters
+	// so far whose wait holds the platform.
+	ahead int
 }
 
 // New makes a queue.
@@ -465,6 +472,10 @@ func (q *Queue) Close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.stopping = true
+	if q.placesDue != nil {
+		q.placesDue.Stop()
+		q.placesDue = nil
+	}
 	cerr := contract.Errorf(contract.CodeDaemonStopping, "the daemon stopped")
 	for w := q.all.head; w != nil; {
 		next := w.all.next
@@ -559,6 +570,9 @@ type needLine struct {
 	platform contract.Platform
 	key      string
 	list
+	// ahead counts, during a walk of the line (placesLocked), the waiters
+	// so far that hold only their class of need.
+	ahead int
 }
 
 // needKeyOf is w's class of need within its platform ("" unless Keyed).
@@ -579,57 +593,6 @@ func (q *Queue) needLineOf(w *Waiter) *needLine {
 	l := &needLine{platform: w.platform, key: w.key, list: list{at: needLinks}}
 	q.needs = append(q.needs, l)
 	return l
-}
-
-// reportPositionsLocked tells waiters whose place changed in tx their new
-// place. A place counts only the earlier waiters a waiter waits behind:
-// those of its class of need (served in arrival order), and those whose
-// wait, when last asked, held it too (its platform's, or everyone's); or,
-// when its own wait is for room everyone needs (ScopeAll), every earlier
-// waiter. An Android request is not told it is behind an iOS one that
-// waits for an iOS limit while it waits for an Android one.
-// It walks the line only when the line or a block's reach changed.
-func (q *Queue) reportPositionsLocked(tx *Txn) {
-	if len(tx.moved) > 0 || tx.rescoped {
-		// Each earlier waiter counts in one bucket, by how far it holds:
-		// everyone, its platform, or its class of need.
-		all, ahead := 0, 0
-		byPlatform := map[contract.Platform]int{}
-		byNeed := map[needKey]int{}
-		for w := q.line.head; w != nil; w, ahead = w.line.next, ahead+1 {
-			nk := needKey{w.platform, w.key}
-			pos := 1 + all + byPlatform[w.platform] + byNeed[nk]
-			if w.scope == ScopeAll {
-				// It waits for room everyone needs, which the earlier
-				// waiters are offered first.
-				pos = 1 + ahead
-			}
-			switch w.scope {
-			case ScopeAll:
-				all++
-			case ScopePlatform:
-				byPlatform[w.platform]++
-			default:
-				byNeed[nk]++
-			}
-			if w.pos != pos {
-				w.pos = pos
-				w.rec.QueuePosition = pos
-				w.report(q)
-			}
-		}
-	}
-	for _, w := range tx.hinted {
-		if w.phase == phaseInLine {
-			w.report(q)
-		}
-	}
-}
-
-// needKey is a class of need: its platform and key.
-type needKey struct {
-	platform contract.Platform
-	key      string
 }
 
 // forgetLocked removes an open request from every index and line.
@@ -663,9 +626,10 @@ func (q *Queue) leaveLineLocked(w *Waiter) {
 		q.tx.moved = append(q.tx.moved, w.line.next)
 	}
 	q.line.remove(w)
-	q.lineOf(w.platform).remove(w)
-	nl := q.needLineOf(w)
+	w.pl.remove(w)
+	nl := w.nl
 	nl.remove(w)
+	w.pl, w.nl = nil, nil
 	if nl.n == 0 {
 		// Forgotten when empty: requests may name many classes of need
 		// over a daemon's life.

@@ -90,7 +90,6 @@ func (q *Queue) restoreLocked(tx *Txn, rec contract.LeaseRequestRecord, res Reso
 		phase:    phaseOut,
 		detached: true,
 		done:     make(chan struct{}),
-		changed:  make(chan struct{}),
 	}
 	back := rec.Arrival != 0
 	if back {

@@ -295,7 +295,6 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 		phase:    phaseOut,
 		detached: a.Progress == nil,
 		done:     make(chan struct{}),
-		changed:  make(chan struct{}),
 	}
 	t := &Ticket{w: w, progress: a.Progress}
 	w.interests = []*Ticket{t}
@@ -480,7 +479,7 @@ func (q *Queue) Status(ctx context.Context, c Caller, in contract.LeaseRequestGe
 			q.mu.Unlock()
 			return st, nil
 		}
-		changed, done := w.changed, w.done
+		changed, done := w.changedLocked(), w.done
 		q.mu.Unlock()
 		select {
 		case <-changed:

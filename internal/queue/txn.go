@@ -203,14 +203,16 @@ func (tx *Txn) enqueue(w *Waiter, again bool) {
 		return
 	}
 	q.line.insert(w)
-	q.lineOf(w.platform).insert(w)
+	w.pl = q.lineOf(w.platform)
+	w.pl.insert(w)
 	w.key = needKeyOf(w.need)
-	q.needLineOf(w).insert(w)
+	w.nl = q.needLineOf(w)
+	w.nl.insert(w)
 	w.phase = phaseInLine
 	w.rec.State = contract.RequestQueued
 	tx.moved = append(tx.moved, w)
 	tx.touch(w)
-	q.serveLocked(tx)
+	q.serveJoinedLocked(tx, w, again)
 	if w.phase != phaseInLine {
 		return // placed at once
 	}

@@ -57,6 +57,10 @@ type Waiter struct {
 	all, line, plat, kind links
 	// key is its class of need (needKeyOf), set as it joins the line.
 	key string
+	// pl and nl are its platform's line and its class of need's, while it
+	// is in line.
+	pl *platformLine
+	nl *needLine
 }
 
 // ID is the request's id.
@@ -97,13 +101,24 @@ func (w *Waiter) answer(cerr *contract.Error) {
 	close(w.done)
 }
 
-// bump marks a change a reader may be waiting for.
+// bump marks a change a reader may be waiting for. The channel a reader
+// waits on is made by the reader (changedLocked): most waiters are never
+// followed that way, and a change to them allocates nothing.
 func (w *Waiter) bump(q *Queue) {
 	w.rev = q.nextRev()
 	if w.changed != nil {
 		close(w.changed)
+		w.changed = nil
 	}
-	w.changed = make(chan struct{})
+}
+
+// changedLocked is closed at w's next change. The decision lock must be
+// held.
+func (w *Waiter) changedLocked() <-chan struct{} {
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed
 }
 
 // push tells every requester of w a step of its wait.
