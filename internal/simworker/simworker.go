@@ -87,11 +87,11 @@ type Worker struct {
 
 // device is one device's lease, if any.
 type device struct {
-	lease                 string
-	requester, owner      string
-	grantedAt, renewedAt  int64
-	ttlMs, lastUsedAt     int64
-	requestID, chosenByID string
+	lease                string
+	requester, owner     string
+	grantedAt, renewedAt int64
+	ttlMs, lastUsedAt    int64
+	requestID            string
 }
 
 // New makes a worker of opts.
@@ -425,6 +425,30 @@ func (m *Worker) end(i int, event, reason string) {
 	delete(m.leases, d.lease)
 	*d = device{lastUsedAt: time.Now().UnixMilli()}
 	m.emit(event, payload)
+}
+
+// Occupy leases every idle device to a requester on the worker's own
+// machine (local/<n>, owner local), as its own agents would, not through
+// the gateway; it returns how many it leased.
+func (m *Worker) Occupy() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for i := range m.devs {
+		if m.devs[i].lease != "" {
+			continue
+		}
+		m.next++
+		now := time.Now().UnixMilli()
+		d := &m.devs[i]
+		*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), requester: "local/" + strconv.Itoa(m.next), owner: "local", grantedAt: now,
+			renewedAt: now, ttlMs: maxTTLMs, lastUsedAt: now, requestID: "req_sim_" + strconv.Itoa(m.next)}
+		m.leases[d.lease] = i
+		m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[i], "requester": d.requester,
+			"requestId": d.requestID, "source": contract.SourceWarm, "mode": "full"})
+		n++
+	}
+	return n
 }
 
 // End ends up to n of the worker's leases on its own, as their expiry
