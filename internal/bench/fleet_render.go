@@ -103,13 +103,13 @@ func renderFleetRuns(w io.Writer, line func(string, ...string), runs []fleetRun)
 		"  to grant read, an idle ready device.",
 		"³ the same request to one simulated worker on its own unix socket.",
 		"⁴ WebSocket ping → pong on one worker's uplink (heartbeat 50 ms), through the whole run.",
-		"⁵ grant.recorded events a subscriber of the gateway counts while the workers end leases",
-		"  (as expiries) at the rate below, every device leased and the requests waiting.",
+		"⁵ requests that left the gateway's line (its status counts) over a window in which the",
+		"  workers end leases (as expiries) at the rate below; every device leased at its start.",
 		"⁶ gateway RSS with the workers connected and their views read, minus before, over N;",
 		"  per waiting request likewise.",
 		"⁷ the gateway restarted; from its port accepting to every worker listed connected.",
-		"⁸ queue.changed events pushed by every worker at once within its relay burst, counted",
-		"  by a subscriber of the gateway from the first to the last.",
+		"⁸ queue.changed events the workers push, 10,000 a second between them, each within its",
+		"  relay burst, counted by a subscriber of the gateway from the first to the last.",
 	} {
 		fmt.Fprintln(w, note)
 	}

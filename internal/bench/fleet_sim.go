@@ -41,6 +41,13 @@ const (
 	// rate.
 	simEventsTotal     = 20_000
 	simEventsPerWorker = 2_000
+	// simEventsOffered is the rate, a second, the workers push them at
+	// between them, evenly: a subscriber falling a whole buffer (4,096
+	// events) behind the gateway's events is cut off, and a burst of
+	// all at once would measure that instead.
+	simEventsOffered = 10_000.0
+	// simTick is how often a worker pushes its share of events.
+	simTick = 10 * time.Millisecond
 	// simMaxFreeRate is the most leases the workers end a second between
 	// them in the grants-per-second row.
 	simMaxFreeRate = 2_500
@@ -448,13 +455,12 @@ func (f *simFleet) measureEvents(ctx context.Context) (float64, int, int, error)
 		per = min(per, 100)
 	}
 	pushed := per * f.n
-	go func() {
-		var wg sync.WaitGroup
-		for _, w := range f.workers {
-			wg.Go(func() { w.Emit(contract.EvQueueChanged, map[string]any{"depth": 0}, per) })
-		}
-		wg.Wait()
-	}()
+	spread := time.Duration(float64(pushed) / simEventsOffered * float64(time.Second))
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, w := range f.workers {
+		go emitSpread(w, per, spread, stop)
+	}
 	bound := time.After(benchStartBound)
 	var first, last time.Time
 	count := 0
@@ -462,7 +468,9 @@ func (f *simFleet) measureEvents(ctx context.Context) (float64, int, int, error)
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				return 0, 0, 0, contract.Errorf(contract.CodeInternal, "bench: the gateway ended the events subscription")
+				// Cut off for falling a buffer behind the gateway's
+				// events: what was counted until then stands.
+				return rate(count, last.Sub(first)), count, pushed, nil
 			}
 			if ev.Event != contract.EvQueueChanged {
 				continue
@@ -486,6 +494,25 @@ func (f *simFleet) measureEvents(ctx context.Context) (float64, int, int, error)
 	return rate(count, last.Sub(first)), count, pushed, nil
 }
 
+// emitSpread has w push n queue.changed events evenly over spread, a few
+// every simTick, until done or stop.
+func emitSpread(w *simworker.Worker, n int, spread time.Duration, stop <-chan struct{}) {
+	ticks := max(1, int(spread/simTick))
+	tick := time.NewTicker(simTick)
+	defer tick.Stop()
+	sent := 0
+	for i := 1; sent < n; i++ {
+		due := min(n, (n*i+ticks-1)/ticks)
+		w.Emit(contract.EvQueueChanged, map[string]any{"depth": 0}, due-sent)
+		sent = due
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // rate is n a second over d (n itself over less than a millisecond).
 func rate(n int, d time.Duration) float64 {
 	if d < time.Millisecond {
@@ -496,8 +523,9 @@ func rate(n int, d time.Duration) float64 {
 
 // measureGrants leases every device on its worker (its own agents hold
 // them), puts plan.Waiting requests in the gateway's line, and then has
-// the workers end leases at a steady rate, as expiries, while a
-// subscriber counts the gateway's grants (grant.recorded) over a window.
+// the workers end leases at a steady rate, as expiries, and counts the
+// grants over a window: the requests that left the gateway's line (none
+// times out or is cancelled), as its status counts them.
 func (f *simFleet) measureGrants(ctx context.Context, run *fleetRun) error {
 	total := 0
 	for _, w := range f.workers {
@@ -529,64 +557,52 @@ func (f *simFleet) measureGrants(ctx context.Context, run *fleetRun) error {
 	}
 	run.RSSPerWaitingKiB = round2(float64(after-before) / float64(f.plan.Waiting))
 
-	sub, err := f.gw.dial(ctx, true)
-	if err != nil {
-		return benchError("connect", err)
-	}
-	defer sub.Close()
-	cctx, cancel := context.WithTimeout(ctx, benchCallBound)
-	events, _, err := sub.Subscribe(cctx)
-	cancel()
-	if err != nil {
-		return benchError("events.subscribe", err)
-	}
 	freeRate := min(simMaxFreeRate, max(10, f.plan.Waiting/2))
 	window := time.Duration(float64(f.plan.Waiting) * 0.8 / float64(freeRate) * float64(time.Second))
-	run.FreeRate, run.WindowMs = freeRate, round2(float64(window)/float64(time.Millisecond))
+	run.FreeRate = freeRate
 
-	var grants atomic.Int64
+	t0, w0, err := f.waitingNow(ctx)
+	if err != nil {
+		return err
+	}
 	stop := make(chan struct{})
-	counted := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					counted <- contract.Errorf(contract.CodeInternal, "bench: the gateway ended the events subscription")
-					return
-				}
-				if ev.Event == contract.EvGrantRecorded {
-					grants.Add(1)
-				}
-			case <-stop:
-				counted <- nil
-				return
-			}
-		}
-	}()
 	freed := make(chan struct{})
 	go func() {
 		defer close(freed)
 		f.free(ctx, freeRate, stop)
 	}()
-	t0 := time.Now()
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
 	}
-	n := grants.Load()
-	elapsed := time.Since(t0)
+	t1, w1, err := f.waitingNow(ctx)
 	close(stop)
 	<-freed
-	if err := <-counted; err != nil {
+	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	run.Grants = int(n)
-	run.GrantsPerSecond = rate(int(n), elapsed)
+	n := w0 - w1
+	elapsed := t1.Sub(t0)
+	run.WindowMs = round2(float64(elapsed) / float64(time.Millisecond))
+	run.Grants = n
+	run.GrantsPerSecond = rate(n, elapsed)
 	return nil
+}
+
+// waitingNow is how many requests wait on the gateway (status.get's
+// counts), and when it was asked.
+func (f *simFleet) waitingNow(ctx context.Context) (time.Time, int, error) {
+	at := time.Now()
+	s, err := bounded(ctx, "status.get", func(ctx context.Context) (contract.Status, error) {
+		return f.admin.StatusWith(ctx, contract.StatusGetInput{Summary: true})
+	})
+	if err != nil {
+		return at, 0, err
+	}
+	if s.Counts == nil {
+		return at, 0, contract.Errorf(contract.CodeInternal, "bench: the gateway's status summary has no counts")
+	}
+	return at, s.Counts.Waiting, nil
 }
 
 // makeWaiting makes plan.Waiting lease requests on the gateway
