@@ -18,7 +18,7 @@ func sampleFleet(skipped bool) FleetResult {
 		Machine: benchMachine{CPU: "Intel(R) Xeon(R) Processor", Cores: 2, RAMBytes: 8 << 30, OS: "linux 6.1 (debian 12.11)", Arch: "amd64", Go: "go1.26.0"},
 		Samples: 200,
 		Fleet: fleetResult{
-			Runs: []fleetRun{sampleRun(10, 1), sampleRun(100, 3), sampleRun(1000, 12)},
+			Runs:    []fleetRun{sampleRun(10, 1), sampleRun(100, 3), sampleRun(1000, 12)},
 			Workers: fleetStoreWorkers, Agents: fleetAgents,
 			Stores: []fleetStore{
 				{Store: fleetStoreSQLite, WarmGrant: st(1830, 2960.6), GrantsPerSecond: 284.36, Grants: 200},
