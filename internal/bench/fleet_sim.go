@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +31,10 @@ const (
 	simCreators = 4
 	// simHeartbeat is the ping interval of the one worker whose uplink
 	// round trips are timed (uplink.Options.OnRTT).
-	simHeartbeat = 50 * time.Millisecond
+	simHeartbeat = 200 * time.Millisecond
+	// simRedial is how long a worker whose uplink could not be made
+	// waits before it dials again.
+	simRedial = 50 * time.Millisecond
 	// simJoinAtOnce bounds the workers that dial at once on the first
 	// join (the storm dials all of them at once).
 	simJoinAtOnce = 50
@@ -81,6 +85,10 @@ type fleetRun struct {
 	// EventsPushed the workers pushed.
 	Events       int `json:"events"`
 	EventsPushed int `json:"eventsPushed"`
+	// UplinkRedials counts the uplinks the workers dialled again after the
+	// gateway dropped one, outside the storm (a worker it took for
+	// silent, say).
+	UplinkRedials int64 `json:"uplinkRedials"`
 }
 
 // simFleet is one run's gateway and workers.
@@ -96,9 +104,16 @@ type simFleet struct {
 	workers []*simworker.Worker
 	tokens  []string
 
-	mu    sync.Mutex
-	links []simLink       // the workers' current uplinks
-	rtts  []time.Duration // the timed worker's uplink round trips
+	// unlink, called, tells the workers' keepers (goroutines, one a
+	// worker) to close their uplinks and return.
+	unlink  context.CancelFunc
+	keepers sync.WaitGroup
+	// redials counts the uplinks the workers dialled again after one
+	// ended under them (the gateway dropped it), as a worker does.
+	redials atomic.Int64
+
+	mu   sync.Mutex
+	rtts []time.Duration // the timed worker's uplink round trips
 }
 
 type simLink struct {
@@ -167,6 +182,7 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	f.mu.Lock()
 	run.UplinkRoundTrip = summarize(f.rtts)
 	f.mu.Unlock()
+	run.UplinkRedials = f.redials.Load()
 	note("%d workers: reconnect storm", n)
 	if run.ReconnectStormMs, err = f.measureStorm(ctx); err != nil {
 		return run, err
@@ -221,9 +237,14 @@ func (f *simFleet) makeTokens(ctx context.Context) error {
 
 // joinAll dials every worker's uplink, at most atOnce at a time, each
 // retrying within benchStartBound while the gateway refuses it for not
-// serving yet.
+// serving yet; each worker then keeps its uplink, dialling again when the
+// gateway drops it, until dropLinks.
 func (f *simFleet) joinAll(ctx context.Context, atOnce int) error {
-	links := make([]simLink, f.n)
+	if f.unlink != nil {
+		return errors.New("bench: the workers are joined already")
+	}
+	lctx, unlink := context.WithCancel(ctx)
+	f.unlink = unlink
 	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
 	var once sync.Once
@@ -236,23 +257,38 @@ func (f *simFleet) joinAll(ctx context.Context, atOnce int) error {
 			if i == 0 {
 				opts = uplink.Options{Heartbeat: simHeartbeat, OnRTT: f.rtt}
 			}
-			l, err := f.join(ctx, w, f.tokens[i], opts)
+			l, err := f.join(lctx, w, f.tokens[i], opts)
 			if err != nil {
 				once.Do(func() { first = err })
 				return
 			}
-			links[i] = l
+			f.keepers.Go(func() { f.keep(lctx, w, f.tokens[i], opts, l) })
 		})
 	}
 	wg.Wait()
-	f.mu.Lock()
-	for _, l := range links {
-		if l.conn != nil {
-			f.links = append(f.links, l)
+	return first
+}
+
+// keep keeps w's uplink l until ctx ends, dialling again when it ends
+// under the worker.
+func (f *simFleet) keep(ctx context.Context, w *simworker.Worker, token string, opts uplink.Options, l simLink) {
+	for {
+		select {
+		case <-ctx.Done():
+			l.conn.Close()
+			<-l.done
+			return
+		case <-l.done:
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		f.redials.Add(1)
+		var err error
+		if l, err = f.join(ctx, w, token, opts); err != nil {
+			return
 		}
 	}
-	f.mu.Unlock()
-	return first
 }
 
 // join dials one worker's uplink, again while the gateway is not up or
@@ -275,7 +311,7 @@ func (f *simFleet) join(ctx context.Context, w *simworker.Worker, token string, 
 				return simLink{}, contract.Errorf(contract.CodeInternal, "bench: simulated worker %s could not join within %s: %v", w.ID(), benchStartBound, err)
 			}
 			return simLink{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(simRedial):
 		}
 	}
 }
@@ -289,24 +325,24 @@ func (f *simFleet) rtt(d time.Duration) {
 }
 
 // dropLinks closes the workers' uplinks and waits, within benchStopBound,
-// for their goroutines.
+// for their keepers.
 func (f *simFleet) dropLinks() error {
-	f.mu.Lock()
-	links := f.links
-	f.links = nil
-	f.mu.Unlock()
-	for _, l := range links {
-		l.conn.Close()
+	if f.unlink == nil {
+		return nil
 	}
-	deadline := time.After(benchStopBound)
-	for _, l := range links {
-		select {
-		case <-l.done:
-		case <-deadline:
-			return contract.Errorf(contract.CodeInternal, "bench: simulated workers' uplinks did not end within %s", benchStopBound)
-		}
+	f.unlink()
+	f.unlink = nil
+	done := make(chan struct{})
+	go func() {
+		f.keepers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(benchStopBound):
+		return contract.Errorf(contract.CodeInternal, "bench: simulated workers' uplinks did not end within %s", benchStopBound)
 	}
-	return nil
 }
 
 // close ends the workers' uplinks, then stops the gateway.
@@ -531,18 +567,19 @@ func (f *simFleet) measureGrants(ctx context.Context, run *fleetRun) error {
 	for _, w := range f.workers {
 		total += w.Occupy()
 	}
+	leased := 0
 	if err := pollUntil(ctx, "every device leased in the gateway's views", func(ctx context.Context) (bool, error) {
 		var ws contract.WorkerListResult
 		if err := f.admin.Call(ctx, contract.OpWorkerList, struct{}{}, &ws); err != nil {
 			return false, benchError("worker.list", err)
 		}
-		leased := 0
+		leased = 0
 		for _, w := range ws.Workers {
 			leased += w.Leases
 		}
 		return leased >= f.n*f.plan.Devices, nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("%w (%d of %d leased)", err, leased, f.n*f.plan.Devices)
 	}
 	before, err := rssKiB(ctx, f.gw.pid())
 	if err != nil {
@@ -673,19 +710,18 @@ func (f *simFleet) free(ctx context.Context, rate int, stop <-chan struct{}) {
 	}
 }
 
-// measureStorm stops the gateway, starts it again, and, as soon as it
-// accepts connections, has every worker dial it at once; it returns the
-// time from then until the gateway lists every worker connected (its
-// status read, its view current).
+// measureStorm stops the gateway and starts it again; every worker,
+// having lost its uplink, dials again every simRedial until it is back, as
+// a worker does (so all dial at once as soon as it listens). It returns
+// the time from the gateway's port accepting connections until the
+// gateway lists every worker connected (its status read, its view
+// current).
 func (f *simFleet) measureStorm(ctx context.Context) (float64, error) {
 	f.admin.Close()
 	f.admin = nil
 	gw := f.gw
 	f.gw = nil
 	if err := gw.stop(ctx); err != nil {
-		return 0, err
-	}
-	if err := f.dropLinks(); err != nil {
 		return 0, err
 	}
 	d, err := startBenchDaemon(f.env, f.gwHome)
@@ -699,7 +735,7 @@ func (f *simFleet) measureStorm(ctx context.Context) (float64, error) {
 			return false, contract.Errorf(contract.CodeDaemonStartupFailed, "bench: the gateway exited at its restart: %s", d.lastWords())
 		default:
 		}
-		c, err := net.DialTimeout("tcp", f.url[len("http://"):], time.Second)
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(f.url, "http://"), time.Second)
 		if err != nil {
 			return false, nil
 		}
@@ -709,8 +745,6 @@ func (f *simFleet) measureStorm(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	t0 := time.Now()
-	joined := make(chan error, 1)
-	go func() { joined <- f.joinAll(ctx, f.n) }()
 	if err := pollUntil(ctx, "the restarted gateway's admin session", func(ctx context.Context) (bool, error) {
 		c, err := d.dial(ctx, true)
 		if err != nil {
@@ -724,11 +758,7 @@ func (f *simFleet) measureStorm(ctx context.Context) (float64, error) {
 	if err := waitWorkersConnectedEvery(ctx, f.admin, f.n, 20*time.Millisecond); err != nil {
 		return 0, err
 	}
-	ms := round2(float64(time.Since(t0)) / float64(time.Millisecond))
-	if err := <-joined; err != nil {
-		return 0, err
-	}
-	return ms, nil
+	return round2(float64(time.Since(t0)) / float64(time.Millisecond)), nil
 }
 
 // waitWorkersConnectedEvery is waitWorkersConnected polling every every:
