@@ -2,6 +2,7 @@ package simworker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,6 +23,13 @@ const bound = 10 * time.Second
 // of devices devices joined to it and connected.
 func joined(t *testing.T, devices int) (*daemontest.Daemon, *simworker.Worker) {
 	t.Helper()
+	gw, w, _ := joinedWith(t, devices)
+	return gw, w
+}
+
+// joinedWith is joined, with the worker's token to join again with.
+func joinedWith(t *testing.T, devices int) (*daemontest.Daemon, *simworker.Worker, string) {
+	t.Helper()
 	gw := daemontest.Start(t, daemontest.Gateway())
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -29,7 +37,8 @@ func joined(t *testing.T, devices int) (*daemontest.Daemon, *simworker.Worker) {
 		t.Fatal(err)
 	}
 	w := simworker.New(simworker.Options{ID: "sim-1", Devices: devices})
-	conn, done, err := w.Join(ctx, gw.HTTPURL(), gw.WorkerToken(), uplink.Options{})
+	token := gw.WorkerToken()
+	conn, done, err := w.Join(ctx, gw.HTTPURL(), token, uplink.Options{})
 	if err != nil {
 		t.Fatalf("the simulated worker could not join: %v", err)
 	}
@@ -39,7 +48,7 @@ func joined(t *testing.T, devices int) (*daemontest.Daemon, *simworker.Worker) {
 		v := view(t, admin, "sim-1")
 		return v.Connection == contract.WorkerConnected && len(v.Devices) == devices
 	})
-	return gw, w
+	return gw, w, token
 }
 
 func view(t *testing.T, admin *client.Client, id string) contract.WorkerView {
@@ -179,4 +188,66 @@ func TestASimulatedWorkerServesAgentsOnItsSocket(t *testing.T) {
 	if w.Leased() != 0 {
 		t.Errorf("leased after the release = %d, want 0", w.Leased())
 	}
+}
+
+// Events the simulated worker commits while its uplink is down are
+// replayed to the gateway when it joins again (events.replay after the
+// last seq relayed), and relayed to the gateway's subscribers in order.
+func TestASimulatedWorkersEventsAreReplayedAfterAReconnect(t *testing.T) {
+	gw, w, token := joinedWith(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	events, _, err := gw.Admin().Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	depth := func(n int) map[string]any { return map[string]any{"depth": n} }
+	w.Emit(contract.EvQueueChanged, depth(1), 1)
+	await := func(want int) {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Event != contract.EvQueueChanged {
+					continue
+				}
+				var p struct {
+					Depth    int    `json:"depth"`
+					WorkerID string `json:"workerId"`
+				}
+				_ = json.Unmarshal(ev.Payload, &p)
+				if p.WorkerID != "sim-1" || p.Depth != want {
+					t.Fatalf("relayed queue.changed = %s, want depth %d from sim-1", ev.Payload, want)
+				}
+				return
+			case <-ctx.Done():
+				t.Fatalf("the gateway relayed no queue.changed of depth %d", want)
+			}
+		}
+	}
+	await(1)
+
+	admin := gw.Admin()
+	// The uplink of joinedWith is closed by its cleanup; this one is the
+	// worker's second.
+	var second *uplink.Conn
+	var done <-chan struct{}
+	until(t, "the worker's uplink replaced", func() bool {
+		var err error
+		second, done, err = w.Join(ctx, gw.HTTPURL(), token, uplink.Options{})
+		return err == nil
+	})
+	until(t, "the worker connected again", func() bool { return view(t, admin, "sim-1").Connection == contract.WorkerConnected })
+	second.Close()
+	<-done
+	until(t, "the worker disconnected", func() bool { return view(t, admin, "sim-1").Connection != contract.WorkerConnected })
+	w.Emit(contract.EvQueueChanged, depth(2), 1)
+	w.Emit(contract.EvQueueChanged, depth(3), 1)
+	third, done3, err := w.Join(ctx, gw.HTTPURL(), token, uplink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { third.Close(); <-done3 }()
+	await(2)
+	await(3)
 }
