@@ -486,10 +486,6 @@ func (f *simFleet) measureEvents(ctx context.Context) (float64, int, int, error)
 		return 0, 0, 0, benchError("events.subscribe", err)
 	}
 	per := min(simEventsPerWorker, max(1, simEventsTotal/f.n))
-	if f.plan.Waiting < 1000 {
-		// A quick run: a quick count.
-		per = min(per, 100)
-	}
 	pushed := per * f.n
 	spread := time.Duration(float64(pushed) / simEventsOffered * float64(time.Second))
 	stop := make(chan struct{})
