@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,12 +30,19 @@ const (
 	// result.
 	fleetStoreSQLite   = "sqlite"
 	fleetStorePostgres = "postgres"
+	// fleetStoreWorkers demo workers join each gateway of the stores'
+	// rows.
+	fleetStoreWorkers = 2
 )
 
 // FleetPlan is what `simlock bench --fleet` measures.
 type FleetPlan struct {
-	// Workers is how many demo workers join each gateway.
-	Workers int
+	// Workers are the simulated worker counts of the runs, one run each;
+	// Devices the devices of each simulated worker; Waiting the requests
+	// in line in the grants-per-second row.
+	Workers []int
+	Devices int
+	Waiting int
 	Samples int
 	// Postgres is a server URL the bench creates (and drops) a database of
 	// its own on; empty: a throwaway cluster when the server binaries are
@@ -44,7 +52,11 @@ type FleetPlan struct {
 }
 
 func (p FleetPlan) command() string {
-	cmd := fmt.Sprintf("simlock bench --fleet --workers %d --samples %d", p.Workers, p.Samples)
+	ns := make([]string, len(p.Workers))
+	for i, n := range p.Workers {
+		ns[i] = strconv.Itoa(n)
+	}
+	cmd := fmt.Sprintf("simlock bench --fleet --workers %s --devices %d --waiting %d --samples %d", strings.Join(ns, ","), p.Devices, p.Waiting, p.Samples)
 	if p.Postgres != "" {
 		cmd += " --postgres URL"
 	}
@@ -65,6 +77,10 @@ type (
 		Fleet   fleetResult  `json:"fleet"`
 	}
 	fleetResult struct {
+		// Runs are the simulated fleets, one per --workers count.
+		Runs []fleetRun `json:"runs"`
+		// Workers and the rest are the stores' rows: a gateway on each
+		// store with Workers demo workers.
 		Workers int          `json:"workers"`
 		Agents  int          `json:"agents"`
 		Stores  []fleetStore `json:"stores"`
@@ -111,7 +127,14 @@ func RunFleet(ctx context.Context, env Env, plan FleetPlan, note func(string, ..
 	res = FleetResult{
 		Command: plan.command(), Version: env.Version, Date: time.Now().UTC().Format(time.DateOnly),
 		Machine: readMachine(ctx), Samples: plan.Samples,
-		Fleet: fleetResult{Workers: plan.Workers, Agents: fleetAgents},
+		Fleet: fleetResult{Runs: []fleetRun{}, Workers: fleetStoreWorkers, Agents: fleetAgents},
+	}
+	for _, n := range plan.Workers {
+		run, err := benchSimRun(ctx, env, filepath.Join(root, "sim"+strconv.Itoa(n)), n, plan, note)
+		if err != nil {
+			return res, err
+		}
+		res.Fleet.Runs = append(res.Fleet.Runs, run)
 	}
 
 	floor, err := openFloorIn(ctx, root)
@@ -162,7 +185,7 @@ func RunFleet(ctx context.Context, env Env, plan FleetPlan, note func(string, ..
 }
 
 // benchFleetStore measures one gateway, on store (gateway.store's value),
-// with plan.Workers demo workers joined to it, in dir.
+// with fleetStoreWorkers demo workers joined to it, in dir.
 func benchFleetStore(ctx context.Context, env Env, dir, name, store string, plan FleetPlan, note func(string, ...any)) (row fleetStore, err error) {
 	row.Store = name
 	var daemons []*benchDaemon
@@ -203,9 +226,9 @@ func benchFleetStore(ctx context.Context, env Env, dir, name, store string, plan
 		return row, err
 	}
 
-	note("%s: starting %d workers", name, plan.Workers)
+	note("%s: starting %d workers", name, fleetStoreWorkers)
 	gatewayURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for i := range plan.Workers {
+	for i := range fleetStoreWorkers {
 		label := fmt.Sprintf("bench-w%d", i+1)
 		var tok contract.TokenCreateResult
 		if _, err := bounded(ctx, "token.create", func(ctx context.Context) (struct{}, error) {
@@ -228,7 +251,7 @@ func benchFleetStore(ctx context.Context, env Env, dir, name, store string, plan
 		c.Close()
 		daemons = append(daemons, w)
 	}
-	if err := waitWorkersConnected(ctx, admin, plan.Workers); err != nil {
+	if err := waitWorkersConnected(ctx, admin, fleetStoreWorkers); err != nil {
 		return row, err
 	}
 

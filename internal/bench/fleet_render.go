@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -27,6 +28,9 @@ func RenderFleetTable(w io.Writer, res FleetResult) {
 		fmt.Fprintf(w, "PostgreSQL %s: a throwaway cluster on loopback (fsync on)\n", f.Postgres.Version)
 	default:
 		fmt.Fprintf(w, "PostgreSQL %s: the --postgres server\n", f.Postgres.Version)
+	}
+	if len(f.Runs) > 0 {
+		renderFleetRuns(w, line, f.Runs)
 	}
 	workers := fmt.Sprintf("%d demo workers", f.Workers)
 	if f.Workers == 1 {
@@ -64,6 +68,52 @@ func RenderFleetTable(w io.Writer, res FleetResult) {
 	fmt.Fprintln(w, "  every daemon is `simlock daemon run` as a subprocess.")
 	fmt.Fprintln(w, "² one durable SQLite transaction in a scratch file, as `simlock bench` measures it.")
 	fmt.Fprintln(w, "³ BEGIN, one small INSERT, COMMIT on the bench's own database, back to back.")
+}
+
+// renderFleetRuns is the simulated fleets' table: one column per run.
+func renderFleetRuns(w io.Writer, line func(string, ...string), runs []fleetRun) {
+	fmt.Fprintf(w, "\nA gateway (SQLite) with N simulated workers of %d devices each; %d requests waiting in the grants row\n\n",
+		runs[0].DevicesPerWorker, runs[0].Waiting)
+	cells := func(cell func(fleetRun) string) []string {
+		out := make([]string, len(runs))
+		for i, r := range runs {
+			out[i] = cell(r)
+		}
+		return out
+	}
+	num := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	line("N workers", cells(func(r fleetRun) string { return strconv.Itoa(r.Workers) })...)
+	line("route, p50 ¹", cells(func(r fleetRun) string { return fmtUs(r.Route.P50Us) })...)
+	line("route, p99", cells(func(r fleetRun) string { return fmtUs(r.Route.P99Us) })...)
+	line("warm grant via gateway, p50 ²", cells(func(r fleetRun) string { return fmtUs(r.GatewayWarmGrant.P50Us) })...)
+	line("warm grant via gateway, p99", cells(func(r fleetRun) string { return fmtUs(r.GatewayWarmGrant.P99Us) })...)
+	line("warm grant direct, p50 ³", cells(func(r fleetRun) string { return fmtUs(r.DirectWarmGrant.P50Us) })...)
+	line("uplink round trip, p50 ⁴", cells(func(r fleetRun) string { return fmtUs(r.UplinkRoundTrip.P50Us) })...)
+	line("grants per second ⁵", cells(func(r fleetRun) string { return num(r.GrantsPerSecond) })...)
+	line("  (workers freeing, a second)", cells(func(r fleetRun) string { return strconv.Itoa(r.FreeRate) })...)
+	line("gateway RSS per worker ⁶", cells(func(r fleetRun) string { return fmt.Sprintf("%.0f KiB", r.RSSPerWorkerKiB) })...)
+	line("gateway RSS per waiting request", cells(func(r fleetRun) string { return fmt.Sprintf("%.1f KiB", r.RSSPerWaitingKiB) })...)
+	line("reconnect storm ⁷", cells(func(r fleetRun) string { return fmt.Sprintf("%.0f ms", r.ReconnectStormMs) })...)
+	line("relayed events per second ⁸", cells(func(r fleetRun) string { return num(r.EventsPerSecond) })...)
+	fmt.Fprintln(w)
+	for _, note := range []string{
+		"¹ gateway.TimeRoutes over the views the gateway reports, in the bench's process: a warm",
+		"  ask, every device leased but the last worker's last.",
+		"² agent → gateway (unix socket) → simulated worker (uplink) → agent: lease.request sent",
+		"  to grant read, an idle ready device.",
+		"³ the same request to one simulated worker on its own unix socket.",
+		"⁴ WebSocket ping → pong on one worker's uplink (heartbeat 200 ms), through the run.",
+		"⁵ requests that left the gateway's line (its status counts) over a window in which the",
+		"  workers end leases (as expiries) at the rate below; every device leased at its start.",
+		"⁶ gateway RSS with the workers connected and their views read, minus before, over N;",
+		"  per waiting request likewise.",
+		"⁷ the gateway restarted; from its port accepting to every worker listed connected.",
+		"⁸ queue.changed events the workers push, 10,000 a second between them, each within its",
+		"  relay burst, counted by a subscriber of the gateway from the first to the last.",
+	} {
+		fmt.Fprintln(w, note)
+	}
+	fmt.Fprintln(w)
 }
 
 // RenderFleetMarkdown is the fleet table as docs/PERFORMANCE.md embeds it.

@@ -14,11 +14,12 @@ import (
 func sampleFleet(skipped bool) FleetResult {
 	st := func(p50, p99 float64) *benchStat { return &benchStat{P50Us: p50, P99Us: p99, Samples: 200} }
 	res := FleetResult{
-		Command: "simlock bench --fleet --workers 2 --samples 200", Version: "1.0.0", Date: "2026-12-07",
+		Command: "simlock bench --fleet --workers 10,100,1000 --devices 50 --waiting 10000 --samples 200", Version: "1.0.0", Date: "2026-12-07",
 		Machine: benchMachine{CPU: "Intel(R) Xeon(R) Processor", Cores: 2, RAMBytes: 8 << 30, OS: "linux 6.1 (debian 12.11)", Arch: "amd64", Go: "go1.26.0"},
 		Samples: 200,
 		Fleet: fleetResult{
-			Workers: 2, Agents: fleetAgents,
+			Runs:    []fleetRun{sampleRun(10, 1), sampleRun(100, 3), sampleRun(1000, 12)},
+			Workers: fleetStoreWorkers, Agents: fleetAgents,
 			Stores: []fleetStore{
 				{Store: fleetStoreSQLite, WarmGrant: st(1830, 2960.6), GrantsPerSecond: 284.36, Grants: 200},
 				{Store: fleetStorePostgres, WarmGrant: st(13086.3, 25454.7), GrantsPerSecond: 81.26, Grants: 200},
@@ -35,6 +36,19 @@ func sampleFleet(skipped bool) FleetResult {
 		res.Fleet.Postgres = fleetPostgres{Skipped: why}
 	}
 	return res
+}
+
+// sampleRun is a fixed simulated fleet's rows, at n workers, its routing
+// decision scaled by k.
+func sampleRun(n int, k float64) fleetRun {
+	return fleetRun{Workers: n, DevicesPerWorker: 50,
+		Route:            benchStat{P50Us: 14.2 * k, P99Us: 20.5 * k, Samples: 200},
+		GatewayWarmGrant: benchStat{P50Us: 1410.3, P99Us: 3020.8, Samples: 200},
+		DirectWarmGrant:  benchStat{P50Us: 31.4, P99Us: 60.2, Samples: 200},
+		UplinkRoundTrip:  benchStat{P50Us: 250.6, P99Us: 1900.1, Samples: 400},
+		GrantsPerSecond:  812.45, Grants: 2600, WindowMs: 3200, FreeRate: 2500, Waiting: 10000,
+		RSSPerWorkerKiB: 402.5, RSSPerWaitingKiB: 3.21, ReconnectStormMs: 95.5 * k, EventsPerSecond: 9120.33,
+		Events: 20000, EventsPushed: 20000}
 }
 
 func TestFleetTableGolden(t *testing.T) {

@@ -4,7 +4,6 @@ package cli
 // renders; this file reads the flags and picks the output.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -19,10 +18,10 @@ import (
 
 func benchCmd(env Env) *cobra.Command {
 	var leasesFlag, soakFlag, everyFlag, workersFlag, postgresFlag string
-	var samples, events, agents int
+	var samples, events, agents, devices, waiting int
 	var markdown, keep, fleet bool
 	cmd := &cobra.Command{
-		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep] | --soak D [--sample-every D] [--agents N] | --fleet [--workers N] [--postgres URL] [--samples N]",
+		Use:   "bench [--leases N,N] [--samples N] [--events N] [--json | --markdown] [--keep] | --soak D [--sample-every D] [--agents N] | --fleet [--workers N,N] [--devices N] [--waiting N] [--postgres URL] [--samples N]",
 		Short: "Measure simlock's own costs (renew, grant, queue, status, memory, start) beside the SQLite floor",
 		Long: `bench starts simlock's daemon in a temporary SIMLOCK_HOME with demo devices
 at zero timings, holds N live leases for each N of --leases, and measures p50
@@ -43,23 +42,34 @@ the p99 of the window's renewals and releases are sampled every
 --sample-every (10s). It exits 1 when any of them grows from the first third
 of the run to the last (docs/RELIABILITY.md has the rule).
 
-With --fleet it measures a fleet instead: a gateway on SQLite, then one on
-PostgreSQL, each with --workers demo workers (2) joined to it, and times a
-warm grant through the gateway and grants per second with four agents
-leasing and releasing at once, beside PostgreSQL's own commit (BEGIN, one
-INSERT, COMMIT) and SQLite's floor commit measured in the same run. The
-PostgreSQL server is --postgres URL's (the bench creates a database of its
-own there and drops it at the end, so it needs CREATEDB), else a throwaway
-cluster of Debian's postgresql package on loopback; without either the
-PostgreSQL rows say skipped and why.`,
+With --fleet it measures a fleet instead. For each N of --workers
+(10,100,1000) it runs a gateway (SQLite) with N simulated workers of
+--devices devices (50) each, served from the bench's own process over real
+uplinks, and measures: a routing decision over the gateway's views; a warm
+grant through the gateway beside one on a simulated worker directly and the
+uplink's own round trip; grants per second with --waiting requests (10000)
+in line while the workers free devices at a steady rate; the gateway's RSS
+per connected worker and per waiting request; a reconnect storm after a
+gateway restart; and relayed events per second. Then, as before, a gateway
+on SQLite and one on PostgreSQL, each with two demo workers (real worker
+daemons) joined to it, time a warm grant through the gateway and grants per
+second with four agents leasing and releasing at once, beside PostgreSQL's
+own commit (BEGIN, one INSERT, COMMIT) and SQLite's floor commit measured
+in the same run. The PostgreSQL server is --postgres URL's (the bench
+creates a database of its own there and drops it at the end, so it needs
+CREATEDB), else a throwaway cluster of Debian's postgresql package on
+loopback; without either the PostgreSQL rows say skipped and why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, _ := cmd.Flags().GetBool("json")
 			if fleet {
-				return runFleetBench(cmd, env, workersFlag, postgresFlag, samples, asJSON, markdown, keep)
+				return runFleetBench(cmd, env, bench.FleetPlan{Devices: devices, Waiting: waiting, Samples: samples, Postgres: postgresFlag, Keep: keep},
+					workersFlag, asJSON, markdown)
 			}
-			if cmd.Flags().Changed("workers") || cmd.Flags().Changed("postgres") {
-				return usage("--workers and --postgres go with --fleet")
+			for _, f := range []string{"workers", "devices", "waiting", "postgres"} {
+				if cmd.Flags().Changed(f) {
+					return usage("--%s goes with --fleet", f)
+				}
 			}
 			if soakFlag != "" {
 				for _, f := range []string{"leases", "samples", "events", "markdown"} {
@@ -114,27 +124,35 @@ PostgreSQL rows say skipped and why.`,
 	cmd.Flags().StringVar(&soakFlag, "soak", "", "run a soak for this long (10m, 1h) instead of the benchmark")
 	cmd.Flags().StringVar(&everyFlag, "sample-every", "10s", "with --soak: how often the daemon is sampled")
 	cmd.Flags().IntVar(&agents, "agents", 50, "with --soak: agents leasing at once")
-	cmd.Flags().BoolVar(&fleet, "fleet", false, "measure a gateway on SQLite and on PostgreSQL with demo workers instead")
-	cmd.Flags().StringVar(&workersFlag, "workers", "2", "with --fleet: demo workers joined to each gateway")
+	cmd.Flags().BoolVar(&fleet, "fleet", false, "measure a gateway with simulated workers, and on SQLite and PostgreSQL with demo workers, instead")
+	cmd.Flags().StringVar(&workersFlag, "workers", "10,100,1000", "with --fleet: simulated worker counts, comma-separated, one run each")
+	cmd.Flags().IntVar(&devices, "devices", 50, "with --fleet: devices of each simulated worker")
+	cmd.Flags().IntVar(&waiting, "waiting", 10_000, "with --fleet: requests waiting in the gateway's line in the grants-per-second row")
 	cmd.Flags().StringVar(&postgresFlag, "postgres", "", "with --fleet: a postgres:// server URL to create the bench's database on (default: a throwaway cluster)")
 	return cmd
 }
 
 // runFleetBench is `simlock bench --fleet`.
-func runFleetBench(cmd *cobra.Command, env Env, workersFlag, postgres string, samples int, asJSON, markdown, keep bool) error {
+func runFleetBench(cmd *cobra.Command, env Env, plan bench.FleetPlan, workersFlag string, asJSON, markdown bool) error {
 	for _, f := range []string{"leases", "events", "soak", "sample-every", "agents"} {
 		if cmd.Flags().Changed(f) {
 			return usage("--%s does not apply to --fleet", f)
 		}
 	}
-	workers, err := strconv.Atoi(strings.TrimSpace(workersFlag))
-	if err != nil || workers < 1 || workers > maxFleetBenchWorkers {
-		return usage("--workers must be a count from 1 to %d, got %q", maxFleetBenchWorkers, workersFlag)
+	workers, err := parseCounts(workersFlag, maxFleetBenchWorkers, "worker count", "10,100,1000")
+	if err != nil {
+		return usage("--workers: %v", err)
 	}
-	if err := checkBenchRun(samples, asJSON, markdown); err != nil {
+	plan.Workers = workers
+	if plan.Devices < 1 || plan.Devices > maxFleetBenchDevices {
+		return usage("--devices must be from 1 to %d, got %d", maxFleetBenchDevices, plan.Devices)
+	}
+	if plan.Waiting < 1 || plan.Waiting > maxFleetBenchWaiting {
+		return usage("--waiting must be from 1 to %d, got %d", maxFleetBenchWaiting, plan.Waiting)
+	}
+	if err := checkBenchRun(plan.Samples, asJSON, markdown); err != nil {
 		return err
 	}
-	plan := bench.FleetPlan{Workers: workers, Samples: samples, Postgres: postgres, Keep: keep}
 	res, err := bench.RunFleet(cmd.Context(), benchEnv(env), plan, benchNoter(env))
 	if err != nil {
 		return fail(err)
@@ -171,8 +189,14 @@ func printBench(env Env, asJSON, markdown bool, res any, md, table func(io.Write
 	return nil
 }
 
-// maxFleetBenchWorkers bounds --workers: each is a real daemon process.
-const maxFleetBenchWorkers = 16
+// The bounds of the fleet bench's sizes: simulated workers in one process
+// (a gateway's gateway.maxWorkers goes to 100,000), devices of one (a
+// status of more than 10,000 devices is not a worker's), requests waiting.
+const (
+	maxFleetBenchWorkers = 10_000
+	maxFleetBenchDevices = 10_000
+	maxFleetBenchWaiting = 1_000_000
+)
 
 // soakPlanOf reads the soak flags: a soak of 1s to 24h, sampled at least
 // four times (the first sample is a warm-up), by 1 to 1000 agents.
@@ -197,6 +221,13 @@ func soakPlanOf(soak, every string, agents int, keep bool) (bench.SoakPlan, erro
 // parseLeaseCounts reads "10,10000": at least one count, each from 1 to
 // 100000, returned ascending without repeats.
 func parseLeaseCounts(s string) ([]int, error) {
+	return parseCounts(s, 100_000, "lease count", "10,10000")
+}
+
+// parseCounts reads a comma-separated list of at least one count, each
+// from 1 to most, returned ascending without repeats; what names a count
+// in an error, example a list to give.
+func parseCounts(s string, most int, what, example string) ([]int, error) {
 	var out []int
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -204,13 +235,13 @@ func parseLeaseCounts(s string) ([]int, error) {
 			continue
 		}
 		n, err := strconv.Atoi(part)
-		if err != nil || n < 1 || n > 100_000 {
-			return nil, fmt.Errorf("%q is not a lease count from 1 to 100000", part)
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("%q is not a %s from 1 to %d", part, what, most)
 		}
 		out = append(out, n)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("give at least one lease count, such as 10,10000")
+		return nil, fmt.Errorf("give at least one %s, such as %s", what, example)
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil

@@ -22,8 +22,9 @@ import (
 type fleetBenchResult struct {
 	Command string `json:"command"`
 	Fleet   struct {
-		Workers int `json:"workers"`
-		Agents  int `json:"agents"`
+		Runs    []json.RawMessage `json:"runs"`
+		Workers int               `json:"workers"`
+		Agents  int               `json:"agents"`
 		Stores  []struct {
 			Store     string `json:"store"`
 			WarmGrant *struct {
@@ -93,6 +94,74 @@ func runFleetBench(t *testing.T, args ...string) (fleetBenchResult, string) {
 	return res, stdout.String() + stderr.String()
 }
 
+// fleetRunNames are the JSON names of one run of simulated workers: the
+// interface scripts read.
+var fleetRunNames = []string{"workers", "devicesPerWorker", "route", "gatewayWarmGrant", "directWarmGrant", "uplinkRoundTrip",
+	"grantsPerSecond", "rssPerWorkerKiB", "rssPerWaitingKiB", "reconnectStormMs", "eventsPerSecond"}
+
+// checkFleetRuns checks the simulated fleets' rows: a run per count, in
+// order, each with every name and figures that can be.
+func checkFleetRuns(t *testing.T, res fleetBenchResult, workers []int, devices, waiting, samples int) {
+	t.Helper()
+	if len(res.Fleet.Runs) != len(workers) {
+		t.Fatalf("fleet.runs has %d runs, want %d", len(res.Fleet.Runs), len(workers))
+	}
+	for i, raw := range res.Fleet.Runs {
+		var names map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &names); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range fleetRunNames {
+			if _, ok := names[n]; !ok {
+				t.Errorf("fleet.runs[%d] has no %q: %s", i, n, raw)
+			}
+		}
+		var r struct {
+			Workers                                                   int `json:"workers"`
+			DevicesPerWorker                                          int `json:"devicesPerWorker"`
+			Route, GatewayWarmGrant, DirectWarmGrant, UplinkRoundTrip struct {
+				P50Us, P99Us float64
+				Samples      int
+			}
+			GrantsPerSecond, RSSPerWorkerKiB, RSSPerWaitingKiB, ReconnectStormMs, EventsPerSecond float64
+			Grants, Events, EventsPushed                                                          int
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Workers != workers[i] || r.DevicesPerWorker != devices {
+			t.Errorf("fleet.runs[%d]: %d workers of %d devices, want %d of %d", i, r.Workers, r.DevicesPerWorker, workers[i], devices)
+		}
+		for name, st := range map[string]struct {
+			P50Us, P99Us float64
+			Samples      int
+		}{"route": r.Route, "gatewayWarmGrant": r.GatewayWarmGrant, "directWarmGrant": r.DirectWarmGrant} {
+			if st.P50Us <= 0 || st.P99Us < st.P50Us || st.Samples != samples {
+				t.Errorf("fleet.runs[%d].%s = %+v, want p50 > 0, p99 >= p50, %d samples", i, name, st, samples)
+			}
+		}
+		if r.UplinkRoundTrip.P50Us <= 0 || r.UplinkRoundTrip.Samples < 1 {
+			t.Errorf("fleet.runs[%d].uplinkRoundTrip = %+v, want a positive p50", i, r.UplinkRoundTrip)
+		}
+		if r.GatewayWarmGrant.P50Us <= r.DirectWarmGrant.P50Us {
+			t.Errorf("fleet.runs[%d]: a warm grant through the gateway (%v µs) is no slower than one on the worker directly (%v µs)",
+				i, r.GatewayWarmGrant.P50Us, r.DirectWarmGrant.P50Us)
+		}
+		if r.GrantsPerSecond <= 0 || r.Grants < 1 || r.Grants > waiting {
+			t.Errorf("fleet.runs[%d]: %v grants per second, %d grants of %d waiting; want some, no more than waited", i, r.GrantsPerSecond, r.Grants, waiting)
+		}
+		if r.RSSPerWorkerKiB == 0 && r.RSSPerWaitingKiB == 0 {
+			t.Errorf("fleet.runs[%d]: no RSS figure moved", i)
+		}
+		if r.ReconnectStormMs <= 0 || r.ReconnectStormMs > 60_000 {
+			t.Errorf("fleet.runs[%d].reconnectStormMs = %v, want within the bench's bound", i, r.ReconnectStormMs)
+		}
+		if r.EventsPerSecond <= 0 || r.Events < 1 || r.Events > r.EventsPushed {
+			t.Errorf("fleet.runs[%d]: %v events a second, %d relayed of %d pushed; want some relayed, no more than pushed", i, r.EventsPerSecond, r.Events, r.EventsPushed)
+		}
+	}
+}
+
 // checkFleetStore checks that the result has store's rows measured.
 func checkFleetStore(t *testing.T, res fleetBenchResult, i int, store string, samples int) {
 	t.Helper()
@@ -111,15 +180,20 @@ func checkFleetStore(t *testing.T, res fleetBenchResult, i int, store string, sa
 	}
 }
 
+// fleetQuick are the smallest simulated fleets a run of the fleet bench
+// takes: the tests of its other rows need them done, not measured.
+var fleetQuick = []string{"--workers", "1", "--devices", "2", "--waiting", "4"}
+
 // simlock bench --fleet measures a gateway on SQLite and, where Debian's
 // PostgreSQL server binaries are, one on a throwaway cluster beside that
 // cluster's own commit; without them the PostgreSQL rows say skipped and
 // why, and the run still succeeds. It leaves nothing in its TMPDIR.
 func TestBenchFleetMeasuresAGatewayOnSQLiteAndOnPostgreSQL(t *testing.T) {
 	t.Parallel()
-	res, _ := runFleetBench(t, "--workers", "1", "--samples", "5")
-	if res.Fleet.Workers != 1 || res.Fleet.Agents <= 1 {
-		t.Errorf("fleet.workers, agents = %d, %d; want 1 and several", res.Fleet.Workers, res.Fleet.Agents)
+	res, _ := runFleetBench(t, "--workers", "5,3", "--devices", "4", "--waiting", "20", "--samples", "5")
+	checkFleetRuns(t, res, []int{3, 5}, 4, 20, 5)
+	if res.Fleet.Workers != 2 || res.Fleet.Agents <= 1 {
+		t.Errorf("fleet.workers, agents = %d, %d; want 2 and several", res.Fleet.Workers, res.Fleet.Agents)
 	}
 	if res.Fleet.SQLiteCommit.P50Us <= 0 {
 		t.Errorf("fleet.sqliteCommit.p50Us = %v, want positive", res.Fleet.SQLiteCommit.P50Us)
@@ -164,7 +238,7 @@ func TestBenchFleetOnAGivenServerUsesADatabaseOfItsOwnAndDropsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, _ := runFleetBench(t, "--workers", "1", "--samples", "3", "--postgres", theirs)
+	res, _ := runFleetBench(t, append(fleetQuick, "--samples", "3", "--postgres", theirs)...)
 	checkFleetStore(t, res, 1, "postgres", 3)
 	if res.Fleet.Postgres.Server != "url" || res.Fleet.PostgresCommit == nil {
 		t.Errorf("fleet.postgres = %+v, postgresCommit = %+v; want the given server measured", res.Fleet.Postgres, res.Fleet.PostgresCommit)
@@ -197,7 +271,7 @@ func TestBenchFleetWithAnUnreachablePostgresSkipsItsRowsAndHidesThePassword(t *t
 	const secret = "hunter2-secret"
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("bench", secret), Host: "127.0.0.1:" + closedPort(t), Path: "/x",
 		RawQuery: "sslmode=disable&connect_timeout=5"}
-	res, out := runFleetBench(t, "--workers", "1", "--samples", "3", "--postgres", u.String())
+	res, out := runFleetBench(t, append(fleetQuick, "--samples", "3", "--postgres", u.String())...)
 	checkFleetStore(t, res, 0, "sqlite", 3)
 	if len(res.Fleet.Stores) != 2 || res.Fleet.Stores[1].Store != "postgres" || !strings.Contains(res.Fleet.Stores[1].Skipped, "connect") {
 		t.Errorf("fleet.stores = %+v, want postgres skipped because it could not connect", res.Fleet.Stores)
@@ -217,18 +291,32 @@ func closedPort(t *testing.T) string {
 	return freePort(t)
 }
 
-// bench's --fleet flags are checked before anything starts.
+// bench's --fleet flags are checked before anything starts, each bad
+// value refused USAGE naming its flag.
 func TestBenchFleetFlagsAreChecked(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	for _, args := range [][]string{
-		{"bench", "--workers", "2"},
-		{"bench", "--postgres", "postgres://127.0.0.1/x"},
-		{"bench", "--fleet", "--leases", "10"},
-		{"bench", "--fleet", "--soak", "10s"},
-		{"bench", "--fleet", "--workers", "0"},
-		{"bench", "--fleet", "--workers", "two"},
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--workers", []string{"bench", "--workers", "2"}},
+		{"--devices", []string{"bench", "--devices", "2"}},
+		{"--waiting", []string{"bench", "--waiting", "2"}},
+		{"--postgres", []string{"bench", "--postgres", "postgres://127.0.0.1/x"}},
+		{"--leases", []string{"bench", "--fleet", "--leases", "10"}},
+		{"--soak", []string{"bench", "--fleet", "--soak", "10s"}},
+		{"--workers", []string{"bench", "--fleet", "--workers", "0"}},
+		{"--workers", []string{"bench", "--fleet", "--workers", "two"}},
+		{"--workers", []string{"bench", "--fleet", "--workers", "10,,x"}},
+		{"--workers", []string{"bench", "--fleet", "--workers", "10001"}},
+		{"--devices", []string{"bench", "--fleet", "--devices", "0"}},
+		{"--waiting", []string{"bench", "--fleet", "--waiting", "0"}},
+		{"--waiting", []string{"bench", "--fleet", "--waiting", "1000001"}},
 	} {
-		expectFailure(t, h.run(args...), 2, "USAGE")
+		e := expectFailure(t, h.run(c.args...), 2, "USAGE")
+		if msg, _ := e["message"].(string); !strings.Contains(msg, c.flag) {
+			t.Errorf("%v: the usage error %q does not name %s", c.args, msg, c.flag)
+		}
 	}
 }
