@@ -92,6 +92,7 @@ func (s *scaleFleet) setView(id string, f func(v *contract.WorkerView)) {
 	w := s.f.workers[id]
 	f(&w.view)
 	w.viewGen++
+	s.f.reindex(w)
 	s.f.mu.Unlock()
 	s.l.viewChanged(id, statusRead{}, true)
 }
