@@ -232,21 +232,23 @@ func (e *Engine) awaitParticipants(c *endCall, reclaiming bool) {
 	e.view(func() { delete(e.ends.calls, c) })
 }
 
-// reclaimAfterWait cleans the device whose participants are done.
+// reclaimAfterWait cleans the device whose participants are done. Whether
+// the engine closed meanwhile is read, not decided: the common case
+// changes nothing, so it costs no decision and no commit, and the clean's
+// own decision (runReclaim) hands the device on.
 func (e *Engine) reclaimAfterWait(d *dev) {
 	closed := false
-	_ = e.do(func(tx *queue.Txn) error {
-		if d.at == nil || e.ctx.Err() != nil {
-			// Closed: no more driver work. The device stays reclaiming with
-			// its deferred-reclaim marker, and the next start wipes it.
-			e.setClaim(tx, d, claimNone)
-			closed = true
-		}
-		return nil
-	})
+	e.view(func() { closed = d.at == nil || e.ctx.Err() != nil })
 	if !closed {
 		e.runReclaim(d)
+		return
 	}
+	// Closed: no more driver work. The device stays reclaiming with its
+	// deferred-reclaim marker, and the next start wipes it.
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		return nil
+	})
 }
 
 // trackReclaimLocked registers a reclaim starting on device id.

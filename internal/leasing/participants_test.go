@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -379,6 +380,47 @@ func TestWhileTheParticipantRunsTheDeviceIsNotGrantedUntilReclaimed(t *testing.T
 		gb := h.mustGrant(b)
 		if gb.Device.ID != a.Device.ID || time.Since(t0) != reclaimTime {
 			t.Errorf("b got %s after %s, want %s after the reclaim (%s)", gb.Device.ID, time.Since(t0), a.Device.ID, reclaimTime)
+		}
+	})
+}
+
+// reservingStore is a memStore that takes its write lock ahead of each
+// decision, as SQLite does (store.Reserver), and counts the decisions that
+// took it: each is a BEGIN IMMEDIATE on SQLite, even one that writes
+// nothing.
+type reservingStore struct {
+	*memStore
+	reserved atomic.Int32
+}
+
+func (r *reservingStore) Reserve(ctx context.Context) (store.Reservation, error) {
+	r.reserved.Add(1)
+	return r.st.Reserve(ctx)
+}
+
+// A hand-off with participants is two decisions: the release, then the
+// clean's end with the grant to the next in line. The wait for the
+// participants decides nothing, so it takes no write lock.
+func TestAHandOffAfterTheParticipantsIsTwoDecisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(t)
+		st := &reservingStore{memStore: newMemStore()}
+		h := startEnds(t, st.memStore, fixed(1), func(o *Options) { o.Store = st }, g)
+		a := h.mustGrant(h.acquire("a", android))
+		b := h.acquire("b", android)
+		synctest.Wait()
+		if b.finished() {
+			t.Fatalf("b finished (%+v, %v) while a held the only slot", b.grant, b.err)
+		}
+		before := st.reserved.Load()
+		h.release("a", a.Lease.ID)
+		g.let()
+		if gb := h.mustGrant(b); gb.Device.ID != a.Device.ID {
+			t.Fatalf("b got %s, want a's device %s", gb.Device.ID, a.Device.ID)
+		}
+		synctest.Wait()
+		if n := st.reserved.Load() - before; n != 2 {
+			t.Errorf("release → grant took %d decisions, want 2 (the release; the clean with the grant)", n)
 		}
 	})
 }
