@@ -528,3 +528,47 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 		t.Errorf("gathered: %+v\nwant as before: %+v", got, want)
 	}
 }
+
+// Migration 18 keeps a database's minute cells: each becomes its cell's
+// row of part 0, read as before, and the commits after it append to rows
+// of their own.
+func TestMigrationEighteenKeepsTheMinuteCells(t *testing.T) {
+	fresh, freshPath := openTemp(t)
+	aDayOfLeases(t, fresh, 2)
+	fresh.Close()
+
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	raw := rawAtSchema(t, path, 17)
+	raw.SetMaxOpenConns(1) // ATTACH is the connection's
+	for _, q := range []string{
+		`ATTACH DATABASE '` + freshPath + `' AS f`,
+		`INSERT INTO events SELECT * FROM f.events`,
+		`INSERT INTO usage_minutes (minute, worker, platform, records) SELECT minute, worker, platform, records FROM f.usage_minutes`,
+		`INSERT INTO usage_open SELECT * FROM f.usage_open`,
+		`PRAGMA user_version = 17`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var cells int
+	if err := raw.QueryRow(`SELECT count(*) FROM usage_minutes`).Scan(&cells); err != nil || cells < 10 {
+		t.Fatalf("%d minute cells at schema 17 (%v), want the day's", cells, err)
+	}
+	raw.Close()
+
+	fresh = openAt(t, freshPath)
+	migrated := openAt(t, path)
+	w := hourWindow(u0, 2, false)
+	if got, want := usageOf(t, migrated, w), usageOf(t, fresh, w); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the migration: %+v\nwant as before it: %+v", got, want)
+	}
+	var parts, zero int
+	if err := migrated.r.QueryRow(`SELECT count(*), count(*) FILTER (WHERE part = 0) FROM usage_minutes`).Scan(&parts, &zero); err != nil || parts != cells || zero != cells {
+		t.Errorf("after the migration: %d rows, %d of part 0 (%v); want %d, all of part 0", parts, zero, err, cells)
+	}
+	commit(t, migrated, store.Change{Events: []store.NewEvent{ev("late", u0+1000, "lease.requested", requestedP("late", "ios"))}})
+	if u := usageOf(t, migrated, w); u.Totals.Requests != usageOf(t, fresh, w).Totals.Requests+1 {
+		t.Errorf("a commit after the migration: %d requests, want one more than the %d before", u.Totals.Requests, usageOf(t, fresh, w).Totals.Requests)
+	}
+}
