@@ -75,6 +75,20 @@ func benchLeases(ctx context.Context, env Env, home string, n, samples, events i
 	if err := floor.take(ctx, samples/8); err != nil {
 		return run, start, err
 	}
+	note("%d leases: ping", n)
+	run.Ping, err = timed(ctx, samples, func(ctx context.Context, _ int) (time.Duration, error) {
+		var dt time.Duration
+		_, err := bounded(ctx, "ping", func(ctx context.Context) (struct{}, error) {
+			t0 := time.Now()
+			err := sessions[0].Ping(ctx)
+			dt = time.Since(t0)
+			return struct{}{}, err
+		})
+		return dt, err
+	})
+	if err != nil {
+		return run, start, err
+	}
 	note("%d leases: renew", n)
 	run.Renew, err = timed(ctx, samples, func(ctx context.Context, i int) (time.Duration, error) {
 		h := held[i%len(held)]
@@ -88,6 +102,10 @@ func benchLeases(ctx context.Context, env Env, home string, n, samples, events i
 		return dt, err
 	})
 	if err != nil {
+		return run, start, err
+	}
+	note("%d leases: renewals a second, %d agents", n, renewAgents)
+	if run.RenewsPerSecond50, err = measureRenewRate(ctx, d, held); err != nil {
 		return run, start, err
 	}
 	for _, summary := range []bool{false, true} {

@@ -68,6 +68,7 @@ func RenderTable(w io.Writer, res Result) {
 		{"release → next queued grant", func(r benchRun) benchStat { return r.ReleaseToGrant }},
 		{"status (full)", func(r benchRun) benchStat { return r.StatusFull }},
 		{"status (summary)", func(r benchRun) benchStat { return r.StatusSummary }},
+		{"ping", func(r benchRun) benchStat { return r.Ping }},
 	}
 	for _, row := range rows {
 		var cells []string
@@ -82,12 +83,18 @@ func RenderTable(w io.Writer, res Result) {
 		rss = append(rss, fmtKiB(r.RSSKiB), "")
 	}
 	line("daemon RSS", rss...)
+	var rate []string
+	for _, r := range res.Runs {
+		rate = append(rate, fmt.Sprintf("%.0f/s", r.RenewsPerSecond50), "")
+	}
+	line(fmt.Sprintf("renewals, %d agents ⁴", renewAgents), rate...)
 	fmt.Fprintln(w)
 	line("", "p50", "p99")
 	line("progress push (driver → client) ¹", fmtUs(res.PushLatency.P50Us), fmtUs(res.PushLatency.P99Us))
 	line("floor commit (SQLite)", fmtUs(res.Floor.P50Us), fmtUs(res.Floor.P99Us))
 	line("floor commit after 300 µs idle ³", fmtUs(res.FloorIdle.P50Us), fmtUs(res.FloorIdle.P99Us))
 	line("daemon start ²", fmt.Sprintf("%.0f ms", res.Start.Ms))
+	line("in-situ floor (ping + floor) "+"@"+strconv.Itoa(res.Ratios.Smallest), fmtUs(res.Ratios.InSituUs))
 	fmt.Fprintln(w)
 
 	r := res.Ratios
@@ -103,6 +110,9 @@ func RenderTable(w io.Writer, res Result) {
 		line("warm grant "+at(r.Largest)+" / "+at(r.Smallest), x(*r.WarmGrantScale))
 	}
 	line("release → grant "+at(r.Smallest)+" / floor", x(r.ReleaseToGrantOverFloor))
+	line("renew "+at(r.Smallest)+" / in-situ floor", x(r.RenewOverInSitu))
+	line("warm grant "+at(r.Smallest)+" / in-situ floor", x(r.WarmGrantOverInSitu))
+	line("release → grant "+at(r.Smallest)+" / in-situ floor", x(r.ReleaseToGrantOverInSitu))
 	line("renew "+at(r.Smallest)+" / idle floor ³", x(r.RenewOverIdleFloor))
 	if r.SummaryScale != nil {
 		line("status summary "+at(r.Largest)+" / "+at(r.Smallest), x(*r.SummaryScale))
@@ -116,6 +126,8 @@ func RenderTable(w io.Writer, res Result) {
 	fmt.Fprintf(w, "² exec to status.get running with %d leases loaded and %d stored events.\n", res.Start.Leases, res.Start.Events)
 	fmt.Fprintln(w, "³ the floor's commit, each after 300 µs of doing nothing, as a daemon commits between")
 	fmt.Fprintln(w, "  two requests; a reading aid, not a goal (the goals are against the floor).")
+	fmt.Fprintf(w, "⁴ %d agent sessions, each renewing as fast as it is answered, counted over %s after %s;\n", renewAgents, renewRateWindow, renewRateWarmup)
+	fmt.Fprintln(w, "  with fewer leases than agents, agents share leases.")
 }
 
 // RenderMarkdown is the table as docs/PERFORMANCE.md embeds it.

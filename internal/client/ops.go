@@ -181,3 +181,9 @@ func (c *Client) FollowJob(ctx context.Context, id string, events func(contract.
 func (c *Client) DeviceTool(ctx context.Context, op contract.Op, in contract.DeviceToolInput, out any) error {
 	return c.Call(ctx, op, in, out)
 }
+
+// Ping makes one round trip that does nothing on the daemon's side: it
+// answers once the daemon has read the call, whatever it is busy with.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.Call(ctx, contract.OpPing, contract.Empty{}, nil)
+}

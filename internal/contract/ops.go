@@ -106,6 +106,7 @@ var ops = map[Op]OpInfo{
 	OpTokenList:          {AdminOnly: true},
 	OpTokenRevoke:        {AdminOnly: true},
 	OpCallCancel:         {Early: true},
+	OpPing:               {Early: true},
 
 	OpComponentInstall: {AdminOnly: true},
 	OpComponentList:    {},

@@ -160,6 +160,13 @@ func (x *execSlots) take(lease execKey, limit int, stop context.CancelCauseFunc)
 	}, true
 }
 
+// busy reports whether lease has a command in a slot.
+func (x *execSlots) busy(lease execKey) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.running[lease]) > 0
+}
+
 // endLease stops the commands of lease and waits until they have given
 // their slots back (each has execStopGrace after SIGTERM), or ctx ends.
 func (x *execSlots) endLease(ctx context.Context, lease execKey) {
@@ -185,6 +192,14 @@ func (x *execSlots) endLease(ctx context.Context, lease execKey) {
 // device is cleaned: a command of a lease that ended reaches a device that
 // is no longer its holder's.
 type execParticipant struct{ d *Daemon }
+
+var _ leasing.LeaseEndIdler = execParticipant{}
+
+// IdleFor says a lease with no command running gives the participant
+// nothing to do.
+func (p execParticipant) IdleFor(ended leasing.EndedLease) bool {
+	return !p.d.execs.busy(execKey{ended.OwnerID, ended.LeaseID})
+}
 
 func (p execParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedLease) error {
 	p.d.execs.endLease(ctx, execKey{ended.OwnerID, ended.LeaseID})

@@ -312,6 +312,18 @@ func (dl *download) Close() {
 // its device is cleaned, and deletes the lease's staging directory.
 type stagingParticipant struct{ d *Daemon }
 
+var _ leasing.LeaseEndIdler = stagingParticipant{}
+
+// IdleFor says a lease with no transfer in the table and no staging
+// directory left gives the participant nothing to do.
+func (p stagingParticipant) IdleFor(ended leasing.EndedLease) bool {
+	if p.d.transfers.HasLease(ended.LeaseID) {
+		return false
+	}
+	_, err := os.Lstat(p.d.leaseStaging(ended.LeaseID))
+	return errors.Is(err, os.ErrNotExist)
+}
+
 func (p stagingParticipant) LeaseEnded(ctx context.Context, ended leasing.EndedLease) error {
 	p.d.transfers.EndLease(ctx, ended.LeaseID)
 	// Each transfer's session removed its own directory; what is left is

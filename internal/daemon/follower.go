@@ -43,12 +43,12 @@ func (d *Daemon) following() (contract.Leadership, bool) {
 }
 
 // followerAnswers reports whether a replica that does not lead answers op
-// itself: its own status, config, metrics and stop, which read nothing of
+// itself: its own status, config, metrics, stop and ping, which read nothing of
 // the gateway's machinery. hello and call.cancel are the connection's,
 // answered before any dispatch.
 func followerAnswers(op contract.Op) bool {
 	switch op {
-	case contract.OpStatusGet, contract.OpConfigGet, contract.OpMetricsGet, contract.OpDaemonStop:
+	case contract.OpStatusGet, contract.OpConfigGet, contract.OpMetricsGet, contract.OpDaemonStop, contract.OpPing:
 		return true
 	}
 	return false

@@ -15,7 +15,7 @@ import (
 // are contract's (contract.LookupOp); the dispatcher (dispatch.go) checks
 // those, then hands the call to the entry. One file per resource fills the
 // table: ops_leases.go, ops_requests.go, ops_devices.go, ops_devicetools.go, ops_events.go,
-// ops_workers.go, ops_jobs.go, ops_tokens.go, ops_admin.go.
+// ops_workers.go, ops_jobs.go, ops_tokens.go, ops_admin.go, ops_ping.go.
 
 // call is one operation as its handler sees it: the session it came on,
 // the call's own context and id, and the caller it acts for.
@@ -150,7 +150,7 @@ type opTable map[contract.Op]opEntry
 // in the code, met at the first start of any daemon (and in its tests).
 func newOpTable() opTable {
 	t := opTable{}
-	for _, part := range [][]opEntry{leaseOps(), requestOps(), deviceOps(), fileOps(), deviceToolOps(), eventOps(), workerOps(), jobOps(), tokenOps(), adminOps(), metricsOps()} {
+	for _, part := range [][]opEntry{leaseOps(), requestOps(), deviceOps(), fileOps(), deviceToolOps(), eventOps(), workerOps(), jobOps(), tokenOps(), adminOps(), metricsOps(), pingOps()} {
 		for _, e := range part {
 			if _, dup := t[e.op]; dup {
 				panic(fmt.Sprintf("operation %s is declared twice in the operation table", e.op))

@@ -32,7 +32,8 @@ type EndedLease struct {
 // no participant; with none registered it behaves exactly as without this
 // port.
 //
-// LeaseEnded is called once per ended lease, in a goroutine of its own,
+// LeaseEnded is called once per ended lease (unless the participant is a
+// LeaseEndIdler idle for it), in a goroutine of its own,
 // after the end is committed and published and while the device is
 // reclaiming under the engine's claim. The clean waits until every
 // participant has returned, or until Options.EndWait has passed since they
@@ -44,6 +45,21 @@ type EndedLease struct {
 // panic, is logged with the lease and device, and the clean goes ahead.
 type LeaseEndParticipant interface {
 	LeaseEnded(ctx context.Context, ended EndedLease) error
+}
+
+// LeaseEndIdler is a LeaseEndParticipant that can tell at once that it has
+// nothing to do for an ended lease (no transfer, no command of it). The
+// engine asks it when it would call it, after the end is committed, and
+// calls it only when it is not idle: most leases end with nothing for any
+// participant, and each call is a goroutine and a wake-up between the
+// release and the device's clean. A participant idle for every lease
+// leaves the clean to start as soon as the end is committed.
+type LeaseEndIdler interface {
+	LeaseEndParticipant
+	// IdleFor reports whether LeaseEnded would do nothing for ended. It
+	// must not block, nor act: a participant that is idle now for a lease
+	// that has ended stays so.
+	IdleFor(ended EndedLease) bool
 }
 
 // defaultEndWait is lease.endWaitMs's default.
@@ -184,12 +200,23 @@ func (e *Engine) newEndCallLocked(ended EndedLease) *endCall {
 
 // callParticipants calls every participant at once, each in its own
 // goroutine, so none waits behind another and the lock is not held while
-// they work.
+// they work. A LeaseEndIdler idle for the lease is not called; when none
+// is left, the call has returned at once.
 func (e *Engine) callParticipants(c *endCall) {
 	ctx, ended := c.ctx, c.ended
-	var left atomic.Int32
-	left.Store(int32(len(e.opts.LeaseEndParticipants)))
+	parts := make([]LeaseEndParticipant, 0, len(e.opts.LeaseEndParticipants))
 	for _, p := range e.opts.LeaseEndParticipants {
+		if i, ok := p.(LeaseEndIdler); !ok || !idleFor(i, ended) {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		close(c.returned)
+		return
+	}
+	var left atomic.Int32
+	left.Store(int32(len(parts)))
+	for _, p := range parts {
 		go func() {
 			// Logged here, not by the waiter: a participant that fails after
 			// the engine stopped waiting is reported all the same.
@@ -201,6 +228,17 @@ func (e *Engine) callParticipants(c *endCall) {
 			}
 		}()
 	}
+}
+
+// idleFor asks i whether it is idle for ended; one that panics is not,
+// and is called (where its panic is logged).
+func idleFor(i LeaseEndIdler, ended EndedLease) (idle bool) {
+	defer func() {
+		if recover() != nil {
+			idle = false
+		}
+	}()
+	return i.IdleFor(ended)
 }
 
 // callParticipant calls p, turning a panic into an error: a participant is
@@ -232,21 +270,23 @@ func (e *Engine) awaitParticipants(c *endCall, reclaiming bool) {
 	e.view(func() { delete(e.ends.calls, c) })
 }
 
-// reclaimAfterWait cleans the device whose participants are done.
+// reclaimAfterWait cleans the device whose participants are done. Whether
+// the engine closed meanwhile is read, not decided: the common case
+// changes nothing, so it costs no decision and no commit, and the clean's
+// own decision (runReclaim) hands the device on.
 func (e *Engine) reclaimAfterWait(d *dev) {
 	closed := false
-	_ = e.do(func(tx *queue.Txn) error {
-		if d.at == nil || e.ctx.Err() != nil {
-			// Closed: no more driver work. The device stays reclaiming with
-			// its deferred-reclaim marker, and the next start wipes it.
-			e.setClaim(tx, d, claimNone)
-			closed = true
-		}
-		return nil
-	})
+	e.view(func() { closed = d.at == nil || e.ctx.Err() != nil })
 	if !closed {
 		e.runReclaim(d)
+		return
 	}
+	// Closed: no more driver work. The device stays reclaiming with its
+	// deferred-reclaim marker, and the next start wipes it.
+	_ = e.do(func(tx *queue.Txn) error {
+		e.setClaim(tx, d, claimNone)
+		return nil
+	})
 }
 
 // trackReclaimLocked registers a reclaim starting on device id.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -379,6 +380,47 @@ func TestWhileTheParticipantRunsTheDeviceIsNotGrantedUntilReclaimed(t *testing.T
 		gb := h.mustGrant(b)
 		if gb.Device.ID != a.Device.ID || time.Since(t0) != reclaimTime {
 			t.Errorf("b got %s after %s, want %s after the reclaim (%s)", gb.Device.ID, time.Since(t0), a.Device.ID, reclaimTime)
+		}
+	})
+}
+
+// reservingStore is a memStore that takes its write lock ahead of each
+// decision, as SQLite does (store.Reserver), and counts the decisions that
+// took it: each is a BEGIN IMMEDIATE on SQLite, even one that writes
+// nothing.
+type reservingStore struct {
+	*memStore
+	reserved atomic.Int32
+}
+
+func (r *reservingStore) Reserve(ctx context.Context) (store.Reservation, error) {
+	r.reserved.Add(1)
+	return r.st.Reserve(ctx)
+}
+
+// A hand-off with participants is two decisions: the release, then the
+// clean's end with the grant to the next in line. The wait for the
+// participants decides nothing, so it takes no write lock.
+func TestAHandOffAfterTheParticipantsIsTwoDecisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(t)
+		st := &reservingStore{memStore: newMemStore()}
+		h := startEnds(t, st.memStore, fixed(1), func(o *Options) { o.Store = st }, g)
+		a := h.mustGrant(h.acquire("a", android))
+		b := h.acquire("b", android)
+		synctest.Wait()
+		if b.finished() {
+			t.Fatalf("b finished (%+v, %v) while a held the only slot", b.grant, b.err)
+		}
+		before := st.reserved.Load()
+		h.release("a", a.Lease.ID)
+		g.let()
+		if gb := h.mustGrant(b); gb.Device.ID != a.Device.ID {
+			t.Fatalf("b got %s, want a's device %s", gb.Device.ID, a.Device.ID)
+		}
+		synctest.Wait()
+		if n := st.reserved.Load() - before; n != 2 {
+			t.Errorf("release → grant took %d decisions, want 2 (the release; the clean with the grant)", n)
 		}
 	})
 }
@@ -1039,4 +1081,63 @@ func TestReleaseWithAParticipantEmitsTheSameEventsInTheSameOrder(t *testing.T) {
 	if i < 0 || j < i {
 		t.Errorf("events = %v, want lease.released then device.reclaimed", with)
 	}
+}
+
+// idler is a gate that is a LeaseEndIdler: idle for the leases idle says.
+type idler struct {
+	*gate
+	idle  func(EndedLease) bool
+	asked atomic.Int32
+}
+
+func (i *idler) IdleFor(ended EndedLease) bool {
+	i.asked.Add(1)
+	return i.idle(ended)
+}
+
+// A participant idle for a lease is asked, after the end, and not called:
+// the clean starts without waiting and the device goes to the next in
+// line. One that is not idle for a lease is called and awaited, beside an
+// idle one that is not.
+func TestAParticipantIdleForTheLeaseIsNotCalledAndOneThatIsNotIs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var busy atomic.Value
+		busy.Store("")
+		quiet := &idler{gate: newGate(t), idle: func(EndedLease) bool { return true }}
+		picky := &idler{gate: newGate(t), idle: func(e EndedLease) bool { return e.OwnerID != busy.Load() }}
+		h := startEnds(t, newMemStore(), fixed(1), nil, quiet, picky)
+		a := h.mustGrant(h.acquire("a", android))
+		b := h.acquire("b", android)
+		synctest.Wait()
+		h.release("a", a.Lease.ID)
+		// Neither participant is let go: had either been called, the clean
+		// would wait for it, and b would not be granted.
+		if gb := h.mustGrant(b); gb.Device.ID != a.Device.ID {
+			t.Fatalf("b got %s, want a's device %s", gb.Device.ID, a.Device.ID)
+		}
+		if n := len(quiet.got()) + len(picky.got()); n != 0 {
+			t.Errorf("participants idle for the lease were called %d times, want none", n)
+		}
+		if q, p := quiet.asked.Load(), picky.asked.Load(); q != 1 || p != 1 {
+			t.Errorf("participants asked whether idle %d and %d times, want once each", q, p)
+		}
+
+		busy.Store("b")
+		h.release("b", h.mustGrant(b).Lease.ID)
+		synctest.Wait()
+		if n := len(quiet.got()); n != 0 {
+			t.Errorf("the idle participant was called %d times, want none", n)
+		}
+		if c := picky.only(t); c.ended.OwnerID != "b" {
+			t.Errorf("the participant with work was called for %q, want b", c.ended.OwnerID)
+		}
+		if n := h.reclaimsOf(a.Device.ID); n != 1 {
+			t.Errorf("reclaims while the participant with work runs = %d, want 1 (a's)", n)
+		}
+		picky.let()
+		synctest.Wait()
+		if n := h.reclaimsOf(a.Device.ID); n != 2 {
+			t.Errorf("reclaims once it returned = %d, want 2", n)
+		}
+	})
 }

@@ -452,6 +452,14 @@ func (r *Registry) EndLeaseNow(lease string) (finish func(ctx context.Context)) 
 	}
 }
 
+// HasLease reports whether lease has a transfer in the table, one still
+// opening included: whether EndLease would have any to end.
+func (r *Registry) HasLease(lease string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byLease[lease]) > 0
+}
+
 // Close aborts every transfer and refuses new ones.
 func (r *Registry) Close() {
 	r.mu.Lock()

@@ -87,12 +87,13 @@ func TestBenchJSONHasEveryRowAndCleansUp(t *testing.T) {
 		if run["leases"] != want {
 			t.Errorf("runs[%d].leases = %v, want %v", i, run["leases"], want)
 		}
-		for _, row := range []string{"renew", "warmGrant", "releaseToGrant", "statusFull", "statusSummary"} {
+		for _, row := range []string{"renew", "warmGrant", "releaseToGrant", "statusFull", "statusSummary", "ping"} {
 			stat(fmt.Sprintf("runs[%d].%s", i, row), run[row])
 			if m, _ := run[row].(map[string]any); m["samples"] != float64(5) {
 				t.Errorf("runs[%d].%s.samples = %v, want 5", i, row, m["samples"])
 			}
 		}
+		positive(fmt.Sprintf("runs[%d].renewsPerSecond50", i), run["renewsPerSecond50"])
 		positive("rssKiB", run["rssKiB"])
 		positive("rssStartKiB", run["rssStartKiB"])
 	}
@@ -108,7 +109,8 @@ func TestBenchJSONHasEveryRowAndCleansUp(t *testing.T) {
 	}
 	ratios, _ := res["ratios"].(map[string]any)
 	for _, k := range []string{"renewScale", "renewOverFloor", "warmGrantOverFloor", "warmGrantScale",
-		"releaseToGrantOverFloor", "summaryScale", "statusFullMs", "startMs"} {
+		"releaseToGrantOverFloor", "summaryScale", "statusFullMs", "startMs",
+		"inSituUs", "renewOverInSitu", "warmGrantOverInSitu", "releaseToGrantOverInSitu"} {
 		positive("ratios."+k, ratios[k])
 	}
 	// Between 3 and 6 leases the RSS difference is noise, of either sign.

@@ -108,3 +108,34 @@ func TestAReservationMeetsAnOutsideLockBeforeTheDecision(t *testing.T) {
 		t.Errorf("%d events, want the outside one and four", n)
 	}
 }
+
+// A reserved commit whose context has ended by the time it writes commits
+// nothing and says so, though its statements do not watch the context (so
+// that they start no goroutine each): the reservation is given back, and
+// the next one commits.
+func TestAReservedCommitWhoseContextEndedWritesNothing(t *testing.T) {
+	db, _ := openTemp(t)
+	d, l := device("d1", 100), lease("l1", "d1", 100)
+	r, err := db.Reserve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Commit(ctx, store.Change{Devices: []store.Device{d}, Leases: []store.Lease{l}, Events: []store.NewEvent{event("evt_a", 5)}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with an ended context: %v, want context.Canceled", err)
+	}
+	if n := count(t, db, "devices") + count(t, db, "leases") + count(t, db, "events"); n != 0 {
+		t.Errorf("%d rows written by a commit whose context had ended, want none", n)
+	}
+	r, err = db.Reserve(context.Background())
+	if err != nil {
+		t.Fatalf("Reserve after the refused commit: %v", err)
+	}
+	if _, err := r.Commit(context.Background(), store.Change{Devices: []store.Device{d}}); err != nil {
+		t.Fatalf("the next reserved commit: %v", err)
+	}
+	if n := count(t, db, "devices"); n != 1 {
+		t.Errorf("%d devices after the next commit, want 1", n)
+	}
+}

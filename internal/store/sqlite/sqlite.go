@@ -68,6 +68,9 @@ type DB struct {
 	events                    eventStmts
 	// us are the usage rollup's statements (usage.go).
 	us usageStmts
+	// parts are the rows of the recent usage cells the next appends go
+	// to (usage.go).
+	parts cellParts
 
 	// bg tracks the statement preparations a reserved commit left for
 	// later (warm); Close waits for them.

@@ -465,3 +465,110 @@ func BenchmarkUsage30Days(b *testing.B) {
 	b.ReportMetric(float64(res.Totals.Requests), "requests")
 	b.ReportMetric(float64(res.Percentiles.Turnaround.Count), "leases")
 }
+
+// A busy minute's cell is rows of at most cellPartBytes, however many
+// commits append to it (one growing row was rewritten whole by each, onto
+// overflow pages past about a kilobyte), and reads as the one cell it is:
+// in the minutes, after a restart that forgot the rows, and gathered into
+// its hour.
+func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
+	db, path := openTemp(t)
+	ctx := context.Background()
+	const leases = 300
+	busyMinute := func(db *DB, from int) {
+		for i := from; i < from+leases; i++ {
+			at := u0 + int64(i)*10 // all within the minute at u0
+			id := fmt.Sprint(i)
+			commit(t, db, store.Change{Events: []store.NewEvent{
+				ev("a"+id, at, "lease.requested", requestedP("r"+id, "ios")),
+				ev("b"+id, at+1, "lease.granted", grantedP("r"+id, "l"+id, "warm")),
+			}})
+			commit(t, db, store.Change{Events: []store.NewEvent{ev("c"+id, at+2, "lease.released", endedP("l"+id))}})
+		}
+	}
+	cell := func(db *DB) (rows, largest, total int) {
+		t.Helper()
+		if err := db.r.QueryRow(`SELECT count(*), max(length(records)), sum(length(records)) FROM usage_minutes WHERE minute = ?`, u0).Scan(&rows, &largest, &total); err != nil {
+			t.Fatal(err)
+		}
+		return rows, largest, total
+	}
+	window := hourWindow(u0, 1, false)
+
+	busyMinute(db, 0)
+	rows, largest, total := cell(db)
+	if largest > cellPartBytes || rows < total/cellPartBytes {
+		t.Errorf("the cell is %d rows, the largest %d bytes, %d in all; want rows of at most %d bytes", rows, largest, total, cellPartBytes)
+	}
+	if u := usageOf(t, db, window); u.Totals.Requests != leases || u.Percentiles.Hold.Count != leases {
+		t.Fatalf("read from the cell's rows: %d requests, %d holds; want %d each", u.Totals.Requests, u.Percentiles.Hold.Count, leases)
+	}
+
+	db.Close()
+	db = openAt(t, path)
+	busyMinute(db, leases)
+	if _, largest, _ := cell(db); largest > cellPartBytes {
+		t.Errorf("after a restart the largest row of the cell is %d bytes, want at most %d", largest, cellPartBytes)
+	}
+	want := usageOf(t, db, window)
+	if want.Totals.Requests != 2*leases || want.Percentiles.Hold.Count != 2*leases {
+		t.Fatalf("after a restart: %d requests, %d holds; want %d each", want.Totals.Requests, want.Percentiles.Hold.Count, 2*leases)
+	}
+
+	// An event two hours on closes the hour: the pass gathers the cell's
+	// rows into its hour row, which reads the same.
+	commit(t, db, store.Change{Events: []store.NewEvent{ev("late", u0+2*usage.HourMs, "lease.requested", requestedP("rl", "ios"))}})
+	if _, err := db.PruneEvents(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := minutesBefore(t, db, u0+usage.HourMs); n != 0 {
+		t.Errorf("%d minute rows left in the gathered hour", n)
+	}
+	if got := usageOf(t, db, window); !reflect.DeepEqual(got, want) {
+		t.Errorf("gathered: %+v\nwant as before: %+v", got, want)
+	}
+}
+
+// Migration 18 keeps a database's minute cells: each becomes its cell's
+// row of part 0, read as before, and the commits after it append to rows
+// of their own.
+func TestMigrationEighteenKeepsTheMinuteCells(t *testing.T) {
+	fresh, freshPath := openTemp(t)
+	aDayOfLeases(t, fresh, 2)
+	fresh.Close()
+
+	path := filepath.Join(t.TempDir(), "simlock.db")
+	raw := rawAtSchema(t, path, 17)
+	raw.SetMaxOpenConns(1) // ATTACH is the connection's
+	for _, q := range []string{
+		`ATTACH DATABASE '` + freshPath + `' AS f`,
+		`INSERT INTO events SELECT * FROM f.events`,
+		`INSERT INTO usage_minutes (minute, worker, platform, records) SELECT minute, worker, platform, records FROM f.usage_minutes`,
+		`INSERT INTO usage_open SELECT * FROM f.usage_open`,
+		`PRAGMA user_version = 17`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var cells int
+	if err := raw.QueryRow(`SELECT count(*) FROM usage_minutes`).Scan(&cells); err != nil || cells < 10 {
+		t.Fatalf("%d minute cells at schema 17 (%v), want the day's", cells, err)
+	}
+	raw.Close()
+
+	fresh = openAt(t, freshPath)
+	migrated := openAt(t, path)
+	w := hourWindow(u0, 2, false)
+	if got, want := usageOf(t, migrated, w), usageOf(t, fresh, w); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the migration: %+v\nwant as before it: %+v", got, want)
+	}
+	var parts, zero int
+	if err := migrated.r.QueryRow(`SELECT count(*), count(*) FILTER (WHERE part = 0) FROM usage_minutes`).Scan(&parts, &zero); err != nil || parts != cells || zero != cells {
+		t.Errorf("after the migration: %d rows, %d of part 0 (%v); want %d, all of part 0", parts, zero, err, cells)
+	}
+	commit(t, migrated, store.Change{Events: []store.NewEvent{ev("late", u0+1000, "lease.requested", requestedP("late", "ios"))}})
+	if u := usageOf(t, migrated, w); u.Totals.Requests != usageOf(t, fresh, w).Totals.Requests+1 {
+		t.Errorf("a commit after the migration: %d requests, want one more than the %d before", u.Totals.Requests, usageOf(t, fresh, w).Totals.Requests)
+	}
+}

@@ -160,6 +160,9 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 		var out []contract.Event
 		began := time.Now()
 		if out, err = r.db.apply(ctx, r.tx, c, p); err == nil {
+			err = ctx.Err() // apply's statements do not watch ctx
+		}
+		if err == nil {
 			if err = r.tx.Commit(); err == nil {
 				r.db.committed(began)
 				r.db.warm(p.cold)
@@ -241,6 +244,13 @@ func (db *DB) plan(ctx context.Context, c store.Change, reserved bool) (store.Ch
 
 // apply writes c in tx by plan p and returns its events with their seqs.
 func (db *DB) apply(ctx context.Context, tx *sql.Tx, c store.Change, p commitPlan) ([]contract.Event, error) {
+	// The statements run on a context that cannot end: for one that can,
+	// the driver starts a goroutine per statement to interrupt it, two to
+	// nine goroutines a decision, to guard statements that take
+	// microseconds and wait for no lock (the transaction holds the write
+	// lock already). The commit still honours ctx: before COMMIT, a ctx
+	// that ended rolls the transaction back.
+	ctx = context.WithoutCancel(ctx)
 	// Devices before leases (rows is in that order), so a lease may name
 	// a device created by the same Change.
 	for _, r := range p.rows {
