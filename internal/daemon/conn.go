@@ -393,7 +393,7 @@ func (c *conn) handle(frame []byte) {
 var inline = map[contract.Op]bool{
 	contract.OpHello: true, contract.OpLeaseRenew: true, contract.OpLeaseRelease: true,
 	contract.OpLeaseGet: true, contract.OpLeaseList: true, contract.OpLeaseCancel: true,
-	contract.OpCallCancel: true,
+	contract.OpCallCancel: true, contract.OpPing: true,
 }
 
 // dispatch answers hello and call.cancel itself and hands every other call
