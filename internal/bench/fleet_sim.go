@@ -418,36 +418,6 @@ func (f *simFleet) measureDirect(ctx context.Context) (benchStat, error) {
 	return warmGrants(ctx, c, f.plan.Samples, nil)
 }
 
-// warmGrants times samples warm grants to c, each released (untimed),
-// then settle (if any) waits for the device to show idle again.
-func warmGrants(ctx context.Context, c *client.Client, samples int, settle func(context.Context, contract.LeaseGrant) error) (benchStat, error) {
-	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: benchPrincipal + "/warm"}
-	return timed(ctx, samples, func(ctx context.Context, _ int) (time.Duration, error) {
-		var dt time.Duration
-		g, err := bounded(ctx, "lease.request", func(ctx context.Context) (contract.LeaseGrant, error) {
-			t0 := time.Now()
-			g, err := c.RequestLease(ctx, in, nil)
-			dt = time.Since(t0)
-			return g, err
-		})
-		if err != nil {
-			return 0, err
-		}
-		if g.Source != contract.SourceWarm {
-			return 0, contract.Errorf(contract.CodeInternal, "bench: a warm grant came from a %s device, not an idle ready one", g.Source)
-		}
-		if _, err := bounded(ctx, "lease.release", func(ctx context.Context) (contract.ReleaseResult, error) {
-			return c.Release(ctx, g.Lease.ID)
-		}); err != nil {
-			return 0, err
-		}
-		if settle != nil {
-			return dt, settle(ctx, g)
-		}
-		return dt, nil
-	})
-}
-
 // measureGatewayGrant times a warm grant through the gateway, each
 // released (untimed) and waited for until the gateway's view of its
 // worker shows every device idle again.

@@ -310,29 +310,40 @@ func waitReclaimed(ctx context.Context, reclaimed <-chan string, dev string) err
 // Android reclaim leaves the device running): before each sample the
 // previous lease is released and its device reclaimed.
 func measureWarmGrant(ctx context.Context, c *client.Client, reclaimed <-chan string, samples int) (benchStat, error) {
-	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: benchPrincipal + "/warm"}
-	request := func(ctx context.Context) (contract.LeaseGrant, error) { return c.RequestLease(ctx, in, nil) }
-	release := func(ctx context.Context, g contract.LeaseGrant) error {
-		if _, err := bounded(ctx, "lease.release", func(ctx context.Context) (contract.ReleaseResult, error) {
-			return c.Release(ctx, g.Lease.ID)
-		}); err != nil {
-			return err
-		}
+	reclaim := func(ctx context.Context, g contract.LeaseGrant) error {
 		return waitReclaimed(ctx, reclaimed, g.Device.ID)
 	}
 	// The first lease makes the device; its release leaves it ready.
-	g, err := bounded(ctx, "lease.request", request)
+	g, err := bounded(ctx, "lease.request", func(ctx context.Context) (contract.LeaseGrant, error) {
+		return c.RequestLease(ctx, warmAsk(), nil)
+	})
 	if err != nil {
 		return benchStat{}, err
 	}
-	if err := release(ctx, g); err != nil {
+	if _, err := bounded(ctx, "lease.release", func(ctx context.Context) (contract.ReleaseResult, error) {
+		return c.Release(ctx, g.Lease.ID)
+	}); err != nil {
 		return benchStat{}, err
 	}
+	if err := reclaim(ctx, g); err != nil {
+		return benchStat{}, err
+	}
+	return warmGrants(ctx, c, samples, reclaim)
+}
+
+// warmAsk is the request every warm-grant series makes.
+func warmAsk() contract.LeaseRequestInput {
+	return contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: benchPrincipal + "/warm"}
+}
+
+// warmGrants times samples warm grants to c, each released (untimed),
+// then settle (if any) waits for the device to show idle again.
+func warmGrants(ctx context.Context, c *client.Client, samples int, settle func(context.Context, contract.LeaseGrant) error) (benchStat, error) {
 	return timed(ctx, samples, func(ctx context.Context, _ int) (time.Duration, error) {
 		var dt time.Duration
 		g, err := bounded(ctx, "lease.request", func(ctx context.Context) (contract.LeaseGrant, error) {
 			t0 := time.Now()
-			g, err := request(ctx)
+			g, err := c.RequestLease(ctx, warmAsk(), nil)
 			dt = time.Since(t0)
 			return g, err
 		})
@@ -342,7 +353,15 @@ func measureWarmGrant(ctx context.Context, c *client.Client, reclaimed <-chan st
 		if g.Source != contract.SourceWarm {
 			return 0, contract.Errorf(contract.CodeInternal, "bench: a warm grant came from a %s device, not an idle ready one", g.Source)
 		}
-		return dt, release(ctx, g)
+		if _, err := bounded(ctx, "lease.release", func(ctx context.Context) (contract.ReleaseResult, error) {
+			return c.Release(ctx, g.Lease.ID)
+		}); err != nil {
+			return 0, err
+		}
+		if settle != nil {
+			return dt, settle(ctx, g)
+		}
+		return dt, nil
 	})
 }
 
