@@ -115,6 +115,12 @@ type leaseIndex struct {
 	// by worker and requester, with when: a lease the worker grants for
 	// one later is nobody's, and is given back rather than indexed.
 	withdrawn map[withdrawal]time.Time
+	// loadedAt is when this run loaded the grant records (load): a lease
+	// under the gateway's prefix that a worker granted before then and no
+	// record names is nobody's (settledBefore). Its request's record may
+	// never have been saved: a forward leaves while the decision that
+	// placed it commits (queue.Start.Early), and a run can end between.
+	loadedAt time.Time
 	// claimed are, by worker, the leases its last snapshot reported under
 	// the gateway's prefix that the gateway did not grant: each is a
 	// finding once, when first seen, not at every snapshot.
@@ -198,7 +204,8 @@ func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
 
 // load puts the grant records the store kept into the index, at start:
 // they are already stored, so nothing is staged.
-func (x *leaseIndex) load(gs []store.Grant) {
+func (x *leaseIndex) load(gs []store.Grant, now time.Time) {
+	x.loadedAt = now
 	for _, g := range gs {
 		if _, err := x.insert(g); err != nil {
 			// Two records that contradict each other: the older wins
@@ -511,10 +518,17 @@ func (x *leaseIndex) settle(requester string, at time.Time) {
 }
 
 // settledBefore reports whether requester had a request settled at a
-// restart after grantedAt, a worker's grant time of a lease for it.
+// restart after grantedAt, a worker's grant time of a lease for it, or
+// the lease was granted before this run loaded its grant records.
 func (x *leaseIndex) settledBefore(requester string, grantedAt int64) bool {
+	if requester == "" {
+		return false
+	}
+	if !x.loadedAt.IsZero() && grantedAt < x.loadedAt.UnixMilli() {
+		return true
+	}
 	at, ok := x.withdrawn[withdrawal{"", requester}]
-	return ok && requester != "" && grantedAt < at.UnixMilli()
+	return ok && grantedAt < at.UnixMilli()
 }
 
 func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {

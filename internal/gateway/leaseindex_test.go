@@ -301,7 +301,7 @@ func TestLoadedGrantRecordsAreTheIndexAgain(t *testing.T) {
 	a := grantOf("w1", "lse_a", "agent-1", "tok_alice", "build-42")
 	dup := grantOf("w1", "lse_b", "agent-2", "tok_bob", "")
 	dup.DeviceID = a.DeviceID
-	x.load([]store.Grant{a, dup})
+	x.load([]store.Grant{a, dup}, time.Time{})
 	if e, err := x.resolve(queue.Caller{Principal: "tok_alice"}, "build-42"); err != nil || e.key != a.Key {
 		t.Errorf("alice's build-42 after the load: %+v %v", e, err)
 	}
@@ -316,4 +316,30 @@ func code(err error) contract.Code {
 		return ce.Code
 	}
 	return ""
+}
+
+// A lease under the gateway's prefix that its worker granted before this
+// run loaded its grant records, and that no record names, is nobody's: its
+// request's record may never have been saved (the forward leaves while the
+// decision that placed it commits, and the run ended between), or its
+// grant's commit failed. It is given back. One granted since is a
+// finding, as before.
+func TestALeaseGrantedBeforeTheRunLoadedAndNotRecordedIsGivenBack(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	start := time.Unix(1000, 0)
+	x.load(nil, start)
+	before := workerLease("lse_before", "gw:ins_gw:agent-1", "tok_alice")
+	before.GrantedAt = start.Add(-time.Second).UnixMilli()
+	since := workerLease("lse_since", "gw:ins_gw:agent-2", "tok_bob")
+	since.GrantedAt = start.Add(time.Second).UnixMilli()
+	back, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{before, since}, gen: 1}, start.Add(2*time.Second))
+	if !slices.Equal(back, []string{"lse_before"}) {
+		t.Errorf("reconcile gave back %v, want the lease granted before the run loaded, lse_before", back)
+	}
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_since") {
+		t.Errorf("findings = %+v, want the one granted since the run loaded, lse_since", found)
+	}
+	if _, ok := x.ofRequester("agent-1"); ok {
+		t.Error("the unrecorded lease was indexed: its requester is locked out")
+	}
 }
