@@ -116,10 +116,14 @@ type leaseIndex struct {
 	// one later is nobody's, and is given back rather than indexed.
 	withdrawn map[withdrawal]time.Time
 	// loadedAt is when this run loaded the grant records (load): a lease
-	// under the gateway's prefix that a worker granted before then and no
-	// record names is nobody's (settledBefore). Its request's record may
-	// never have been saved: a forward leaves while the decision that
-	// placed it commits (queue.Start.Early), and a run can end between.
+	// under the gateway's prefix that no record names, listed in a
+	// worker's first snapshot of this run and granted before then, is
+	// nobody's (reconcile). Its request's record may never have been
+	// saved: a forward leaves while the decision that placed it commits
+	// (queue.Start.Early), and a run can end between. Both conditions
+	// hold for no grant of this run's own in flight, whatever the worker's
+	// clock: the run forwards nothing to a worker before its first
+	// snapshot.
 	loadedAt time.Time
 	// claimed are, by worker, the leases its last snapshot reported under
 	// the gateway's prefix that the gateway did not grant: each is a
@@ -407,6 +411,8 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 			delete(x.withdrawn, k)
 		}
 	}
+	_, again := x.applied[workerID]
+	first := !again && !x.loadedAt.IsZero()
 	if !x.newer(workerID, r) {
 		return nil, nil
 	}
@@ -435,6 +441,8 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 			delete(x.withdrawn, withdrawal{workerID, requester})
 			giveBack = append(giveBack, l.ID)
 		case x.settledBefore(requester, l.GrantedAt):
+			giveBack = append(giveBack, l.ID)
+		case first && l.GrantedAt < x.loadedAt.UnixMilli():
 			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {
@@ -518,17 +526,10 @@ func (x *leaseIndex) settle(requester string, at time.Time) {
 }
 
 // settledBefore reports whether requester had a request settled at a
-// restart after grantedAt, a worker's grant time of a lease for it, or
-// the lease was granted before this run loaded its grant records.
+// restart after grantedAt, a worker's grant time of a lease for it.
 func (x *leaseIndex) settledBefore(requester string, grantedAt int64) bool {
-	if requester == "" {
-		return false
-	}
-	if !x.loadedAt.IsZero() && grantedAt < x.loadedAt.UnixMilli() {
-		return true
-	}
 	at, ok := x.withdrawn[withdrawal{"", requester}]
-	return ok && grantedAt < at.UnixMilli()
+	return ok && requester != "" && grantedAt < at.UnixMilli()
 }
 
 func (x *leaseIndex) withdrawnFrom(workerID, requester string) bool {

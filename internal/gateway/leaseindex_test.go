@@ -318,12 +318,14 @@ func code(err error) contract.Code {
 	return ""
 }
 
-// A lease under the gateway's prefix that its worker granted before this
-// run loaded its grant records, and that no record names, is nobody's: its
-// request's record may never have been saved (the forward leaves while the
-// decision that placed it commits, and the run ended between), or its
-// grant's commit failed. It is given back. One granted since is a
-// finding, as before.
+// A lease under the gateway's prefix that no record names, listed in its
+// worker's first snapshot of this run and granted before the run loaded
+// its grant records, is nobody's: its request's record may never have
+// been saved (the forward leaves while the decision that placed it
+// commits, and the run ended between), or its grant's commit failed. It
+// is given back. One granted since, or first listed in a later snapshot
+// (a grant of this run's in flight, whatever the worker's clock says), is
+// a finding, as before.
 func TestALeaseGrantedBeforeTheRunLoadedAndNotRecordedIsGivenBack(t *testing.T) {
 	x := newLeaseIndex("ins_gw")
 	start := time.Unix(1000, 0)
@@ -341,5 +343,17 @@ func TestALeaseGrantedBeforeTheRunLoadedAndNotRecordedIsGivenBack(t *testing.T) 
 	}
 	if _, ok := x.ofRequester("agent-1"); ok {
 		t.Error("the unrecorded lease was indexed: its requester is locked out")
+	}
+	// Listed first in a later snapshot, dated before the load by a worker
+	// whose clock is behind: perhaps this run's own grant, not yet
+	// recorded. Not given back.
+	late := workerLease("lse_late", "gw:ins_gw:agent-3", "tok_carol")
+	late.GrantedAt = start.Add(-time.Minute).UnixMilli()
+	back, found = x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{since, late}, gen: 2}, start.Add(3*time.Second))
+	if len(back) != 0 {
+		t.Errorf("a later snapshot gave back %v, want nothing: the lease may be a grant of this run in flight", back)
+	}
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_late") {
+		t.Errorf("findings of the later snapshot = %+v, want lse_late", found)
 	}
 }

@@ -108,8 +108,9 @@ type LeasingOptions struct {
 // only confirm a lease the gateway granted on it, or end one (when a
 // snapshot read after its grant leaves it out: leaseIndex.reconcile says
 // how the worker's event seqs and uplinks tell which are); a lease under the
-// gateway's requester prefix granted before this run loaded the records,
-// which none of them names, is nobody's and is given back (a request is
+// gateway's requester prefix that none of them names, in a worker's first
+// snapshot of this run and granted before it loaded the records, is
+// nobody's and is given back (a request is
 // forwarded while the decision that placed it commits, so a run can end
 // with a lease granted for a request it never saved); anything else it
 // reports under the gateway's requester prefix is a finding, logged and
