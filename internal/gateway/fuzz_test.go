@@ -70,7 +70,7 @@ func FuzzAWorkersSnapshotOnlyConfirmsOrEndsItsOwnGrants(f *testing.F) {
 	f.Fuzz(func(t *testing.T, leaseID, requester, owner, device string, chosen bool, claimedChosen string) {
 		x := newLeaseIndex("ins_gw")
 		granted := []store.Grant{grantOf("w1", "lse_a", "agent-1", "tok_alice", "build-42"), grantOf("w2", "lse_b", "agent-2", "tok_bob", "")}
-		x.load(granted)
+		x.load(granted, time.Time{})
 		before := map[string]indexed{}
 		for k, e := range x.byKey {
 			before[k] = *e

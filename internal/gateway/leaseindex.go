@@ -115,6 +115,16 @@ type leaseIndex struct {
 	// by worker and requester, with when: a lease the worker grants for
 	// one later is nobody's, and is given back rather than indexed.
 	withdrawn map[withdrawal]time.Time
+	// loadedAt is when this run loaded the grant records (load): a lease
+	// under the gateway's prefix that no record names, listed in a
+	// worker's first snapshot of this run and granted before then, is
+	// nobody's (reconcile). Its request's record may never have been
+	// saved: a forward leaves while the decision that placed it commits
+	// (queue.Start.Early), and a run can end between. Both conditions
+	// hold for no grant of this run's own in flight, whatever the worker's
+	// clock: the run forwards nothing to a worker before its first
+	// snapshot.
+	loadedAt time.Time
 	// claimed are, by worker, the leases its last snapshot reported under
 	// the gateway's prefix that the gateway did not grant: each is a
 	// finding once, when first seen, not at every snapshot.
@@ -198,7 +208,8 @@ func (x *leaseIndex) withdraw(workerID, requester string, at time.Time) {
 
 // load puts the grant records the store kept into the index, at start:
 // they are already stored, so nothing is staged.
-func (x *leaseIndex) load(gs []store.Grant) {
+func (x *leaseIndex) load(gs []store.Grant, now time.Time) {
+	x.loadedAt = now
 	for _, g := range gs {
 		if _, err := x.insert(g); err != nil {
 			// Two records that contradict each other: the older wins
@@ -400,6 +411,8 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 			delete(x.withdrawn, k)
 		}
 	}
+	_, again := x.applied[workerID]
+	first := !again && !x.loadedAt.IsZero()
 	if !x.newer(workerID, r) {
 		return nil, nil
 	}
@@ -428,6 +441,8 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 			delete(x.withdrawn, withdrawal{workerID, requester})
 			giveBack = append(giveBack, l.ID)
 		case x.settledBefore(requester, l.GrantedAt):
+			giveBack = append(giveBack, l.ID)
+		case first && l.GrantedAt < x.loadedAt.UnixMilli():
 			giveBack = append(giveBack, l.ID)
 		default:
 			if !x.claimed[workerID][l.ID] {

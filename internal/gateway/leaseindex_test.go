@@ -301,7 +301,7 @@ func TestLoadedGrantRecordsAreTheIndexAgain(t *testing.T) {
 	a := grantOf("w1", "lse_a", "agent-1", "tok_alice", "build-42")
 	dup := grantOf("w1", "lse_b", "agent-2", "tok_bob", "")
 	dup.DeviceID = a.DeviceID
-	x.load([]store.Grant{a, dup})
+	x.load([]store.Grant{a, dup}, time.Time{})
 	if e, err := x.resolve(queue.Caller{Principal: "tok_alice"}, "build-42"); err != nil || e.key != a.Key {
 		t.Errorf("alice's build-42 after the load: %+v %v", e, err)
 	}
@@ -316,4 +316,44 @@ func code(err error) contract.Code {
 		return ce.Code
 	}
 	return ""
+}
+
+// A lease under the gateway's prefix that no record names, listed in its
+// worker's first snapshot of this run and granted before the run loaded
+// its grant records, is nobody's: its request's record may never have
+// been saved (the forward leaves while the decision that placed it
+// commits, and the run ended between), or its grant's commit failed. It
+// is given back. One granted since, or first listed in a later snapshot
+// (a grant of this run's in flight, whatever the worker's clock says), is
+// a finding, as before.
+func TestALeaseGrantedBeforeTheRunLoadedAndNotRecordedIsGivenBack(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	start := time.Unix(1000, 0)
+	x.load(nil, start)
+	before := workerLease("lse_before", "gw:ins_gw:agent-1", "tok_alice")
+	before.GrantedAt = start.Add(-time.Second).UnixMilli()
+	since := workerLease("lse_since", "gw:ins_gw:agent-2", "tok_bob")
+	since.GrantedAt = start.Add(time.Second).UnixMilli()
+	back, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{before, since}, gen: 1}, start.Add(2*time.Second))
+	if !slices.Equal(back, []string{"lse_before"}) {
+		t.Errorf("reconcile gave back %v, want the lease granted before the run loaded, lse_before", back)
+	}
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_since") {
+		t.Errorf("findings = %+v, want the one granted since the run loaded, lse_since", found)
+	}
+	if _, ok := x.ofRequester("agent-1"); ok {
+		t.Error("the unrecorded lease was indexed: its requester is locked out")
+	}
+	// Listed first in a later snapshot, dated before the load by a worker
+	// whose clock is behind: perhaps this run's own grant, not yet
+	// recorded. Not given back.
+	late := workerLease("lse_late", "gw:ins_gw:agent-3", "tok_carol")
+	late.GrantedAt = start.Add(-time.Minute).UnixMilli()
+	back, found = x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{since, late}, gen: 2}, start.Add(3*time.Second))
+	if len(back) != 0 {
+		t.Errorf("a later snapshot gave back %v, want nothing: the lease may be a grant of this run in flight", back)
+	}
+	if len(found) != 1 || !strings.Contains(found[0].what(), "lse_late") {
+		t.Errorf("findings of the later snapshot = %+v, want lse_late", found)
+	}
 }

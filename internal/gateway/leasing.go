@@ -107,7 +107,12 @@ type LeasingOptions struct {
 // index is loaded from those records at start. A worker's status can then
 // only confirm a lease the gateway granted on it, or end one (when a
 // snapshot read after its grant leaves it out: leaseIndex.reconcile says
-// how the worker's event seqs and uplinks tell which are); anything else it
+// how the worker's event seqs and uplinks tell which are); a lease under the
+// gateway's requester prefix that none of them names, in a worker's first
+// snapshot of this run and granted before it loaded the records, is
+// nobody's and is given back (a request is
+// forwarded while the decision that placed it commits, so a run can end
+// with a lease granted for a request it never saved); anything else it
 // reports under the gateway's requester prefix is a finding, logged and
 // counted on its view, and never owns, routes or blocks anything. A grant
 // that repeats a lease id or a device the gateway holds a lease of is
@@ -309,7 +314,7 @@ func (l *Leasing) Load(ctx context.Context) error {
 		return fmt.Errorf("load grant records: %w", err)
 	}
 	return l.q.Do(func(*queue.Txn) error {
-		l.idx.load(gs)
+		l.idx.load(gs, time.Now())
 		return nil
 	})
 }

@@ -105,7 +105,15 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		// its steps are the worker's own, as on the worker directly.
 		Progress: contract.LeaseProgress{Stage: contract.StageQueued},
 		Quiet:    true,
-		Run:      func() { l.dispatch(w, r, req, h) },
+		// The forward leaves while the decision that placed it commits:
+		// it tells the worker only, and nothing is told of it but by the
+		// grant's own decision, which commits after this one. A worker's
+		// lease whose request was never saved (the commit failed, the
+		// gateway died meanwhile) is one the gateway never recorded, found
+		// in the worker's snapshot and given back, as one granted when the
+		// grant's own commit fails.
+		Early: true,
+		Run:   func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
 }
 

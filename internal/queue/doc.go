@@ -37,7 +37,9 @@
 // events, and, before it commits, the queue serves the line if the
 // decision may have made room (the owner calls [Txn.Kick]). Then one Store
 // commit writes it all. Only after that commit is anyone told anything:
-// events are published, waiters woken, progress pushed, slow work started.
+// events are published, waiters woken, progress pushed, slow work started
+// (a Start that tells nobody until a later decision of its own may start
+// as its placement is decided, overlapping the commit: [Start.Early]).
 //
 // A store that can ([Reserver]: the worker's SQLite store) gives the
 // decision its write lock before the decision lock is taken, so a
@@ -83,8 +85,8 @@
 // reads of its own state is exact for the duration of the call. It must not
 // block. When it returns a Start it must have reserved, in the same Txn,
 // everything the Start will use, so the next waiter placed in the pass
-// cannot be given the same room; the Start runs after the commit, outside
-// the lock, and ends the waiter exactly once: granted ([Txn.Grant]), back
+// cannot be given the same room; the Start runs after the commit (or, when
+// Early, while it commits), outside the lock, and ends the waiter exactly once: granted ([Txn.Grant]), back
 // in line ([Txn.Requeue]: the room could not be made after all), or failed
 // ([Txn.Settle]). A Placer whose view of capacity lags reality (a gateway
 // working from worker reports) places optimistically on that view; a Start

@@ -21,6 +21,8 @@ type memStore struct {
 	commits  int
 	failNext bool
 	failWith error
+	// beforeCommit, when set, runs as each Commit begins.
+	beforeCommit func()
 }
 
 func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
@@ -28,6 +30,9 @@ func newMemStore() *memStore { return &memStore{Store: memstore.New()} }
 var errDiskFull = errors.New("disk full")
 
 func (m *memStore) Commit(ctx context.Context, w Writes) ([]contract.Event, error) {
+	if m.beforeCommit != nil {
+		m.beforeCommit()
+	}
 	m.mu.Lock()
 	if m.failNext {
 		m.failNext = false
@@ -111,6 +116,7 @@ type slots struct {
 	stage   *contract.LeaseProgress // told to a blocked head instead of its place
 	instant bool
 	quiet   bool                       // Starts are Quiet
+	early   bool                       // Starts are Early
 	refuse  map[string]*contract.Error // Admit refuses these request ids
 	leases  map[string]string          // requester -> lease id
 	owners  map[string]string          // requester -> its lease's owner
@@ -152,6 +158,7 @@ func (s *slots) Place(tx *Txn, w *Waiter) (Start, Block) {
 	return Start{
 		Progress: contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 100},
 		Quiet:    s.quiet,
+		Early:    s.early,
 		DeviceID: "dev_" + w.ID(),
 		Run:      func() { s.started <- w },
 	}, NoBlock

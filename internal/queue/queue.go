@@ -78,6 +78,15 @@ type Start struct {
 	// (the waiting lists show it).
 	DeviceID string
 	Run      func()
+	// Early starts Run as the placement is decided, while its decision
+	// commits, rather than after: for a Start whose first step is slow
+	// and tells nobody anything (a gateway's forward to a worker), so the
+	// commit and that step overlap. Run must tell nothing before it ends
+	// the waiter, and it ends the waiter only through a decision of its
+	// own, which comes after this one has committed (the decision lock is
+	// held until then); if this commit fails, that decision is refused and
+	// whatever Run made elsewhere is the owner's to find and undo.
+	Early bool
 }
 
 // Placer decides what serves a waiter (see the package doc for its

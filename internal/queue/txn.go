@@ -277,11 +277,16 @@ func (tx *Txn) started(w *Waiter, s Start) {
 	w.target, w.deviceID = s.Target, s.DeviceID
 	w.last, w.rec.Stage = s.Progress, s.Progress.Stage
 	tx.write(w)
+	if s.Early {
+		q.opts.Go(s.Run)
+	}
 	tx.tells = append(tx.tells, func() {
 		if !s.Quiet {
 			w.push(s.Progress)
 		}
-		q.opts.Go(s.Run)
+		if !s.Early {
+			q.opts.Go(s.Run)
+		}
 	})
 }
 
