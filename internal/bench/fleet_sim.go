@@ -55,6 +55,10 @@ const (
 	// simMaxFreeRate is the most leases the workers end a second between
 	// them in the grants-per-second row.
 	simMaxFreeRate = 2_500
+	// simLeaseAge is the youngest lease the workers end in the
+	// grants-per-second row: an expiry comes at a lease's TTL, and a
+	// lease ended as it is granted would measure a race no fleet runs.
+	simLeaseAge = 100 * time.Millisecond
 	// simQuiet ends a count of pushed events that has had none for this
 	// long.
 	simQuiet = 2 * time.Second
@@ -678,7 +682,7 @@ func (f *simFleet) makeWaiting(ctx context.Context) error {
 }
 
 // free ends leases on the workers, round robin, at rate a second, until
-// stop.
+// stop: the oldest of each worker, and none younger than simLeaseAge.
 func (f *simFleet) free(ctx context.Context, rate int, stop <-chan struct{}) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -696,7 +700,7 @@ func (f *simFleet) free(ctx context.Context, rate int, stop <-chan struct{}) {
 		for tries := 0; ended < due && tries < f.n; {
 			w := f.workers[next%f.n]
 			next++
-			if w.End(1) == 1 {
+			if w.EndOlder(1, simLeaseAge) == 1 {
 				ended++
 				tries = 0
 			} else {
