@@ -139,7 +139,7 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if err := f.startGateway(ctx); err != nil {
 		return run, err
 	}
-	before, err := rssKiB(ctx, f.gw.pid())
+	before, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return run, err
 	}
@@ -157,7 +157,7 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if err := waitWorkersConnected(ctx, f.admin, n); err != nil {
 		return run, err
 	}
-	after, err := rssKiB(ctx, f.gw.pid())
+	after, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return run, err
 	}
@@ -581,14 +581,14 @@ func (f *simFleet) measureGrants(ctx context.Context, run *fleetRun) error {
 	}); err != nil {
 		return fmt.Errorf("%w (%d of %d leased)", err, leased, f.n*f.plan.Devices)
 	}
-	before, err := rssKiB(ctx, f.gw.pid())
+	before, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return err
 	}
 	if err := f.makeWaiting(ctx); err != nil {
 		return err
 	}
-	after, err := rssKiB(ctx, f.gw.pid())
+	after, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return err
 	}

@@ -50,9 +50,10 @@ type Waiter struct {
 	grant     *contract.LeaseGrant
 	err       *contract.Error
 	replayed  bool
-	// txn marks the decision that last wrote or touched it, so each is
-	// written and woken once per decision.
-	writtenIn, touchedIn *Txn
+	// the numbers of the decisions that last wrote and touched it
+	// (Txn.n), so each is written and woken once per decision: numbers,
+	// not the decisions themselves, which a long line would keep alive.
+	writtenIn, touchedIn uint64
 
 	all, line, plat, kind links
 	// key is its class of need (needKeyOf), set as it joins the line.
