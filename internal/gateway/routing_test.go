@@ -549,9 +549,11 @@ func TestWarmFitHeldIsWarmFitOverTheHeldView(t *testing.T) {
 	} {
 		for _, a := range []Ask{ask("", "26.1"), ask("iPhone 17", "26.1"), ask("iPhone 16", "")} {
 			wantModel, wantID := warmFit(a, candidate{v: heldView(v, hs), models: models})
-			model, id := warmFitHeld(a, v, models, hs)
-			if model != wantModel || id != wantID {
-				t.Errorf("holds %v, ask %+v: warmFitHeld = %s %s, want %s %s", hs, a, model, id, wantModel, wantID)
+			for _, warm := range [][]int{nil, {0, 1, 2}} {
+				model, id := warmFitHeld(a, v, models, hs, warm)
+				if model != wantModel || id != wantID {
+					t.Errorf("holds %v, ask %+v, warm %v: warmFitHeld = %s %s, want %s %s", hs, a, warm, model, id, wantModel, wantID)
+				}
 			}
 		}
 	}
