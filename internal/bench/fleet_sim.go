@@ -55,6 +55,10 @@ const (
 	// simMaxFreeRate is the most leases the workers end a second between
 	// them in the grants-per-second row.
 	simMaxFreeRate = 2_500
+	// simLeaseAge is the youngest lease the workers end in the
+	// grants-per-second row: an expiry comes at a lease's TTL, and a
+	// lease ended as it is granted would measure a race no fleet runs.
+	simLeaseAge = 100 * time.Millisecond
 	// simQuiet ends a count of pushed events that has had none for this
 	// long.
 	simQuiet = 2 * time.Second
@@ -135,7 +139,7 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if err := f.startGateway(ctx); err != nil {
 		return run, err
 	}
-	before, err := rssKiB(ctx, f.gw.pid())
+	before, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return run, err
 	}
@@ -153,7 +157,7 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if err := waitWorkersConnected(ctx, f.admin, n); err != nil {
 		return run, err
 	}
-	after, err := rssKiB(ctx, f.gw.pid())
+	after, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return run, err
 	}
@@ -547,14 +551,14 @@ func (f *simFleet) measureGrants(ctx context.Context, run *fleetRun) error {
 	}); err != nil {
 		return fmt.Errorf("%w (%d of %d leased)", err, leased, f.n*f.plan.Devices)
 	}
-	before, err := rssKiB(ctx, f.gw.pid())
+	before, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return err
 	}
 	if err := f.makeWaiting(ctx); err != nil {
 		return err
 	}
-	after, err := rssKiB(ctx, f.gw.pid())
+	after, err := settledRSSKiB(ctx, f.gw.pid())
 	if err != nil {
 		return err
 	}
@@ -648,7 +652,7 @@ func (f *simFleet) makeWaiting(ctx context.Context) error {
 }
 
 // free ends leases on the workers, round robin, at rate a second, until
-// stop.
+// stop: the oldest of each worker, and none younger than simLeaseAge.
 func (f *simFleet) free(ctx context.Context, rate int, stop <-chan struct{}) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -666,7 +670,7 @@ func (f *simFleet) free(ctx context.Context, rate int, stop <-chan struct{}) {
 		for tries := 0; ended < due && tries < f.n; {
 			w := f.workers[next%f.n]
 			next++
-			if w.End(1) == 1 {
+			if w.EndOlder(1, simLeaseAge) == 1 {
 				ended++
 				tries = 0
 			} else {

@@ -216,3 +216,49 @@ func rssKiB(ctx context.Context, pid int) (int64, error) {
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
 }
+
+// settledRSSKiB is the daemon's RSS once it has settled: read every
+// rssEvery until rssQuiet reads in a row find none lower than the lowest
+// so far, or rssBound has passed, the lowest. One read taken just after a
+// burst of work reads the garbage of it too, which the runtime gives back
+// only gradually, and by how much depends on when its last collection
+// ran: a difference of two such reads can say little or even less than
+// nothing.
+func settledRSSKiB(ctx context.Context, pid int) (int64, error) {
+	return settle(ctx, func(ctx context.Context) (int64, error) { return rssKiB(ctx, pid) }, rssEvery, rssQuiet, rssBound)
+}
+
+const (
+	rssEvery = 100 * time.Millisecond
+	rssQuiet = 5
+	rssBound = 3 * time.Second
+)
+
+// settle reads until quiet reads in a row, every apart, find none lower
+// than the lowest so far, or bound has passed; it returns the lowest.
+func settle(ctx context.Context, read func(context.Context) (int64, error), every time.Duration, quiet int, bound time.Duration) (int64, error) {
+	end := time.Now().Add(bound)
+	low, err := read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for still := 0; still < quiet && time.Now().Before(end); {
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+		v, err := read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if v < low {
+			low, still = v, 0
+		} else {
+			still++
+		}
+	}
+	return low, nil
+}

@@ -117,6 +117,11 @@ type Fleet struct {
 type worker struct {
 	view    contract.WorkerView
 	lastSeq int64
+	// toldSeq is the seq of the last event relayed and told to the
+	// leasing (onEvent); told, when not nil, is closed when it moves or
+	// the link ends (awaitRelayed).
+	toldSeq int64
+	told    chan struct{}
 	// link is the uplink being served, nil when there is none; gen tells
 	// one link from the next, so a replaced link's end changes nothing.
 	link    *link
@@ -343,6 +348,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	wasConnected := w.view.Connection == contract.WorkerConnected
 	if current {
 		w.link = nil
+		w.wakeTold()
 		if w.view.Connection != contract.WorkerIncompatible {
 			w.view.Connection = contract.WorkerDisconnected
 		}

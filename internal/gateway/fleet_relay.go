@@ -50,6 +50,9 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 			on(id, ev)
 		}
 	}
+	f.mu.Lock()
+	w.toldUpTo(lastSeq)
+	f.mu.Unlock()
 	return "", refresh
 }
 

@@ -139,6 +139,11 @@ type leaseIndex struct {
 	// it back nor is a finding. Each goes at the first snapshot read after
 	// its grant that leaves it out (no snapshot after that lists it).
 	ended map[string]map[string]int64
+	// untold are, by worker and worker lease id, the leases a snapshot
+	// ended (endedBySnapshot) whose end the worker has not relayed yet:
+	// the event comes on the relay's path, which a status read may pass.
+	// Their holders are told when it comes, with its reason (takeUntold).
+	untold map[string]map[string]*indexed
 	// puts and ends are the grant records the decision under way made
 	// and ended, for its commit (take).
 	puts []store.Grant
@@ -365,6 +370,43 @@ func (x *leaseIndex) remove(e *indexed) {
 	ended[e.workerLeaseID] = e.grantSeq
 }
 
+// endedBySnapshot forgets e, which a snapshot read after its grant left
+// out: the worker ended it. It is kept as untold until the worker's event
+// of that end is relayed (takeUntold), so its holders hear why it ended.
+func (x *leaseIndex) endedBySnapshot(e *indexed) {
+	x.remove(e)
+	if x.untold == nil {
+		x.untold = map[string]map[string]*indexed{}
+	}
+	u := x.untold[e.workerID]
+	if u == nil {
+		u = map[string]*indexed{}
+		x.untold[e.workerID] = u
+	}
+	if len(u) >= maxEnded {
+		for id := range u {
+			delete(u, id)
+			break
+		}
+	}
+	u[e.workerLeaseID] = e
+}
+
+// takeUntold is the lease of workerID's workerLeaseID that a snapshot
+// ended before its end was relayed, if any, and forgets it: its holders
+// are to be told now.
+func (x *leaseIndex) takeUntold(workerID, workerLeaseID string) (*indexed, bool) {
+	e, ok := x.untold[workerID][workerLeaseID]
+	if !ok {
+		return nil, false
+	}
+	delete(x.untold[workerID], workerLeaseID)
+	if len(x.untold[workerID]) == 0 {
+		delete(x.untold, workerID)
+	}
+	return e, true
+}
+
 // finding is a lease a worker reported that the gateway does not
 // believe: one it did not grant (grant nil), or one that contradicts its
 // grant record. It is logged and counted on the worker's view, and
@@ -472,12 +514,12 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 		case r.link > e.grantLink || (r.seq > 0 && e.grantSeq > 0):
 			// The worker says which snapshots follow the grant.
 			if readAfter(r, e.grantSeq, e.grantLink) {
-				x.remove(e)
+				x.endedBySnapshot(e)
 			}
 		case r.gen <= e.grantGen:
 		default:
 			if e.missed++; e.missed >= 2 {
-				x.remove(e)
+				x.endedBySnapshot(e)
 			}
 		}
 	}
@@ -548,6 +590,7 @@ func (x *leaseIndex) forget(workerID string) {
 	delete(x.claimed, workerID)
 	delete(x.applied, workerID)
 	delete(x.ended, workerID)
+	delete(x.untold, workerID)
 	for k := range x.withdrawn {
 		if k.workerID == workerID {
 			delete(x.withdrawn, k)

@@ -357,3 +357,32 @@ func TestALeaseGrantedBeforeTheRunLoadedAndNotRecordedIsGivenBack(t *testing.T) 
 		t.Errorf("findings of the later snapshot = %+v, want lse_late", found)
 	}
 }
+
+// A lease a snapshot ends (read after its grant, without it) is kept as
+// untold until the worker's event of the end is relayed, which may come
+// after the snapshot: the relayed end then finds it, once, so its holders
+// hear of it with the event's reason.
+func TestALeaseASnapshotEndedIsToldWhenItsEndIsRelayed(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	e := mustAdd(t, x, grantOf("w1", "lse_a", "agent-1", "tok_alice", ""))
+	e.grantSeq, e.grantLink = 5, 1
+	x.take()
+	x.reconcile("w1", statusRead{leases: nil, gen: 2, seq: 6, link: 1}, time.Unix(0, 0))
+	if _, ok := x.ofKey("w1.lse_a"); ok {
+		t.Fatal("a snapshot read after the grant that leaves the lease out kept it")
+	}
+	got, ok := x.takeUntold("w1", "lse_a")
+	if !ok || got != e {
+		t.Fatalf("takeUntold after the snapshot's end = %v, %v; want the ended lease, for its holders", got, ok)
+	}
+	if _, ok := x.takeUntold("w1", "lse_a"); ok {
+		t.Error("an untold lease was taken twice: its holders would hear of its end twice")
+	}
+	e2 := mustAdd(t, x, grantOf("w1", "lse_b", "agent-2", "tok_bob", ""))
+	e2.grantSeq, e2.grantLink = 7, 1
+	x.reconcile("w1", statusRead{leases: nil, gen: 3, seq: 8, link: 1}, time.Unix(0, 0))
+	x.forget("w1")
+	if _, ok := x.takeUntold("w1", "lse_b"); ok {
+		t.Error("a forgotten worker's untold lease was kept")
+	}
+}

@@ -152,6 +152,11 @@ type Leasing struct {
 
 	// folds gathers view changes told while another is folded (viewfold.go).
 	folds viewFolds
+	// dec shares the decisions made at the same time (decider.go).
+	dec decider
+	// early are the leases workers ended before the gateway indexed them
+	// (earlyend.go). Guarded by the decision lock.
+	early earlyEnds
 }
 
 // skipped says how long a waiter is not sent to a worker again: after a
@@ -247,6 +252,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 		// chosen id live side by side.
 		LeaseHeld: func(owner, id string) bool { return l.idx.heldBy(owner, id) },
 	})
+	l.dec.q = l.q
 	l.desk = &queue.Desk{Q: l.q, DefaultTTL: opts.DefaultTTL, MinTTL: opts.MinTTL, MaxTTL: opts.MaxTTL, Resolve: l.resolveRequest}
 	if opts.LeaseEnded == nil {
 		l.opts.LeaseEnded = func(contract.LeaseRecord, string) {}
@@ -350,7 +356,7 @@ func (l *Leasing) onEvent(workerID string, ev contract.Event) {
 		l.deviceHealth(workerID, p.LeaseID, contract.PushDeviceRecovered, p.Attempts)
 		return
 	}
-	e, ok := l.ended(workerID, p.LeaseID)
+	e, ok := l.endedRelayed(workerID, p.LeaseID)
 	if !ok {
 		return
 	}
@@ -427,6 +433,7 @@ func (l *Leasing) workerRemoved(workerID string) {
 		}
 		// After the removals, which remember each lease as ended.
 		l.idx.forget(workerID)
+		l.early.forget(workerID)
 		// Its dispatch holds go too: no view of it is routed to again.
 		// (A dispatch still in flight drops its own when it ends.)
 		delete(l.held, workerID)

@@ -336,17 +336,42 @@ func (l *Leasing) ended(workerID, workerLeaseID string) (*indexed, bool) {
 	return e, ok
 }
 
+// endedRelayed is ended for an end the worker relayed: one of a lease the
+// gateway does not hold is remembered (earlyEnds), for a grant of it
+// still to be judged, under the decision lock alone: no decision, and so
+// no write lock of the store, for a lease that is not the gateway's.
+func (l *Leasing) endedRelayed(workerID, workerLeaseID string) (*indexed, bool) {
+	var held bool
+	var untold *indexed
+	l.q.View(func() {
+		if _, held = l.idx.ofWorker(workerID, workerLeaseID); held {
+			return
+		}
+		// A snapshot read after the end may have ended it first: its
+		// end is saved, its holders not told yet.
+		if untold, _ = l.idx.takeUntold(workerID, workerLeaseID); untold == nil {
+			l.early.note(workerID, workerLeaseID)
+		}
+	})
+	if untold != nil {
+		return untold, true
+	}
+	if !held {
+		return nil, false
+	}
+	return l.ended(workerID, workerLeaseID)
+}
+
 // endedSaved is ended, with the error of the decision that saved the end
 // (its grant record deleted): nil once it is in the store.
 func (l *Leasing) endedSaved(workerID, workerLeaseID string) (*indexed, bool, error) {
 	var e *indexed
 	var ok bool
-	err := l.q.Do(func(tx *queue.Txn) error {
+	err := l.dec.do(func(tx *queue.Txn) {
 		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
 			l.idx.remove(e)
 			tx.Kick()
 		}
-		return nil
 	})
 	return e, ok, err
 }

@@ -192,11 +192,11 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			// grant a download may put many minutes away. Off the uplink's
 			// read loop, which the commit must not hold up.
 			go func() {
-				_ = l.q.Do(func(tx *queue.Txn) error {
+				_ = l.dec.do(func(tx *queue.Txn) {
 					if !tx.Abandoned(w) {
 						l.announce(tx, w, r, announced)
 					}
-					return nil
+					return
 				})
 			}()
 		}
@@ -207,6 +207,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		if cerr := checkGrant(g); cerr != nil {
 			err = fmt.Errorf("%w: %v", errBadAnswer, cerr)
 		} else {
+			l.awaitEvents(r.WorkerID, link, g.EventSeq)
 			l.grant(w, r, g, link, announced, h)
 			return
 		}
@@ -233,7 +234,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		case ce.Details["reason"] == string(contract.RejectWorkerStopping):
 			reason = contract.RejectWorkerStopping
 		}
-		_ = l.q.Do(func(tx *queue.Txn) error {
+		_ = l.dec.do(func(tx *queue.Txn) {
 			// The worker may still grant it (or did, in an answer the
 			// gateway could not take): a lease nobody holds, to be given
 			// back when its snapshot shows it.
@@ -243,7 +244,7 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 			// Every settled attempt serves the line again.
 			delete(l.skip, w)
 			tx.Kick()
-			return nil
+			return
 		})
 		return
 	}
@@ -259,12 +260,12 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		// so falsely is not asked again for this request while its view
 		// stays as it was.
 		print, _ := l.f.printOf(r.WorkerID)
-		_ = l.q.Do(func(tx *queue.Txn) error {
+		_ = l.dec.do(func(tx *queue.Txn) {
 			l.unhold(r.WorkerID, h)
 			l.skipFor(w, r.WorkerID, skipped{print: max(print, 1)})
 			tx.Requeue(w)
 			tx.Kick()
-			return nil
+			return
 		})
 		l.f.refresh(r.WorkerID)
 		return
@@ -288,25 +289,39 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 		}
 	}
 	ce = l.scrub(r.WorkerID, ce)
-	_ = l.q.Do(func(tx *queue.Txn) error {
+	_ = l.dec.do(func(tx *queue.Txn) {
 		l.unhold(r.WorkerID, h)
 		tx.Settle(w, ce, contract.RejectWorkerRefused)
 		delete(l.skip, w)
 		tx.Kick()
-		return nil
+		return
 	})
+}
+
+// awaitEvents waits, at most relayWait, until the events the worker
+// committed up to its grant's (seq) have been relayed and told to the
+// leasing: a lease that ended there just before, on the device it grants
+// again, is then no longer the gateway's, and the grant is not taken for
+// a second one of the device (Fleet.awaitRelayed).
+func (l *Leasing) awaitEvents(workerID string, link int, seq int64) {
+	if seq <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+	defer cancel()
+	l.f.awaitRelayed(ctx, workerID, link, seq)
 }
 
 // bounce puts w back in line, with workerID stale for its class of need
 // (markStale); the dispatch's hold goes (it took nothing).
 func (l *Leasing) bounce(w *queue.Waiter, workerID string, h *dispatchHold) {
 	print, _ := l.f.printOf(workerID)
-	_ = l.q.Do(func(tx *queue.Txn) error {
+	_ = l.dec.do(func(tx *queue.Txn) {
 		l.unhold(workerID, h)
 		l.markStale(workerID, w.Need().(*fleetNeed).key, print, time.Now())
 		tx.Requeue(w)
 		tx.Kick()
-		return nil
+		return
 	})
 }
 
@@ -329,17 +344,27 @@ func (l *Leasing) announce(tx *queue.Txn, w *queue.Waiter, r Route, announced *b
 // back in line and the worker is skipped until its view moves.
 func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link int, announced *bool, h *dispatchHold) {
 	var refresh bool
-	_ = l.q.Do(func(tx *queue.Txn) error {
+	_ = l.dec.do(func(tx *queue.Txn) {
 		delete(l.skip, w)
 		// The worker served the need: its view is not stale for it.
 		l.forgetStale(r.WorkerID, w.Need().(*fleetNeed).key, time.Now())
 		tx.Kick()
 		// Held until a view read after this grant shows it.
 		h.until = l.f.generation(r.WorkerID)
+		if l.early.take(r.WorkerID, g.Lease.ID) {
+			// The worker ended the lease (its expiry, an operator there)
+			// before the gateway judged its grant: nobody heard of it and
+			// there is nothing to give back. The request waits again.
+			l.unhold(r.WorkerID, h)
+			if !tx.Abandoned(w) {
+				tx.Requeue(w)
+			}
+			return
+		}
 		if tx.Abandoned(w) {
 			// Nobody wants it any more: give it back.
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
-			return nil
+			return
 		}
 		now := time.Now()
 		rec := store.Grant{Key: gatewayLeaseID(r.WorkerID, g.Lease.ID), WorkerID: r.WorkerID, WorkerLeaseID: g.Lease.ID,
@@ -364,7 +389,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			l.skipFor(w, r.WorkerID, skipped{gen: l.f.generation(r.WorkerID), conflict: l.idx.contradicted(rec)})
 			tx.Requeue(w)
 			refresh = true
-			return nil
+			return
 		case err != nil:
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
 			l.unhold(r.WorkerID, h)
@@ -373,7 +398,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 				code = contract.CodeLeaseIDTaken
 			}
 			tx.Settle(w, contract.Errorf(code, "%v", err), contract.RejectWorkerRefused)
-			return nil
+			return
 		}
 		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
@@ -388,7 +413,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			"grantedAt": workerTime(workerGranted, now)})
 		tx.Grant(w, g)
 		tx.Kick()
-		return nil
+		return
 	})
 	if refresh {
 		l.f.refresh(r.WorkerID)

@@ -398,7 +398,7 @@ func (ix *routeIndex) route(a Ask, o overlay) (Route, bool) {
 		}
 		st, e := s.members[id], ix.workers[id]
 		if hs := o.holdsOn(e); len(hs) > 0 {
-			model, dev := warmFit(s.a, candidate{v: heldView(&e.v, hs), models: st.models})
+			model, dev := warmFitHeld(s.a, &e.v, st.models, hs, e.warm)
 			if dev == "" {
 				continue
 			}

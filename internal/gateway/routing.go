@@ -233,6 +233,28 @@ func warmFit(a Ask, c candidate) (model, id string) {
 	return "", ""
 }
 
+// warmFitHeld is warmFit over v with holds hs applied (heldView), for a
+// worker whose models serving a are models, reading only v's devices at
+// indexes warm (its ready, unleased ones; all of them when nil). Holds of
+// warm devices only leave those devices out, which needs no copy of the
+// view: a decision reads many views with holds on them while their grants
+// are on the way, and copies of their devices would cost more than the
+// reading.
+func warmFitHeld(a Ask, v *contract.WorkerView, models []string, hs []hold, warm []int) (model, id string) {
+	if warm == nil || slices.ContainsFunc(hs, func(h hold) bool { return h.device == "" }) {
+		// A slot taken may evict a warm device (evictFor).
+		return warmFit(a, candidate{v: heldView(v, hs), models: models})
+	}
+	cat, _ := catalogOf(v, a.Platform)
+	for _, i := range warm {
+		d := v.Devices[i]
+		if warmFits(a, cat, models, d) && !slices.ContainsFunc(hs, func(h hold) bool { return h.device == d.ID }) {
+			return d.Spec.Model, d.ID
+		}
+	}
+	return "", ""
+}
+
 // warmFits reports whether d, a device of a worker whose catalog of the
 // platform asked is cat and whose models serving a are models, is a warm
 // hit for a.

@@ -523,3 +523,38 @@ func TestAWarmHitMatchesTheModeAsTheWorkerWould(t *testing.T) {
 		}
 	}
 }
+
+// warmFitHeld finds what warmFit finds over the view with the holds
+// applied, without copying it: holds of warm devices leave them out, and
+// a slot's hold (which may evict a warm device) is read as heldView
+// reads it.
+func TestWarmFitHeldIsWarmFitOverTheHeldView(t *testing.T) {
+	v := with(view("w1", 3, 4), func(v *contract.WorkerView) {
+		for i, m := range []string{"iPhone 16", "iPhone 17", "iPhone 17"} {
+			d := warmDevice(m, "26.1")
+			d.ID = fmt.Sprintf("dev_%d", i+1)
+			v.Devices = append(v.Devices, d)
+		}
+	})
+	models := []string{"iPhone 17", "iPhone 16"}
+	ios := contract.PlatformIOS
+	for _, hs := range [][]hold{
+		nil,
+		{{platform: ios, device: "dev_1"}},
+		{{platform: ios, device: "dev_2"}},
+		{{platform: ios, device: "dev_1"}, {platform: ios, device: "dev_2"}},
+		{{platform: ios, device: "dev_1"}, {platform: ios, device: "dev_2"}, {platform: ios, device: "dev_3"}},
+		{{platform: ios}},
+		{{platform: ios, device: "dev_1"}, {platform: ios}},
+	} {
+		for _, a := range []Ask{ask("", "26.1"), ask("iPhone 17", "26.1"), ask("iPhone 16", "")} {
+			wantModel, wantID := warmFit(a, candidate{v: heldView(v, hs), models: models})
+			for _, warm := range [][]int{nil, {0, 1, 2}} {
+				model, id := warmFitHeld(a, v, models, hs, warm)
+				if model != wantModel || id != wantID {
+					t.Errorf("holds %v, ask %+v, warm %v: warmFitHeld = %s %s, want %s %s", hs, a, warm, model, id, wantModel, wantID)
+				}
+			}
+		}
+	}
+}

@@ -52,10 +52,7 @@ func (l *Leasing) viewChanged(workerID string, r statusRead, connected bool) {
 			l.folds.pending = nil // what was folded is not kept
 		}
 		l.folds.mu.Unlock()
-		_ = l.q.Do(func(tx *queue.Txn) error {
-			l.foldLocked(tx, batch)
-			return nil
-		})
+		_ = l.dec.do(func(tx *queue.Txn) { l.foldLocked(tx, batch) })
 		l.folds.mu.Lock()
 	}
 	l.folds.folding = false

@@ -199,7 +199,8 @@ type Queue struct {
 	lastDepth   int
 	stopping    bool
 	broken      error
-	tx          *Txn // the decision in progress, nil between decisions
+	tx          *Txn   // the decision in progress, nil between decisions
+	decisions   uint64 // decisions begun: the number of the last (Txn.n)
 
 	// eventSeq is the highest seq of the events the queue's decisions
 	// committed (0 before the first): what a read under the decision lock
@@ -384,7 +385,8 @@ func (q *Queue) brokenError() *contract.Error {
 }
 
 func (q *Queue) beginLocked() *Txn {
-	tx := &Txn{q: q}
+	q.decisions++
+	tx := &Txn{q: q, n: q.decisions}
 	q.tx = tx
 	return tx
 }
@@ -392,7 +394,10 @@ func (q *Queue) beginLocked() *Txn {
 // finishLocked serves the line if the decision kicked it, seals, commits and
 // then tells.
 func (q *Queue) finishLocked(tx *Txn) error {
-	defer func() { q.tx = nil }()
+	defer func() {
+		q.tx = nil
+		tx.done()
+	}()
 	if tx.kick {
 		q.serveLocked(tx)
 	}

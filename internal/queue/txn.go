@@ -13,6 +13,7 @@ import (
 // A Txn is valid only inside the Do that made it.
 type Txn struct {
 	q       *Queue
+	n       uint64      // its number (Queue.decisions), which waiters keep
 	res     Reservation // the store's write lock, when the store reserves
 	events  []contract.Event
 	written []*Waiter // records to write, each once
@@ -26,6 +27,16 @@ type Txn struct {
 	// behind it change.
 	rescoped bool
 	kick     bool
+}
+
+// done lets go of what the decision held once it is over: whoever keeps
+// the Txn after it (a Placer comparing passes) must not keep alive the
+// store's transaction it committed in and the events and waiters it
+// listed.
+func (tx *Txn) done() {
+	tx.res = nil
+	tx.events, tx.written, tx.stale, tx.touched = nil, nil, nil, nil
+	tx.tells, tx.settled, tx.moved, tx.hinted = nil, nil, nil, nil
 }
 
 // Event adds an event to the decision; it is published after the commit.
@@ -50,16 +61,16 @@ func (tx *Txn) Abandoned(w *Waiter) bool { return w.abandoned || !tx.q.isOpen(w)
 func (q *Queue) isOpen(w *Waiter) bool { return q.open[w.rec.ID] == w }
 
 func (tx *Txn) write(w *Waiter) {
-	if w.writtenIn != tx {
-		w.writtenIn = tx
+	if w.writtenIn != tx.n {
+		w.writtenIn = tx.n
 		tx.written = append(tx.written, w)
 	}
 	tx.touch(w)
 }
 
 func (tx *Txn) touch(w *Waiter) {
-	if w.touchedIn != tx {
-		w.touchedIn = tx
+	if w.touchedIn != tx.n {
+		w.touchedIn = tx.n
 		tx.touched = append(tx.touched, w)
 	}
 }

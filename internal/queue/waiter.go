@@ -50,9 +50,10 @@ type Waiter struct {
 	grant     *contract.LeaseGrant
 	err       *contract.Error
 	replayed  bool
-	// txn marks the decision that last wrote or touched it, so each is
-	// written and woken once per decision.
-	writtenIn, touchedIn *Txn
+	// the numbers of the decisions that last wrote and touched it
+	// (Txn.n), so each is written and woken once per decision: numbers,
+	// not the decisions themselves, which a long line would keep alive.
+	writtenIn, touchedIn uint64
 
 	all, line, plat, kind links
 	// key is its class of need (needKeyOf), set as it joins the line.
@@ -202,9 +203,22 @@ type list struct {
 }
 
 // insert puts w in seq order: at the end for a newcomer, where its arrival
-// puts it for one coming back.
+// puts it for one coming back. The walk starts from the end nearer in seq:
+// one coming back was most often dispatched from near the head (a long
+// line's head goes back after a bounce in a few steps, not past every
+// later arrival).
 func (l *list) insert(w *Waiter) {
 	after := l.tail
+	switch {
+	case l.head == nil || w.seq > l.tail.seq:
+	case w.seq < l.head.seq:
+		after = nil
+	case w.seq-l.head.seq < l.tail.seq-w.seq:
+		after = nil
+		for next := l.head; next != nil && next.seq < w.seq; next = l.at(next).next {
+			after = next
+		}
+	}
 	for after != nil && after.seq > w.seq {
 		after = l.at(after).prev
 	}

@@ -34,7 +34,12 @@ func BenchmarkGatewayHandOff(b *testing.B) {
 	}
 }
 
-func benchHandOff(b *testing.B, n, devices, waiting int) {
+// fullGateway starts a gateway daemon in the test process with n
+// simulated workers of devices devices each joined to it, every device
+// leased by the workers' own agents, and waiting requests in its line,
+// each of its own requester. It returns the workers and an admin session;
+// all ends with the benchmark.
+func fullGateway(b *testing.B, n, devices, waiting int) ([]*simworker.Worker, *client.Client) {
 	ctx := context.Background()
 	cfg := config.Default()
 	for _, kv := range [][2]string{{"mode", "gateway"}, {"http.enabled", "true"}, {"http.port", "0"},
@@ -48,12 +53,12 @@ func benchHandOff(b *testing.B, n, devices, waiting int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(home)
+	b.Cleanup(func() { os.RemoveAll(home) })
 	d, err := daemon.Start(ctx, daemon.Options{Home: home, Version: "bench", Config: cfg})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer d.Stop("bench over")
+	b.Cleanup(func() { d.Stop("bench over") })
 	tok, err := os.ReadFile(filepath.Join(home, daemon.AdminTokenName))
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +86,7 @@ func benchHandOff(b *testing.B, n, devices, waiting int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer func() { conn.Close(); <-done }()
+		b.Cleanup(func() { conn.Close(); <-done })
 	}
 	leased := func() (int, int) {
 		var l contract.WorkerListResult
@@ -116,6 +121,12 @@ func benchHandOff(b *testing.B, n, devices, waiting int) {
 		})
 	}
 	wg.Wait()
+	return ws, admin
+}
+
+func benchHandOff(b *testing.B, n, devices, waiting int) {
+	ctx := context.Background()
+	ws, admin := fullGateway(b, n, devices, waiting)
 	events, _, err := admin.Subscribe(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -144,4 +155,62 @@ func untilB(b *testing.B, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.Fatalf("no %s", what)
+}
+
+// BenchmarkGatewayGrantRate measures, on a gateway daemon in the test
+// process, the grants a second with 10,000 requests waiting while the
+// simulated workers end their oldest leases (as expiries, none younger
+// than 100 ms) at 2,500 a second between them, over a window of one
+// second per b.N, as the fleet bench's grants row does; the metric is
+// grants/s. With -cpuprofile it profiles the gateway's side of it.
+//
+//	go test ./internal/simworker -run XXX -bench GatewayGrantRate -benchtime 3x -cpuprofile cpu.out
+func BenchmarkGatewayGrantRate(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run("workers="+strconv.Itoa(n), func(b *testing.B) { benchGrantRate(b, n, 50, 10000, 2500) })
+	}
+}
+
+func benchGrantRate(b *testing.B, n, devices, waiting, freeRate int) {
+	ctx := context.Background()
+	ws, admin := fullGateway(b, n, devices, waiting)
+	waitingNow := func() int {
+		s, err := admin.StatusWith(ctx, contract.StatusGetInput{Summary: true})
+		if err != nil || s.Counts == nil {
+			b.Fatalf("status: %v", err)
+		}
+		return s.Counts.Waiting
+	}
+	b.ResetTimer()
+	w0, t0 := waitingNow(), time.Now()
+	stop := make(chan struct{})
+	freed := make(chan struct{})
+	go func() {
+		defer close(freed)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		ended, next := 0, 0
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			due := int(time.Since(t0).Seconds() * float64(freeRate))
+			for tries := 0; ended < due && tries < n; next++ {
+				if ws[next%n].EndOlder(1, 100*time.Millisecond) == 1 {
+					ended, tries = ended+1, 0
+				} else {
+					tries++
+				}
+			}
+		}
+	}()
+	for b.Loop() {
+		time.Sleep(time.Second) // the window: a rate over wall time
+	}
+	w1 := waitingNow()
+	close(stop)
+	<-freed
+	b.ReportMetric(float64(w0-w1)/time.Since(t0).Seconds(), "grants/s")
 }

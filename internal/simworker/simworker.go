@@ -88,6 +88,7 @@ type Worker struct {
 // device is one device's lease, if any.
 type device struct {
 	lease                string
+	num                  int // the lease's number, in the order granted
 	requester, owner     string
 	grantedAt, renewedAt int64
 	ttlMs, lastUsedAt    int64
@@ -358,7 +359,7 @@ func (m *Worker) grant(s *session, in contract.LeaseRequestInput) (any, *contrac
 	m.next++
 	now := time.Now().UnixMilli()
 	d := &m.devs[idle]
-	*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), requester: requester, owner: owner, grantedAt: now, renewedAt: now,
+	*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), num: m.next, requester: requester, owner: owner, grantedAt: now, renewedAt: now,
 		ttlMs: ttl, lastUsedAt: now, requestID: "req_sim_" + strconv.Itoa(m.next)}
 	m.leases[d.lease] = idle
 	seq := m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[idle], "requester": requester,
@@ -441,7 +442,7 @@ func (m *Worker) Occupy() int {
 		m.next++
 		now := time.Now().UnixMilli()
 		d := &m.devs[i]
-		*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), requester: "local/" + strconv.Itoa(m.next), owner: "local", grantedAt: now,
+		*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), num: m.next, requester: "local/" + strconv.Itoa(m.next), owner: "local", grantedAt: now,
 			renewedAt: now, ttlMs: maxTTLMs, lastUsedAt: now, requestID: "req_sim_" + strconv.Itoa(m.next)}
 		m.leases[d.lease] = i
 		m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[i], "requester": d.requester,
@@ -452,20 +453,32 @@ func (m *Worker) Occupy() int {
 }
 
 // End ends up to n of the worker's leases on its own, as their expiry
-// would (lease.expired, pushed to the gateway), and returns how many it
-// ended.
-func (m *Worker) End(n int) int {
+// would (lease.expired, pushed to the gateway), the oldest granted first,
+// and returns how many it ended. Oldest first, as leases of one TTL
+// expire: a lease is not ended the moment it was granted while older ones
+// live on, which no expiry does.
+func (m *Worker) End(n int) int { return m.EndOlder(n, 0) }
+
+// EndOlder is End of the leases granted at least age ago: a lease's
+// expiry comes at its TTL, not as it is granted, and a fleet that frees
+// devices at a steady rate frees the ones its agents have had a while.
+func (m *Worker) EndOlder(n int, age time.Duration) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	before := time.Now().Add(-age).UnixMilli()
 	ended := 0
-	for i := range m.devs {
-		if ended == n {
+	for ; ended < n; ended++ {
+		oldest := -1
+		for i := range m.devs {
+			d := &m.devs[i]
+			if d.lease != "" && d.grantedAt <= before && (oldest < 0 || d.num < m.devs[oldest].num) {
+				oldest = i
+			}
+		}
+		if oldest < 0 {
 			break
 		}
-		if m.devs[i].lease != "" {
-			m.end(i, contract.EvLeaseExpired, "")
-			ended++
-		}
+		m.end(oldest, contract.EvLeaseExpired, "")
 	}
 	return ended
 }

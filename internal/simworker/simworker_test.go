@@ -251,3 +251,26 @@ func TestASimulatedWorkersEventsAreReplayedAfterAReconnect(t *testing.T) {
 	await(2)
 	await(3)
 }
+
+// End ends the oldest leases first, as expiries of one TTL come, and
+// EndOlder none granted more recently than its age.
+func TestEndEndsTheOldestLeasesFirst(t *testing.T) {
+	w := simworker.New(simworker.Options{ID: "sim-1", Devices: 3})
+	if n := w.Occupy(); n != 3 {
+		t.Fatalf("Occupy leased %d, want 3", n)
+	}
+	if n := w.EndOlder(1, time.Hour); n != 0 {
+		t.Errorf("EndOlder(1, 1h) ended %d leases granted just now, want 0", n)
+	}
+	if n := w.End(1); n != 1 {
+		t.Fatalf("End(1) ended %d, want 1", n)
+	}
+	w.Occupy() // the first device again, as lse_sim_4: the newest
+	if n := w.End(2); n != 2 {
+		t.Fatalf("End(2) ended %d, want 2", n)
+	}
+	s := w.Status()
+	if len(s.Leases) != 1 || s.Leases[0].ID != "lse_sim_4" {
+		t.Errorf("after End(2) the leases left are %+v, want only the newest, lse_sim_4", s.Leases)
+	}
+}
