@@ -45,7 +45,7 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	}
 }
 
-func TestSummarizeSortsAndRoundsToATenthOfAMicrosecond(t *testing.T) {
+func TestSummarizeSortsAndRounds(t *testing.T) {
 	in := []time.Duration{900 * time.Microsecond, 123456 * time.Nanosecond, 5 * time.Millisecond, 200 * time.Microsecond}
 	orig := slices.Clone(in)
 	got := summarize(in)
@@ -58,6 +58,14 @@ func TestSummarizeSortsAndRoundsToATenthOfAMicrosecond(t *testing.T) {
 	}
 	if got := summarize([]time.Duration{123456 * time.Nanosecond}); got.P50Us != 123.5 {
 		t.Errorf("p50 of 123.456 µs = %v, want 123.5", got.P50Us)
+	}
+	// A routing decision takes about 100 ns: below 10 µs a stat keeps
+	// the nanosecond, and the table shows it, rather than 0.
+	if got := summarize([]time.Duration{97 * time.Nanosecond}); got.P50Us != 0.097 {
+		t.Errorf("p50 of 97 ns = %v µs, want 0.097", got.P50Us)
+	}
+	if got := fmtUs(0.097); got != "0.10 µs" {
+		t.Errorf("fmtUs(0.097) = %q, want 0.10 µs", got)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 // fmtUs shows microseconds in the unit that suits them.
 func fmtUs(us float64) string {
 	switch {
+	case us < 10:
+		return fmt.Sprintf("%.2f µs", us)
 	case us < 1000:
 		return fmt.Sprintf("%.0f µs", us)
 	case us < 1e6:

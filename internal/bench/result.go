@@ -106,7 +106,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func summarize(ds []time.Duration) benchStat {
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	us := func(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Microsecond)*10) / 10 }
+	us := func(d time.Duration) float64 {
+		if d < 10*time.Microsecond {
+			// A decision timed alone (a route) takes nanoseconds: kept to
+			// the nanosecond, not rounded to nothing.
+			return math.Round(float64(d)/float64(time.Microsecond)*1000) / 1000
+		}
+		return math.Round(float64(d)/float64(time.Microsecond)*10) / 10
+	}
 	return benchStat{P50Us: us(percentile(s, 50)), P99Us: us(percentile(s, 99)), Samples: len(s)}
 }
 
