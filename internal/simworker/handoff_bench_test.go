@@ -34,16 +34,14 @@ func BenchmarkGatewayHandOff(b *testing.B) {
 	}
 }
 
-// fullGateway starts a gateway daemon in the test process with n
-// simulated workers of devices devices each joined to it, every device
-// leased by the workers' own agents, and waiting requests in its line,
-// each of its own requester. It returns the workers and an admin session;
-// all ends with the benchmark.
-func fullGateway(b *testing.B, n, devices, waiting int) ([]*simworker.Worker, *client.Client) {
+// simGateway starts a gateway daemon in the test process (config keys
+// overridden by kvs) with n simulated workers of devices devices each
+// joined to it, and returns them, an admin session, and a dial for more
+// sessions; all ends with the benchmark.
+func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Worker, *client.Client, func(contract.HelloInput) *client.Client) {
 	ctx := context.Background()
 	cfg := config.Default()
-	for _, kv := range [][2]string{{"mode", "gateway"}, {"http.enabled", "true"}, {"http.port", "0"},
-		{"lease.maxRequestRecords", strconv.Itoa(3 * waiting)}} {
+	for _, kv := range append([][2]string{{"mode", "gateway"}, {"http.enabled", "true"}, {"http.port", "0"}}, kvs...) {
 		var err error
 		if cfg, err = cfg.Override(kv[0], kv[1]); err != nil {
 			b.Fatal(err)
@@ -88,6 +86,17 @@ func fullGateway(b *testing.B, n, devices, waiting int) ([]*simworker.Worker, *c
 		}
 		b.Cleanup(func() { conn.Close(); <-done })
 	}
+	return ws, admin, dial
+}
+
+// fullGateway starts a gateway daemon in the test process with n
+// simulated workers of devices devices each joined to it, every device
+// leased by the workers' own agents, and waiting requests in its line,
+// each of its own requester. It returns the workers and an admin session;
+// all ends with the benchmark.
+func fullGateway(b *testing.B, n, devices, waiting int) ([]*simworker.Worker, *client.Client) {
+	ctx := context.Background()
+	ws, admin, dial := simGateway(b, n, devices, [2]string{"lease.maxRequestRecords", strconv.Itoa(3 * waiting)})
 	leased := func() (int, int) {
 		var l contract.WorkerListResult
 		if err := admin.Call(ctx, contract.OpWorkerList, struct{}{}, &l); err != nil {
