@@ -109,6 +109,10 @@ type Fleet struct {
 	changed func(workerID string, r statusRead, connected bool)
 	// onEvent is told each event relayed from a worker, after its commit.
 	onEvent func(workerID string, ev contract.Event)
+	// awaiting, when set (by tests), is told each time a grant's judging
+	// starts to wait for a worker's relay (awaitRelayed), outside the
+	// lock: a test can then relay what the grant waits for, in that order.
+	awaiting func(workerID string)
 	// removed is told, outside the lock, that the gateway forgot a worker.
 	removed func(workerID string)
 }

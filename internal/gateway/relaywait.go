@@ -40,8 +40,11 @@ func (f *Fleet) awaitRelayed(ctx context.Context, id string, link int, seq int64
 		if w.told == nil {
 			w.told = make(chan struct{})
 		}
-		moved := w.told
+		moved, awaiting := w.told, f.awaiting
 		f.mu.Unlock()
+		if awaiting != nil {
+			awaiting(id)
+		}
 		select {
 		case <-moved:
 		case <-ctx.Done():
