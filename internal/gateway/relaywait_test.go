@@ -110,13 +110,7 @@ func (w *earlyWorker) answer(req contract.Request) any {
 		payload, _ := json.Marshal(map[string]any{"leaseId": id, "deviceId": "dev_1"})
 		w.l.onEvent("w1", contract.Event{Seq: 2, Event: contract.EvLeaseExpired, Payload: payload})
 	}
-	now := time.Now().UnixMilli()
-	return contract.LeaseGrant{
-		Device: contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID-1", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}},
-		Lease: contract.LeaseRecord{ID: id, DeviceID: "dev_1", RequesterID: in.RequesterID, OwnerID: in.Owner, GrantedAt: now,
-			TTLMs: in.TTLMs, LastRenewedAt: now, TTLDeadline: now + in.TTLMs},
-		RequestID: "req_w1", Source: contract.SourceProvisioned,
-	}
+	return grantOnDev1(in, id, "req_w1", 0)
 }
 
 // A worker's lease that ended there before the gateway judged its grant
@@ -170,13 +164,7 @@ func (w *reusingWorker) answer(req contract.Request) any {
 	n := w.asked.Add(1)
 	id := "lse_" + string(rune('0'+n))
 	seq := int64(2 * n)
-	now := time.Now().UnixMilli()
-	return contract.LeaseGrant{
-		Device: contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID-1", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}},
-		Lease: contract.LeaseRecord{ID: id, DeviceID: "dev_1", RequesterID: in.RequesterID, OwnerID: in.Owner, GrantedAt: now,
-			TTLMs: in.TTLMs, LastRenewedAt: now, TTLDeadline: now + in.TTLMs},
-		RequestID: "req_w" + string(rune('0'+n)), Source: contract.SourceProvisioned, EventSeq: seq,
-	}
+	return grantOnDev1(in, id, "req_w"+string(rune('0'+n)), seq)
 }
 
 // A worker that ends a lease and grants its device again at once: the
@@ -259,5 +247,17 @@ func TestEarlyEndsAreBoundedAndTakenOnce(t *testing.T) {
 	}
 	if n := len(e.byWorker["w1"].order); n != earlyMax-1 {
 		t.Errorf("%d ends remembered after one taken, want %d", n, earlyMax-1)
+	}
+}
+
+// grantOnDev1 is a worker's grant of its device dev_1 for in, under lease
+// id, answering the worker's request reqID, with the grant's event seq.
+func grantOnDev1(in contract.LeaseRequestInput, id, reqID string, seq int64) contract.LeaseGrant {
+	now := time.Now().UnixMilli()
+	return contract.LeaseGrant{
+		Device: contract.GrantDevice{ID: "dev_1", DriverDeviceID: "UDID-1", Spec: contract.DeviceSpec{Platform: contract.PlatformIOS, Model: "iPhone 17", OSVersion: "26.1"}},
+		Lease: contract.LeaseRecord{ID: id, DeviceID: "dev_1", RequesterID: in.RequesterID, OwnerID: in.Owner, GrantedAt: now,
+			TTLMs: in.TTLMs, LastRenewedAt: now, TTLDeadline: now + in.TTLMs},
+		RequestID: reqID, Source: contract.SourceProvisioned, EventSeq: seq,
 	}
 }
