@@ -150,8 +150,6 @@ type Leasing struct {
 	rejoinUntil time.Time
 	rejoinTimer *time.Timer
 
-	// folds gathers view changes told while another is folded (viewfold.go).
-	folds viewFolds
 	// dec shares the decisions made at the same time (decider.go).
 	dec decider
 	// early are the leases workers ended before the gateway indexed them
