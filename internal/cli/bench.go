@@ -147,6 +147,10 @@ func runFleetBench(cmd *cobra.Command, env Env, plan bench.FleetPlan, workersFla
 	if plan.Devices < 1 || plan.Devices > maxFleetBenchDevices {
 		return usage("--devices must be from 1 to %d, got %d", maxFleetBenchDevices, plan.Devices)
 	}
+	if most := slices.Max(plan.Workers); most*plan.Devices > maxFleetBenchSimDevices {
+		// All of a run's simulated devices live in this process.
+		return usage("--workers × --devices must be at most %d simulated devices, got %d × %d", maxFleetBenchSimDevices, most, plan.Devices)
+	}
 	if plan.Waiting < 1 || plan.Waiting > maxFleetBenchWaiting {
 		return usage("--waiting must be from 1 to %d, got %d", maxFleetBenchWaiting, plan.Waiting)
 	}
@@ -196,6 +200,9 @@ const (
 	maxFleetBenchWorkers = 10_000
 	maxFleetBenchDevices = 10_000
 	maxFleetBenchWaiting = 1_000_000
+	// maxFleetBenchSimDevices bounds one run's simulated devices, which
+	// the bench process holds (ten times the default run's 50,000).
+	maxFleetBenchSimDevices = 500_000
 )
 
 // soakPlanOf reads the soak flags: a soak of 1s to 24h, sampled at least

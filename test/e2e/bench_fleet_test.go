@@ -311,6 +311,7 @@ func TestBenchFleetFlagsAreChecked(t *testing.T) {
 		{"--workers", []string{"bench", "--fleet", "--workers", "10,,x"}},
 		{"--workers", []string{"bench", "--fleet", "--workers", "10001"}},
 		{"--devices", []string{"bench", "--fleet", "--devices", "0"}},
+		{"--devices", []string{"bench", "--fleet", "--workers", "10,10000", "--devices", "1000"}},
 		{"--waiting", []string{"bench", "--fleet", "--waiting", "0"}},
 		{"--waiting", []string{"bench", "--fleet", "--waiting", "1000001"}},
 	} {
