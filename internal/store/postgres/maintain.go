@@ -202,7 +202,7 @@ func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.E
 		if out, err = appendEvents(ctx, tx, fresh); err != nil {
 			return err
 		}
-		if err := rollUp(ctx, tx, out); err != nil {
+		if err := db.rollUp(ctx, tx, out); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)

@@ -46,6 +46,7 @@ import (
 	"github.com/simlock/simlock/internal/config"
 	"github.com/simlock/simlock/internal/leader"
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/usage"
 )
 
 // DB is an open simlock database on a PostgreSQL server. It is safe for
@@ -62,6 +63,9 @@ type DB struct {
 	term atomic.Int64
 	// onDeposed is Options.OnDeposed, nil when unset.
 	onDeposed func(term int64)
+	// parts are the rows of the recent usage cells the next appends go
+	// to (usage.go).
+	parts usage.Parts
 }
 
 // Options tune Open; the zero value is the defaults.

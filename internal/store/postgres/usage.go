@@ -19,8 +19,10 @@ import (
 const (
 	// Appending to a cell concatenates its records: a commit writes the
 	// few bytes its events add, never reads the cell back.
-	usageAppendMinute = `INSERT INTO usage_minutes (minute, worker, platform, records) VALUES ($1, $2, $3, $4)
-ON CONFLICT (minute, worker, platform) DO UPDATE SET records = usage_minutes.records || excluded.records`
+	// A commit appends its records to the cell's current row (part, see
+	// usage.Parts), kept small: never the minute's whole records again.
+	usageAppendMinute = `INSERT INTO usage_minutes (minute, worker, platform, part, records) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (minute, worker, platform, part) DO UPDATE SET records = usage_minutes.records || excluded.records`
 	usageAppendHour = `INSERT INTO usage_hours (hour, worker, platform, chunks) VALUES ($1, $2, $3, $4)
 ON CONFLICT (hour, worker, platform) DO UPDATE SET chunks = usage_hours.chunks || excluded.chunks`
 	usageOpenGet = `SELECT at, requested, platform, dispatched, dispatched_to FROM usage_open WHERE worker = $1 AND kind = $2 AND id = $3`
@@ -34,7 +36,7 @@ ON CONFLICT (worker, kind, id) DO UPDATE SET at = excluded.at, requested = exclu
 
 	usageLogEnds       = `SELECT (SELECT timestamp FROM events ORDER BY seq LIMIT 1), (SELECT max(timestamp) FROM events)`
 	usageMinutesBefore = `SELECT minute, worker, platform, records FROM usage_minutes WHERE minute < $1
-ORDER BY worker, platform, minute`
+ORDER BY worker, platform, minute, part`
 	usageBackfillState = `SELECT folded_seq, last_seq FROM usage_backfill`
 	usageBackfillPage  = eventCols + ` WHERE seq > $1 AND seq <= $2 AND event = ANY($3) ORDER BY seq LIMIT $4`
 )
@@ -43,7 +45,7 @@ ORDER BY worker, platform, minute`
 // one path from committed events to usage figures, for commits, a
 // gateway's relayed batches and the backfill alike. It reads the open
 // requests and leases the events end, and writes what usage.Fold says.
-func rollUp(ctx context.Context, tx pgx.Tx, evs []contract.Event) error {
+func (db *DB) rollUp(ctx context.Context, tx pgx.Tx, evs []contract.Event) error {
 	b := usage.NewBatch(evs)
 	if b.Empty() {
 		return nil
@@ -67,7 +69,8 @@ func rollUp(ctx context.Context, tx pgx.Tx, evs []contract.Event) error {
 	// few cells and open entries.
 	var batch pgx.Batch
 	for _, a := range ch.Appends {
-		batch.Queue(usageAppendMinute, a.Cell.Minute, a.Cell.Worker, a.Cell.Platform, a.Records)
+		part := db.parts.Place(a.Cell, len(a.Records), evs[0].Seq)
+		batch.Queue(usageAppendMinute, a.Cell.Minute, a.Cell.Worker, a.Cell.Platform, part, a.Records)
 	}
 	for _, w := range ch.Opens {
 		if w.Closed {
@@ -226,7 +229,7 @@ func (db *DB) backfillUsage(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := rollUp(ctx, tx, evs); err != nil {
+			if err := db.rollUp(ctx, tx, evs); err != nil {
 				return err
 			}
 			if len(evs) < backfillPage {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,5 +67,161 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 	var left int
 	if err := again.pool.QueryRow(ctx, `SELECT count(*) FROM usage_backfill`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("usage_backfill holds %d rows (%v) after the backfill, want none", left, err)
+	}
+}
+
+// A busy minute's cell is rows of at most usage.PartBytes, however many
+// commits append to it (one growing row got a new version of all of it in
+// each), and reads as the one cell it is: in the minutes, from a second
+// store that does not know the rows, and gathered into its hour. A cell
+// written before migration 5 is its part 0 and reads with the rest.
+func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Start(t)
+	url := c.Database(t)
+	db, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const u0 int64 = 1_800_000_000_000
+	const leases = 200
+	event := func(id string, at int64, name string, p map[string]any) store.NewEvent {
+		b, _ := json.Marshal(p)
+		return store.NewEvent{ID: id, Timestamp: at, Event: name, Payload: b}
+	}
+	busyMinute := func(db *DB, from int) {
+		t.Helper()
+		for i := from; i < from+leases; i++ {
+			at := u0 + int64(i)*10 // all within the minute at u0
+			id := fmt.Sprint(i)
+			for _, evs := range [][]store.NewEvent{{
+				event("a"+id, at, contract.EvLeaseRequested, map[string]any{"requestId": "r" + id, "requester": "agent", "requestSpec": map[string]any{"platform": "ios"}}),
+				event("b"+id, at+1, contract.EvLeaseGranted, map[string]any{"requestId": "r" + id, "leaseId": "l" + id, "deviceId": "d" + id, "source": "warm"}),
+			}, {
+				event("c"+id, at+2, contract.EvLeaseReleased, map[string]any{"leaseId": "l" + id, "deviceId": "d" + id}),
+			}} {
+				if _, err := db.Commit(ctx, store.Change{Events: evs}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	cell := func() (rows, largest, total int) {
+		t.Helper()
+		if err := db.pool.QueryRow(ctx, `SELECT count(*), max(length(records)), sum(length(records)) FROM usage_minutes WHERE minute = $1`, u0).Scan(&rows, &largest, &total); err != nil {
+			t.Fatal(err)
+		}
+		return rows, largest, total
+	}
+	w := usage.Window{From: u0, To: u0 + usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: u0}
+	figures := func(db *DB) contract.UsageResult {
+		t.Helper()
+		q := usage.NewQuery(w)
+		if err := db.UsageRows(ctx, w.From, w.To, q); err != nil {
+			t.Fatal(err)
+		}
+		return q.Result()
+	}
+
+	busyMinute(db, 0)
+	rows, largest, total := cell()
+	if largest > usage.PartBytes || rows < total/usage.PartBytes {
+		t.Errorf("the cell is %d rows, the largest %d bytes, %d in all; want rows of at most %d bytes", rows, largest, total, usage.PartBytes)
+	}
+	if u := figures(db); u.Totals.Requests != leases || u.Percentiles.Hold.Count != leases {
+		t.Fatalf("read from the cell's rows: %d requests, %d holds; want %d each", u.Totals.Requests, u.Percentiles.Hold.Count, leases)
+	}
+
+	// A second store on the database (a replica that leads next) knows
+	// none of the rows: it starts its own, and the cell reads whole.
+	other, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	busyMinute(other, leases)
+	if _, largest, _ := cell(); largest > usage.PartBytes {
+		t.Errorf("after a second store's commits the largest row of the cell is %d bytes, want at most %d", largest, usage.PartBytes)
+	}
+	want := figures(other)
+	if want.Totals.Requests != 2*leases || want.Percentiles.Hold.Count != 2*leases {
+		t.Fatalf("after a second store's commits: %d requests, %d holds; want %d each", want.Totals.Requests, want.Percentiles.Hold.Count, 2*leases)
+	}
+
+	// An event two hours on closes the hour: the pass gathers the cell's
+	// rows into its hour row, which reads the same.
+	if _, err := db.Commit(ctx, store.Change{Events: []store.NewEvent{event("late", u0+2*usage.HourMs, contract.EvLeaseRequested,
+		map[string]any{"requestId": "rl", "requester": "agent", "requestSpec": map[string]any{"platform": "ios"}})}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.PruneEvents(ctx, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM usage_minutes WHERE minute < $1`, u0+usage.HourMs).Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d minute rows left in the gathered hour (%v)", left, err)
+	}
+	if got := figures(db); !reflect.DeepEqual(got, want) {
+		t.Errorf("gathered: %+v\nwant as before: %+v", got, want)
+	}
+}
+
+// Migration 5 keeps the cells there were, as part 0 of each.
+func TestMigrationFiveKeepsTheMinuteCells(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Start(t)
+	url := c.Database(t)
+	db, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const u0 int64 = 1_800_000_000_000
+	req, _ := json.Marshal(map[string]any{"requestId": "r1", "requester": "agent", "requestSpec": map[string]any{"platform": "android"}})
+	grant, _ := json.Marshal(map[string]any{"requestId": "r1", "leaseId": "l1", "deviceId": "d1", "source": "warm"})
+	if _, err := db.Commit(ctx, store.Change{Events: []store.NewEvent{
+		{ID: "q1", Timestamp: u0, Event: contract.EvLeaseRequested, Payload: req},
+		{ID: "g1", Timestamp: u0 + 500, Event: contract.EvLeaseGranted, Payload: grant}}}); err != nil {
+		t.Fatal(err)
+	}
+	w := usage.Window{From: u0, To: u0 + usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: u0}
+	figures := func(db *DB) contract.UsageResult {
+		t.Helper()
+		q := usage.NewQuery(w)
+		if err := db.UsageRows(ctx, w.From, w.To, q); err != nil {
+			t.Fatal(err)
+		}
+		return q.Result()
+	}
+	want := figures(db)
+	// Back to schema 4: one row per cell, keyed without a part.
+	if _, err := db.pool.Exec(ctx, `ALTER TABLE usage_minutes DROP CONSTRAINT usage_minutes_pkey;
+ALTER TABLE usage_minutes DROP COLUMN part; ALTER TABLE usage_minutes ADD PRIMARY KEY (minute, worker, platform);
+UPDATE schema_version SET version = 4`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	again, err := Open(ctx, url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	var parts []int64
+	rows, _ := again.pool.Query(ctx, `SELECT part FROM usage_minutes`)
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(parts) == 0 || slices.ContainsFunc(parts, func(p int64) bool { return p != 0 }) {
+		t.Errorf("the cells after migration 5 have parts %v, want each kept as part 0", parts)
+	}
+	if got := figures(again); !reflect.DeepEqual(got, want) {
+		t.Errorf("the figures after migration 5:\n%+v\nwant as before:\n%+v", got, want)
 	}
 }

@@ -88,7 +88,7 @@ func (db *DB) Commit(ctx context.Context, c store.Change) ([]contract.Event, err
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 	began := time.Now()
-	out, err := apply(ctx, tx, c, records)
+	out, err := db.apply(ctx, tx, c, records)
 	if err == nil {
 		if err = db.commit(ctx, tx); err == nil {
 			db.committed(began)
@@ -195,7 +195,7 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 	if err == nil {
 		var out []contract.Event
 		began := time.Now()
-		if out, err = apply(ctx, r.tx, c, records); err == nil {
+		if out, err = r.db.apply(ctx, r.tx, c, records); err == nil {
 			if err = r.db.commit(ctx, r.tx); err == nil {
 				r.db.committed(began)
 				return out, nil
@@ -226,7 +226,7 @@ func prepare(c store.Change) (store.Change, [][]byte, error) {
 // apply writes c in tx: devices, then leases (a lease may name a device of
 // the same Change), requests, grants, the clock, and the events, whose
 // seqs it returns.
-func apply(ctx context.Context, tx pgx.Tx, c store.Change, records [][]byte) ([]contract.Event, error) {
+func (db *DB) apply(ctx context.Context, tx pgx.Tx, c store.Change, records [][]byte) ([]contract.Event, error) {
 	for _, d := range c.Devices {
 		was, known := c.Before.Devices[d.ID]
 		if known && reflect.DeepEqual(was, d) {
@@ -276,7 +276,7 @@ func apply(ctx context.Context, tx pgx.Tx, c store.Change, records [][]byte) ([]
 	if err != nil {
 		return nil, err
 	}
-	return out, rollUp(ctx, tx, out)
+	return out, db.rollUp(ctx, tx, out)
 }
 
 // writeRow upserts a row, or, when the Change says it is stored, updates

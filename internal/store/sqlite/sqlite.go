@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/store"
+	"github.com/simlock/simlock/internal/usage"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -70,7 +71,7 @@ type DB struct {
 	us usageStmts
 	// parts are the rows of the recent usage cells the next appends go
 	// to (usage.go).
-	parts cellParts
+	parts usage.Parts
 
 	// bg tracks the statement preparations a reserved commit left for
 	// later (warm); Close waits for them.

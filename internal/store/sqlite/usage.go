@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/usage"
@@ -20,7 +19,7 @@ import (
 // row, so the rows a query reads grow with its hours, not its minutes.
 const (
 	// Appending to a cell concatenates its records to the cell's current
-	// row (part, see cellParts): a commit writes the few bytes its events
+	// row (part, see usage.Parts): a commit writes the few bytes its events
 	// add to a row kept small, never reads the cell back.
 	usageAppendMinute = `INSERT INTO usage_minutes (minute, worker, platform, part, records) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (minute, worker, platform, part) DO UPDATE SET records = CAST(records || excluded.records AS BLOB)`
@@ -80,7 +79,7 @@ func (db *DB) rollUp(ctx context.Context, tx *sql.Tx, evs []contract.Event) erro
 	if len(ch.Appends) > 0 {
 		st := tx.StmtContext(ctx, db.us.appendMinute)
 		for _, a := range ch.Appends {
-			part := db.parts.place(a.Cell, len(a.Records), evs[0].Seq)
+			part := db.parts.Place(a.Cell, len(a.Records), evs[0].Seq)
 			if _, err := st.ExecContext(ctx, a.Cell.Minute, a.Cell.Worker, a.Cell.Platform, part, a.Records); err != nil {
 				return fmt.Errorf("usage: append to minute %d: %w", a.Cell.Minute, err)
 			}
@@ -99,53 +98,6 @@ func (db *DB) rollUp(ctx context.Context, tx *sql.Tx, evs []contract.Event) erro
 		}
 	}
 	return nil
-}
-
-// cellPartBytes bounds a minute cell's row: appends go to the cell's
-// current row until it would pass this, then start another. Below the
-// largest payload SQLite keeps in a 4 KiB page of a WITHOUT ROWID table
-// (about 1,000 bytes with the key), so a row never spills onto overflow
-// pages, which an append would rewrite whole.
-const cellPartBytes = 768
-
-// cellParts is which row (part) of each recent cell the next append goes
-// to, and how large that row is. It is the writer's alone (every rollUp
-// runs on the writer connection, one transaction at a time), but guarded
-// all the same. It is a hint, never the truth: a row it names that a
-// rolled-back commit never wrote is created by the next append (the
-// append is an upsert), and a cell it forgot (a restart, a reset) gets a
-// new row. A new row's part is the seq of the first event of the commit
-// that starts it, which no other commit's events have.
-type cellParts struct {
-	mu   sync.Mutex
-	rows map[usage.Cell]cellPart
-}
-
-type cellPart struct {
-	part int64
-	size int
-}
-
-// cellPartsKept bounds the cells remembered: past it the map starts
-// again, each cell then getting a new row.
-const cellPartsKept = 256
-
-// place returns the part an append of n bytes to cell goes to, starting
-// a new row (part seq) when the cell has none or its row would pass
-// cellPartBytes.
-func (c *cellParts) place(cell usage.Cell, n int, seq int64) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r, ok := c.rows[cell]; ok && r.size+n <= cellPartBytes {
-		r.size += n
-		c.rows[cell] = r
-		return r.part
-	}
-	if c.rows == nil || len(c.rows) >= cellPartsKept {
-		c.rows = map[usage.Cell]cellPart{}
-	}
-	c.rows[cell] = cellPart{part: seq, size: n}
-	return seq
 }
 
 // UsageSink takes rollup rows (usage.Sink, which every backend's UsageRows

@@ -466,7 +466,7 @@ func BenchmarkUsage30Days(b *testing.B) {
 	b.ReportMetric(float64(res.Percentiles.Turnaround.Count), "leases")
 }
 
-// A busy minute's cell is rows of at most cellPartBytes, however many
+// A busy minute's cell is rows of at most usage.PartBytes, however many
 // commits append to it (one growing row was rewritten whole by each, onto
 // overflow pages past about a kilobyte), and reads as the one cell it is:
 // in the minutes, after a restart that forgot the rows, and gathered into
@@ -497,8 +497,8 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 
 	busyMinute(db, 0)
 	rows, largest, total := cell(db)
-	if largest > cellPartBytes || rows < total/cellPartBytes {
-		t.Errorf("the cell is %d rows, the largest %d bytes, %d in all; want rows of at most %d bytes", rows, largest, total, cellPartBytes)
+	if largest > usage.PartBytes || rows < total/usage.PartBytes {
+		t.Errorf("the cell is %d rows, the largest %d bytes, %d in all; want rows of at most %d bytes", rows, largest, total, usage.PartBytes)
 	}
 	if u := usageOf(t, db, window); u.Totals.Requests != leases || u.Percentiles.Hold.Count != leases {
 		t.Fatalf("read from the cell's rows: %d requests, %d holds; want %d each", u.Totals.Requests, u.Percentiles.Hold.Count, leases)
@@ -507,8 +507,8 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 	db.Close()
 	db = openAt(t, path)
 	busyMinute(db, leases)
-	if _, largest, _ := cell(db); largest > cellPartBytes {
-		t.Errorf("after a restart the largest row of the cell is %d bytes, want at most %d", largest, cellPartBytes)
+	if _, largest, _ := cell(db); largest > usage.PartBytes {
+		t.Errorf("after a restart the largest row of the cell is %d bytes, want at most %d", largest, usage.PartBytes)
 	}
 	want := usageOf(t, db, window)
 	if want.Totals.Requests != 2*leases || want.Percentiles.Hold.Count != 2*leases {
