@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"testing/synctest"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -285,4 +286,35 @@ func TestAWorkerWithoutEventSeqIsNotFolded(t *testing.T) {
 	if w.view.Leases[0].TTLMs != 60_000 {
 		t.Errorf("a worker that says no eventSeq had its view folded: ttlMs %d", w.view.Leases[0].TTLMs)
 	}
+}
+
+// A view kept from events tells the leasing with a read of gen 0, a kick
+// of the line: told while a status read waits to be told, it does not
+// replace that read, whose leases are still to be reconciled.
+func TestAFoldDoesNotReplaceAPendingStatusRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+		unblock := make(chan struct{})
+		var told []uint64
+		f.changed = func(_ string, r statusRead, _ bool) {
+			told = append(told, r.gen)
+			if len(told) == 1 {
+				<-unblock
+			}
+		}
+		w := &worker{view: contract.WorkerView{ID: "w1"}}
+		f.mu.Lock()
+		f.notifyLater(w, statusRead{gen: 1})
+		f.mu.Unlock()
+		synctest.Wait() // the first is being told
+		f.mu.Lock()
+		f.notifyLater(w, statusRead{gen: 2})
+		f.notifyLater(w, statusRead{})
+		f.mu.Unlock()
+		close(unblock)
+		synctest.Wait()
+		if !reflect.DeepEqual(told, []uint64{1, 2}) {
+			t.Errorf("reads told = %v, want [1 2]: the read of gen 2 is told, not replaced by the fold's kick", told)
+		}
+	})
 }
