@@ -61,8 +61,15 @@ func foldEvent(v *contract.WorkerView, ev contract.Event) foldOutcome {
 	case contract.EvLeaseRequested:
 		return foldNone
 	case contract.EvCapacityChanged:
+		// A report names its global counts and its platforms; a payload
+		// without them is not one (it would read as no capacity at all).
 		var c contract.Capacity
-		if json.Unmarshal(ev.Payload, &c) != nil || checkCapacity(c) != nil {
+		var has struct {
+			Global    json.RawMessage `json:"global"`
+			Platforms json.RawMessage `json:"platforms"`
+		}
+		if json.Unmarshal(ev.Payload, &c) != nil || json.Unmarshal(ev.Payload, &has) != nil ||
+			!isObject(has.Global) || !isObject(has.Platforms) || checkCapacity(c) != nil {
 			return foldNeedsRead
 		}
 		v.Capacity = &c
@@ -213,6 +220,9 @@ func refold(v *contract.WorkerView, kept []contract.Event, seq int64) (left []co
 	}
 	return left, needsRead
 }
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
 
 func deviceIndex(ds []contract.Device, id string) int {
 	if id == "" {

@@ -112,11 +112,15 @@ func TestFoldEvent(t *testing.T) {
 		{name: "reclaimed into a state no clean leaves", ev: ev(contract.EvDeviceReclaimed, 2, 9000, map[string]any{"deviceId": "dev_3", "state": "leased"}), want: foldNeedsRead},
 		{name: "reclaimed, not being cleaned in the view", ev: ev(contract.EvDeviceReclaimed, 2, 9000, map[string]any{"deviceId": "dev_2", "state": "ready"}), want: foldNeedsRead},
 		{name: "reclaimed, unknown device", ev: ev(contract.EvDeviceReclaimed, 2, 9000, map[string]any{"deviceId": "dev_404", "state": "ready"}), want: foldNeedsRead},
-		{name: "capacity", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"strategy": "fixed", "global": map[string]any{"running": 3, "maxRunning": 3, "warm": 2}}),
+		{name: "capacity", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"strategy": "fixed", "global": map[string]any{"running": 3, "maxRunning": 3, "warm": 2},
+			"platforms": map[string]any{"android": map[string]any{"running": 3, "warm": 2}}}),
 			want: foldChanged, change: func(v *contract.WorkerView) {
-				v.Capacity = &contract.Capacity{Strategy: "fixed", Global: contract.GlobalCapacity{Running: 3, MaxRunning: 3, Warm: 2}}
+				v.Capacity = &contract.Capacity{Strategy: "fixed", Global: contract.GlobalCapacity{Running: 3, MaxRunning: 3, Warm: 2},
+					Platforms: map[contract.Platform]contract.PlatformCapacity{contract.PlatformAndroid: {Running: 3, Warm: 2}}}
 			}},
-		{name: "capacity, negative", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"global": map[string]any{"warm": -1}}), want: foldNeedsRead},
+		{name: "capacity, an empty payload", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"workerId": "w1"}), want: foldNeedsRead},
+		{name: "capacity, no platforms", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"global": map[string]any{"warm": 1}}), want: foldNeedsRead},
+		{name: "capacity, negative", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"global": map[string]any{"warm": -1}, "platforms": map[string]any{}}), want: foldNeedsRead},
 		{name: "capacity, not a report", ev: ev(contract.EvCapacityChanged, 2, 9000, map[string]any{"global": "lots"}), want: foldNeedsRead},
 		{name: "queue depth", ev: ev(contract.EvQueueChanged, 2, 9000, map[string]any{"depth": 4}), want: foldChanged,
 			change: func(v *contract.WorkerView) { v.QueueDepth = 4 }},
