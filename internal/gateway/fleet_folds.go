@@ -18,6 +18,11 @@ func (f *Fleet) foldRelayedLocked(w *worker, evs []contract.Event) (read bool) {
 			continue
 		}
 		if ev.Seq <= w.statusSeq {
+			// The read applied shows it: nothing to fold. One the view
+			// could not take (folded on a copy, which a fold never writes
+			// through) still has the status read, as it always had.
+			scratch := w.view
+			read = read || foldEvent(&scratch, ev) == foldNeedsRead
 			continue
 		}
 		switch foldEvent(&w.view, ev) {

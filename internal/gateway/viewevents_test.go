@@ -322,3 +322,15 @@ func TestAFoldDoesNotReplaceAPendingStatusRead(t *testing.T) {
 		}
 	})
 }
+
+// An event no fold takes has the status read even when the last read
+// applied is newer than it: the status is read after it as it always was.
+func TestAnEventNoFoldTakesIsReadWhateverItsSeq(t *testing.T) {
+	f, w := foldFleet(t)
+	if !f.foldForTest(w, ev(contract.EvDeviceReady, 5, 9000, map[string]any{"deviceId": "dev_3"})) {
+		t.Error("device.ready at a seq below the applied read's asked for no read")
+	}
+	if f.foldForTest(w, ev(contract.EvLeaseRenewed, 5, 9000, map[string]any{"leaseId": "lse_1", "ttlMs": 1, "ttlDeadline": 1})) {
+		t.Error("a renewal the applied read shows asked for a read")
+	}
+}
