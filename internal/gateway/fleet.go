@@ -156,6 +156,11 @@ type worker struct {
 	// the current link (contract.Status.EventSeq; 0 when the worker does
 	// not say): an older one is not applied.
 	statusSeq int64
+	// folds are the relayed events folded into the view since the last
+	// status read applied, newer than it (foldRelayedLocked): folded again
+	// on top of the next read that is older than they are. At most
+	// maxFolds.
+	folds []contract.Event
 	// read is the newest status read of the current link, for the
 	// leasing, but its leases, which are the view's (its gen 0 when it
 	// lists nothing to reconcile: read while the worker was starting).
@@ -334,7 +339,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	}
 	w.gen++
 	gen := w.gen
-	w.statusSeq, w.read = 0, statusRead{} // a new link's worker may have a new event log
+	w.statusSeq, w.read, w.folds = 0, statusRead{}, nil // a new link's worker may have a new event log
 	w.link, w.tokenID = l, a.TokenID
 	w.view.Label = a.Label
 	f.reindex(w)

@@ -15,7 +15,8 @@ import (
 // time as the gateway takes it (workerTime). The cursor moves to
 // lastSeq whatever was dropped: a dropped event is not asked for again.
 // It returns why the uplink must end, or "", and whether an event it kept
-// changes the worker's status (refreshOn): dropped events ask for no read.
+// changes the worker's status in a way its view could not take from the
+// event (foldRelayedLocked): dropped events ask for no read.
 func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
 	kept, refused, dropped := f.limit(w, batch)
 	out := make([]contract.Event, 0, len(kept))
@@ -28,7 +29,6 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 		ev.Payload = p
 		ev.Timestamp = workerTime(ev.Timestamp, now)
 		out = append(out, ev)
-		refresh = refresh || refreshOn(ev.Event)
 	}
 	if err := f.opts.Relay(ctx, id, out, lastSeq); err != nil {
 		return "could not record its events: " + err.Error(), false
@@ -36,6 +36,7 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	f.mu.Lock()
 	w.lastSeq = lastSeq
 	w.view.LastSeenAt = time.Now().UnixMilli()
+	refresh = f.foldRelayedLocked(w, out)
 	on := f.onEvent
 	f.mu.Unlock()
 	if refused > 0 {

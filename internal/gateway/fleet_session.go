@@ -131,13 +131,21 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.applyStatusLocked(w, gen, s)
+	return ""
+}
+
+// applyStatusLocked makes a checked status read over link gen w's view,
+// with the events folded since that are newer than the read folded again
+// on top. f.mu must be held.
+func (f *Fleet) applyStatusLocked(w *worker, gen int, s contract.Status) {
 	if w.gen != gen {
-		return ""
+		return
 	}
 	if s.EventSeq > 0 && s.EventSeq < w.statusSeq {
 		// Read before one applied already: it says nothing newer, and
 		// would undo what that one showed.
-		return ""
+		return
 	}
 	w.statusSeq = s.EventSeq
 	w.read = statusRead{gen: w.viewGen + 1, seq: s.EventSeq, link: gen}
@@ -148,16 +156,24 @@ func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen
 	v := &w.view
 	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
 	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
-	w.counts = countView(s.Devices, s.Leases)
+	if s.EventSeq > 0 {
+		// What was folded since, and is newer than the read, stays.
+		var again bool
+		if w.folds, again = refold(v, w.folds, s.EventSeq); again {
+			f.readAgainLocked(w)
+		}
+	} else {
+		w.folds = nil
+	}
+	w.counts = countView(v.Devices, v.Leases)
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++
 	f.reindex(w)
 	if v.Connection == contract.WorkerConnected && w.read.gen > 0 {
 		r := w.read
-		r.leases = s.Leases
+		r.leases = s.Leases // as of its seq, not with the folds on top
 		f.notifyLater(w, r)
 	}
-	return ""
 }
 
 // markConnected lists the worker as connected and records it.

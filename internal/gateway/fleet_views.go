@@ -64,12 +64,17 @@ type statusRead struct {
 // reads in order and, of those made while it was telling one, only the
 // newest. A leasing slow to decide (its store locked by another process)
 // then holds one pending read per worker, however often the worker is
-// read; and a newer read says all an older one would have.
+// read; and a newer read says all an older one would have. A change with
+// no read (gen 0: a view kept from events) only kicks the line, which a
+// pending read does too: it does not replace the read, whose leases are
+// still to be reconciled.
 func (f *Fleet) notifyLater(w *worker, r statusRead) {
 	if f.changed == nil {
 		return
 	}
-	w.pending = &r
+	if r.gen > 0 || w.pending == nil {
+		w.pending = &r
+	}
 	if w.telling {
 		return
 	}
@@ -177,11 +182,8 @@ func (f *Fleet) clientOf(id string) *client.Client {
 func (f *Fleet) refresh(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if w, ok := f.workers[id]; ok && w.refreshNow != nil {
-		select {
-		case w.refreshNow <- struct{}{}:
-		default:
-		}
+	if w, ok := f.workers[id]; ok {
+		f.readAgainLocked(w)
 	}
 }
 

@@ -239,7 +239,7 @@ func (e *Engine) runReclaim(d *dev) {
 			return nil
 		}
 		state := e.reclaimed(tx, d, res, nil)
-		tx.Event(contract.EvDeviceReclaimed, map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds()})
+		tx.Event(contract.EvDeviceReclaimed, map[string]any{"deviceId": d.ID, "strategy": res.Strategy, "duration": time.Since(started).Milliseconds(), "state": state})
 		if state == contract.DeviceShutdown {
 			// The warm pass may boot it again; it runs after this commit,
 			// once the line has had its pick of the device and its slot.

@@ -365,7 +365,7 @@ func (e *Engine) grantLocked(tx *queue.Txn, w *queue.Waiter, d *dev, source cont
 	tx.Grant(w, grant)
 	tx.Event(contract.EvLeaseGranted, leaseEvent(rec, map[string]any{
 		"deviceId": d.ID, "requester": rec.RequesterID, "requestId": w.ID(), "source": source,
-		"mode": grantMode(d),
+		"mode": grantMode(d), "ownerId": rec.OwnerID, "ttlMs": rec.TTLMs, "ttlDeadline": rec.TTLDeadline,
 	}))
 	e.armLocked(tx, e.leases[rec.UniqueKey()])
 }

@@ -12,10 +12,12 @@
 // with a new lease id and the lease.granted event's seq; NO_CAPACITY when
 // none is idle, for it never queues; REQUESTER_ALREADY_LEASED for a
 // requester that holds one), lease.renew, lease.get and lease.release, each
-// committing the event a worker commits. Its devices are always booted: a
-// lease that ends leaves its device idle and ready at once (a worker
-// cleans it first), so every grant is warm and, as a worker's warm grant,
-// pushes no progress. End ends a lease on the worker's own, as an expiry
+// committing the events a worker commits: a grant lease.granted and
+// capacity.changed; a renewal lease.renewed; an end lease.released or
+// lease.expired, then device.reclaimed (state ready) and capacity.changed.
+// Its devices are always booted: a lease that ends leaves its device idle
+// and ready at once (a worker cleans it first), so every grant is warm
+// and, as a worker's warm grant, pushes no progress. End ends a lease on the worker's own, as an expiry
 // does, and Emit commits events of any name a worker records, which is
 // how a test or the bench makes a worker busy.
 //
@@ -32,6 +34,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -83,6 +86,8 @@ type Worker struct {
 	next    int            // the last lease number handed out
 	subs    map[*session]bool
 	started int64 // epoch ms, the devices' creation
+
+	statusReads atomic.Int64
 }
 
 // device is one device's lease, if any.
@@ -114,6 +119,9 @@ func (m *Worker) ID() string { return m.id }
 
 // Devices is how many devices it has.
 func (m *Worker) Devices() int { return len(m.devs) }
+
+// StatusReads is how many status.get calls it has answered.
+func (m *Worker) StatusReads() int64 { return m.statusReads.Load() }
 
 // Leased is how many of its devices are leased.
 func (m *Worker) Leased() int {
@@ -250,6 +258,7 @@ func (m *Worker) handle(s *session, req contract.Request) (any, *contract.Error)
 		_ = json.Unmarshal(req.Input, &in)
 		return contract.EventsReplayResult{Events: m.replay(in.AfterSeq, in.Limit)}, nil
 	case contract.OpStatusGet:
+		m.statusReads.Add(1)
 		return m.Status(), nil
 	case contract.OpCatalogGet:
 		return Catalog(), nil
@@ -362,8 +371,7 @@ func (m *Worker) grant(s *session, in contract.LeaseRequestInput) (any, *contrac
 	*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), num: m.next, requester: requester, owner: owner, grantedAt: now, renewedAt: now,
 		ttlMs: ttl, lastUsedAt: now, requestID: "req_sim_" + strconv.Itoa(m.next)}
 	m.leases[d.lease] = idle
-	seq := m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[idle], "requester": requester,
-		"requestId": d.requestID, "source": contract.SourceWarm, "mode": "full"})
+	seq := m.granted(idle)
 	return contract.LeaseGrant{
 		Device:      contract.GrantDevice{ID: m.ids[idle], DriverDeviceID: m.driverID(idle), Spec: m.spec(), Mode: contract.DeviceModeFull},
 		Lease:       m.record(idle),
@@ -415,8 +423,22 @@ func unknownLease(id string) *contract.Error {
 	return contract.Errorf(contract.CodeUnknownLease, "no active lease %s", id).With("leaseId", id)
 }
 
+// granted commits what a worker's warm grant of device i commits:
+// lease.granted, and capacity.changed (one fewer warm device); it returns
+// lease.granted's seq. The lock must be held.
+func (m *Worker) granted(i int) int64 {
+	d := &m.devs[i]
+	seq := m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[i], "requester": d.requester,
+		"requestId": d.requestID, "source": contract.SourceWarm, "mode": "full", "ownerId": d.owner, "ttlMs": d.ttlMs,
+		"ttlDeadline": d.renewedAt + d.ttlMs})
+	m.emit(contract.EvCapacityChanged, m.capacity())
+	return seq
+}
+
 // end ends device i's lease with event, and leaves the device idle and
-// ready. The lock must be held.
+// ready, committing what a worker commits for the end and for the clean
+// that follows it: event, device.reclaimed with the device's state, and
+// capacity.changed (one more warm device). The lock must be held.
 func (m *Worker) end(i int, event, reason string) {
 	d := &m.devs[i]
 	payload := map[string]any{"leaseId": d.lease, "deviceId": m.ids[i], "ownerId": d.owner}
@@ -426,6 +448,16 @@ func (m *Worker) end(i int, event, reason string) {
 	delete(m.leases, d.lease)
 	*d = device{lastUsedAt: time.Now().UnixMilli()}
 	m.emit(event, payload)
+	m.emit(contract.EvDeviceReclaimed, map[string]any{"deviceId": m.ids[i], "strategy": "snapshot", "duration": 0, "state": contract.DeviceReady})
+	m.emit(contract.EvCapacityChanged, m.capacity())
+}
+
+// capacity is the worker's capacity report. The lock must be held.
+func (m *Worker) capacity() *contract.Capacity {
+	n := len(m.devs)
+	warm := n - len(m.leases)
+	return &contract.Capacity{Strategy: "fixed", Global: contract.GlobalCapacity{Running: n, MaxRunning: n, Warm: warm},
+		Platforms: map[contract.Platform]contract.PlatformCapacity{contract.PlatformAndroid: {Running: n, MaxRunning: n, Devices: n, MaxDevices: n, Warm: warm}}}
 }
 
 // Occupy leases every idle device to a requester on the worker's own
@@ -445,8 +477,7 @@ func (m *Worker) Occupy() int {
 		*d = device{lease: "lse_sim_" + strconv.Itoa(m.next), num: m.next, requester: "local/" + strconv.Itoa(m.next), owner: "local", grantedAt: now,
 			renewedAt: now, ttlMs: maxTTLMs, lastUsedAt: now, requestID: "req_sim_" + strconv.Itoa(m.next)}
 		m.leases[d.lease] = i
-		m.emit(contract.EvLeaseGranted, map[string]any{"leaseId": d.lease, "deviceId": m.ids[i], "requester": d.requester,
-			"requestId": d.requestID, "source": contract.SourceWarm, "mode": "full"})
+		m.granted(i)
 		n++
 	}
 	return n
@@ -496,7 +527,7 @@ func (m *Worker) Emit(name string, payload map[string]any, n int) {
 // emit commits one event and pushes it to the subscribed sessions; it
 // returns its seq. The lock must be held. A session whose push fails is
 // dropped: its connection has ended.
-func (m *Worker) emit(name string, payload map[string]any) int64 {
+func (m *Worker) emit(name string, payload any) int64 {
 	b, _ := json.Marshal(payload)
 	m.seq++
 	ev := contract.Event{ID: "evt_sim_" + strconv.FormatInt(m.seq, 10), Seq: m.seq, Timestamp: time.Now().UnixMilli(), Event: name, Payload: b}
@@ -570,13 +601,11 @@ func (m *Worker) Status() contract.Status {
 			leases = append(leases, m.record(i))
 		}
 	}
-	warm := n - len(m.leases)
 	return contract.Status{
-		Daemon: contract.DaemonInfo{Version: Version, Health: "running", Mode: contract.ModeWorker},
-		Host:   contract.HostInfo{OS: "linux", Arch: "amd64", CPUs: 8, RAMBytes: 64 << 30},
-		Capacity: &contract.Capacity{Strategy: "fixed", Global: contract.GlobalCapacity{Running: n, MaxRunning: n, Warm: warm},
-			Platforms: map[contract.Platform]contract.PlatformCapacity{contract.PlatformAndroid: {Running: n, MaxRunning: n, Devices: n, MaxDevices: n, Warm: warm}}},
-		Devices: devices, Leases: leases, Waiting: []contract.WaitingRequest{},
+		Daemon:   contract.DaemonInfo{Version: Version, Health: "running", Mode: contract.ModeWorker},
+		Host:     contract.HostInfo{OS: "linux", Arch: "amd64", CPUs: 8, RAMBytes: 64 << 30},
+		Capacity: m.capacity(),
+		Devices:  devices, Leases: leases, Waiting: []contract.WaitingRequest{},
 		EventSeq: m.seq,
 	}
 }

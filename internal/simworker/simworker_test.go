@@ -144,6 +144,52 @@ func TestASimulatedWorkersOwnEndReachesTheHolderThroughTheGateway(t *testing.T) 
 	}
 }
 
+// The gateway keeps the worker's view from the events it relays: after a
+// lease the worker ends on its own (its end, its device's clean, its
+// capacity), the next request is placed on the freed device without the
+// gateway reading the worker's status; an event the view cannot take
+// (device.ready) still has it read.
+func TestAFreedDeviceIsPlacedWithoutAStatusRead(t *testing.T) {
+	gw, w := joined(t, 1)
+	admin, agent := gw.Admin(), gw.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	g, err := agent.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformAndroid}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the lease in the gateway's view", func() bool {
+		v := view(t, admin, "sim-1")
+		return len(v.Leases) == 1 && v.Capacity != nil && v.Capacity.Global.Warm == 0
+	})
+	reads := w.StatusReads()
+	if n := w.End(1); n != 1 {
+		t.Fatalf("End ended %d leases, want 1", n)
+	}
+	select {
+	case <-agent.LeaseLost():
+	case <-ctx.Done():
+		t.Fatal("the holder heard nothing of the lease the worker ended")
+	}
+	g2, err := agent.RequestLease(ctx, contract.LeaseRequestInput{Platform: contract.PlatformAndroid}, nil)
+	if err != nil {
+		t.Fatalf("a request after the worker freed its only device: %v", err)
+	}
+	if g2.Device.ID != g.Device.ID {
+		t.Errorf("the next request was placed on %q, want the freed %q", g2.Device.ID, g.Device.ID)
+	}
+	until(t, "the new lease in the gateway's view", func() bool {
+		v := view(t, admin, "sim-1")
+		return len(v.Leases) == 1 && v.Leases[0].ID != g.Lease.ID && v.Capacity != nil && v.Capacity.Global.Warm == 0
+	})
+	if got := w.StatusReads() - reads; got != 0 {
+		t.Errorf("the gateway read the worker's status %d times for a lease end, a clean and a grant, want 0", got)
+	}
+
+	w.Emit(contract.EvDeviceReady, map[string]any{"deviceId": g.Device.ID}, 1)
+	until(t, "a status read after device.ready", func() bool { return w.StatusReads() > reads })
+}
+
 // The same model serves agents directly on a unix socket: a warm grant,
 // the requester's second request refused REQUESTER_ALREADY_LEASED, and a
 // release that frees the device.
