@@ -16,9 +16,12 @@ import (
 // lastSeq whatever was dropped: a dropped event is not asked for again.
 // It returns why the uplink must end, or "", and whether an event it kept
 // changes the worker's status in a way its view could not take from the
-// event (foldRelayedLocked): dropped events ask for no read.
+// event (foldRelayedLocked), or an event it dropped or refused would have
+// changed it (a view kept from events is wrong once one is lost, and only
+// a read puts it right; reads are one at a time per worker, so a flood
+// costs at most one in flight).
 func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contract.Event, lastSeq int64) (reason string, refresh bool) {
-	kept, refused, dropped := f.limit(w, batch)
+	kept, refused, dropped, lost := f.limit(w, batch)
 	out := make([]contract.Event, 0, len(kept))
 	now := time.Now()
 	for _, ev := range kept {
@@ -36,7 +39,7 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 	f.mu.Lock()
 	w.lastSeq = lastSeq
 	w.view.LastSeenAt = time.Now().UnixMilli()
-	refresh = f.foldRelayedLocked(w, out)
+	refresh = f.foldRelayedLocked(w, out) || lost
 	on := f.onEvent
 	f.mu.Unlock()
 	if refused > 0 {
@@ -58,8 +61,9 @@ func (f *Fleet) relay(ctx context.Context, w *worker, id string, batch []contrac
 }
 
 // limit keeps, of a batch a worker relays, the events it may relay
-// (relayable) within its rate, and counts the others.
-func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64) {
+// (relayable) within its rate, and counts the others; lost is whether one
+// of those names a change of the worker's status (refreshOn).
+func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event, refused, dropped int64, lost bool) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,9 +79,11 @@ func (f *Fleet) limit(w *worker, batch []contract.Event) (kept []contract.Event,
 			dropped++
 		default:
 			kept = append(kept, ev)
+			continue
 		}
+		lost = lost || refreshOn(ev.Event)
 	}
-	return kept, refused, dropped
+	return kept, refused, dropped, lost
 }
 
 // lastRefused is the name of the last event of batch a worker may not

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -332,5 +334,29 @@ func TestAnEventNoFoldTakesIsReadWhateverItsSeq(t *testing.T) {
 	}
 	if f.foldForTest(w, ev(contract.EvLeaseRenewed, 5, 9000, map[string]any{"leaseId": "lse_1", "ttlMs": 1, "ttlDeadline": 1})) {
 		t.Error("a renewal the applied read shows asked for a read")
+	}
+}
+
+// A view kept from events is wrong once one that changes it is lost: an
+// event dropped over the worker's rate, or refused, asks for a status
+// read when its name is of one that changes the worker's status, and
+// only then.
+func TestALostEventOfTheViewAsksForARead(t *testing.T) {
+	f, w := foldFleet(t)
+	f.opts.Relay = func(context.Context, string, []contract.Event, int64) error { return nil }
+	f.opts.RelayRate, f.opts.RelayBurst = 1, 1
+	renewed := ev(contract.EvLeaseRenewed, 11, 7000, map[string]any{"leaseId": "lse_1", "ttlMs": 60_000, "ttlDeadline": 67_000})
+	ended := ev(contract.EvLeaseExpired, 12, 8000, map[string]any{"leaseId": "lse_1", "deviceId": "dev_1", "ownerId": "gw:ins:a"})
+	if _, read := f.relay(context.Background(), w, "w1", []contract.Event{renewed, ended}, 12); !read {
+		t.Error("a lease end dropped over the rate asked for no status read")
+	}
+	if w.view.Leases[0].TTLDeadline != 67_000 {
+		t.Errorf("the renewal kept within the rate was not folded: deadline %d", w.view.Leases[0].TTLDeadline)
+	}
+	w.relayed = newTokenBucket(1, 1, time.Now())
+	other := ev(contract.EvMaintenanceStarted, 14, 9000, map[string]any{})
+	if _, read := f.relay(context.Background(), w, "w1", []contract.Event{ev(contract.EvLeaseRenewed, 13, 8500,
+		map[string]any{"leaseId": "lse_1", "ttlMs": 60_000, "ttlDeadline": 68_500}), other}, 14); read {
+		t.Error("a dropped event that changes no status asked for a status read")
 	}
 }
