@@ -113,6 +113,12 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		// in the worker's snapshot and given back, as one granted when the
 		// grant's own commit fails.
 		Early: true,
+		// A request placed as it was made is recorded by the grant's
+		// decision (or whichever decision comes first), in one commit
+		// with it: a caller hears nothing before that commit, and a
+		// gateway that stops before it never recorded the request, as
+		// above.
+		Carry: true,
 		Run:   func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
 }
