@@ -370,16 +370,18 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 		if l.early.take(r.WorkerID, g.Lease.ID) {
 			// The worker ended the lease (its expiry, an operator there)
 			// before the gateway judged its grant: nobody heard of it and
-			// there is nothing to give back. The request waits again.
+			// there is nothing to give back. The request waits again, or,
+			// when its requester went away, ends cancelled (Requeue).
 			l.unhold(r.WorkerID, h)
-			if !tx.Abandoned(w) {
-				tx.Requeue(w)
-			}
+			tx.Requeue(w)
 			return
 		}
 		if tx.Abandoned(w) {
-			// Nobody wants it any more: give it back.
+			// Nobody wants it any more: give it back, and end the request
+			// (cancelled, as Requeue ends one whose requester went away),
+			// which its caller still waits on.
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			tx.Requeue(w)
 			return
 		}
 		now := time.Now()
