@@ -86,3 +86,37 @@ func TestACarriedRequestIsRecordedWithTheDecisionThatGrantsIt(t *testing.T) {
 		r.pl.finish(<-r.pl.started)
 	})
 }
+
+// A carried request is left out of the lists, and a repeat of its
+// idempotency key joins it only in a decision that commits it first.
+func TestACarriedRequestIsListedAndJoinedOnlyOnceRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.pl.free[contract.PlatformIOS] = 1
+		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, IdempotencyKey: "k-1"}
+		c := r.mustSubmit("agent-a", in)
+		w := <-r.pl.started
+		if ws := r.q.Waiting(Caller{Admin: true}); len(ws) != 0 {
+			t.Errorf("the waiting list shows %d requests before the request is recorded, want none", len(ws))
+		}
+		if recs, _ := r.q.Records(nil, 0); len(recs) != 0 {
+			t.Errorf("the open records list %d before the request is recorded, want none", len(recs))
+		}
+		again := r.mustSubmit("agent-a", in)
+		if again.t.RequestID() != c.t.RequestID() {
+			t.Fatalf("the repeat made request %s, want it to join %s", again.t.RequestID(), c.t.RequestID())
+		}
+		if r.st.commits != 1 || r.st.stateOf("agent-a") != contract.RequestStarting {
+			t.Errorf("the repeat joined after %d commits, stored %q; want the request committed first, starting", r.st.commits, r.st.stateOf("agent-a"))
+		}
+		if ws := r.q.Waiting(Caller{Admin: true}); len(ws) != 1 {
+			t.Errorf("the waiting list shows %d requests once recorded, want 1", len(ws))
+		}
+		r.pl.finish(w)
+		synctest.Wait()
+		if !answered(again) || again.err != nil {
+			t.Errorf("the repeat was answered %v (%v), want the grant", answered(again), again.err)
+		}
+	})
+}

@@ -359,7 +359,9 @@ func (q *Queue) Progress(w *Waiter, p contract.LeaseProgress) {
 	if w.unsaved {
 		// Told once its record has committed (Start.Carry).
 		w.last, w.rec.Stage = p, p.Stage
-		q.carried.told = true
+		if q.carried != nil && q.carried.w == w {
+			q.carried.told = true
+		}
 		return
 	}
 	w.push(p)
