@@ -41,10 +41,11 @@ func (s *heldCommitStore) Commit(ctx context.Context, w queue.Writes, grants []s
 	return s.memQueueStore.Commit(ctx, w, grants, ended)
 }
 
-// A request placed at once on a worker is forwarded to it while the
-// decision that placed it commits, not after: the commit and the uplink's
-// round trip overlap. Its requester hears of the grant only after both the
-// request's record and the grant's have been committed, in that order.
+// A request placed as its decision is made is forwarded to its worker
+// while that decision commits, not after: the commit and the uplink's
+// round trip overlap. A request made as a resource (lease-request.create)
+// is answered once its record is committed, so its decision commits on
+// its own; its grant's record is committed after, in a decision of its own.
 func TestAForwardLeavesWhileTheDecisionThatPlacedItCommits(t *testing.T) {
 	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
 	f.put(*view("w1", 0, 2))
@@ -64,14 +65,15 @@ func TestAForwardLeavesWhileTheDecisionThatPlacedItCommits(t *testing.T) {
 	}()
 	var heardEarly bool
 	type answer struct {
-		g   contract.LeaseGrant
+		st  contract.LeaseRequestStatus
 		err error
 	}
 	answered := make(chan answer, 1)
+	caller := queue.Caller{Principal: "agent"}
 	go func() {
-		g, err := l.Acquire(context.Background(), queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+		st, err := l.Submit(context.Background(), caller, contract.LeaseRequestInput{Platform: contract.PlatformIOS})
 		heardEarly = !let.Load()
-		answered <- answer{g, err}
+		answered <- answer{st, err}
 	}()
 	select {
 	case <-st.holding:
@@ -89,11 +91,18 @@ func TestAForwardLeavesWhileTheDecisionThatPlacedItCommits(t *testing.T) {
 	let.Store(true)
 	close(st.release)
 	a := <-answered
-	if a.err != nil || a.g.Lease.WorkerID != "w1" {
-		t.Fatalf("the request was answered %+v, %v; want a lease on w1", a.g.Lease, a.err)
+	if a.err != nil {
+		t.Fatal(a.err)
 	}
 	if heardEarly {
-		t.Error("the requester heard of its grant before the request's record was committed")
+		t.Error("the request's maker heard of it before its record was committed")
+	}
+	rs, err := l.RequestStatus(context.Background(), caller, contract.LeaseRequestGetInput{RequestID: a.st.Request.ID, AfterRev: a.st.Rev, WaitMs: 5000})
+	for err == nil && rs.Request.State == contract.RequestStarting {
+		rs, err = l.RequestStatus(context.Background(), caller, contract.LeaseRequestGetInput{RequestID: a.st.Request.ID, AfterRev: rs.Rev, WaitMs: 5000})
+	}
+	if err != nil || rs.Request.State != contract.RequestGranted {
+		t.Fatalf("the request is %s (%v), want granted", rs.Request.State, err)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -113,6 +113,12 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		// in the worker's snapshot and given back, as one granted when the
 		// grant's own commit fails.
 		Early: true,
+		// A request placed as it was made is recorded by the grant's
+		// decision (or whichever decision comes first), in one commit
+		// with it: a caller hears nothing before that commit, and a
+		// gateway that stops before it never recorded the request, as
+		// above.
+		Carry: true,
 		Run:   func() { l.dispatch(w, r, req, h) },
 	}, queue.NoBlock
 }
@@ -299,17 +305,27 @@ func (l *Leasing) dispatch(w *queue.Waiter, r Route, req contract.LeaseRequestIn
 }
 
 // awaitEvents waits, at most relayWait, until the events the worker
-// committed up to its grant's (seq) have been relayed and told to the
-// leasing: a lease that ended there just before, on the device it grants
-// again, is then no longer the gateway's, and the grant is not taken for
-// a second one of the device (Fleet.awaitRelayed).
+// committed before its grant's own lease.granted have been relayed and
+// told to the leasing: a lease that ended there just before, on the
+// device it grants again, is then no longer the gateway's, and the grant
+// is not taken for a second one of the device (Fleet.awaitRelayed).
+//
+// seq is the grant's eventSeq, the last event of the worker's decision
+// that granted it, so its lease.granted is at seq or below, and so is
+// every event before it: an end of a lease on the device comes before
+// the grant of the device again, in a decision of its own or earlier in
+// the same one. Waiting for seq-1 sees all of those, and not the grant's
+// own event, which tells the gateway nothing its answer does not: when
+// it is the decision's last event (a warm grant on a worker that records
+// one event for it) the grant is judged without waiting for one more
+// uplink message and the relay's commit of it.
 func (l *Leasing) awaitEvents(workerID string, link int, seq int64) {
-	if seq <= 0 {
+	if seq <= 1 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), relayWait)
 	defer cancel()
-	l.f.awaitRelayed(ctx, workerID, link, seq)
+	l.f.awaitRelayed(ctx, workerID, link, seq-1)
 }
 
 // bounce puts w back in line, with workerID stale for its class of need
@@ -354,16 +370,18 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 		if l.early.take(r.WorkerID, g.Lease.ID) {
 			// The worker ended the lease (its expiry, an operator there)
 			// before the gateway judged its grant: nobody heard of it and
-			// there is nothing to give back. The request waits again.
+			// there is nothing to give back. The request waits again, or,
+			// when its requester went away, ends cancelled (Requeue).
 			l.unhold(r.WorkerID, h)
-			if !tx.Abandoned(w) {
-				tx.Requeue(w)
-			}
+			tx.Requeue(w)
 			return
 		}
 		if tx.Abandoned(w) {
-			// Nobody wants it any more: give it back.
+			// Nobody wants it any more: give it back, and end the request
+			// (cancelled, as Requeue ends one whose requester went away),
+			// which its caller still waits on.
 			go l.releaseOnWorker(r.WorkerID, g.Lease.ID)
+			tx.Requeue(w)
 			return
 		}
 		now := time.Now()

@@ -261,3 +261,39 @@ func grantOnDev1(in contract.LeaseRequestInput, id, reqID string, seq int64) con
 		RequestID: reqID, Source: contract.SourceProvisioned, EventSeq: seq,
 	}
 }
+
+// A grant whose own lease.granted is the last event of the worker's
+// decision is judged once the events before it are told: the gateway
+// does not wait for the relay of the event that only repeats its answer.
+func TestAGrantIsJudgedWithoutWaitingForItsOwnRelayedEvent(t *testing.T) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*view("w1", 0, 2))
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	defer l.Close()
+	c := scriptedSession(t, func(req contract.Request) any {
+		if req.Op != contract.OpLeaseRequest {
+			return nil
+		}
+		var in contract.LeaseRequestInput
+		_ = json.Unmarshal(req.Input, &in)
+		return grantOnDev1(in, "lse_1", "req_w1", 5) // its lease.granted is seq 5
+	})
+	var waited atomic.Int32
+	f.mu.Lock()
+	f.workers["w1"].client, f.workers["w1"].gen = c, 1
+	f.workers["w1"].toldUpTo(4) // every event before the grant's own
+	f.awaiting = func(string) { waited.Add(1) }
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := l.Acquire(ctx, queue.Caller{Principal: "tok_a"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := waited.Load(); n != 0 {
+		t.Errorf("the gateway waited %d times for the relay before it judged the grant, want none: the events before it were told", n)
+	}
+	if want := gatewayLeaseID("w1", "lse_1"); g.Lease.ID != want {
+		t.Errorf("granted %s, want %s", g.Lease.ID, want)
+	}
+}

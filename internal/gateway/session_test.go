@@ -13,7 +13,8 @@ import (
 // scriptedSession is the gateway's session of a worker the test scripts:
 // the worker's end reads each call, answers hello as an admin's session,
 // and hands every other call to answer, which returns the result to send
-// (nil: no answer). The connection closes as the test ends.
+// (a *contract.Error is sent as the call's error; nil: no answer). The
+// connection closes as the test ends.
 func scriptedSession(t testing.TB, answer func(req contract.Request) any) *client.Client {
 	t.Helper()
 	gwEnd, workerEnd := net.Pipe()
@@ -34,6 +35,10 @@ func scriptedSession(t testing.TB, answer func(req contract.Request) any) *clien
 			if req.Op == contract.OpHello {
 				v = contract.HelloResult{Protocol: 1, Daemon: contract.VersionRange{Min: 1, Max: 1}, Role: contract.RoleAdmin}
 			} else if v = answer(req); v == nil {
+				continue
+			}
+			if ce, ok := v.(*contract.Error); ok {
+				_ = enc.Encode(contract.Response{ID: req.ID, Error: ce})
 				continue
 			}
 			res, _ := json.Marshal(v)

@@ -40,6 +40,10 @@
 // events are published, waiters woken, progress pushed, slow work started
 // (a Start that tells nobody until a later decision of its own may start
 // as its placement is decided, overlapping the commit: [Start.Early]).
+// A decision that only made a request and placed it at once, with a Start
+// that tells nobody until a later decision of its own ([Start.Carry]),
+// may leave its writes to the next decision, which commits them first
+// with its own: nobody is shown or told anything of that request before.
 //
 // A store that can ([Reserver]: the worker's SQLite store) gives the
 // decision its write lock before the decision lock is taken, so a

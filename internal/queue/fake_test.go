@@ -117,6 +117,7 @@ type slots struct {
 	instant bool
 	quiet   bool                       // Starts are Quiet
 	early   bool                       // Starts are Early
+	carry   bool                       // Starts carry (Start.Carry)
 	refuse  map[string]*contract.Error // Admit refuses these request ids
 	leases  map[string]string          // requester -> lease id
 	owners  map[string]string          // requester -> its lease's owner
@@ -159,6 +160,7 @@ func (s *slots) Place(tx *Txn, w *Waiter) (Start, Block) {
 		Progress: contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 100},
 		Quiet:    s.quiet,
 		Early:    s.early,
+		Carry:    s.carry,
 		DeviceID: "dev_" + w.ID(),
 		Run:      func() { s.started <- w },
 	}, NoBlock

@@ -87,6 +87,20 @@ type Start struct {
 	// held until then); if this commit fails, that decision is refused and
 	// whatever Run made elsewhere is the owner's to find and undo.
 	Early bool
+	// Carry, with Early and Quiet, lets the decision that made the request
+	// and placed it at once leave its commit to the next decision (most
+	// often Run's own, which ends the waiter): one commit, not two, for a
+	// request served at once. It is taken only when that decision wrote
+	// nothing but the new request and tells nobody anything, and only for
+	// a request whose caller waits for its answer (not one made as a
+	// resource, whose creation is answered at once). Until then the
+	// request is not shown to anyone: a status read of it commits it
+	// first, lists leave it out, a requester's second request or a repeat
+	// of its idempotency key is decided in a decision (which commits it),
+	// and a step of progress is told once it has committed. A daemon that
+	// stops before that commit never recorded the request, as when the
+	// commit fails (see Early).
+	Carry bool
 }
 
 // Placer decides what serves a waiter (see the package doc for its
@@ -206,6 +220,11 @@ type Queue struct {
 	// committed (0 before the first): what a read under the decision lock
 	// shows is every decision up to it, and none after (SeqLocked).
 	eventSeq int64
+
+	// carried is a decision that placed a request at once and told
+	// nobody anything (Start.Carry): its request record and events are
+	// committed by the next decision, before anything that one tells.
+	carried *carry
 
 	// placesDue is the walk that tells a long line's places, when one is
 	// due (placesLaterLocked).
@@ -388,7 +407,40 @@ func (q *Queue) beginLocked() *Txn {
 	q.decisions++
 	tx := &Txn{q: q, n: q.decisions}
 	q.tx = tx
+	if c := q.carried; c != nil {
+		// The carried decision's writes come first, as though it had
+		// committed just before this one.
+		q.carried = nil
+		tx.events = c.events
+		tx.write(c.w)
+		tx.carried = c
+	}
 	return tx
+}
+
+// carry is a decision's writes left to the next decision (Start.Carry).
+type carry struct {
+	w      *Waiter
+	events []contract.Event
+	// told is set when a step of progress came for w before its record
+	// committed: it is told once it has.
+	told bool
+}
+
+// carryLocked leaves tx's writes to the next decision when tx made one
+// request, placed it at once with a Start that carries, and has nothing
+// else to write or tell. It reports whether it did.
+func (q *Queue) carryLocked(tx *Txn) bool {
+	w := tx.carry
+	if w == nil || tx.carried != nil || q.carried != nil || w.phase != phaseStarting || !q.isOpen(w) ||
+		len(tx.written) != 1 || tx.written[0] != w || len(tx.stale) > 0 || len(tx.settled) > 0 ||
+		len(tx.tells) > 0 || len(tx.hinted) > 0 || tx.rescoped || len(tx.touched) != 1 ||
+		len(tx.moved) != 1 || tx.moved[0] != w || q.opts.Seal != nil {
+		return false
+	}
+	q.carried = &carry{w: w, events: tx.events}
+	w.unsaved = true
+	return true
 }
 
 // finishLocked serves the line if the decision kicked it, seals, commits and
@@ -404,6 +456,11 @@ func (q *Queue) finishLocked(tx *Txn) error {
 	depth := q.line.n
 	if depth != q.lastDepth {
 		tx.Event(contract.EvQueueChanged, map[string]any{"depth": depth})
+	}
+	if q.carryLocked(tx) {
+		// Nothing to commit or tell now: the next decision commits it.
+		q.lastDepth = depth
+		return nil
 	}
 	if q.opts.Seal != nil {
 		q.opts.Seal(tx)
@@ -432,6 +489,12 @@ func (q *Queue) finishLocked(tx *Txn) error {
 	}
 	if len(evs) > 0 {
 		q.opts.Publish(evs...)
+	}
+	if c := tx.carried; c != nil {
+		c.w.unsaved = false
+		if c.told && q.isOpen(c.w) && c.w.last.Stage != "" {
+			c.w.push(c.w.last)
+		}
 	}
 	for _, f := range tx.tells {
 		f()

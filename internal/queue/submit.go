@@ -148,7 +148,12 @@ func (q *Queue) Submit(ctx context.Context, a Ask, resolve func(context.Context)
 		return nil, q.chosenTakenLocked(ownerOf(a, requester), a.Input.LeaseID)
 	}
 	q.mu.Lock()
-	t, err := check(nil)
+	var t *Ticket
+	if q.carried == nil {
+		// With a request not yet committed (Start.Carry), what it would
+		// answer here is decided in the decision below, which commits it.
+		t, err = check(nil)
+	}
 	q.mu.Unlock()
 	if t != nil || err != nil {
 		return t, err
@@ -298,6 +303,7 @@ func (q *Queue) createLocked(tx *Txn, a Ask, requester string, spec contract.Req
 	}
 	t := &Ticket{w: w, progress: a.Progress}
 	w.interests = []*Ticket{t}
+	tx.created = w
 	q.openLocked(w)
 	tx.write(w)
 	tx.Event(contract.EvLeaseRequested, map[string]any{
@@ -474,6 +480,14 @@ func (q *Queue) Status(ctx context.Context, c Caller, in contract.LeaseRequestGe
 			q.mu.Unlock()
 			return contract.LeaseRequestStatus{}, unknownRequest(in.RequestID)
 		}
+		if w.unsaved {
+			// Shown once it is recorded: a decision commits it.
+			q.mu.Unlock()
+			if err := q.Do(func(*Txn) error { return nil }); err != nil {
+				return contract.LeaseRequestStatus{}, err
+			}
+			continue
+		}
 		st := w.status()
 		if expired == nil || st.Rev != in.AfterRev {
 			q.mu.Unlock()
@@ -528,6 +542,14 @@ func (q *Queue) RetryInput(ctx context.Context, c Caller, id string) (Caller, co
 	var rec contract.LeaseRequestRecord
 	if open {
 		rec = w.rec
+		if w.unsaved {
+			// Read once it is recorded (Start.Carry): a decision commits it.
+			q.mu.Unlock()
+			if err := q.Do(func(*Txn) error { return nil }); err != nil {
+				return Caller{}, contract.LeaseRequestInput{}, err
+			}
+			return q.RetryInput(ctx, c, id)
+		}
 	}
 	q.mu.Unlock()
 	if !open {
@@ -571,7 +593,7 @@ func (q *Queue) Records(after *contract.ListCursor, limit int) ([]contract.Lease
 	defer q.mu.Unlock()
 	out := []contract.LeaseRequestRecord{}
 	for w := q.all.head; w != nil; w = w.all.next {
-		if after != nil && after.Passed(w.rec.CreatedAt, w.rec.ID) {
+		if w.unsaved || (after != nil && after.Passed(w.rec.CreatedAt, w.rec.ID)) {
 			continue
 		}
 		if limit > 0 && len(out) == limit {
@@ -601,7 +623,7 @@ func (q *Queue) WaitingLocked(c Caller) []contract.WaitingRequest {
 	}
 	out := make([]contract.WaitingRequest, 0, n)
 	for w := q.all.head; w != nil; w = w.all.next {
-		if !c.Sees(w.rec) {
+		if w.unsaved || !c.Sees(w.rec) {
 			continue
 		}
 		wr := contract.WaitingRequest{RequestID: w.rec.ID, RequesterID: w.rec.RequesterID, Spec: w.rec.Spec, WaitingMs: t - w.rec.CreatedAt}

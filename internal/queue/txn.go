@@ -27,6 +27,11 @@ type Txn struct {
 	// behind it change.
 	rescoped bool
 	kick     bool
+	// created is the request this decision made (Submit), carry the one
+	// it placed at once with a Start that carries, and carried the
+	// decision whose writes it commits (Queue.carried).
+	created, carry *Waiter
+	carried        *carry
 }
 
 // done lets go of what the decision held once it is over: whoever keeps
@@ -37,6 +42,7 @@ func (tx *Txn) done() {
 	tx.res = nil
 	tx.events, tx.written, tx.stale, tx.touched = nil, nil, nil, nil
 	tx.tells, tx.settled, tx.moved, tx.hinted = nil, nil, nil, nil
+	tx.created, tx.carry, tx.carried = nil, nil, nil
 }
 
 // Event adds an event to the decision; it is published after the commit.
@@ -289,7 +295,13 @@ func (tx *Txn) started(w *Waiter, s Start) {
 	w.last, w.rec.Stage = s.Progress, s.Progress.Stage
 	tx.write(w)
 	if s.Early {
+		if s.Carry && s.Quiet && w == tx.created && !w.detached {
+			tx.carry = w
+		}
 		q.opts.Go(s.Run)
+	}
+	if s.Quiet && s.Early {
+		return // nothing to tell
 	}
 	tx.tells = append(tx.tells, func() {
 		if !s.Quiet {
@@ -342,6 +354,14 @@ func (q *Queue) Progress(w *Waiter, p contract.LeaseProgress) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.broken != nil || !q.isOpen(w) || p.Same(w.last) {
+		return
+	}
+	if w.unsaved {
+		// Told once its record has committed (Start.Carry).
+		w.last, w.rec.Stage = p, p.Stage
+		if q.carried != nil && q.carried.w == w {
+			q.carried.told = true
+		}
 		return
 	}
 	w.push(p)

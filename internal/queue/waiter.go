@@ -36,6 +36,9 @@ type Waiter struct {
 	timer    *time.Timer
 	// abandoned: its requester went away while its device was started.
 	abandoned bool
+	// unsaved: its record waits for the next decision's commit
+	// (Start.Carry); nobody is shown it meanwhile.
+	unsaved bool
 	// detached requests were made as a resource: they wait whether or not
 	// anyone follows them.
 	detached  bool
