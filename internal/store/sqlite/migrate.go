@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // migrationFiles holds the schema history. A file is never edited once
@@ -56,13 +57,13 @@ func migrations() ([]migration, error) {
 // migration per transaction, recording progress in PRAGMA user_version.
 // user_version lives in the database header and is written inside the same
 // transaction as the migration, so a crash leaves either both or neither.
-func migrate(ctx context.Context, w *sql.DB) error {
+func migrate(ctx context.Context, w *sql.DB, wait time.Duration) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
 	}
 	for {
-		done, err := migrateOne(ctx, w, ms)
+		done, err := migrateOne(ctx, w, wait, ms)
 		if err != nil || done {
 			return err
 		}
@@ -72,8 +73,8 @@ func migrate(ctx context.Context, w *sql.DB) error {
 // migrateOne applies the next pending migration, if any. It reads the version
 // inside its own write transaction so that two processes opening the same
 // file at once cannot both apply the same migration.
-func migrateOne(ctx context.Context, w *sql.DB, ms []migration) (done bool, err error) {
-	tx, err := w.BeginTx(ctx, nil)
+func migrateOne(ctx context.Context, w *sql.DB, wait time.Duration, ms []migration) (done bool, err error) {
+	tx, err := begin(ctx, w, wait)
 	if err != nil {
 		return false, fmt.Errorf("migrate: %w", err)
 	}

@@ -83,6 +83,10 @@ type DB struct {
 	floorSeeded bool
 	floorLast   store.Lease
 
+	// wait is Options.BusyTimeout as set: how long begin waits for a
+	// write lock another process holds.
+	wait time.Duration
+
 	// onCommit is Options.OnCommit, nil when unset.
 	onCommit func(time.Duration)
 }
@@ -117,7 +121,7 @@ const readConns = 4
 type Options struct {
 	// BusyTimeout is how long a connection waits for a lock another
 	// process holds on the database before it gives up with SQLITE_BUSY
-	// (busy_timeout); 5 s when 0.
+	// (busy_timeout; for a write transaction, begin's wait); 5 s when 0.
 	BusyTimeout time.Duration
 	// OnCommit, when set, is told how long each committed Change held the
 	// writer: its SQL and its COMMIT, not the planning before the lock.
@@ -167,13 +171,12 @@ func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
 	// without busy_timeout ever being consulted.
 	wq.Set("_txlock", "immediate")
 	uri.RawQuery = wq.Encode()
-	w, err := sql.Open("sqlite", uri.String())
-	if err != nil {
-		return nil, fmt.Errorf("store: open: %w", err)
-	}
+	// Once set up, the writer waits for no lock in SQLite: begin does
+	// the waiting, without a goroutine per BEGIN and COMMIT.
+	w := sql.OpenDB(writerConnector{dsn: uri.String()})
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
-	if err := migrate(ctx, w); err != nil {
+	if err := migrate(ctx, w, wait); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
@@ -190,7 +193,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
-	db := &DB{w: w, r: r, onCommit: opts.OnCommit,
+	db := &DB{w: w, r: r, wait: wait, onCommit: opts.OnCommit,
 		narrowDevice: narrowStmts{table: "devices", columns: deviceColumns},
 		narrowLease:  narrowStmts{table: "leases", columns: leaseColumns}}
 	if err := db.prepare(ctx); err != nil {

@@ -104,28 +104,11 @@ func (db *DB) committed(began time.Time) {
 // store.ErrBusy. Until the Reservation's Commit or Release, every other
 // write of this DB waits for it.
 func (db *DB) Reserve(ctx context.Context) (store.Reservation, error) {
-	// database/sql rolls a transaction back when the context it began
-	// with ends: that context must last as long as the reservation, and
-	// ctx bounds only the wait.
-	txCtx, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
-	tx, err := db.w.BeginTx(txCtx, nil)
-	if !stop() {
-		if err == nil {
-			_ = tx.Rollback()
-			err = ctx.Err()
-		}
-		cancel()
-		return nil, fmt.Errorf("store: reserve the write lock: %w", err)
-	}
+	tx, err := begin(ctx, db.w, db.wait)
 	if err != nil {
-		cancel()
-		if busy(err) {
-			return nil, fmt.Errorf("store: reserve the write lock: %w (%w)", store.ErrBusy, err)
-		}
 		return nil, fmt.Errorf("store: reserve the write lock: %w", err)
 	}
-	return &reservation{db: db, tx: tx, cancel: cancel}, nil
+	return &reservation{db: db, tx: tx}, nil
 }
 
 // busy reports whether err is SQLite's SQLITE_BUSY: another connection's
@@ -137,10 +120,9 @@ func busy(err error) bool {
 
 // reservation is a write transaction begun ahead of its decision.
 type reservation struct {
-	db     *DB
-	tx     *sql.Tx
-	cancel context.CancelFunc // ends the transaction's context
-	done   bool
+	db   *DB
+	tx   *sql.Tx
+	done bool
 }
 
 // Commit writes c under the reservation, as DB.Commit would, and ends it.
@@ -151,7 +133,6 @@ func (r *reservation) Commit(ctx context.Context, c store.Change) ([]contract.Ev
 		return nil, errors.New("store: commit: the reservation has ended")
 	}
 	r.done = true
-	defer r.cancel()
 	if c.Empty() {
 		return nil, ignoreDone(r.tx.Rollback())
 	}
@@ -180,7 +161,6 @@ func (r *reservation) Release() {
 	}
 	r.done = true
 	_ = r.tx.Rollback()
-	r.cancel()
 }
 
 // warm prepares, in the background, the statements a reserved commit ran
@@ -575,11 +555,16 @@ func (db *DB) PruneLeases(ctx context.Context, endedBefore int64) (int64, error)
 // write runs fn in a transaction on the writer connection and commits it if
 // fn succeeds.
 func (db *DB) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := begin(ctx, db.w, db.wait)
 	if err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
+		return errors.Join(err, ignoreDone(tx.Rollback()))
+	}
+	// The transaction's own context never ends (begin): a ctx that ended
+	// while fn ran rolls it back here.
+	if err := ctx.Err(); err != nil {
 		return errors.Join(err, ignoreDone(tx.Rollback()))
 	}
 	return tx.Commit()
