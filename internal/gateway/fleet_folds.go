@@ -18,11 +18,17 @@ func (f *Fleet) foldRelayedLocked(w *worker, evs []contract.Event) (read bool) {
 			continue
 		}
 		if ev.Seq <= w.statusSeq {
-			// The read applied shows it: nothing to fold. One the view
-			// could not take (folded on a copy, which a fold never writes
-			// through) still has the status read, as it always had.
-			scratch := w.view
-			read = read || foldEvent(&scratch, ev) == foldNeedsRead
+			// The read applied shows it: nothing to fold. A change the
+			// view takes by finding what it names (a lease, a device) is
+			// in it already, so its fold would not find it as named: no
+			// read for that, or each read's own older events would ask
+			// for the next. Another one the view could not take (folded
+			// on a copy, which a fold never writes through) still has the
+			// status read, as it always had.
+			if !namesWhatTheViewHolds(ev.Event) {
+				scratch := w.view
+				read = read || foldEvent(&scratch, ev) == foldNeedsRead
+			}
 			continue
 		}
 		switch foldEvent(&w.view, ev) {
@@ -59,4 +65,16 @@ func (f *Fleet) readAgainLocked(w *worker) {
 	case w.refreshNow <- struct{}{}:
 	default:
 	}
+}
+
+// namesWhatTheViewHolds reports whether an event's fold finds, in the
+// view, the lease or device it names, as the worker had it before the
+// event.
+func namesWhatTheViewHolds(name string) bool {
+	switch name {
+	case contract.EvLeaseGranted, contract.EvLeaseRenewed, contract.EvLeaseReleased, contract.EvLeaseExpired,
+		contract.EvDeviceReclaimed, contract.EvLeaseRejected:
+		return true
+	}
+	return false
 }

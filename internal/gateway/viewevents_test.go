@@ -337,6 +337,30 @@ func TestAnEventNoFoldTakesIsReadWhateverItsSeq(t *testing.T) {
 	}
 }
 
+// A lease's end, its device's clean and a grant that the applied read
+// shows already ask for no read: the view holds what they did, so their
+// folds would not find the lease or the device as they name it, and a
+// read for each of them would make each read's own older events ask for
+// the next (a busy worker read without end).
+func TestAChangeTheAppliedReadShowsAsksForNoRead(t *testing.T) {
+	f, w := foldFleet(t)
+	ended := ev(contract.EvLeaseExpired, 11, 8000, map[string]any{"leaseId": "lse_1", "deviceId": "dev_1", "ownerId": "gw:ins:a"})
+	clean := ev(contract.EvDeviceReclaimed, 12, 9000, map[string]any{"deviceId": "dev_1", "state": "ready"})
+	after := foldBase()
+	after.Leases = []contract.LeaseRecord{{ID: "lse_2", DeviceID: "dev_2", RequesterID: "gw:ins:b", OwnerID: "gw:ins:b", GrantedAt: 5000,
+		TTLMs: 30_000, LastRenewedAt: 5000, TTLDeadline: 35_000, WorkerID: "w1"}}
+	after.Devices[0].State, after.Devices[0].LeaseID = contract.DeviceReady, ""
+	after.Devices[1].State, after.Devices[1].LeaseID = contract.DeviceLeased, "lse_2"
+	after.Waiting = nil
+	f.readForTest(w, statusOf(after, 13))
+	if f.foldForTest(w, ended, clean, granted(13, nil)) {
+		t.Error("a lease end, its clean and a grant that the applied read (seq 13) shows asked for a read")
+	}
+	if len(w.view.Leases) != 1 || w.view.Devices[0].State != contract.DeviceReady {
+		t.Errorf("events the read shows changed the view: %d leases, dev_1 %s", len(w.view.Leases), w.view.Devices[0].State)
+	}
+}
+
 // A view kept from events is wrong once one that changes it is lost: an
 // event dropped over the worker's rate, or refused, asks for a status
 // read when its name is of one that changes the worker's status, and
