@@ -156,11 +156,15 @@ type worker struct {
 	// the current link (contract.Status.EventSeq; 0 when the worker does
 	// not say): an older one is not applied.
 	statusSeq int64
-	// folds are the relayed events folded into the view since the last
-	// status read applied, newer than it (foldRelayedLocked): folded again
-	// on top of the next read that is older than they are. At most
-	// maxFolds.
+	// folds are the relayed events folded into the view while a status
+	// read is in flight (reading; foldRelayedLocked): folded again on top
+	// of that read when they are newer than it. At most maxFolds.
 	folds []contract.Event
+	// reading is set while a status read is in flight on the link: only
+	// then are the events folded kept (folds), to be folded again on top
+	// of that read when it comes. An event folded before the read was
+	// asked for is in it already (the worker's log held it then).
+	reading bool
 	// read is the newest status read of the current link, for the
 	// leasing, but its leases, which are the view's (its gen 0 when it
 	// lists nothing to reconcile: read while the worker was starting).
@@ -339,7 +343,7 @@ func (f *Fleet) Attach(ctx context.Context, a Attachment) {
 	}
 	w.gen++
 	gen := w.gen
-	w.statusSeq, w.read, w.folds = 0, statusRead{}, nil // a new link's worker may have a new event log
+	w.statusSeq, w.read, w.folds, w.reading = 0, statusRead{}, nil, false // a new link's worker may have a new event log
 	w.link, w.tokenID = l, a.TokenID
 	w.view.Label = a.Label
 	f.reindex(w)

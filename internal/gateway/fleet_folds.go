@@ -36,6 +36,9 @@ func (f *Fleet) foldRelayedLocked(w *worker, evs []contract.Event) (read bool) {
 			read = true
 		case foldChanged:
 			changed = true
+			if !w.reading {
+				break // the next read is asked for after it: it shows it
+			}
 			if len(w.folds) >= maxFolds {
 				w.folds, read = nil, true
 			}

@@ -120,17 +120,29 @@ func (f *Fleet) readAll(ctx context.Context, c *client.Client, w *worker, gen in
 
 // readStatus reads the worker's status into its view.
 func (f *Fleet) readStatus(ctx context.Context, c *client.Client, w *worker, gen int) string {
+	f.mu.Lock()
+	if w.gen == gen {
+		w.reading = true
+	}
+	f.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	s, err := c.Status(cctx)
-	if err != nil {
-		return callFailed(c, "status.get", err)
-	}
-	if err := checkStatus(s); err != nil {
-		return "sent an invalid status: " + err.Error()
+	reason := ""
+	switch {
+	case err != nil:
+		reason = callFailed(c, "status.get", err)
+	case checkStatus(s) != nil:
+		reason = "sent an invalid status: " + checkStatus(s).Error()
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if reason != "" {
+		if w.gen == gen {
+			w.reading, w.folds = false, nil
+		}
+		return reason
+	}
 	f.applyStatusLocked(w, gen, s)
 	return ""
 }
@@ -157,14 +169,14 @@ func (f *Fleet) applyStatusLocked(w *worker, gen int, s contract.Status) {
 	v.Version, v.Health, v.Host, v.Capacity, v.QueueDepth = s.Daemon.Version, s.Daemon.Health, &s.Host, s.Capacity, s.QueueDepth
 	v.Devices, v.Leases, v.Waiting, v.Installs = tag(s.Devices, w.view.ID), tagLeases(s.Leases, w.view.ID), tagWaiting(s.Waiting, w.view.ID), s.Installs
 	if s.EventSeq > 0 {
-		// What was folded since, and is newer than the read, stays.
-		var again bool
-		if w.folds, again = refold(v, w.folds, s.EventSeq); again {
+		// What was folded while it was read, and is newer than the
+		// read, stays; the next read is asked for after it, so it shows
+		// that too: nothing need be kept for it.
+		if _, again := refold(v, w.folds, s.EventSeq); again {
 			f.readAgainLocked(w)
 		}
-	} else {
-		w.folds = nil
 	}
+	w.folds, w.reading = nil, false
 	w.counts = countView(v.Devices, v.Leases)
 	v.LastSeenAt = time.Now().UnixMilli()
 	w.viewGen++

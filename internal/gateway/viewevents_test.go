@@ -203,11 +203,13 @@ func (f *Fleet) readForTest(w *worker, s contract.Status) {
 }
 
 // A status read and the events folded into a view never undo each other,
-// whatever order they arrive in: a read older than events folded has them
-// folded again on top; an event a read applied already shows changes
-// nothing; a read older than the one applied is dropped.
+// whatever order they arrive in: a read in flight while events are folded,
+// older than they are, has them folded again on top when it comes; an
+// event a read applied already shows changes nothing; a read older than
+// the one applied is dropped.
 func TestFoldsAndStatusReadsInAnyOrder(t *testing.T) {
 	f, w := foldFleet(t)
+	w.reading = true // a read is asked for; the events come before it
 	ended := ev(contract.EvLeaseExpired, 11, 8000, map[string]any{"leaseId": "lse_1", "deviceId": "dev_1", "ownerId": "gw:ins:a"})
 	clean := ev(contract.EvDeviceReclaimed, 12, 9000, map[string]any{"deviceId": "dev_1", "state": "ready"})
 	if f.foldForTest(w, ended, clean) {
@@ -228,8 +230,8 @@ func TestFoldsAndStatusReadsInAnyOrder(t *testing.T) {
 	if got := w.view.Devices[0].State; got != contract.DeviceReady {
 		t.Errorf("a read older than a folded clean left dev_1 %s, want ready (the clean folded again on top)", got)
 	}
-	if len(w.folds) != 1 || w.folds[0].Seq != 12 {
-		t.Errorf("kept folds after a read at 11 = %v, want the one at 12", w.folds)
+	if len(w.folds) != 0 || w.reading {
+		t.Errorf("after the read at 11 the link keeps folds %v (reading %v), want none: the next read is asked for after them", w.folds, w.reading)
 	}
 
 	// A read older than the one applied is dropped.
@@ -258,19 +260,32 @@ func TestFoldsAndStatusReadsInAnyOrder(t *testing.T) {
 	}
 }
 
-// Past maxFolds events folded since the last read, the kept events are
-// dropped and a read is asked for; an event no fold takes asks for one.
+// Events folded while no status read is in flight are not kept; past
+// maxFolds folded while one is, the kept events are dropped and a read is
+// asked for; an event no fold takes asks for one.
 func TestFoldsPastTheirBoundAskForARead(t *testing.T) {
 	f, w := foldFleet(t)
 	renew := func(seq int64) contract.Event {
 		return ev(contract.EvLeaseRenewed, seq, 7000+seq, map[string]any{"leaseId": "lse_1", "ttlMs": 60_000, "ttlDeadline": 67_000 + seq})
 	}
-	for i := range int64(maxFolds) {
+	// With no read in flight nothing is kept, however many: the next
+	// read is asked for after them and shows them.
+	for i := range int64(4 * maxFolds) {
 		if f.foldForTest(w, renew(11+i)) {
+			t.Fatalf("fold %d with no read in flight asked for a read", i+1)
+		}
+	}
+	if len(w.folds) != 0 {
+		t.Fatalf("%d folds kept with no read in flight, want none", len(w.folds))
+	}
+	f.readForTest(w, statusOf(foldBase(), 10+4*maxFolds))
+	w.reading = true
+	for i := range int64(maxFolds) {
+		if f.foldForTest(w, renew(11+4*maxFolds+i)) {
 			t.Fatalf("fold %d of %d asked for a read", i+1, maxFolds)
 		}
 	}
-	if !f.foldForTest(w, renew(11+maxFolds)) {
+	if !f.foldForTest(w, renew(11+5*maxFolds)) {
 		t.Errorf("fold %d, past the bound, asked for no read", maxFolds+1)
 	}
 	if len(w.folds) > maxFolds {
