@@ -46,26 +46,41 @@ type relayStore interface {
 // the bus are the daemon's; the gateway hands each worker's batch over
 // (Options.Relay) as it did when each had a commit of its own.
 //
-// The caller whose batch is first in line runs the commit (leads); the
-// others wait, and when batches are left after it, the first of them
-// leads the next.
+// A caller that finds no commit running runs the next one (leads), with
+// the batches first in line, its own among them or after them; one that
+// finds a commit running waits to be told that its batch committed or
+// that the commit ended. Whoever is running when a commit ends may lead
+// the next, so a follow loop that has just read its worker's events
+// commits them with the others waiting without first waking one of those
+// (on a busy machine each such hand-off is a scheduler wake-up, and at
+// 1,000 workers they were the relay's cost); the first in line is told
+// too, and leads when nobody else has. No caller runs a commit after its
+// own batch has committed.
 type relayGroup struct {
 	store   relayStore
 	lock    sync.Locker // held across a commit and its publication
 	publish func(evs ...contract.Event)
 
-	mu      sync.Mutex
-	pending []*relayPart
-	leading bool
+	mu         sync.Mutex
+	pending    []*relayPart
+	committing bool
 }
 
 // relayPart is one caller's batch in a shared commit.
 type relayPart struct {
 	ctx  context.Context
 	b    store.RelayBatch
-	wake chan struct{} // told once: done, or lead
+	wake chan struct{} // a token: done, or a commit ended
 	done bool
 	err  error
+}
+
+// tell wakes q's caller, if it is not already to wake.
+func (q *relayPart) tell() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 // relay commits b, perhaps with other callers' batches, publishes what it
@@ -76,34 +91,29 @@ func (g *relayGroup) relay(ctx context.Context, b store.RelayBatch) error {
 	p := &relayPart{ctx: ctx, b: b, wake: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, p)
-	lead := !g.leading
-	g.leading = true
-	g.mu.Unlock()
-	if !lead {
-		<-p.wake
-		if p.done {
-			return p.err
+	for !p.done {
+		if g.committing {
+			g.mu.Unlock()
+			<-p.wake
+			g.mu.Lock()
+			continue
 		}
-	}
-	// p is first in line: it leads this commit.
-	g.mu.Lock()
-	batch := g.take()
-	g.mu.Unlock()
-	var err error
-	if len(batch) > 0 {
-		err = g.commit(ctx, batch)
-	}
-	g.mu.Lock()
-	for _, q := range batch {
-		q.done, q.err = true, err
-		if q != p {
-			q.wake <- struct{}{}
+		g.committing = true
+		batch := g.take()
+		g.mu.Unlock()
+		var err error
+		if len(batch) > 0 {
+			err = g.commit(ctx, batch)
 		}
-	}
-	if len(g.pending) > 0 {
-		g.pending[0].wake <- struct{}{}
-	} else {
-		g.leading = false
+		g.mu.Lock()
+		for _, q := range batch {
+			q.done, q.err = true, err
+			q.tell()
+		}
+		g.committing = false
+		if len(g.pending) > 0 {
+			g.pending[0].tell()
+		}
 	}
 	g.mu.Unlock()
 	return p.err
@@ -119,9 +129,7 @@ func (g *relayGroup) take() []*relayPart {
 		q := g.pending[n]
 		if err := q.ctx.Err(); err != nil {
 			q.done, q.err = true, err
-			if n > 0 { // the leader (first) finds its own error on return
-				q.wake <- struct{}{}
-			}
+			q.tell()
 			continue
 		}
 		if len(batch) > 0 && events+len(q.b.Events) > relayShareEvents {

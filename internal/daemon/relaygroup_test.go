@@ -146,7 +146,7 @@ func TestRelaysToldWhileOneCommitsShareTheNext(t *testing.T) {
 			}
 		}
 		g.mu.Lock()
-		left, leading := len(g.pending), g.leading
+		left, leading := len(g.pending), g.committing
 		g.mu.Unlock()
 		if left != 0 || leading {
 			t.Errorf("after the relays %d are left (leading %v), want none", left, leading)
