@@ -111,6 +111,16 @@ func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]cont
 	var out [][]contract.Event
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		out = make([][]contract.Event, len(bs))
+		// Each statement is prepared once for the commit's batches, not
+		// once a batch: many workers' batches share a commit.
+		var get, ins, move *sql.Stmt
+		for q, st := range map[string]**sql.Stmt{workerCursor: &get, relayEvent: &ins, moveCursor: &move} {
+			var err error
+			if *st, err = tx.PrepareContext(ctx, q); err != nil {
+				return err
+			}
+			defer (*st).Close()
+		}
 		var all []contract.Event
 		now := time.Now().UnixMilli()
 		for i, b := range bs {
@@ -118,7 +128,7 @@ func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]cont
 				return err
 			}
 			var cursor int64
-			err := tx.QueryRowContext(ctx, workerCursor, b.WorkerID).Scan(&cursor)
+			err := get.QueryRowContext(ctx, b.WorkerID).Scan(&cursor)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("%s: read cursor: %w", b.WorkerID, err)
 			}
@@ -127,7 +137,7 @@ func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]cont
 				if ev.Seq <= cursor {
 					continue
 				}
-				res, err := tx.ExecContext(ctx, relayEvent, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
+				res, err := ins.ExecContext(ctx, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
 				if err != nil {
 					return fmt.Errorf("%s: event %s: %w", b.WorkerID, ev.ID, err)
 				}
@@ -138,7 +148,7 @@ func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]cont
 				ev.Seq = seq
 				appended = append(appended, ev)
 			}
-			if _, err := tx.ExecContext(ctx, moveCursor, b.LastSeq, now, b.WorkerID); err != nil {
+			if _, err := move.ExecContext(ctx, b.LastSeq, now, b.WorkerID); err != nil {
 				return fmt.Errorf("%s: move cursor: %w", b.WorkerID, err)
 			}
 			out[i] = appended
