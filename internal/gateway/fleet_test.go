@@ -307,6 +307,7 @@ func TestRelayedEventsMustCountUpFromTheSeqTheyFollow(t *testing.T) {
 		"one before it":             {4, []contract.Event{ev(5), ev(3)}, "event.seq: is 3, after seq 5"},
 		"the same seq twice":        {0, []contract.Event{ev(1), ev(1)}, "event.seq: is 1, after seq 1"},
 		"an invalid event":          {0, []contract.Event{{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte(`[]`)}}, "event.payload"},
+		"a payload not UTF-8":       {0, []contract.Event{{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte("{\"a\":\"\xff\"}")}}, "event.payload: is not UTF-8"},
 	} {
 		err := checkEvents(c.after, c.evs)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

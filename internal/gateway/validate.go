@@ -431,6 +431,12 @@ func checkEvent(ev contract.Event) error {
 	if len(ev.Payload) > contract.MaxFrameLen {
 		return bad("event.payload", "is %d bytes", len(ev.Payload))
 	}
+	// A payload is stored as it came (withWorkerID adds a key to it): one
+	// that is not UTF-8 could fail the store's commit (PostgreSQL refuses
+	// it as text), which other workers' relayed batches share.
+	if !utf8.Valid(ev.Payload) {
+		return bad("event.payload", "is not UTF-8")
+	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(ev.Payload, &obj); err != nil {
 		return bad("event.payload", "is not a JSON object")
