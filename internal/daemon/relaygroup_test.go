@@ -245,3 +245,39 @@ func TestARelayWhoseCallerWentIsLeftOut(t *testing.T) {
 		}
 	})
 }
+
+// A caller that finds no commit running makes the next one at once, with
+// the batches that wait for theirs ahead of its own, rather than waiting
+// for the first of those to be woken to make it.
+func TestARelayThatFindsNoCommitRunningMakesTheNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &gatedRelays{}
+		pub := &published{}
+		g := &relayGroup{store: st, lock: &sync.Mutex{}, publish: pub.publish}
+		// b's caller was told that the last commit ended and has not run
+		// yet (it never will here).
+		b := &relayPart{ctx: t.Context(), b: relayBatch("b"), wake: make(chan struct{}, 1)}
+		b.tell()
+		g.pending = []*relayPart{b}
+		done := make(chan error, 1)
+		go func() { done <- g.relay(t.Context(), relayBatch("c")) }()
+		synctest.Wait()
+		if got := st.commitLog(); !reflect.DeepEqual(got, [][]string{{"b", "c"}}) {
+			t.Errorf("commits = %v, want one of b then c, made by c's caller", got)
+			// Let c's caller go: b's is not coming.
+			g.mu.Lock()
+			g.pending = g.pending[1:]
+			g.pending[0].tell()
+			g.mu.Unlock()
+		}
+		if err := <-done; err != nil {
+			t.Errorf("relay of c = %v", err)
+		}
+		if !b.done || b.err != nil {
+			t.Errorf("b's batch: done %v, err %v; want committed with c's", b.done, b.err)
+		}
+		if got := pub.got(); !reflect.DeepEqual(got, []string{"b-e", "c-e"}) {
+			t.Errorf("published %v, want b's event then c's", got)
+		}
+	})
+}
