@@ -218,6 +218,9 @@ type Daemon struct {
 	// appendMu orders a gateway's event commits with their publication:
 	// its own events and the relayed ones come from many goroutines.
 	appendMu sync.Mutex
+	// relays shares the commits of the events a gateway's workers relay
+	// (relaygroup.go); set by startGateway.
+	relays *relayGroup
 	// uplinkState is a worker's uplink as readiness sees it, and
 	// lockProbe the liveness probe's wait for the decision lock (ready.go).
 	uplinkState uplinkState

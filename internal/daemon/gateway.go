@@ -33,6 +33,7 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 	if err != nil {
 		return err
 	}
+	d.relays = &relayGroup{store: db, lock: &d.appendMu, publish: d.bus.Publish}
 	d.fleet = gateway.New(gateway.Options{
 		Store: db, InstanceID: fleetID, Version: d.opts.Version,
 		Emit: d.emit, Relay: d.relay,
@@ -199,16 +200,10 @@ func (d *Daemon) emit(ctx context.Context, event string, payload map[string]any)
 }
 
 // relay commits a worker's events and publishes those appended, under the
-// same lock as emit: subscribers hear events in the log's order.
+// same lock as emit: subscribers hear events in the log's order. Relays
+// that arrive together share one commit (relayGroup).
 func (d *Daemon) relay(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) error {
-	d.appendMu.Lock()
-	defer d.appendMu.Unlock()
-	appended, err := d.db.RelayEvents(ctx, workerID, evs, lastSeq)
-	if err != nil {
-		return err
-	}
-	d.bus.Publish(appended...)
-	return nil
+	return d.relays.relay(ctx, store.RelayBatch{WorkerID: workerID, Events: evs, LastSeq: lastSeq})
 }
 
 // gatewayQueueFailed is told that the fleet queue could not save a

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -254,6 +255,51 @@ func TestWithWorkerIDOverwritesTheWorkersOwnClaim(t *testing.T) {
 	}
 }
 
+// checkEvent takes a payload exactly when it decodes into an object's
+// keys (an object, or null), as it did when it decoded each one so.
+func TestAnEventsPayloadIsAnObjectAsDecodingTellsIt(t *testing.T) {
+	for _, in := range []string{`{}`, ` {"a":[1,{"b":null}]} `, `null`, ` null `, ``, ` `, `[]`, `"x"`, `1`, `true`,
+		`{"a":1`, `{} {}`, `{"a":1}}`, `nul`, "{\"a\":\"\x01\"}"} {
+		var obj map[string]json.RawMessage
+		want := json.Unmarshal([]byte(in), &obj) == nil
+		err := checkEvent(contract.Event{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte(in)})
+		if (err == nil) != want {
+			t.Errorf("checkEvent of the payload %q = %v; decoding it as an object succeeds: %v", in, err, want)
+		}
+	}
+}
+
+// A payload that names no workerId keeps its bytes and gains the key at
+// its end; one that names it in any spelling has it replaced, once.
+func TestWithWorkerIDAddsTheKeyOnceWhateverTheWorkerWrote(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{}`, `{"workerId":"w1"}`},
+		{` { } `, `{ "workerId":"w1"}`},
+		{`{"leaseId":"l1","n":[1,{"a":null}]}`, `{"leaseId":"l1","n":[1,{"a":null}],"workerId":"w1"}`},
+		{`{"b":"<&>" , "a":1 }`, `{"b":"<&>" , "a":1 ,"workerId":"w1"}`},
+		// Named already, or perhaps (an escape): decoded and encoded again.
+		{`{"workerId":"forged","leaseId":"l1"}`, `{"leaseId":"l1","workerId":"w1"}`},
+		{`{"worker\u0049d":"forged"}`, `{"workerId":"w1"}`},
+		{`{"note":"a \"workerId\" in text"}`, `{"note":"a \"workerId\" in text","workerId":"w1"}`},
+		{`{"a":{"workerId":"inner"}}`, `{"a":{"workerId":"inner"},"workerId":"w1"}`},
+	} {
+		got, err := withWorkerID([]byte(c.in), "w1")
+		if err != nil || string(got) != c.want {
+			t.Errorf("withWorkerID(%s) = %s, %v; want %s", c.in, got, err, c.want)
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(got, &obj); err != nil || string(obj["workerId"]) != `"w1"` {
+			t.Errorf("withWorkerID(%s) = %s, which names workerId %s (%v)", c.in, got, obj["workerId"], err)
+		}
+	}
+	for _, in := range []string{``, `null`, `[1,2]`, `"x"`, `{"a":1`, `{"a":1}}`, `{"a":1} {}`} {
+		if got, err := withWorkerID([]byte(in), "w1"); err == nil {
+			t.Errorf("withWorkerID(%q) = %s, want an error: not one JSON object", in, got)
+		}
+	}
+}
+
 func TestAStatusOutOfBoundsIsRefusedNamingTheField(t *testing.T) {
 	good := contract.Status{Daemon: contract.DaemonInfo{Version: "1", Health: "running"}, Host: contract.HostInfo{OS: "linux", CPUs: 2}}
 	if err := checkStatus(good); err != nil {
@@ -307,6 +353,7 @@ func TestRelayedEventsMustCountUpFromTheSeqTheyFollow(t *testing.T) {
 		"one before it":             {4, []contract.Event{ev(5), ev(3)}, "event.seq: is 3, after seq 5"},
 		"the same seq twice":        {0, []contract.Event{ev(1), ev(1)}, "event.seq: is 1, after seq 1"},
 		"an invalid event":          {0, []contract.Event{{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte(`[]`)}}, "event.payload"},
+		"a payload not UTF-8":       {0, []contract.Event{{Seq: 1, ID: "evt_1", Event: "x", Payload: []byte("{\"a\":\"\xff\"}")}}, "event.payload: is not UTF-8"},
 	} {
 		err := checkEvents(c.after, c.evs)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

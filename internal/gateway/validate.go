@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -431,8 +432,17 @@ func checkEvent(ev contract.Event) error {
 	if len(ev.Payload) > contract.MaxFrameLen {
 		return bad("event.payload", "is %d bytes", len(ev.Payload))
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(ev.Payload, &obj); err != nil {
+	// A payload is stored as it came (withWorkerID adds a key to it): one
+	// that is not UTF-8 could fail the store's commit (PostgreSQL refuses
+	// it as text), which other workers' relayed batches share.
+	if !utf8.Valid(ev.Payload) {
+		return bad("event.payload", "is not UTF-8")
+	}
+	// What decoding it into a map would take (an object, or null, which
+	// withWorkerID refuses), without building the map: every relayed event
+	// passes here.
+	p := bytes.TrimSpace(ev.Payload)
+	if !json.Valid(p) || (p[0] != '{' && string(p) != "null") {
 		return bad("event.payload", "is not a JSON object")
 	}
 	return nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/usage"
@@ -26,6 +27,7 @@ type GatewayStore interface {
 	LastSeq(ctx context.Context) (int64, error)
 	EventLogSpan(ctx context.Context) (EventLogSpan, error)
 	RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error)
+	RelayBatches(ctx context.Context, bs []RelayBatch) ([][]contract.Event, error)
 
 	Tokens(ctx context.Context) ([]Token, error)
 	PutToken(ctx context.Context, t Token) error
@@ -53,6 +55,25 @@ type GatewayStore interface {
 	PruneLeases(ctx context.Context, endedBefore int64) (int64, error)
 
 	Close() error
+}
+
+// RelayBatch is one worker's relayed events and the cursor they move its
+// relay to: what RelayEvents takes, and what RelayBatches takes several
+// of, of one worker or of many, to commit at once.
+type RelayBatch struct {
+	WorkerID string
+	Events   []contract.Event
+	LastSeq  int64
+}
+
+// Check refuses a batch that names no worker: its cursor could be no
+// worker's. Every backend checks each batch with it, in the transaction
+// that writes the batches, so a refused batch fails them all.
+func (b RelayBatch) Check() error {
+	if b.WorkerID == "" {
+		return errors.New("relay batch without a worker")
+	}
+	return nil
 }
 
 // UsageSink takes usage rollup rows (usage.Sink: every backend's

@@ -98,6 +98,13 @@ func fenceWrites() []struct {
 			_, err := db.RelayEvents(ctx, "w1", []contract.Event{{ID: "evt_r1", Seq: 1, Timestamp: 1, Event: contract.EvDaemonStarted}}, 1)
 			return err
 		}},
+		{"RelayBatches", func(ctx context.Context, db *DB) error {
+			_, err := db.RelayBatches(ctx, []store.RelayBatch{
+				{WorkerID: "w1", Events: []contract.Event{{ID: "evt_r1", Seq: 1, Timestamp: 1, Event: contract.EvDaemonStarted}}, LastSeq: 1},
+				{WorkerID: "w2", Events: []contract.Event{{ID: "evt_r2", Seq: 1, Timestamp: 1, Event: contract.EvDaemonStarted}}, LastSeq: 1},
+			})
+			return err
+		}},
 		{"PutWorker", func(ctx context.Context, db *DB) error { return db.PutWorker(ctx, store.Worker{ID: "w2"}) }},
 		{"DeleteWorker", func(ctx context.Context, db *DB) error { return db.DeleteWorker(ctx, "w1") }},
 		{"PutToken", func(ctx context.Context, db *DB) error {

@@ -27,10 +27,10 @@ const (
 	SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET $1)`
 	pruneAgedEvents = `DELETE FROM events WHERE seq <= (
 	SELECT max(seq) FROM events WHERE timestamp < $1)`
-	pruneLeases  = `DELETE FROM leases WHERE ended_at <> 0 AND ended_at < $1`
-	oldestEvent  = `SELECT seq, timestamp FROM events ORDER BY seq LIMIT 1`
-	workerCursor = `SELECT last_seq FROM workers WHERE id = $1`
-	moveCursor   = `UPDATE workers SET last_seq = $1, last_seen_at = $2 WHERE id = $3`
+	pruneLeases   = `DELETE FROM leases WHERE ended_at <> 0 AND ended_at < $1`
+	oldestEvent   = `SELECT seq, timestamp FROM events ORDER BY seq LIMIT 1`
+	workerCursors = `SELECT id, last_seq FROM workers WHERE id = ANY($1)`
+	moveCursor    = `UPDATE workers SET last_seq = $1, last_seen_at = $2 WHERE id = $3`
 )
 
 // write runs fn in a write transaction (under the write lock, as a Commit)
@@ -179,37 +179,102 @@ func (db *DB) PutClock(ctx context.Context, c store.Clock) error {
 }
 
 // RelayEvents appends a worker's events and sets its relay cursor to
-// lastSeq, in one transaction (the gateway's relay). An event at or before
-// the cursor was relayed already (a batch sent again after a reconnect) and
-// is skipped, so each of the worker's seqs is appended once. The cursor is
-// set, not only advanced: a worker whose log starts over (its database was
-// replaced) is followed from where it now is. The appended events get the
-// gateway's seqs and keep the worker's ids.
+// lastSeq, in one transaction (the gateway's relay): RelayBatches of one
+// batch.
 func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error) {
-	var out []contract.Event
+	out, err := db.RelayBatches(ctx, []store.RelayBatch{{WorkerID: workerID, Events: evs, LastSeq: lastSeq}})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// RelayBatches appends the batches' events and sets each batch's worker's
+// relay cursor to its LastSeq, all in one fenced transaction, batch after
+// batch in the order given: the gateway's relays that arrive together
+// share one commit. An event at or before its worker's cursor was relayed
+// already (a batch sent again after a reconnect) and is skipped, so each
+// of a worker's seqs is appended once; a batch is judged against the
+// cursor the batches before it in the call left, so two batches of one
+// worker in one call are taken in turn. The cursor is set, not only
+// advanced: a worker whose log starts over (its database was replaced) is
+// followed from where it now is. The appended events get the gateway's
+// seqs, in batch order, keep the worker's ids, and are folded into the
+// usage rollups once, in seq order. It returns each batch's appended
+// events at the batch's index; on an error nothing is written. The
+// cursors are read in one query and moved in one round trip, and the
+// events appended in one: a commit holds many workers' batches.
+func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]contract.Event, error) {
+	ids := make([]string, 0, len(bs))
+	for _, b := range bs {
+		if err := b.Check(); err != nil {
+			return nil, fmt.Errorf("store: relay events: %w", err)
+		}
+		ids = append(ids, b.WorkerID)
+	}
+	var out [][]contract.Event
 	err := db.write(ctx, func(tx pgx.Tx) error {
-		var cursor int64
-		err := tx.QueryRow(ctx, workerCursor, workerID).Scan(&cursor)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("read cursor: %w", err)
+		cursors, err := relayCursors(ctx, tx, ids)
+		if err != nil {
+			return err
 		}
 		var fresh []store.NewEvent
-		for _, ev := range evs {
-			if ev.Seq > cursor {
-				fresh = append(fresh, store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload})
+		counts := make([]int, len(bs))
+		now := time.Now().UnixMilli()
+		var moves pgx.Batch
+		for i, b := range bs {
+			cursor := cursors[b.WorkerID]
+			for _, ev := range b.Events {
+				if ev.Seq > cursor {
+					fresh = append(fresh, store.NewEvent{ID: ev.ID, Timestamp: ev.Timestamp, Event: ev.Event, Payload: ev.Payload})
+					counts[i]++
+				}
 			}
+			if _, known := cursors[b.WorkerID]; known {
+				cursors[b.WorkerID] = b.LastSeq // as moveCursor leaves it for the next batch
+			}
+			moves.Queue(moveCursor, b.LastSeq, now, b.WorkerID)
 		}
-		if out, err = appendEvents(ctx, tx, fresh); err != nil {
+		all, err := appendEvents(ctx, tx, fresh)
+		if err != nil {
 			return err
 		}
-		if err := db.rollUp(ctx, tx, out); err != nil {
-			return err
+		if err := tx.SendBatch(ctx, &moves).Close(); err != nil {
+			return fmt.Errorf("move cursors: %w", err)
 		}
-		_, err = tx.Exec(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)
-		return err
+		out = make([][]contract.Event, len(bs))
+		rest := all
+		for i, n := range counts {
+			out[i], rest = rest[:n:n], rest[n:]
+		}
+		return db.rollUp(ctx, tx, all)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: relay events of %s: %w", workerID, err)
+		return nil, fmt.Errorf("store: relay events: %w", err)
 	}
 	return out, nil
+}
+
+// relayCursors reads the relay cursors of the workers named, in tx: a
+// worker with no record has none in the map (its batches are judged
+// against 0, and its cursor is nowhere to move).
+func relayCursors(ctx context.Context, tx pgx.Tx, ids []string) (map[string]int64, error) {
+	rows, err := tx.Query(ctx, workerCursors, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read cursors: %w", err)
+	}
+	defer rows.Close()
+	cursors := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return nil, fmt.Errorf("read cursors: %w", err)
+		}
+		cursors[id] = seq
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read cursors: %w", err)
+	}
+	return cursors, nil
 }

@@ -84,45 +84,80 @@ func (db *DB) DeleteWorker(ctx context.Context, id string) error {
 }
 
 // RelayEvents appends a worker's events and sets its relay cursor to
-// lastSeq, in one transaction (the gateway's relay). An event at or before
-// the cursor was relayed already (a batch sent again after a reconnect) and
-// is skipped, so each of the worker's seqs is appended once. The cursor is
-// set, not only advanced: a worker whose log starts over (its database was
-// replaced) is followed from where it now is. The appended events are
-// folded into the usage rollups as a commit's are, as the worker's (the
-// gateway put its workerId in each payload).
+// lastSeq, in one transaction (the gateway's relay): RelayBatches of one
+// batch.
 func (db *DB) RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error) {
-	var out []contract.Event
+	out, err := db.RelayBatches(ctx, []store.RelayBatch{{WorkerID: workerID, Events: evs, LastSeq: lastSeq}})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// RelayBatches appends the batches' events and sets each batch's worker's
+// relay cursor to its LastSeq, all in one transaction, batch after batch
+// in the order given: the gateway's relays that arrive together share one
+// commit. An event at or before its worker's cursor was relayed already (a
+// batch sent again after a reconnect) and is skipped, so each of a
+// worker's seqs is appended once; the cursor is read per batch, so two
+// batches of one worker in one call are taken in turn. The cursor is set,
+// not only advanced: a worker whose log starts over (its database was
+// replaced) is followed from where it now is. The appended events are
+// folded into the usage rollups as a commit's are, once over all of them
+// in seq order, as the worker's (the gateway put its workerId in each
+// payload). It returns each batch's appended events, with the gateway's
+// seqs, at the batch's index; on an error nothing is written.
+func (db *DB) RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]contract.Event, error) {
+	var out [][]contract.Event
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		var cursor int64
-		err := tx.QueryRowContext(ctx, workerCursor, workerID).Scan(&cursor)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read cursor: %w", err)
-		}
-		for _, ev := range evs {
-			if ev.Seq <= cursor {
-				continue
-			}
-			res, err := tx.ExecContext(ctx, relayEvent, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
-			if err != nil {
-				return fmt.Errorf("event %s: %w", ev.ID, err)
-			}
-			seq, err := res.LastInsertId()
-			if err != nil {
+		out = make([][]contract.Event, len(bs))
+		// Each statement is prepared once for the commit's batches, not
+		// once a batch: many workers' batches share a commit.
+		var get, ins, move *sql.Stmt
+		for q, st := range map[string]**sql.Stmt{workerCursor: &get, relayEvent: &ins, moveCursor: &move} {
+			var err error
+			if *st, err = tx.PrepareContext(ctx, q); err != nil {
 				return err
 			}
-			ev.Seq = seq
-			out = append(out, ev)
+			defer (*st).Close()
 		}
-		if err := db.rollUp(ctx, tx, out); err != nil {
-			return err
+		var all []contract.Event
+		now := time.Now().UnixMilli()
+		for i, b := range bs {
+			if err := b.Check(); err != nil {
+				return err
+			}
+			var cursor int64
+			err := get.QueryRowContext(ctx, b.WorkerID).Scan(&cursor)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%s: read cursor: %w", b.WorkerID, err)
+			}
+			appended := []contract.Event{}
+			for _, ev := range b.Events {
+				if ev.Seq <= cursor {
+					continue
+				}
+				res, err := ins.ExecContext(ctx, ev.ID, ev.Timestamp, ev.Event, nullJSON(ev.Payload))
+				if err != nil {
+					return fmt.Errorf("%s: event %s: %w", b.WorkerID, ev.ID, err)
+				}
+				seq, err := res.LastInsertId()
+				if err != nil {
+					return err
+				}
+				ev.Seq = seq
+				appended = append(appended, ev)
+			}
+			if _, err := move.ExecContext(ctx, b.LastSeq, now, b.WorkerID); err != nil {
+				return fmt.Errorf("%s: move cursor: %w", b.WorkerID, err)
+			}
+			out[i] = appended
+			all = append(all, appended...)
 		}
-		_, err = tx.ExecContext(ctx, moveCursor, lastSeq, time.Now().UnixMilli(), workerID)
-		return err
+		return db.rollUp(ctx, tx, all)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: relay events of %s: %w", workerID, err)
+		return nil, fmt.Errorf("store: relay events: %w", err)
 	}
 	return out, nil
 }

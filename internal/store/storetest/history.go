@@ -21,6 +21,7 @@ type Keeper interface {
 	EventLogSpan(ctx context.Context) (store.EventLogSpan, error)
 	PutClock(ctx context.Context, c store.Clock) error
 	RelayEvents(ctx context.Context, workerID string, evs []contract.Event, lastSeq int64) ([]contract.Event, error)
+	RelayBatches(ctx context.Context, bs []store.RelayBatch) ([][]contract.Event, error)
 }
 
 func keeper(t *testing.T, b Backend) Keeper {
