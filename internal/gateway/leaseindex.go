@@ -144,6 +144,12 @@ type leaseIndex struct {
 	// the event comes on the relay's path, which a status read may pass.
 	// Their holders are told when it comes, with its reason (takeUntold).
 	untold map[string]map[string]*indexed
+	// dispatching reports whether a request of requester is forwarded to
+	// workerID and its answer not judged yet (nil: none ever is). A lease
+	// of that requester a snapshot lists, that the index does not hold,
+	// may be the grant on its way: it is judged with that grant, not
+	// taken for one the gateway never granted.
+	dispatching func(workerID, requester string) bool
 	// puts and ends are the grant records the decision under way made
 	// and ended, for its commit (take).
 	puts []store.Grant
@@ -486,6 +492,9 @@ func (x *leaseIndex) reconcile(workerID string, r statusRead, now time.Time) (gi
 			giveBack = append(giveBack, l.ID)
 		case first && l.GrantedAt < x.loadedAt.UnixMilli():
 			giveBack = append(giveBack, l.ID)
+		case x.dispatching != nil && x.dispatching(workerID, requester):
+			// Read between the worker's grant and the gateway's judging
+			// it: a later snapshot says what came of it.
 		default:
 			if !x.claimed[workerID][l.ID] {
 				found = append(found, finding{lease: l})

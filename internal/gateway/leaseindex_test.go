@@ -386,3 +386,25 @@ func TestALeaseASnapshotEndedIsToldWhenItsEndIsRelayed(t *testing.T) {
 		t.Error("a forgotten worker's untold lease was kept")
 	}
 }
+
+// A snapshot read between a worker's grant and the gateway's judging it
+// lists a lease of a requester whose request is forwarded to that worker:
+// not a finding then (a healthy worker would show findings at every busy
+// read), and still one at the next snapshot if the gateway did not take
+// the grant.
+func TestALeaseOfARequestStillForwardedIsNoFindingUntilItsGrantIsJudged(t *testing.T) {
+	x := newLeaseIndex("ins_gw")
+	inFlight := map[string]bool{"w1/agent-1": true}
+	x.dispatching = func(workerID, requester string) bool { return inFlight[workerID+"/"+requester] }
+	granting := workerLease("lse_new", "gw:ins_gw:agent-1", "tok_alice")
+	if _, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{granting}, gen: 1}, time.Unix(0, 0)); len(found) != 0 {
+		t.Errorf("findings = %+v while agent-1's request is forwarded to w1, want none", found)
+	}
+	if _, found := x.reconcile("w2", statusRead{leases: []contract.LeaseRecord{workerLease("lse_x", "gw:ins_gw:agent-1", "tok_alice")}, gen: 1}, time.Unix(0, 0)); len(found) != 1 {
+		t.Errorf("findings on w2, where agent-1 has nothing forwarded = %+v, want the lease", found)
+	}
+	delete(inFlight, "w1/agent-1") // judged, and refused
+	if _, found := x.reconcile("w1", statusRead{leases: []contract.LeaseRecord{granting}, gen: 2}, time.Unix(0, 0)); len(found) != 1 {
+		t.Errorf("findings once the grant was judged and not taken = %+v, want the lease", found)
+	}
+}

@@ -199,7 +199,8 @@ func (l *Leasing) skipFor(w *queue.Waiter, workerID string, s skipped) {
 // dispatchHold is one dispatch's hold on its worker's view.
 type dispatchHold struct {
 	hold
-	until uint64 // 0 while in flight
+	until     uint64 // 0 while in flight
+	requester string // the request's requester
 }
 
 // fleetNeed is what the fleet places: the request as routing reads it,
@@ -235,6 +236,7 @@ func NewLeasing(f *Fleet, opts LeasingOptions) *Leasing {
 	l := &Leasing{f: f, opts: opts, log: opts.Logger, idx: newLeaseIndex(f.opts.InstanceID),
 		busy: map[string]bool{}, skip: map[*queue.Waiter]map[string]skipped{}, stale: map[staleKey]*staleMark{},
 		held: map[string][]*dispatchHold{}}
+	l.idx.dispatching = l.dispatching
 	l.q = queue.New(queue.Options{
 		Store: leasingStore{l}, Placer: l, Publish: opts.Publish, Logger: opts.Logger,
 		Fatal: opts.Fatal, Refused: opts.Refused,

@@ -84,7 +84,7 @@ func (l *Leasing) Place(tx *queue.Txn, w *queue.Waiter) (queue.Start, queue.Bloc
 		return queue.Start{}, queue.BlockNeed
 	}
 	l.busy[r.WorkerID] = true
-	h := &dispatchHold{hold: hold{platform: n.ask.Platform, device: r.DeviceID}}
+	h := &dispatchHold{hold: hold{platform: n.ask.Platform, device: r.DeviceID}, requester: w.Requester()}
 	l.held[r.WorkerID] = append(l.held[r.WorkerID], h)
 	// A request by class goes as a class, so the worker picks by its own
 	// preferences; a warm hit names the device's model, or the worker
@@ -457,6 +457,13 @@ func (l *Leasing) holdsOn(workerID string, gen uint64) []hold {
 		l.held[workerID] = kept
 	}
 	return out
+}
+
+// dispatching reports whether a request of requester is forwarded to
+// workerID and its answer not judged yet (the index's dispatching). Under
+// the decision lock, as every change of the holds.
+func (l *Leasing) dispatching(workerID, requester string) bool {
+	return slices.ContainsFunc(l.held[workerID], func(h *dispatchHold) bool { return h.until == 0 && h.requester == requester })
 }
 
 // unhold drops h, a dispatch's hold on workerID. The decision lock must be
