@@ -102,7 +102,7 @@ func renderFleetRuns(w io.Writer, line func(string, ...string), runs []fleetRun)
 		"² agent → gateway (unix socket) → simulated worker (uplink) → agent: lease.request sent",
 		"  to grant read, an idle ready device.",
 		"³ the same request to one simulated worker on its own unix socket.",
-		"⁴ WebSocket ping → pong on one worker's uplink (heartbeat 200 ms), through the run.",
+		"⁴ WebSocket ping → pong on one worker's uplink, one after each warm grant through the gateway.",
 		"⁵ requests that left the gateway's line (its status counts) over a window in which the",
 		"  workers end leases (as expiries) at the rate below; every device leased at its start.",
 		"⁶ gateway RSS with the workers connected and their views read, minus before, over N;",

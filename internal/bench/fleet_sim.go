@@ -29,9 +29,6 @@ const (
 	// over, each by simCreators goroutines at once.
 	simAgents   = 8
 	simCreators = 4
-	// simHeartbeat is the ping interval of the one worker whose uplink
-	// round trips are timed (uplink.Options.OnRTT).
-	simHeartbeat = 200 * time.Millisecond
 	// simRedial is how long a worker whose uplink could not be made
 	// waits before it dials again.
 	simRedial = 50 * time.Millisecond
@@ -116,8 +113,9 @@ type simFleet struct {
 	// ended under them (the gateway dropped it), as a worker does.
 	redials atomic.Int64
 
-	mu   sync.Mutex
-	rtts []time.Duration // the timed worker's uplink round trips
+	// timed is the uplink of the first worker, whose round trip is timed
+	// beside the warm grants through the gateway (measureGatewayGrant).
+	timed atomic.Pointer[uplink.Conn]
 }
 
 type simLink struct {
@@ -171,8 +169,8 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if run.DirectWarmGrant, err = f.measureDirect(ctx); err != nil {
 		return run, err
 	}
-	note("%d workers: warm grant through the gateway", n)
-	if run.GatewayWarmGrant, err = f.measureGatewayGrant(ctx); err != nil {
+	note("%d workers: warm grant through the gateway, and the uplink's round trip", n)
+	if run.GatewayWarmGrant, run.UplinkRoundTrip, err = f.measureGatewayGrant(ctx); err != nil {
 		return run, err
 	}
 	note("%d workers: relayed events", n)
@@ -183,9 +181,6 @@ func benchSimRun(ctx context.Context, env Env, dir string, n int, plan FleetPlan
 	if err := f.measureGrants(ctx, &run); err != nil {
 		return run, err
 	}
-	f.mu.Lock()
-	run.UplinkRoundTrip = summarize(f.rtts)
-	f.mu.Unlock()
 	run.UplinkRedials = f.redials.Load()
 	note("%d workers: reconnect storm", n)
 	if run.ReconnectStormMs, err = f.measureStorm(ctx); err != nil {
@@ -258,9 +253,6 @@ func (f *simFleet) joinAll(ctx context.Context, atOnce int) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			opts := uplink.Options{}
-			if i == 0 {
-				opts = uplink.Options{Heartbeat: simHeartbeat, OnRTT: f.rtt}
-			}
 			l, err := f.join(lctx, w, f.tokens[i], opts)
 			if err != nil {
 				once.Do(func() { first = err })
@@ -303,6 +295,9 @@ func (f *simFleet) join(ctx context.Context, w *simworker.Worker, token string, 
 	for {
 		conn, done, err := w.Join(ctx, f.url, token, opts)
 		if err == nil {
+			if w == f.workers[0] {
+				f.timed.Store(conn)
+			}
 			return simLink{conn: conn, done: done}, nil
 		}
 		var re *uplink.RefusedError
@@ -317,14 +312,6 @@ func (f *simFleet) join(ctx context.Context, w *simworker.Worker, token string, 
 			return simLink{}, ctx.Err()
 		case <-time.After(simRedial):
 		}
-	}
-}
-
-func (f *simFleet) rtt(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.rtts) < 100_000 {
-		f.rtts = append(f.rtts, d)
 	}
 }
 
@@ -425,21 +412,37 @@ func (f *simFleet) measureDirect(ctx context.Context) (benchStat, error) {
 // measureGatewayGrant times a warm grant through the gateway, each
 // released (untimed) and waited for until the gateway's view of its
 // worker shows every device idle again.
-func (f *simFleet) measureGatewayGrant(ctx context.Context) (benchStat, error) {
+func (f *simFleet) measureGatewayGrant(ctx context.Context) (grant, uplinkRTT benchStat, err error) {
 	c, err := f.gw.dial(ctx, false)
 	if err != nil {
-		return benchStat{}, benchError("connect", err)
+		return benchStat{}, benchStat{}, benchError("connect", err)
 	}
 	defer c.Close()
-	return warmGrants(ctx, c, f.plan.Samples, func(ctx context.Context, g contract.LeaseGrant) error {
-		return pollUntil(ctx, "the released device idle in the gateway's view", func(ctx context.Context) (bool, error) {
+	conn := f.timed.Load()
+	if conn == nil {
+		return benchStat{}, benchStat{}, contract.Errorf(contract.CodeInternal, "bench: the first simulated worker has no uplink")
+	}
+	rtts := make([]time.Duration, 0, f.plan.Samples)
+	grant, err = warmGrants(ctx, c, f.plan.Samples, func(ctx context.Context, g contract.LeaseGrant) error {
+		if err := pollUntil(ctx, "the released device idle in the gateway's view", func(ctx context.Context) (bool, error) {
 			var v contract.WorkerView
 			if err := f.admin.Call(ctx, contract.OpWorkerGet, contract.WorkerIDInput{WorkerID: g.Device.WorkerID}, &v); err != nil {
 				return false, benchError("worker.get", err)
 			}
 			return v.Capacity != nil && v.Capacity.Global.Warm == f.plan.Devices, nil
-		})
+		}); err != nil {
+			return err
+		}
+		// The uplink's own round trip, between the grants: under the
+		// load they are timed under, not that of another phase.
+		rtt, err := bounded(ctx, "uplink ping", conn.Ping)
+		if err != nil {
+			return err
+		}
+		rtts = append(rtts, rtt)
+		return nil
 	})
+	return grant, summarize(rtts), err
 }
 
 // measureEvents has every worker push its share of simEventsTotal

@@ -436,14 +436,13 @@ func (c *Conn) heartbeat() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(c.life, c.opts.Heartbeat)
-		sent := time.Now()
-		err := c.ws.Ping(ctx)
+		rtt, err := c.Ping(ctx)
 		cancel()
 		switch {
 		case err == nil:
 			missed = 0
 			if c.opts.OnRTT != nil {
-				c.opts.OnRTT(time.Since(sent))
+				c.opts.OnRTT(rtt)
 			}
 		case errors.Is(err, net.ErrClosed) || c.life.Err() != nil:
 			return // the socket is down: the read loop says why
@@ -455,6 +454,18 @@ func (c *Conn) heartbeat() {
 			}
 		}
 	}
+}
+
+// Ping sends the peer a WebSocket ping and returns how long its pong took:
+// the transport's own round trip, answered by the peer's reader before any
+// message of the protocol over it. It fails when ctx ends first or the
+// Conn is closed.
+func (c *Conn) Ping(ctx context.Context) (time.Duration, error) {
+	sent := time.Now()
+	if err := c.ws.Ping(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(sent), nil
 }
 
 // maxReason is what a close frame holds of a reason, in bytes.

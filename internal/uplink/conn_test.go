@@ -372,3 +372,23 @@ func TestClosingEndsEveryGoroutineOfTheConn(t *testing.T) {
 	srv.Close()
 	goleak.VerifyNone(t, before)
 }
+
+// Ping is answered by the peer's reader, which nobody else need read
+// from, and says how long the round trip took; a peer that never reads
+// leaves it to its context.
+func TestPingTimesTheRoundTripToAPeerThatReads(t *testing.T) {
+	worker, gw := pair(t, Options{})
+	_ = gw // its read loop answers, read by nobody
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rtt, err := worker.Ping(ctx)
+	if err != nil || rtt <= 0 {
+		t.Fatalf("Ping = %v, %v; want a round trip", rtt, err)
+	}
+	silent, _ := rawPair(t, Options{})
+	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	if _, err := silent.Ping(short); err == nil {
+		t.Error("a ping to a peer that never reads was answered")
+	}
+}
