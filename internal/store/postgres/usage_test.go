@@ -26,27 +26,17 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const u0 int64 = 1_800_000_000_000
 	var evs []store.NewEvent
 	for i := range backfillPage/2 + 100 { // two events a lease: more than a page
-		at := u0 + int64(i)*1000
-		req, _ := json.Marshal(map[string]any{"requestId": fmt.Sprint("r", i), "requestSpec": map[string]any{"platform": "ios"}})
-		grant, _ := json.Marshal(map[string]any{"requestId": fmt.Sprint("r", i), "leaseId": fmt.Sprint("l", i), "source": "warm"})
-		evs = append(evs, store.NewEvent{ID: fmt.Sprint("q", i), Timestamp: at, Event: contract.EvLeaseRequested, Payload: req},
-			store.NewEvent{ID: fmt.Sprint("g", i), Timestamp: at + 500, Event: contract.EvLeaseGranted, Payload: grant})
+		at := usageT0 + int64(i)*1000
+		evs = append(evs,
+			usageEvent(fmt.Sprint("q", i), at, contract.EvLeaseRequested, map[string]any{"requestId": fmt.Sprint("r", i), "requestSpec": map[string]any{"platform": "ios"}}),
+			usageEvent(fmt.Sprint("g", i), at+500, contract.EvLeaseGranted, map[string]any{"requestId": fmt.Sprint("r", i), "leaseId": fmt.Sprint("l", i), "source": "warm"}))
 	}
 	if _, err := db.Commit(ctx, store.Change{Events: evs}); err != nil {
 		t.Fatal(err)
 	}
-	w := usage.Window{From: u0, To: u0 + 2*usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: u0}
-	figures := func(db *DB) contract.UsageResult {
-		t.Helper()
-		q := usage.NewQuery(w)
-		if err := db.UsageRows(ctx, w.From, w.To, q); err != nil {
-			t.Fatal(err)
-		}
-		return q.Result()
-	}
+	figures := func(db *DB) contract.UsageResult { return figuresOf(t, db, usageWindow(2)) }
 	want := figures(db)
 	if want.Totals.Requests != len(evs)/2 || want.Percentiles.Wait.Count != len(evs)/2 {
 		t.Fatalf("the figures as committed: %+v, want %d requests and waits", want.Totals, len(evs)/2)
@@ -73,8 +63,7 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 // A busy minute's cell is rows of at most usage.PartBytes, however many
 // commits append to it (one growing row got a new version of all of it in
 // each), and reads as the one cell it is: in the minutes, from a second
-// store that does not know the rows, and gathered into its hour. A cell
-// written before migration 5 is its part 0 and reads with the rest.
+// store that does not know the rows, and gathered into its hour.
 func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 	ctx := context.Background()
 	c := pgtest.Start(t)
@@ -84,12 +73,8 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	const u0 int64 = 1_800_000_000_000
-	const leases = 200
-	event := func(id string, at int64, name string, p map[string]any) store.NewEvent {
-		b, _ := json.Marshal(p)
-		return store.NewEvent{ID: id, Timestamp: at, Event: name, Payload: b}
-	}
+	const u0, leases = usageT0, 200
+	event := usageEvent
 	busyMinute := func(db *DB, from int) {
 		t.Helper()
 		for i := from; i < from+leases; i++ {
@@ -114,15 +99,7 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 		}
 		return rows, largest, total
 	}
-	w := usage.Window{From: u0, To: u0 + usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: u0}
-	figures := func(db *DB) contract.UsageResult {
-		t.Helper()
-		q := usage.NewQuery(w)
-		if err := db.UsageRows(ctx, w.From, w.To, q); err != nil {
-			t.Fatal(err)
-		}
-		return q.Result()
-	}
+	figures := func(db *DB) contract.UsageResult { return figuresOf(t, db, usageWindow(1)) }
 
 	busyMinute(db, 0)
 	rows, largest, total := cell()
@@ -176,23 +153,12 @@ func TestMigrationFiveKeepsTheMinuteCells(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const u0 int64 = 1_800_000_000_000
-	req, _ := json.Marshal(map[string]any{"requestId": "r1", "requester": "agent", "requestSpec": map[string]any{"platform": "android"}})
-	grant, _ := json.Marshal(map[string]any{"requestId": "r1", "leaseId": "l1", "deviceId": "d1", "source": "warm"})
 	if _, err := db.Commit(ctx, store.Change{Events: []store.NewEvent{
-		{ID: "q1", Timestamp: u0, Event: contract.EvLeaseRequested, Payload: req},
-		{ID: "g1", Timestamp: u0 + 500, Event: contract.EvLeaseGranted, Payload: grant}}}); err != nil {
+		usageEvent("q1", usageT0, contract.EvLeaseRequested, map[string]any{"requestId": "r1", "requester": "agent", "requestSpec": map[string]any{"platform": "android"}}),
+		usageEvent("g1", usageT0+500, contract.EvLeaseGranted, map[string]any{"requestId": "r1", "leaseId": "l1", "deviceId": "d1", "source": "warm"})}}); err != nil {
 		t.Fatal(err)
 	}
-	w := usage.Window{From: u0, To: u0 + usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: u0}
-	figures := func(db *DB) contract.UsageResult {
-		t.Helper()
-		q := usage.NewQuery(w)
-		if err := db.UsageRows(ctx, w.From, w.To, q); err != nil {
-			t.Fatal(err)
-		}
-		return q.Result()
-	}
+	figures := func(db *DB) contract.UsageResult { return figuresOf(t, db, usageWindow(1)) }
 	want := figures(db)
 	// Back to schema 4: one row per cell, keyed without a part.
 	if _, err := db.pool.Exec(ctx, `ALTER TABLE usage_minutes DROP CONSTRAINT usage_minutes_pkey;
@@ -224,4 +190,27 @@ UPDATE schema_version SET version = 4`); err != nil {
 	if got := figures(again); !reflect.DeepEqual(got, want) {
 		t.Errorf("the figures after migration 5:\n%+v\nwant as before:\n%+v", got, want)
 	}
+}
+
+// usageT0 is the minute the usage tests' events start at.
+const usageT0 int64 = 1_800_000_000_000
+
+func usageEvent(id string, at int64, name string, p map[string]any) store.NewEvent {
+	b, _ := json.Marshal(p)
+	return store.NewEvent{ID: id, Timestamp: at, Event: name, Payload: b}
+}
+
+// usageWindow is hours hours of usage from usageT0, by the hour.
+func usageWindow(hours int) usage.Window {
+	return usage.Window{From: usageT0, To: usageT0 + int64(hours)*usage.HourMs, Bucket: "1h", Step: time.Hour, CoversFrom: usageT0}
+}
+
+// figuresOf reads db's usage figures of w as usage.get does.
+func figuresOf(t *testing.T, db *DB, w usage.Window) contract.UsageResult {
+	t.Helper()
+	q := usage.NewQuery(w)
+	if err := db.UsageRows(context.Background(), w.From, w.To, q); err != nil {
+		t.Fatal(err)
+	}
+	return q.Result()
 }
