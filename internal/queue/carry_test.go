@@ -10,9 +10,8 @@ import (
 
 // A request placed at once by a Start that carries is recorded by the
 // next decision, with the writes of that decision: until then nobody is
-// shown it or told anything of it. A step of progress that comes first
-// is told once the record has committed, and a status read of it commits
-// it before it answers.
+// shown it. A status read of it commits it before it answers; a step of
+// progress after that is told at once.
 func TestACarriedRequestIsToldNothingBeforeItsRecordCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
@@ -22,11 +21,6 @@ func TestACarriedRequestIsToldNothingBeforeItsRecordCommits(t *testing.T) {
 		w := <-r.pl.started
 		if n := r.st.commits; n != 0 {
 			t.Fatalf("%d commits once the request was placed, want none: its record waits for the next decision", n)
-		}
-		booting := contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 50}
-		r.q.Progress(w, booting)
-		if s := c.steps(); len(s) != 0 {
-			t.Fatalf("the requester was told %+v before its request was recorded, want nothing", s)
 		}
 		st, err := r.q.Status(context.Background(), Caller{Admin: true}, contract.LeaseRequestGetInput{RequestID: c.t.RequestID()})
 		if err != nil {
@@ -39,8 +33,10 @@ func TestACarriedRequestIsToldNothingBeforeItsRecordCommits(t *testing.T) {
 		if st.Request.State != contract.RequestStarting {
 			t.Errorf("the status read shows %s, want starting", st.Request.State)
 		}
+		booting := contract.LeaseProgress{Stage: contract.StageBooting, EtaMs: 50}
+		r.q.Progress(w, booting)
 		if s := c.steps(); len(s) != 1 || !s[0].Same(booting) {
-			t.Errorf("once the request was recorded the requester had heard %+v, want the step that came before", s)
+			t.Errorf("once the request was recorded the requester heard %+v, want the step at once", s)
 		}
 		r.pl.finish(w)
 		synctest.Wait()
@@ -117,6 +113,34 @@ func TestACarriedRequestIsListedAndJoinedOnlyOnceRecorded(t *testing.T) {
 		synctest.Wait()
 		if !answered(again) || again.err != nil {
 			t.Errorf("the repeat was answered %v (%v), want the grant", answered(again), again.err)
+		}
+	})
+}
+
+// A step of progress of a carried request has its record committed by a
+// decision of its own, and is told then: a Start that pushes progress (a
+// boot, a download) may run long, and nothing else need be decided
+// meanwhile for its requester to hear it.
+func TestACarriedRequestsProgressIsToldWithoutWaitingForAnotherDecision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.pl.free[contract.PlatformIOS] = 1
+		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		c := r.mustSubmit("agent-a", contract.LeaseRequestInput{Platform: contract.PlatformIOS})
+		w := <-r.pl.started
+		downloading := contract.LeaseProgress{Stage: contract.StageDownloading}
+		r.q.Progress(w, downloading)
+		synctest.Wait()
+		if r.st.commits != 1 || r.st.stateOf("agent-a") != contract.RequestStarting {
+			t.Fatalf("after a step of progress: %d commits, stored %q; want the request committed, starting", r.st.commits, r.st.stateOf("agent-a"))
+		}
+		if s := c.steps(); len(s) != 1 || !s[0].Same(downloading) {
+			t.Errorf("the requester heard %+v once the request was recorded, want the download step", s)
+		}
+		r.pl.finish(w)
+		synctest.Wait()
+		if !answered(c) || c.err != nil {
+			t.Fatalf("after the Start's grant: answered %v (%v), want granted", answered(c), c.err)
 		}
 	})
 }

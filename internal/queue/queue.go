@@ -97,7 +97,8 @@ type Start struct {
 	// request is not shown to anyone: a status read of it commits it
 	// first, lists leave it out, a requester's second request or a repeat
 	// of its idempotency key is decided in a decision (which commits it),
-	// and a step of progress is told once it has committed. A daemon that
+	// and a step of progress has a decision of its own commit it and is
+	// told then (a Start that pushes progress may run for minutes). A daemon that
 	// stops before that commit never recorded the request, as when the
 	// commit fails (see Early).
 	Carry bool

@@ -357,10 +357,14 @@ func (q *Queue) Progress(w *Waiter, p contract.LeaseProgress) {
 		return
 	}
 	if w.unsaved {
-		// Told once its record has committed (Start.Carry).
+		// Told once its record has committed (Start.Carry), which a
+		// decision of its own does now: a Start that pushes progress
+		// (a boot, a download) may run for minutes, and its requester
+		// is not kept waiting for whatever decision comes next.
 		w.last, w.rec.Stage = p, p.Stage
-		if q.carried != nil && q.carried.w == w {
-			q.carried.told = true
+		if c := q.carried; c != nil && c.w == w && !c.told {
+			c.told = true
+			go func() { _ = q.Do(func(*Txn) error { return nil }) }()
 		}
 		return
 	}
