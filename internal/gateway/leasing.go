@@ -120,6 +120,10 @@ type LeasingOptions struct {
 // request goes back in line, not to be sent to that worker while the
 // first lease lives (skipped).
 type Leasing struct {
+	// endingRelayed, when set (by tests), is told between endedRelayed's
+	// look at the index and the decision that ends the lease.
+	endingRelayed func(workerLeaseID string)
+
 	f    *Fleet
 	q    *queue.Queue
 	desk *queue.Desk // the front desk over q

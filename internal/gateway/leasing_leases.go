@@ -359,7 +359,20 @@ func (l *Leasing) endedRelayed(workerID, workerLeaseID string) (*indexed, bool) 
 	if !held {
 		return nil, false
 	}
-	return l.ended(workerID, workerLeaseID)
+	if l.endingRelayed != nil {
+		l.endingRelayed(workerLeaseID)
+	}
+	var e *indexed
+	var ok bool
+	_ = l.dec.do(func(tx *queue.Txn) {
+		if e, ok = l.endLocked(tx, workerID, workerLeaseID); !ok {
+			// A snapshot read after the end ended it between the look
+			// above and this decision: its holders are told now, of
+			// this end.
+			e, ok = l.idx.takeUntold(workerID, workerLeaseID)
+		}
+	})
+	return e, ok
 }
 
 // endedSaved is ended, with the error of the decision that saved the end
@@ -367,11 +380,18 @@ func (l *Leasing) endedRelayed(workerID, workerLeaseID string) (*indexed, bool) 
 func (l *Leasing) endedSaved(workerID, workerLeaseID string) (*indexed, bool, error) {
 	var e *indexed
 	var ok bool
-	err := l.dec.do(func(tx *queue.Txn) {
-		if e, ok = l.idx.ofWorker(workerID, workerLeaseID); ok {
-			l.idx.remove(e)
-			tx.Kick()
-		}
-	})
+	err := l.dec.do(func(tx *queue.Txn) { e, ok = l.endLocked(tx, workerID, workerLeaseID) })
 	return e, ok, err
+}
+
+// endLocked takes workerID's workerLeaseID out of the index in decision
+// tx, if the index holds it, and has the line served again (its device
+// may serve the next request).
+func (l *Leasing) endLocked(tx *queue.Txn, workerID, workerLeaseID string) (*indexed, bool) {
+	e, ok := l.idx.ofWorker(workerID, workerLeaseID)
+	if ok {
+		l.idx.remove(e)
+		tx.Kick()
+	}
+	return e, ok
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -295,5 +296,50 @@ func TestAGrantIsJudgedWithoutWaitingForItsOwnRelayedEvent(t *testing.T) {
 	}
 	if want := gatewayLeaseID("w1", "lse_1"); g.Lease.ID != want {
 		t.Errorf("granted %s, want %s", g.Lease.ID, want)
+	}
+}
+
+// A relayed end of a lease the index holds when the relay looks, but that
+// a status read ends (as untold) before the decision that ends it, is
+// told to the lease's holders once, with the relayed end's reason: the
+// read left it for the relay to tell, and the relay is this one.
+func TestARelayedEndThatASnapshotOvertakesIsToldOnce(t *testing.T) {
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*view("w1", 0, 2))
+	var mu sync.Mutex
+	var told []string
+	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour,
+		LeaseEnded: func(r contract.LeaseRecord, reason string) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, r.ID+" "+reason)
+		}})
+	defer l.Close()
+	w := &reusingWorker{}
+	c := scriptedSession(t, w.answer)
+	f.mu.Lock()
+	f.workers["w1"].client, f.workers["w1"].gen = c, 1
+	f.workers["w1"].toldUpTo(2)
+	f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g, err := l.Acquire(ctx, queue.Caller{Principal: "tok_a"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.endingRelayed = func(id string) {
+		// A status read after the end, reconciled first.
+		l.q.View(func() {
+			if e, ok := l.idx.ofWorker("w1", id); ok {
+				l.idx.endedBySnapshot(e)
+			}
+		})
+	}
+	payload, _ := json.Marshal(map[string]any{"leaseId": "lse_1", "deviceId": "dev_1"})
+	l.onEvent("w1", contract.Event{Seq: 3, Event: contract.EvLeaseExpired, Payload: payload})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{g.Lease.ID + " " + string(contract.EndExpired)}; !slices.Equal(told, want) {
+		t.Errorf("the holders were told %q, want %q", told, want)
 	}
 }
