@@ -61,9 +61,7 @@ func TestARequestPlacedAtOnceIsRecordedWithItsGrantInOneCommit(t *testing.T) {
 	f.mu.Lock()
 	f.workers["w1"].client = scriptedSession(t, w.answer)
 	f.mu.Unlock()
-	st := &notingStore{memQueueStore: newQueueStore()}
-	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
+	l, st := notingLeasing(t, f)
 	g, err := l.Acquire(context.Background(), queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -102,9 +100,7 @@ func TestARequestNotYetRecordedIsShownToNobody(t *testing.T) {
 		return a
 	})
 	f.mu.Unlock()
-	st := &notingStore{memQueueStore: newQueueStore()}
-	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
+	l, st := notingLeasing(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	agent := queue.Caller{Principal: "agent"}
@@ -171,9 +167,7 @@ func TestARequestNotYetRecordedThatBouncesIsGrantedByAnotherWorker(t *testing.T)
 		return grantOn(in, "lse_2")
 	})
 	f.mu.Unlock()
-	st := &notingStore{memQueueStore: newQueueStore()}
-	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
+	l, st := notingLeasing(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	g, err := l.Acquire(ctx, queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
@@ -217,9 +211,7 @@ func TestARequestNotYetRecordedWhoseWorkerIsLostFailsRecorded(t *testing.T) {
 	f.mu.Lock()
 	f.workers["w1"].client = c
 	f.mu.Unlock()
-	st := &notingStore{memQueueStore: newQueueStore()}
-	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
+	l, st := notingLeasing(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := l.Acquire(ctx, queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
@@ -261,9 +253,7 @@ func TestARequestNotYetRecordedWhoseCallerLeftHasItsLeaseGivenBack(t *testing.T)
 		return nil
 	})
 	f.mu.Unlock()
-	st := &notingStore{memQueueStore: newQueueStore()}
-	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
+	l, st := notingLeasing(t, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	answered := make(chan error, 1)
 	go func() {
@@ -301,4 +291,14 @@ func TestARequestNotYetRecordedWhoseCallerLeftHasItsLeaseGivenBack(t *testing.T)
 	if err != nil || len(recs) != 1 || recs[0].State != contract.RequestCancelled {
 		t.Errorf("the requests stored are %+v (%v), want one, cancelled", recs, err)
 	}
+}
+
+// notingLeasing is a leasing over f whose store notes each commit; it
+// closes with the test.
+func notingLeasing(t *testing.T, f *Fleet) (*Leasing, *notingStore) {
+	t.Helper()
+	st := &notingStore{memQueueStore: newQueueStore()}
+	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
+	t.Cleanup(l.Close)
+	return l, st
 }

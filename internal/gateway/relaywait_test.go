@@ -119,15 +119,9 @@ func (w *earlyWorker) answer(req contract.Request) any {
 // device: nobody heard of it, and the request waits again and is granted
 // the next lease the worker gives it.
 func TestAGrantWhoseLeaseEndedBeforeItWasJudgedPutsTheRequestBackInLine(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
-	w := &earlyWorker{l: l}
-	c := scriptedSession(t, w.answer)
-	f.mu.Lock()
-	f.workers["w1"].client = c
-	f.mu.Unlock()
+	w := &earlyWorker{}
+	_, l := oneWorkerLeasing(t, LeasingOptions{}, w.answer, 0)
+	w.l = l
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	g, err := l.Acquire(ctx, queue.Caller{Principal: "tok_a"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
@@ -173,12 +167,8 @@ func (w *reusingWorker) answer(req contract.Request) any {
 // relayed. The gateway judges the grant once the events before it are
 // told, so it is the device's next lease, not a second grant of it.
 func TestAGrantOfADeviceJustFreedIsJudgedAfterTheEndBeforeIt(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
 	w := &reusingWorker{}
-	c := scriptedSession(t, w.answer)
+	f, l := oneWorkerLeasing(t, LeasingOptions{}, w.answer, 2) // the first grant's event is told
 	// Once the gateway waits for seq 4 (the grant of lse_2), the relay
 	// tells lease.expired of lse_1 (seq 3) and the grant's: the answer
 	// overtook the events on the gateway's side. A gateway that judged
@@ -186,8 +176,6 @@ func TestAGrantOfADeviceJustFreedIsJudgedAfterTheEndBeforeIt(t *testing.T) {
 	// second grant of dev_1.
 	var once sync.Once
 	f.mu.Lock()
-	f.workers["w1"].client, f.workers["w1"].gen = c, 1
-	f.workers["w1"].toldUpTo(2) // the first grant's event is told
 	f.awaiting = func(string) {
 		once.Do(func() {
 			go func() {
@@ -267,22 +255,16 @@ func grantOnDev1(in contract.LeaseRequestInput, id, reqID string, seq int64) con
 // decision is judged once the events before it are told: the gateway
 // does not wait for the relay of the event that only repeats its answer.
 func TestAGrantIsJudgedWithoutWaitingForItsOwnRelayedEvent(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
-	defer l.Close()
-	c := scriptedSession(t, func(req contract.Request) any {
+	f, l := oneWorkerLeasing(t, LeasingOptions{}, func(req contract.Request) any {
 		if req.Op != contract.OpLeaseRequest {
 			return nil
 		}
 		var in contract.LeaseRequestInput
 		_ = json.Unmarshal(req.Input, &in)
 		return grantOnDev1(in, "lse_1", "req_w1", 5) // its lease.granted is seq 5
-	})
+	}, 4) // every event before the grant's own
 	var waited atomic.Int32
 	f.mu.Lock()
-	f.workers["w1"].client, f.workers["w1"].gen = c, 1
-	f.workers["w1"].toldUpTo(4) // every event before the grant's own
 	f.awaiting = func(string) { waited.Add(1) }
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -304,23 +286,14 @@ func TestAGrantIsJudgedWithoutWaitingForItsOwnRelayedEvent(t *testing.T) {
 // told to the lease's holders once, with the relayed end's reason: the
 // read left it for the relay to tell, and the relay is this one.
 func TestARelayedEndThatASnapshotOvertakesIsToldOnce(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
 	var mu sync.Mutex
 	var told []string
-	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour,
-		LeaseEnded: func(r contract.LeaseRecord, reason string) {
-			mu.Lock()
-			defer mu.Unlock()
-			told = append(told, r.ID+" "+reason)
-		}})
-	defer l.Close()
 	w := &reusingWorker{}
-	c := scriptedSession(t, w.answer)
-	f.mu.Lock()
-	f.workers["w1"].client, f.workers["w1"].gen = c, 1
-	f.workers["w1"].toldUpTo(2)
-	f.mu.Unlock()
+	_, l := oneWorkerLeasing(t, LeasingOptions{LeaseEnded: func(r contract.LeaseRecord, reason string) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, r.ID+" "+reason)
+	}}, w.answer, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	g, err := l.Acquire(ctx, queue.Caller{Principal: "tok_a"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
@@ -342,4 +315,23 @@ func TestARelayedEndThatASnapshotOvertakesIsToldOnce(t *testing.T) {
 	if want := []string{g.Lease.ID + " " + string(contract.EndExpired)}; !slices.Equal(told, want) {
 		t.Errorf("the holders were told %q, want %q", told, want)
 	}
+}
+
+// oneWorkerLeasing is a leasing (opts with its store and TTLs set) over a
+// fleet of one worker, w1, with room for two devices, whose uplink is a
+// scripted session answering with answer, its events up to told relayed.
+// It closes with the test.
+func oneWorkerLeasing(t *testing.T, opts LeasingOptions, answer func(contract.Request) any, told int64) (*Fleet, *Leasing) {
+	t.Helper()
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*view("w1", 0, 2))
+	opts.Store, opts.DefaultTTL, opts.MaxTTL = newQueueStore(), time.Minute, time.Hour
+	l := NewLeasing(f, opts)
+	t.Cleanup(l.Close)
+	c := scriptedSession(t, answer)
+	f.mu.Lock()
+	f.workers["w1"].client, f.workers["w1"].gen = c, 1
+	f.workers["w1"].toldUpTo(told)
+	f.mu.Unlock()
+	return f, l
 }

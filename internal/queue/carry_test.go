@@ -14,9 +14,7 @@ import (
 // progress after that is told at once.
 func TestACarriedRequestIsToldNothingBeforeItsRecordCommits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t)
-		r.pl.free[contract.PlatformIOS] = 1
-		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		r := carryRig(t)
 		c := r.mustSubmit("agent-a", contract.LeaseRequestInput{Platform: contract.PlatformIOS})
 		w := <-r.pl.started
 		if n := r.st.commits; n != 0 {
@@ -51,9 +49,7 @@ func TestACarriedRequestIsToldNothingBeforeItsRecordCommits(t *testing.T) {
 // events first.
 func TestACarriedRequestIsRecordedWithTheDecisionThatGrantsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t)
-		r.pl.free[contract.PlatformIOS] = 1
-		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		r := carryRig(t)
 		c := r.mustSubmit("agent-a", contract.LeaseRequestInput{Platform: contract.PlatformIOS})
 		r.pl.finish(<-r.pl.started)
 		synctest.Wait()
@@ -87,9 +83,7 @@ func TestACarriedRequestIsRecordedWithTheDecisionThatGrantsIt(t *testing.T) {
 // idempotency key joins it only in a decision that commits it first.
 func TestACarriedRequestIsListedAndJoinedOnlyOnceRecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t)
-		r.pl.free[contract.PlatformIOS] = 1
-		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		r := carryRig(t)
 		in := contract.LeaseRequestInput{Platform: contract.PlatformIOS, IdempotencyKey: "k-1"}
 		c := r.mustSubmit("agent-a", in)
 		w := <-r.pl.started
@@ -123,9 +117,7 @@ func TestACarriedRequestIsListedAndJoinedOnlyOnceRecorded(t *testing.T) {
 // meanwhile for its requester to hear it.
 func TestACarriedRequestsProgressIsToldWithoutWaitingForAnotherDecision(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := newRig(t)
-		r.pl.free[contract.PlatformIOS] = 1
-		r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+		r := carryRig(t)
 		c := r.mustSubmit("agent-a", contract.LeaseRequestInput{Platform: contract.PlatformIOS})
 		w := <-r.pl.started
 		downloading := contract.LeaseProgress{Stage: contract.StageDownloading}
@@ -143,4 +135,14 @@ func TestACarriedRequestsProgressIsToldWithoutWaitingForAnotherDecision(t *testi
 			t.Fatalf("after the Start's grant: answered %v (%v), want granted", answered(c), c.err)
 		}
 	})
+}
+
+// carryRig is a rig whose placer starts a request at once on its one free
+// iOS slot with a Start that carries (Early, Quiet and Carry).
+func carryRig(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t)
+	r.pl.free[contract.PlatformIOS] = 1
+	r.pl.early, r.pl.quiet, r.pl.carry = true, true, true
+	return r
 }

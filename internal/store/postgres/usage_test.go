@@ -20,12 +20,8 @@ import (
 // same events folded as they committed.
 func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Start(t)
-	url := c.Database(t)
-	db, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.Start(t).Database(t)
+	db := openUsage(t, url)
 	var evs []store.NewEvent
 	for i := range backfillPage/2 + 100 { // two events a lease: more than a page
 		at := usageT0 + int64(i)*1000
@@ -42,15 +38,7 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 		t.Fatalf("the figures as committed: %+v, want %d requests and waits", want.Totals, len(evs)/2)
 	}
 	// Back to schema 1, as a database written before the rollups.
-	if _, err := db.pool.Exec(ctx, `DROP TABLE usage_minutes, usage_hours, usage_open, usage_backfill, fleet_identity; ALTER TABLE events DROP COLUMN term; ALTER TABLE gateway_grants DROP COLUMN term; UPDATE schema_version SET version = 1`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	again, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
+	again := downgradeAndOpen(t, db, url, `DROP TABLE usage_minutes, usage_hours, usage_open, usage_backfill, fleet_identity; ALTER TABLE events DROP COLUMN term; ALTER TABLE gateway_grants DROP COLUMN term; UPDATE schema_version SET version = 1`)
 	if got := figures(again); !reflect.DeepEqual(got, want) {
 		t.Errorf("the figures after the backfill:\n%+v\nwant those of the events folded as they committed:\n%+v", got, want)
 	}
@@ -66,13 +54,8 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 // store that does not know the rows, and gathered into its hour.
 func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Start(t)
-	url := c.Database(t)
-	db, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	url := pgtest.Start(t).Database(t)
+	db := openUsage(t, url)
 	const u0, leases = usageT0, 200
 	event := usageEvent
 	busyMinute := func(db *DB, from int) {
@@ -112,11 +95,7 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 
 	// A second store on the database (a replica that leads next) knows
 	// none of the rows: it starts its own, and the cell reads whole.
-	other, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	other := openUsage(t, url)
 	busyMinute(other, leases)
 	if _, largest, _ := cell(); largest > usage.PartBytes {
 		t.Errorf("after a second store's commits the largest row of the cell is %d bytes, want at most %d", largest, usage.PartBytes)
@@ -147,12 +126,8 @@ func TestABusyMinutesCellStaysInSmallRowsAndReadsWhole(t *testing.T) {
 // Migration 5 keeps the cells there were, as part 0 of each.
 func TestMigrationFiveKeepsTheMinuteCells(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Start(t)
-	url := c.Database(t)
-	db, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := pgtest.Start(t).Database(t)
+	db := openUsage(t, url)
 	if _, err := db.Commit(ctx, store.Change{Events: []store.NewEvent{
 		usageEvent("q1", usageT0, contract.EvLeaseRequested, map[string]any{"requestId": "r1", "requester": "agent", "requestSpec": map[string]any{"platform": "android"}}),
 		usageEvent("g1", usageT0+500, contract.EvLeaseGranted, map[string]any{"requestId": "r1", "leaseId": "l1", "deviceId": "d1", "source": "warm"})}}); err != nil {
@@ -161,17 +136,9 @@ func TestMigrationFiveKeepsTheMinuteCells(t *testing.T) {
 	figures := func(db *DB) contract.UsageResult { return figuresOf(t, db, usageWindow(1)) }
 	want := figures(db)
 	// Back to schema 4: one row per cell, keyed without a part.
-	if _, err := db.pool.Exec(ctx, `ALTER TABLE usage_minutes DROP CONSTRAINT usage_minutes_pkey;
+	again := downgradeAndOpen(t, db, url, `ALTER TABLE usage_minutes DROP CONSTRAINT usage_minutes_pkey;
 ALTER TABLE usage_minutes DROP COLUMN part; ALTER TABLE usage_minutes ADD PRIMARY KEY (minute, worker, platform);
-UPDATE schema_version SET version = 4`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	again, err := Open(ctx, url, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
+UPDATE schema_version SET version = 4`)
 	var parts []int64
 	rows, _ := again.pool.Query(ctx, `SELECT part FROM usage_minutes`)
 	for rows.Next() {
@@ -213,4 +180,27 @@ func figuresOf(t *testing.T, db *DB, w usage.Window) contract.UsageResult {
 		t.Fatal(err)
 	}
 	return q.Result()
+}
+
+// openUsage opens the database at url, closed with the test.
+func openUsage(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), url, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// downgradeAndOpen takes db's database back to an earlier schema with
+// sql, closes db and opens the database again, as this build opens one an
+// earlier build wrote: migrating it.
+func downgradeAndOpen(t *testing.T, db *DB, url, sql string) *DB {
+	t.Helper()
+	if _, err := db.pool.Exec(context.Background(), sql); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	return openUsage(t, url)
 }
