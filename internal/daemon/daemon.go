@@ -135,6 +135,12 @@ type Options struct {
 	// a gateway replica trusts, beside the system's roots, for an https
 	// leader it forwards the API to ("" for none).
 	CAFile string
+
+	// engineStore, when set, is what a worker's engine commits its
+	// decisions to in place of the home's database, which still serves
+	// everything else. Only this package's benchmarks set it, to take the
+	// store's cost out of a decision (bench_test.go).
+	engineStore func(db *sqlite.DB) leasing.Store
 }
 
 // DriverSetup is what SetupDrivers returns.

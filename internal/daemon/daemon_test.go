@@ -19,22 +19,13 @@ import (
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/core"
 	"github.com/simlock/simlock/internal/driver"
-	"github.com/simlock/simlock/internal/driver/demo"
 )
 
 // startDaemon runs a daemon in-process on a short temporary home with demo
 // drivers whose operations take no time.
 func startDaemon(tb testing.TB, cfg *config.Config) (*Daemon, string) {
 	tb.Helper()
-	drivers := map[contract.Platform]driver.Driver{}
-	for _, p := range contract.Platforms() {
-		d, err := demo.New(demo.Options{Platform: p})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		drivers[p] = d
-	}
-	return startDaemonWith(tb, cfg, drivers)
+	return startDaemonWith(tb, cfg, demoDrivers(tb))
 }
 
 func startDaemonWith(tb testing.TB, cfg *config.Config, drivers map[contract.Platform]driver.Driver) (*Daemon, string) {

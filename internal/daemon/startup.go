@@ -133,11 +133,15 @@ func (d *Daemon) setupDrivers(ctx context.Context, db *sqlite.DB) error {
 // them.
 func (d *Daemon) engineOptions(db *sqlite.DB, skew time.Duration, clockNow wallclock.Reading) leasing.Options {
 	cfg := d.opts.Config
+	var st leasing.Store = db
+	if d.opts.engineStore != nil {
+		st = d.opts.engineStore(db)
+	}
 	return leasing.Options{
 		Wall:           d.opts.Wall,
 		StartClockSkew: skew,
 		StartClock:     toStore(clockNow),
-		Store:          db,
+		Store:          st,
 		Drivers:        d.opts.Drivers,
 		DriverNotes:    driverNotes(d.opts.DriverNotes, d.opts.Rejections),
 		Limits:         core.LimitsFrom(cfg, d.opts.Host),
