@@ -36,9 +36,10 @@ func BenchmarkGatewayHandOff(b *testing.B) {
 
 // simGateway starts a gateway daemon in the test process (config keys
 // overridden by kvs) with n simulated workers of devices devices each
-// joined to it, and returns them, an admin session, and a dial for more
-// sessions; all ends with the benchmark.
-func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Worker, *client.Client, func(contract.HelloInput) *client.Client) {
+// joined to it, and returns them, an admin session, a dial for more
+// sessions, and the uplink of the first worker; all ends with the
+// benchmark.
+func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Worker, *client.Client, func(contract.HelloInput) *client.Client, *uplink.Conn) {
 	ctx := context.Background()
 	cfg := config.Default()
 	for _, kv := range append([][2]string{{"mode", "gateway"}, {"http.enabled", "true"}, {"http.port", "0"}}, kvs...) {
@@ -74,6 +75,7 @@ func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Wo
 		b.Fatal(err)
 	}
 	ws := make([]*simworker.Worker, n)
+	var first *uplink.Conn
 	for i := range ws {
 		var t contract.TokenCreateResult
 		if err := admin.Call(ctx, contract.OpTokenCreate, contract.TokenCreateInput{Role: contract.TokenWorker}, &t); err != nil {
@@ -85,8 +87,11 @@ func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Wo
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { conn.Close(); <-done })
+		if first == nil {
+			first = conn
+		}
 	}
-	return ws, admin, dial
+	return ws, admin, dial, first
 }
 
 // fullGateway starts a gateway daemon in the test process with n
@@ -96,7 +101,7 @@ func simGateway(b *testing.B, n, devices int, kvs ...[2]string) ([]*simworker.Wo
 // all ends with the benchmark.
 func fullGateway(b *testing.B, n, devices, waiting int) ([]*simworker.Worker, *client.Client) {
 	ctx := context.Background()
-	ws, admin, dial := simGateway(b, n, devices, [2]string{"lease.maxRequestRecords", strconv.Itoa(3 * waiting)})
+	ws, admin, dial, _ := simGateway(b, n, devices, [2]string{"lease.maxRequestRecords", strconv.Itoa(3 * waiting)})
 	leased := func() (int, int) {
 		var l contract.WorkerListResult
 		if err := admin.Call(ctx, contract.OpWorkerList, struct{}{}, &l); err != nil {

@@ -3,11 +3,15 @@ package simworker_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
+	"github.com/simlock/simlock/internal/simworker"
 )
 
 // BenchmarkGatewayWarmGrant times, on a gateway daemon in the test process
@@ -24,7 +28,7 @@ import (
 func BenchmarkGatewayWarmGrant(b *testing.B) {
 	ctx := context.Background()
 	const n, devices = 10, 50
-	_, admin, dial := simGateway(b, n, devices)
+	_, admin, dial, first := simGateway(b, n, devices)
 	view := func(id string) *contract.WorkerView {
 		var v contract.WorkerView
 		if err := admin.Call(ctx, contract.OpWorkerGet, contract.WorkerIDInput{WorkerID: id}, &v); err != nil {
@@ -43,7 +47,7 @@ func BenchmarkGatewayWarmGrant(b *testing.B) {
 	})
 	agent := dial(contract.HelloInput{Principal: "agent"})
 	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: "agent/warm"}
-	var took []time.Duration
+	var took, rtts []time.Duration
 	for b.Loop() {
 		start := time.Now()
 		g, err := agent.RequestLease(ctx, in, nil)
@@ -62,8 +66,62 @@ func BenchmarkGatewayWarmGrant(b *testing.B) {
 			v := view(g.Device.WorkerID)
 			return v.Capacity != nil && v.Capacity.Global.Warm == devices
 		})
+		// The uplink's own round trip, between the grants, as `simlock
+		// bench --fleet` times it.
+		rtt, err := first.Ping(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, rtt)
 		b.StartTimer()
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.StopTimer()
+	direct := directWarmGrants(b, devices, len(took))
+	p50 := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2].Nanoseconds()) / 1e3
+	}
+	// The goal of the fleet bench: a warm grant through the gateway within
+	// a direct one plus two uplink round trips (bound-µs).
+	b.ReportMetric(p50(took), "p50-µs")
+	b.ReportMetric(p50(direct), "direct-p50-µs")
+	b.ReportMetric(p50(rtts), "uplink-rtt-p50-µs")
+	b.ReportMetric(p50(direct)+2*p50(rtts), "bound-µs")
+}
+
+// directWarmGrants times n warm grants on a simulated worker of devices
+// devices of its own, on its socket, each released (untimed), as `simlock
+// bench --fleet` times its direct warm grant.
+func directWarmGrants(b *testing.B, devices, n int) []time.Duration {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "slsd") // a socket path must stay short
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	w := simworker.New(simworker.Options{ID: "sim-direct", Devices: devices})
+	l, err := w.Listen(filepath.Join(dir, "direct.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	c, err := client.Dial(ctx, filepath.Join(dir, "direct.sock"), contract.HelloInput{Principal: "agent"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	in := contract.LeaseRequestInput{Platform: contract.PlatformAndroid, RequesterID: "agent/warm"}
+	took := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		g, err := c.RequestLease(ctx, in, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		if _, err := c.Release(ctx, g.Lease.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return took
 }
