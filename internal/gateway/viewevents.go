@@ -121,12 +121,21 @@ func foldGranted(v *contract.WorkerView, ev contract.Event, p foldFields) foldOu
 	if checkLease("lease.granted", rec) != nil {
 		return foldNeedsRead
 	}
+	// The device is free, or held by this very lease (the grant told
+	// again); a lease the view holds stays on its device. Leases are
+	// matched by their unique keys: two owners may choose one id.
 	d := deviceIndex(v.Devices, p.DeviceID)
-	if d < 0 || v.Devices[d].LeaseID != "" && v.Devices[d].LeaseID != rec.ID {
+	if d < 0 {
+		return foldNeedsRead
+	}
+	if held := deviceLeaseKey(v.Devices[d]); held != "" && held != p.LeaseID {
 		return foldNeedsRead
 	}
 	leases := slices.Clone(v.Leases)
 	if i := leaseAt(leases, p.LeaseID); i >= 0 {
+		if leases[i].DeviceID != rec.DeviceID {
+			return foldNeedsRead
+		}
 		leases[i] = rec
 	} else {
 		if len(leases) >= maxRecords {
@@ -229,6 +238,16 @@ func deviceIndex(ds []contract.Device, id string) int {
 		return -1
 	}
 	return slices.IndexFunc(ds, func(d contract.Device) bool { return d.ID == id })
+}
+
+// deviceLeaseKey is the unique key of the lease a device is leased by
+// ("" for none): its LeaseKey where the holder chose the lease's id, else
+// its LeaseID.
+func deviceLeaseKey(d contract.Device) string {
+	if d.LeaseKey != "" {
+		return d.LeaseKey
+	}
+	return d.LeaseID
 }
 
 // leaseAt finds a lease by the id its events name it by (its unique

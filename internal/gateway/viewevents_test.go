@@ -23,7 +23,8 @@ func foldBase() contract.WorkerView {
 		},
 		Leases: []contract.LeaseRecord{{ID: "lse_1", DeviceID: "dev_1", RequesterID: "gw:ins:a", OwnerID: "gw:ins:a", GrantedAt: 1000,
 			TTLMs: 60_000, LastRenewedAt: 1000, TTLDeadline: 61_000, WorkerID: "w1"}},
-		Waiting:    []contract.WaitingRequest{{RequestID: "req_9", RequesterID: "gw:ins:b", Stage: "queued", WorkerID: "w1"}},
+		Waiting: []contract.WaitingRequest{{RequestID: "req_9", RequesterID: "gw:ins:b", Spec: contract.RequestSpec{Platform: contract.PlatformAndroid},
+			Stage: "queued", WorkerID: "w1"}},
 		QueueDepth: 1,
 	}
 }
@@ -52,15 +53,41 @@ func granted(seq int64, fields map[string]any) contract.Event {
 // the view does not hold or lacks what its fold needs, asks for a read and
 // leaves the view as it was.
 func TestFoldEvent(t *testing.T) {
+	for _, tc := range foldEventCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			v, want := foldBase(), foldBase()
+			before := foldBase()
+			shared := v // shares v's slices, as a copy handed out under the lock does
+			if tc.change != nil {
+				tc.change(&want)
+			}
+			if got := foldEvent(&v, tc.ev); got != tc.want {
+				t.Fatalf("foldEvent = %d, want %d", got, tc.want)
+			}
+			if !reflect.DeepEqual(v, want) {
+				t.Errorf("view after the fold:\n got %+v\nwant %+v", v, want)
+			}
+			if !reflect.DeepEqual(shared, before) {
+				t.Errorf("the fold wrote into slices a copy of the view shares: %+v", shared)
+			}
+		})
+	}
+}
+
+// foldCase is one event folded into foldBase: the outcome wanted, and
+// change, which makes the view wanted from foldBase (nil: unchanged).
+type foldCase struct {
+	name   string
+	ev     contract.Event
+	want   foldOutcome
+	change func(v *contract.WorkerView)
+}
+
+// foldEventCases are TestFoldEvent's cases, and FuzzFoldEvent's seeds.
+func foldEventCases() []foldCase {
 	lease2 := contract.LeaseRecord{ID: "lse_2", DeviceID: "dev_2", RequesterID: "gw:ins:b", OwnerID: "gw:ins:b", GrantedAt: 5000,
 		TTLMs: 30_000, LastRenewedAt: 5000, TTLDeadline: 35_000, WorkerID: "w1"}
-	for _, tc := range []struct {
-		name string
-		ev   contract.Event
-		want foldOutcome
-		// change makes the expected view from foldBase.
-		change func(v *contract.WorkerView)
-	}{
+	return []foldCase{
 		{name: "granted", ev: granted(2, nil), want: foldChanged, change: func(v *contract.WorkerView) {
 			v.Leases = append(v.Leases, lease2)
 			d := &v.Devices[1]
@@ -80,6 +107,17 @@ func TestFoldEvent(t *testing.T) {
 		{name: "granted by an older worker: no ttlDeadline", ev: granted(2, map[string]any{"ttlDeadline": nil}), want: foldNeedsRead},
 		{name: "granted on an unknown device", ev: granted(2, map[string]any{"deviceId": "dev_404"}), want: foldNeedsRead},
 		{name: "granted on a device another lease holds", ev: granted(2, map[string]any{"deviceId": "dev_1"}), want: foldNeedsRead},
+		{name: "granted again under a lease the view holds on another device", ev: granted(2, map[string]any{"leaseId": "lse_1"}), want: foldNeedsRead},
+		{name: "granted under the id another owner's lease of the device has", ev: granted(2, map[string]any{"leaseId": "lse_k2", "chosenLeaseId": "lse_1", "deviceId": "dev_1"}),
+			want: foldNeedsRead},
+		{name: "granted again, the same lease on its device", ev: granted(2, map[string]any{"leaseId": "lse_1", "deviceId": "dev_1"}), want: foldChanged,
+			change: func(v *contract.WorkerView) {
+				l := lease2
+				l.ID, l.DeviceID = "lse_1", "dev_1"
+				v.Leases = []contract.LeaseRecord{l}
+				v.Devices[0].StateSince, v.Devices[0].LastUsedAt = 5000, 5000
+				v.Waiting = []contract.WaitingRequest{}
+			}},
 		{name: "granted with a ttl out of bounds", ev: granted(2, map[string]any{"ttlMs": contract.MaxTTLMs + 1}), want: foldNeedsRead},
 		{name: "granted with no owner", ev: granted(2, map[string]any{"ownerId": ""}), want: foldNeedsRead},
 		{name: "granted with a lease id holding a dot", ev: granted(2, map[string]any{"leaseId": "a.b"}), want: foldNeedsRead},
@@ -138,24 +176,6 @@ func TestFoldEvent(t *testing.T) {
 		{name: "a daemon event", ev: ev(contract.EvDaemonStopping, 2, 9000, map[string]any{}), want: foldNeedsRead},
 		{name: "a payload that is not an object", ev: contract.Event{Seq: 2, Event: contract.EvLeaseRenewed, Payload: json.RawMessage(`[1]`)}, want: foldNeedsRead},
 		{name: "an event the view does not show", ev: ev(contract.EvCatalogChanged, 2, 9000, map[string]any{}), want: foldNone},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v, want := foldBase(), foldBase()
-			before := foldBase()
-			shared := v // shares v's slices, as a copy handed out under the lock does
-			if tc.change != nil {
-				tc.change(&want)
-			}
-			if got := foldEvent(&v, tc.ev); got != tc.want {
-				t.Fatalf("foldEvent = %d, want %d", got, tc.want)
-			}
-			if !reflect.DeepEqual(v, want) {
-				t.Errorf("view after the fold:\n got %+v\nwant %+v", v, want)
-			}
-			if !reflect.DeepEqual(shared, before) {
-				t.Errorf("the fold wrote into slices a copy of the view shares: %+v", shared)
-			}
-		})
 	}
 }
 
