@@ -93,6 +93,20 @@ func onEachStore(b *testing.B, cfg string, bench func(b *testing.B, home string)
 // mean).
 type medians []time.Duration
 
+// timeEach runs op once a loop, times each run, and reports the median
+// (p50-µs) beside the mean.
+func timeEach(b *testing.B, op func() error) {
+	var took medians
+	for b.Loop() {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+	}
+	took.report(b)
+}
+
 func (m medians) report(b *testing.B) {
 	if len(m) == 0 {
 		return
@@ -113,15 +127,7 @@ func BenchmarkPing(b *testing.B) {
 	_, home := startDaemon(b, nil)
 	c := dial(b, home, "bench", false)
 	ctx := context.Background()
-	var took medians
-	for b.Loop() {
-		t0 := time.Now()
-		if err := c.Ping(ctx); err != nil {
-			b.Fatal(err)
-		}
-		took = append(took, time.Since(t0))
-	}
-	took.report(b)
+	timeEach(b, func() error { return c.Ping(ctx) })
 }
 
 // BenchmarkFloorCommit measures the store's floor commit, what a renewal
@@ -138,15 +144,7 @@ func BenchmarkFloorCommit(b *testing.B) {
 	if err := db.CommitFloor(ctx); err != nil { // seeds its rows
 		b.Fatal(err)
 	}
-	var took medians
-	for b.Loop() {
-		t0 := time.Now()
-		if err := db.CommitFloor(ctx); err != nil {
-			b.Fatal(err)
-		}
-		took = append(took, time.Since(t0))
-	}
-	took.report(b)
+	timeEach(b, func() error { return db.CommitFloor(ctx) })
 }
 
 // BenchmarkRenewRoundTrip measures lease.renew round trips over the unix
@@ -159,15 +157,10 @@ func BenchmarkRenewRoundTrip(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var took medians
-		for b.Loop() {
-			t0 := time.Now()
-			if _, err := c.Renew(ctx, g.Lease.ID, 0); err != nil {
-				b.Fatal(err)
-			}
-			took = append(took, time.Since(t0))
-		}
-		took.report(b)
+		timeEach(b, func() error {
+			_, err := c.Renew(ctx, g.Lease.ID, 0)
+			return err
+		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "renews/s")
 	})
 }
