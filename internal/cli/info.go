@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/simlock/simlock/internal/apiclient"
 	"github.com/simlock/simlock/internal/client"
 	"github.com/simlock/simlock/internal/contract"
 )
@@ -467,8 +468,13 @@ func eventsCmd(env Env) *cobra.Command {
 				}
 				q.SinceTs = max(time.Now().Add(-d).UnixMilli(), 1)
 			}
-			return withAgent(cmd, env, session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
-				return streamEvents(ctx, c, env.Stdout, q, follow)
+			s := session{principal: agentID("", env.Getenv, env.PPID), admin: true, autostart: true}
+			return withAgent(cmd, env, s, func(ctx context.Context, c agentAPI) error {
+				var again reopen
+				if follow {
+					again = reopenEvents(cmd, env, s, c)
+				}
+				return streamEvents(ctx, c, env.Stdout, env.Stderr, q, follow, again)
 			})
 		},
 	}
@@ -483,10 +489,40 @@ type eventSource interface {
 	Replay(ctx context.Context, in contract.EventsReplayInput) ([]contract.Event, error)
 }
 
+// reopen gives a followed stream that ended a source to follow it from
+// again, and what closes that source.
+type reopen func(ctx context.Context) (eventSource, func(), error)
+
+// followReconnect bounds how long a followed stream that ended waits for a
+// daemon to answer again: a restart, an upgrade's re-execution, a gateway
+// replica taking over from a leader that went (about a second).
+const followReconnect = 30 * time.Second
+
+// reopenEvents is how events --follow reaches its daemon again: through
+// the same remote client (each subscription is a request of its own, sent
+// to whichever replica leads), or a new session on the daemon's socket,
+// never starting a daemon that was stopped.
+func reopenEvents(cmd *cobra.Command, env Env, s session, c agentAPI) reopen {
+	if src, ok := c.(*apiclient.Client); ok {
+		return func(context.Context) (eventSource, func(), error) { return src, func() {}, nil }
+	}
+	s.autostart = false
+	return func(ctx context.Context) (eventSource, func(), error) {
+		nc, err := connect(ctx, cmd, env, s)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nc, func() { nc.Close() }, nil
+	}
+}
+
 // streamEvents prints history, then (with follow) live events, joined with
 // no gap and no duplicate: it subscribes before it reads history, and prints
-// a live event only if its seq is past the last one printed.
-func streamEvents(ctx context.Context, c eventSource, w io.Writer, q contract.EventsReplayInput, follow bool) error {
+// a live event only if its seq is past the last one printed. When the live
+// stream ends and again is set, it reaches the daemon again (for at most
+// followReconnect) and joins the new stream the same way, from the last
+// event printed, saying so on notes.
+func streamEvents(ctx context.Context, c eventSource, w, notes io.Writer, q contract.EventsReplayInput, follow bool, again reopen) error {
 	var live <-chan contract.Event
 	if follow {
 		var err error
@@ -496,43 +532,120 @@ func streamEvents(ctx context.Context, c eventSource, w io.Writer, q contract.Ev
 		}
 	}
 	var last int64
+	if err := replayAll(ctx, c, w, q, &last); err != nil || !follow {
+		return err
+	}
+	closeSource := func() {}
+	defer func() { closeSource() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-live:
+			if ok {
+				if ev.Seq <= last {
+					continue
+				}
+				if err := printJSON(w, ev); err != nil {
+					return err
+				}
+				last = ev.Seq
+				continue
+			}
+			if again == nil {
+				return contract.Errorf(contract.CodeDaemonConnectionLost, "the event stream ended")
+			}
+			fmt.Fprintf(notes, "simlock: the event stream ended after seq %d; reconnecting for up to %s\n", last, followReconnect)
+			closeSource()
+			src, closeSrc, next, err := resubscribe(ctx, again)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			c, live, closeSource = src, next, closeSrc
+			if err := replayAll(ctx, c, w, contract.EventsReplayInput{AfterSeq: last, Limit: 1000}, &last); err != nil {
+				return err
+			}
+			fmt.Fprintf(notes, "simlock: following again from seq %d\n", last)
+		}
+	}
+}
+
+// replayAll prints the history q selects, page by page, and moves last to
+// the seq of the last event printed.
+func replayAll(ctx context.Context, c eventSource, w io.Writer, q contract.EventsReplayInput, last *int64) error {
 	for {
 		evs, err := c.Replay(ctx, q)
 		if err != nil {
 			return err
 		}
 		for _, ev := range evs {
-			if err := printJSON(w, ev); err != nil {
-				return err
-			}
-			last = ev.Seq
-		}
-		// A page shorter than the limit is the end of history.
-		if len(evs) < 1000 || q.SinceTs == 0 && q.AfterSeq == 0 {
-			break
-		}
-		q = contract.EventsReplayInput{AfterSeq: last, Limit: 1000}
-	}
-	if !follow {
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-live:
-			if !ok {
-				return contract.Errorf(contract.CodeDaemonConnectionLost, "the event stream ended")
-			}
-			if ev.Seq <= last {
+			if ev.Seq <= *last {
 				continue
 			}
 			if err := printJSON(w, ev); err != nil {
 				return err
 			}
-			last = ev.Seq
+			*last = ev.Seq
+		}
+		// A page shorter than the limit is the end of history.
+		if len(evs) < 1000 || q.SinceTs == 0 && q.AfterSeq == 0 {
+			return nil
+		}
+		q = contract.EventsReplayInput{AfterSeq: *last, Limit: 1000}
+	}
+}
+
+// resubscribe reaches the daemon again through again and subscribes,
+// every quarter second until one attempt succeeds or followReconnect has
+// passed.
+func resubscribe(ctx context.Context, again reopen) (eventSource, func(), <-chan contract.Event, error) {
+	deadline := time.Now().Add(followReconnect)
+	for {
+		src, closeSrc, live, err := subscribeBy(ctx, again, deadline)
+		if err == nil {
+			return src, closeSrc, live, nil
+		}
+		wait := min(250*time.Millisecond, time.Until(deadline))
+		if wait <= 0 {
+			return nil, nil, nil, contract.Errorf(contract.CodeDaemonConnectionLost,
+				"the event stream ended and no daemon answered within %s: %v", followReconnect, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, nil, ctx.Err()
+		case <-t.C:
 		}
 	}
+}
+
+// subscribeBy makes one attempt of resubscribe, given up at deadline. The
+// subscription it makes lives on, until ctx ends or the close it returns
+// is called.
+func subscribeBy(ctx context.Context, again reopen, deadline time.Time) (eventSource, func(), <-chan contract.Event, error) {
+	sub, stop := context.WithCancel(ctx)
+	timer := time.AfterFunc(time.Until(deadline), stop)
+	src, closeSrc, err := again(sub)
+	var live <-chan contract.Event
+	if err == nil {
+		if live, _, err = src.Subscribe(sub); err != nil {
+			closeSrc()
+		}
+	}
+	if !timer.Stop() && err == nil {
+		// The deadline came as it succeeded, and ended the subscription.
+		closeSrc()
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return src, func() { stop(); closeSrc() }, live, nil
 }
 
 // leadershipLine is a gateway replica's line of who leads: itself (with

@@ -124,6 +124,33 @@ func renewLoop(h *home, principal, leaseID string, stop <-chan struct{}) error {
 	}
 }
 
+// `simlock events --follow` outlives a daemon restart: once a daemon
+// answers again it goes on from the last event it printed, with the events
+// committed meanwhile, none twice and none skipped, and says so on stderr.
+func TestEventsFollowOutlivesADaemonRestart(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, fastDemo...)
+	f := h.follow()
+	before := h.leaseDetached("a", "ios")
+	f.next("the grant before the restart", isEvent("lease.granted", "leaseId", before.Lease.ID))
+	if r := h.run("release", before.Lease.ID); r.code != 0 {
+		t.Fatalf("release\n%s", r)
+	}
+	if r := h.run("daemon", "stop"); r.code != 0 {
+		t.Fatalf("daemon stop\n%s", r)
+	}
+	// Any command starts the daemon again; the follower does not.
+	after := h.leaseDetached("b", "ios")
+	f.next("the grant after the restart", isEvent("lease.granted", "leaseId", after.Lease.ID))
+	if !f.p.running() {
+		t.Fatalf("events --follow ended at the restart\n%s", f.p.dump())
+	}
+	checkJoin(t, "the follower across the restart", f.events)
+	f.p.waitLine(f.p.stderr, "the notice that the stream is followed again", func(s string) bool {
+		return strings.Contains(s, "following again from seq")
+	})
+}
+
 // checkJoin checks that seqs strictly increase with no gap and no event id
 // repeats.
 func checkJoin(t *testing.T, who string, evs []event) {

@@ -91,6 +91,12 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	post("waiter-4", rs.api(lead))
 	arrivalBefore := arrivals(t, rs.db, line)
 
+	// An operator follows the fleet's events with the remote CLI, which
+	// knows every replica's URL.
+	_, opSecret := gw.token("operator", "operator")
+	watch := &follower{p: remoteHome(t, rs.urlsFlag(), opSecret).start("events", "--follow")}
+	watch.next("the operator's first event", func(event) bool { return true })
+
 	// The leader dies.
 	killed := time.Now()
 	rs.kill(lead)
@@ -181,6 +187,10 @@ func TestAGatewayFailoverLosesNoLeaseAndNoPlaceInLine(t *testing.T) {
 	if code := w3.cli.wait(); code != 0 {
 		t.Errorf("the remote CLI following %s exited %d\n%s", w3.id, code, w3.cli.dump())
 	}
+	// The operator's follower went on through the new leader: it shows
+	// the grants made after the failover, with no event twice or skipped.
+	watch.next("the grant of waiter-3's request", isEvent("grant.recorded", "requestId", w3.id))
+	checkJoin(t, "the operator's events --follow across the failover", watch.events)
 	rs.awaitWorkers(next, time.Second, ids...)
 }
 
