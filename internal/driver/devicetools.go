@@ -34,6 +34,12 @@ type DeviceTools interface {
 	SetAppearance(ctx context.Context, dev Device, a contract.Appearance) error
 }
 
+// MaxLogOutput is how much of a log tool's output a driver keeps (its
+// tail), while the tool writes it: room for the lines an answer may hold
+// (contract.MaxLogBytes) four times over, whatever the window asked and
+// however much a tenant's app logged in it.
+const MaxLogOutput = 4 * contract.MaxLogBytes
+
 // LogQuery is what DeviceLogs reads.
 type LogQuery struct {
 	// Lines is how many of the last lines to answer (at least 1).

@@ -35,7 +35,24 @@ type Cmd struct {
 	// StopGrace is how long a program told to stop (SIGTERM, when ctx or
 	// Timeout ends) has before it is killed; 0 means 5 s.
 	StopGrace time.Duration
+	// MaxStdout bounds the output Run keeps, in bytes (0: DefaultMaxStdout).
+	// A program that writes more is stopped, as at its Timeout, and Run
+	// returns *OutputTooLargeError; with KeepTail, it runs on and Run keeps
+	// its last MaxStdout bytes, from the first whole line among them
+	// (Result.StdoutTruncated). A tool whose output a tenant can swell (a
+	// device's log) cannot make the daemon hold all of it.
+	MaxStdout int
+	KeepTail  bool
 }
+
+// DefaultMaxStdout is the output Run keeps of a program whose Cmd sets no
+// MaxStdout: far more than any tool's answer simlock reads, and a bound on
+// one that runs away.
+const DefaultMaxStdout = 64 << 20
+
+// maxStderrKept is the stderr Run keeps, from its start: what a program
+// says went wrong is read for messages only; the rest is dropped.
+const maxStderrKept = 1 << 20
 
 // String renders the command for logs and error messages.
 func (c Cmd) String() string {
@@ -48,6 +65,21 @@ type Result struct {
 	Stdout   []byte
 	Stderr   []byte
 	ExitCode int
+	// StdoutTruncated says some of the output is not in Stdout: it is
+	// the tail of a longer one (Cmd.KeepTail), or its head, from a program
+	// stopped for its length (*OutputTooLargeError).
+	StdoutTruncated bool
+}
+
+// OutputTooLargeError is a call stopped for writing more than its
+// Cmd.MaxStdout.
+type OutputTooLargeError struct {
+	Cmd   Cmd
+	Limit int
+}
+
+func (e *OutputTooLargeError) Error() string {
+	return fmt.Sprintf("%s wrote more than %d bytes and was stopped", e.Cmd, e.Limit)
 }
 
 // TimeoutError is a call that ran past its Timeout and was stopped.
@@ -80,8 +112,12 @@ type Process interface {
 	Signal(sig syscall.Signal) error
 }
 
-// errCmdTimeout marks a context ended by a Cmd's own Timeout.
-var errCmdTimeout = errors.New("command timeout")
+// errCmdTimeout marks a context ended by a Cmd's own Timeout, and
+// errTooMuchOutput one ended for its output (Cmd.MaxStdout).
+var (
+	errCmdTimeout    = errors.New("command timeout")
+	errTooMuchOutput = errors.New("too much output")
+)
 
 // OS runs real programs.
 type OS struct{}
@@ -95,11 +131,100 @@ func env(extra []string) []string {
 	return append(os.Environ(), extra...)
 }
 
-// Run implements Runner.
+// Run implements Runner. It keeps the program's output within the Cmd's
+// bounds (MaxStdout, KeepTail; stderr's first maxStderrKept bytes).
 func (OS) Run(ctx context.Context, c Cmd) (Result, error) {
-	var stdout, stderr bytes.Buffer
-	code, err := run(ctx, c, &stdout, &stderr)
-	return Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code}, err
+	limit := c.MaxStdout
+	if limit <= 0 {
+		limit = DefaultMaxStdout
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var stdout keeper = &headBuffer{limit: limit, over: func() { stop(errTooMuchOutput) }}
+	if c.KeepTail {
+		stdout = &tailBuffer{limit: limit}
+	}
+	stderr := &headBuffer{limit: maxStderrKept}
+	code, err := run(ctx, c, stdout, stderr)
+	if errors.Is(context.Cause(ctx), errTooMuchOutput) {
+		err = &OutputTooLargeError{Cmd: c, Limit: limit}
+	}
+	out, truncated := stdout.kept()
+	errOut, _ := stderr.kept()
+	return Result{Stdout: out, Stderr: errOut, ExitCode: code, StdoutTruncated: truncated}, err
+}
+
+// keeper is an output Run keeps within a bound.
+type keeper interface {
+	io.Writer
+	// kept is what was kept, and whether some of the output was not.
+	kept() ([]byte, bool)
+}
+
+// headBuffer keeps the first limit bytes written to it and drops the rest,
+// calling over (when set) once at the first byte past the limit.
+type headBuffer struct {
+	limit   int
+	over    func()
+	buf     bytes.Buffer
+	dropped bool
+}
+
+func (h *headBuffer) Write(p []byte) (int, error) {
+	room := h.limit - h.buf.Len()
+	if len(p) > room {
+		h.buf.Write(p[:max(room, 0)])
+		if !h.dropped && h.over != nil {
+			h.over()
+		}
+		h.dropped = true
+		return len(p), nil
+	}
+	h.buf.Write(p)
+	return len(p), nil
+}
+
+func (h *headBuffer) kept() ([]byte, bool) { return h.buf.Bytes(), h.dropped }
+
+// tailBuffer keeps the last limit bytes written to it, in a ring.
+type tailBuffer struct {
+	limit   int
+	ring    []byte // grows to limit, then is written round
+	next    int    // where the next byte goes once the ring is full
+	dropped bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > t.limit {
+		p = p[len(p)-t.limit:]
+		t.dropped = true
+	}
+	if room := t.limit - len(t.ring); room > 0 {
+		take := min(room, len(p))
+		t.ring = append(t.ring, p[:take]...)
+		p = p[take:]
+	}
+	for len(p) > 0 {
+		c := copy(t.ring[t.next:], p)
+		p = p[c:]
+		t.next = (t.next + c) % t.limit
+		t.dropped = true
+	}
+	return n, nil
+}
+
+// kept is the tail, oldest byte first, from its first whole line when the
+// output was cut.
+func (t *tailBuffer) kept() ([]byte, bool) {
+	if !t.dropped {
+		return t.ring, false
+	}
+	out := append(append(make([]byte, 0, len(t.ring)), t.ring[t.next:]...), t.ring[:t.next]...)
+	if i := bytes.IndexByte(out, '\n'); i >= 0 {
+		return out[i+1:], true
+	}
+	return nil, true
 }
 
 // Stream runs c to completion like Run, but hands its output to stdout and

@@ -45,11 +45,17 @@ func shellQuote(s string) string {
 
 // shell runs one command in the guest's shell, every word quoted.
 func (d *Driver) shell(ctx context.Context, serial string, words ...string) (runner.Result, error) {
-	quoted := make([]string, len(words))
-	for i, w := range words {
-		quoted[i] = shellQuote(w)
+	return d.serialAdb(ctx, opTools, callTimeout, serial, shellArgs(words)...)
+}
+
+// shellArgs are adb's arguments that run words on the device's shell, each
+// quoted as one word.
+func shellArgs(words []string) []string {
+	args := []string{"shell"}
+	for _, w := range words {
+		args = append(args, shellQuote(w))
 	}
-	return d.serialAdb(ctx, opTools, callTimeout, serial, append([]string{"shell"}, quoted...)...)
+	return args
 }
 
 // LaunchApp starts the package's launcher activity: monkey -p <package> -c
@@ -116,7 +122,10 @@ func (d *Driver) DeviceLogs(ctx context.Context, dev driver.Device, q driver.Log
 	if err != nil {
 		return contract.DeviceLogs{}, err
 	}
-	res, err := d.shell(ctx, serial, logcatArgs(q, time.Now())...)
+	// A tenant can make the log buffers large and fill them: only the
+	// tail of what logcat writes is kept.
+	res, err := d.adbCmd(ctx, opTools, runner.Cmd{Args: append([]string{"-s", serial}, shellArgs(logcatArgs(q, time.Now()))...),
+		Timeout: callTimeout, MaxStdout: driver.MaxLogOutput, KeepTail: true})
 	if err := succeeded(res, err, opTools, "logcat"); err != nil {
 		return contract.DeviceLogs{}, err
 	}

@@ -1,16 +1,19 @@
 package android_test
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/runner"
 )
 
 // Each device tool is one adb call through the private server to the
@@ -118,5 +121,52 @@ func TestAndroidLaunchRefusalsAreTyped(t *testing.T) {
 	}
 	if got := calls(t, f.shims, "adb")[from:]; len(got) != 0 {
 		t.Errorf("refused launches ran adb: %v", got)
+	}
+}
+
+// recordingRunner runs tools as runner.OS does and remembers each command.
+type recordingRunner struct {
+	runner.OS
+	mu   sync.Mutex
+	cmds []runner.Cmd
+}
+
+func (r *recordingRunner) Run(ctx context.Context, c runner.Cmd) (runner.Result, error) {
+	r.mu.Lock()
+	r.cmds = append(r.cmds, c)
+	r.mu.Unlock()
+	return r.OS.Run(ctx, c)
+}
+
+// A device's log is read through its tail: of what logcat writes, the
+// driver keeps at most driver.MaxLogOutput (a tenant can grow the log
+// buffers and fill them).
+func TestDeviceLogsKeepOnlyTheTailOfLogcat(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rec := &recordingRunner{}
+	f.opts.Runner = rec
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeviceLogs(ctx, dev, driver.LogQuery{Lines: 10, Since: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	reads := 0
+	for _, c := range rec.cmds {
+		if slices.Contains(c.Args, "logcat") {
+			reads++
+			if c.MaxStdout != driver.MaxLogOutput || !c.KeepTail {
+				t.Errorf("logcat ran keeping %d bytes (tail %v), want the last %d", c.MaxStdout, c.KeepTail, driver.MaxLogOutput)
+			}
+		}
+	}
+	if reads != 1 {
+		t.Errorf("logcat ran %d times, want once", reads)
 	}
 }

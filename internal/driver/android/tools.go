@@ -14,11 +14,16 @@ import (
 // could not run or timed out is a *driver.CrashError for op; a non-zero
 // exit is left to the caller.
 func (d *Driver) call(ctx context.Context, op, path string, timeout time.Duration, stdin []byte, args ...string) (runner.Result, error) {
-	env := d.env
-	if path == d.sdk.adb {
-		env = d.adbEnv
+	return d.callCmd(ctx, op, runner.Cmd{Path: path, Args: args, Timeout: timeout, Stdin: stdin})
+}
+
+// callCmd is call with the whole command given, for a call that sets more
+// of it (an output bound); its environment is the tool's.
+func (d *Driver) callCmd(ctx context.Context, op string, cmd runner.Cmd) (runner.Result, error) {
+	cmd.Env = d.env
+	if cmd.Path == d.sdk.adb {
+		cmd.Env = d.adbEnv
 	}
-	cmd := runner.Cmd{Path: path, Args: args, Env: env, Timeout: timeout, Stdin: stdin}
 	res, err := d.run.Run(ctx, cmd)
 	d.log.Debug("ran", "cmd", cmd.String(), "exit", res.ExitCode, "err", err)
 	if err != nil {
@@ -31,10 +36,17 @@ func (d *Driver) call(ctx context.Context, op, path string, timeout time.Duratio
 // it is gone; every call carries -P so that it can reach no other server
 // whatever the environment says.
 func (d *Driver) adb(ctx context.Context, op string, timeout time.Duration, args ...string) (runner.Result, error) {
+	return d.adbCmd(ctx, op, runner.Cmd{Args: args, Timeout: timeout})
+}
+
+// adbCmd is adb with more of the command set (an output bound): cmd.Args
+// are adb's arguments after -P.
+func (d *Driver) adbCmd(ctx context.Context, op string, cmd runner.Cmd) (runner.Result, error) {
 	if err := d.superviseServer(ctx, op); err != nil {
 		return runner.Result{}, err
 	}
-	return d.call(ctx, op, d.sdk.adb, timeout, nil, d.adbArgs(args)...)
+	cmd.Path, cmd.Args = d.sdk.adb, d.adbArgs(cmd.Args)
+	return d.callCmd(ctx, op, cmd)
 }
 
 // adbArgs is args of an adb call against the private server.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
+	"github.com/simlock/simlock/internal/runner"
 )
 
 var _ driver.DeviceTools = (*Driver)(nil)
@@ -97,8 +98,10 @@ func (d *Driver) DeviceLogs(ctx context.Context, dev driver.Device, q driver.Log
 	if err != nil {
 		return contract.DeviceLogs{}, err
 	}
-	argv := logShowArgs(udid, q)
-	out, err := d.simctl(ctx, opTools, logsTimeout, nil, argv...)
+	// A day of a busy simulator's log is far more than the answer can
+	// hold: only its tail is kept while log show writes it.
+	out, err := d.simctlCmd(ctx, opTools, runner.Cmd{Args: logShowArgs(udid, q), Timeout: logsTimeout,
+		MaxStdout: driver.MaxLogOutput, KeepTail: true}, nil)
 	if err != nil {
 		return contract.DeviceLogs{}, err
 	}

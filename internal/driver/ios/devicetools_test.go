@@ -96,3 +96,26 @@ func TestAnIDThatIsNoBundleIDRunsNothing(t *testing.T) {
 		t.Errorf("simctl ran: %v", calls)
 	}
 }
+
+// A device's log is read through its tail: of what log show writes, the
+// driver keeps at most driver.MaxLogOutput (a tenant's app can log without
+// end, and a window may be a day long).
+func TestDeviceLogsKeepOnlyTheTailOfLogShow(t *testing.T) {
+	h := newHarness(t)
+	dev := h.boot(t, h.provision(t, "iPhone 16", "18.6"))
+	if _, err := h.d.DeviceLogs(t.Context(), dev, driver.LogQuery{Lines: 5, Since: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	shows := 0
+	for _, c := range h.rec.commands() {
+		if slices.Contains(c.Args, "log") && slices.Contains(c.Args, "show") {
+			shows++
+			if c.MaxStdout != driver.MaxLogOutput || !c.KeepTail {
+				t.Errorf("log show ran keeping %d bytes (tail %v), want the last %d", c.MaxStdout, c.KeepTail, driver.MaxLogOutput)
+			}
+		}
+	}
+	if shows != 1 {
+		t.Errorf("log show ran %d times, want once", shows)
+	}
+}

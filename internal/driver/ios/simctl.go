@@ -60,12 +60,18 @@ func (e *CallError) TimedOut() bool {
 // call runs one tool call. A non-zero exit whose stderr matches tolerate
 // (nil tolerates nothing) is success; any other failure is a *CallError.
 func call(ctx context.Context, r runner.Runner, log *slog.Logger, env []string, path, tool string, args []string, timeout time.Duration, tolerate *regexp.Regexp) ([]byte, error) {
-	full := args
+	return callCmd(ctx, r, log, tool, runner.Cmd{Path: path, Args: args, Env: env, Timeout: timeout}, tolerate)
+}
+
+// callCmd is call with the whole command given, for a call that sets more
+// of it (an output bound): c.Args are the tool's arguments.
+func callCmd(ctx context.Context, r runner.Runner, log *slog.Logger, tool string, c runner.Cmd, tolerate *regexp.Regexp) ([]byte, error) {
+	args := c.Args
 	if tool == "simctl" {
-		full = append([]string{"simctl"}, args...)
+		c.Args = append([]string{"simctl"}, args...)
 	}
 	start := time.Now()
-	res, err := r.Run(ctx, runner.Cmd{Path: path, Args: full, Env: env, Timeout: timeout})
+	res, err := r.Run(ctx, c)
 	stderr := strings.TrimSpace(string(res.Stderr))
 	if len(stderr) > maxStderr {
 		stderr = stderr[:maxStderr] + "…"
@@ -84,10 +90,16 @@ func call(ctx context.Context, r runner.Runner, log *slog.Logger, env []string, 
 }
 
 // simctl runs `xcrun simctl --set <root> args…` as part of operation op.
-// Every scoped call goes through here, so none can leave out --set.
 func (d *Driver) simctl(ctx context.Context, op string, timeout time.Duration, tolerate *regexp.Regexp, args ...string) ([]byte, error) {
-	scoped := append([]string{"--set", d.root}, args...)
-	out, err := call(ctx, d.run, d.log, d.env, d.xcrun, "simctl", scoped, timeout, tolerate)
+	return d.simctlCmd(ctx, op, runner.Cmd{Args: args, Timeout: timeout}, tolerate)
+}
+
+// simctlCmd is simctl with more of the command set (an output bound):
+// c.Args are simctl's arguments after --set <root>. Every scoped call goes
+// through here, so none can leave out --set.
+func (d *Driver) simctlCmd(ctx context.Context, op string, c runner.Cmd, tolerate *regexp.Regexp) ([]byte, error) {
+	c.Path, c.Env, c.Args = d.xcrun, d.env, append([]string{"--set", d.root}, c.Args...)
+	out, err := callCmd(ctx, d.run, d.log, "simctl", c, tolerate)
 	if err != nil {
 		return out, &driver.CrashError{Op: op, Err: err}
 	}
