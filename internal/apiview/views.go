@@ -38,6 +38,11 @@ type LeaseView struct {
 	// grant whose worker is not connected: the lease is held, and calls on
 	// it answer WORKER_UNREACHABLE until the worker is back.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// Source and Timing, only in a request's lease, are its grant's: where
+	// the device came from (warm, started, made) and the driver's
+	// estimates, as the socket's grant says them.
+	Source contract.GrantSource `json:"source,omitempty"`
+	Timing *contract.Timing     `json:"timing,omitempty"`
 }
 
 // RequestView is a lease request as the HTTP API shows it.
@@ -148,5 +153,14 @@ func (v LeaseView) Grant(rec contract.LeaseRecord) contract.LeaseGrant {
 		Lease:       rec,
 		Environment: v.Environment,
 		RequestID:   v.RequestID,
+		Source:      v.Source,
+		Timing:      timingOf(v.Timing),
 	}
+}
+
+func timingOf(t *contract.Timing) contract.Timing {
+	if t == nil {
+		return contract.Timing{}
+	}
+	return *t
 }

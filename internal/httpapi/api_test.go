@@ -450,6 +450,7 @@ func grantedStatus() contract.LeaseRequestStatus {
 		Environment: map[string]string{"SIMLOCK_UDID": "4F1C0B9E-1111-2222-3333-444455556666"},
 		RequestID:   "req_1",
 		Source:      contract.SourceWarm,
+		Timing:      contract.Timing{EstimatedBootMs: 1000, EstimatedReadyMs: 1500},
 	}
 	return st
 }
@@ -484,6 +485,10 @@ func TestGrantedRequestShowsTheCurrentLease(t *testing.T) {
 	}
 	if env, _ := l["environment"].(map[string]any); env["SIMLOCK_UDID"] == nil {
 		t.Errorf("environment %v", l["environment"])
+	}
+	// The grant's source and timing, as the socket's grant says them.
+	if tm, _ := l["timing"].(map[string]any); l["source"] != "warm" || tm == nil || tm["estimatedReadyMs"] != float64(1500) {
+		t.Errorf("lease source %v, timing %v; want warm and the grant's estimates", l["source"], l["timing"])
 	}
 	if c := h.fake.callsOf(contract.OpLeaseGet); len(c) != 1 || decodeInput[contract.LeaseIDInput](t, c[0]).LeaseID != "lse_1" {
 		t.Fatalf("lease.get calls %+v", c)

@@ -36,7 +36,8 @@ func leaseViewFromGrant(g contract.LeaseGrant) leaseView {
 		mode = contract.DeviceModeFull
 	}
 	v := newLeaseView(g.Lease, g.RequestID, g.Device.Spec, g.Device.DriverDeviceID, g.Device.Address, mode)
-	v.Environment = g.Environment
+	timing := g.Timing
+	v.Environment, v.Source, v.Timing = g.Environment, g.Source, &timing
 	return v
 }
 

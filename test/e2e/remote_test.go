@@ -99,6 +99,11 @@ func TestRemoteProfileLeasesHoldsAndReleasesThroughAGateway(t *testing.T) {
 	if g.Lease.ID == "" || g.Device.Spec.Platform != "ios" {
 		t.Fatalf("the grant over HTTP: %+v", g)
 	}
+	// The grant says how its device came to be ready, and the driver's
+	// estimates, as a local grant does.
+	if (g.Source != "provisioned" && g.Source != "booted") || g.Timing == nil || g.Timing.EstimatedReadyMs == nil || *g.Timing.EstimatedReadyMs == 0 {
+		t.Errorf("the grant over HTTP has source %q and timing %+v, want a new device's and the driver's estimates", g.Source, g.Timing)
+	}
 
 	// Held: renewed, and still renewed after the gateway restarts.
 	leaseRenewedAfter(t, rem, g.Lease.ID, time.UnixMilli(g.Lease.GrantedAt), 10*time.Second)
