@@ -112,6 +112,30 @@ func (c *Client) CancelLeaseRequest(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/lease-requests/"+esc(id), nil, nil, nil, http.StatusNoContent)
 }
 
+// Cancel withdraws a waiting request, answered as the socket's
+// lease.cancel: DELETE /v1/lease-requests/{id}, whose refusals are
+// outcomes (not found, not cancellable with the lease it was granted). The
+// HTTP API names a request by its id only, so one is required.
+func (c *Client) Cancel(ctx context.Context, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error) {
+	if in.RequestID == "" {
+		return contract.LeaseCancelResult{}, contract.Errorf(contract.CodeUsage,
+			"over a remote profile, name the request to cancel by its id (simlock lease cancel <request-id>): the HTTP API finds no request by agent id")
+	}
+	res := contract.LeaseCancelResult{Outcome: contract.CancelCancelled, RequestID: in.RequestID}
+	var ce *contract.Error
+	switch err := c.CancelLeaseRequest(ctx, in.RequestID); {
+	case err == nil:
+	case errors.As(err, &ce) && ce.Code == contract.CodeUnknownLeaseRequest:
+		res.Outcome = contract.CancelNotFound
+	case errors.As(err, &ce) && ce.Code == contract.CodeRequestNotCancellable:
+		res.Outcome = contract.CancelNotCancellable
+		res.LeaseID, _ = ce.Details["leaseId"].(string)
+	default:
+		return contract.LeaseCancelResult{}, err
+	}
+	return res, nil
+}
+
 // resumeFor bounds how long a broken stream is tried again without one
 // attempt getting through.
 const resumeFor = 30 * time.Second

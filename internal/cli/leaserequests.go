@@ -23,7 +23,9 @@ without one, the request of this agent (--agent-id, as simlock lease picks
 it). A request that is already downloading, starting a device or granted
 can no longer be cancelled (REQUEST_NOT_CANCELLABLE, exit 1; a granted one
 names its lease, to release instead); no such request is
-UNKNOWN_LEASE_REQUEST (exit 1).`,
+UNKNOWN_LEASE_REQUEST (exit 1). Over a remote profile the request must be
+named by its id, and only one of the token's own (or any, for an operator
+token) is found.`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,9 +37,9 @@ UNKNOWN_LEASE_REQUEST (exit 1).`,
 			if err := in.Validate(); err != nil {
 				return fail(err)
 			}
-			return withClient(cmd, env, session{principal: id, admin: true, autostart: true}, func(ctx context.Context, c *client.Client) error {
-				var res contract.LeaseCancelResult
-				if err := c.Call(ctx, contract.OpLeaseCancel, in, &res); err != nil {
+			return withAgent(cmd, env, session{principal: id, admin: true, autostart: true}, func(ctx context.Context, c agentAPI) error {
+				res, err := c.Cancel(ctx, in)
+				if err != nil {
 					return err
 				}
 				if err := printResult(cmd, env, res, func(w io.Writer) { renderCancel(w, res) }); err != nil {

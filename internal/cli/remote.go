@@ -90,6 +90,7 @@ type agentAPI interface {
 	Renew(ctx context.Context, leaseID string, ttlMs int64) (contract.LeaseRecord, error)
 	Release(ctx context.Context, leaseID string) (contract.ReleaseResult, error)
 	Leases(ctx context.Context) ([]contract.LeaseRecord, error)
+	Cancel(ctx context.Context, in contract.LeaseCancelInput) (contract.LeaseCancelResult, error)
 	StatusWith(ctx context.Context, in contract.StatusGetInput) (contract.Status, error)
 	Catalog(ctx context.Context, platform contract.Platform) (contract.CatalogResult, error)
 	ListPage(ctx context.Context, in contract.ListGetInput) (contract.ListGetResult, error)

@@ -139,3 +139,51 @@ func TestAChosenLeaseIDIsTheLeasesIDTakenWhileItLivesAndRoutedByTheGateway(t *te
 		t.Errorf("release of c's fleet-7 through the gateway\n%s", r)
 	}
 }
+
+// lease cancel over a remote profile: the request named by its id is
+// cancelled through DELETE /v1/lease-requests/{id}, with the outcomes and
+// exits the socket's cancel has; without an id it is a usage error.
+func TestLeaseCancelOverARemoteProfile(t *testing.T) {
+	t.Parallel()
+	h, _ := httpHome(t, "capacity.strategy", "fixed", "capacity.config.maxRunning", "1")
+	_, holderSecret := h.token("agent", "remote-holder")
+	_, secret := h.token("agent", "remote-agent")
+	holder, rem := remoteHome(t, httpURL(t, h), holderSecret), remoteHome(t, httpURL(t, h), secret)
+	blocker := parseGrant(t, holder.run("lease", "--platform", "ios", "--detach").stdout)
+	waiter := rem.start("lease", "--platform", "ios", "--progress", "json")
+	waiter.waitLine(waiter.stderr, "the waiter queued", func(l string) bool { return strings.Contains(l, `"stage":"queued"`) })
+	var open struct {
+		Requests []struct {
+			ID string `json:"id"`
+		} `json:"requests"`
+	}
+	if r := h.run("list", "--requests"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &open) != nil || len(open.Requests) != 1 {
+		t.Fatalf("the waiting request on the daemon's machine\n%s", r)
+	}
+	id := open.Requests[0].ID
+	var res struct {
+		Outcome   string `json:"outcome"`
+		RequestID string `json:"requestId"`
+		LeaseID   string `json:"leaseId"`
+	}
+	r := rem.run("lease", "cancel", id)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.Outcome != "cancelled" || res.RequestID != id {
+		t.Fatalf("remote lease cancel of the waiting request\n%s", r)
+	}
+	if code := waiter.wait(); code != 1 || !strings.Contains(waiter.stderr.text(), "CANCELLED") {
+		t.Errorf("the waiting remote holder exited %d, want 1 with CANCELLED\n%s", code, waiter.dump())
+	}
+	r = rem.run("lease", "cancel", "req_0000000000000000")
+	expectFailure(t, r, 1, "UNKNOWN_LEASE_REQUEST")
+	if !strings.Contains(r.stdout, `"outcome":"not-found"`) {
+		t.Errorf("a remote cancel of no request prints %q, want the not-found outcome", r.stdout)
+	}
+	// Another agent's request is not found, as over the socket.
+	expectFailure(t, rem.run("lease", "cancel", blocker.RequestID), 1, "UNKNOWN_LEASE_REQUEST")
+	r = holder.run("lease", "cancel", blocker.RequestID)
+	expectFailure(t, r, 1, "REQUEST_NOT_CANCELLABLE")
+	if json.Unmarshal([]byte(r.stdout), &res) != nil || res.Outcome != "not-cancellable" || res.LeaseID != blocker.Lease.ID {
+		t.Errorf("a remote cancel of a granted request prints %q, want not-cancellable naming lease %s", r.stdout, blocker.Lease.ID)
+	}
+	expectFailure(t, rem.run("lease", "cancel"), 2, "USAGE")
+}
