@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/simlock/simlock/internal/contract"
@@ -23,7 +24,8 @@ type DeviceTools interface {
 	LaunchApp(ctx context.Context, dev Device, id string, args []string) (contract.AppLaunchResult, error)
 	// TerminateApp stops the app id; one that is not running is no error.
 	TerminateApp(ctx context.Context, dev Device, id string) error
-	// OpenURL opens url on the device.
+	// OpenURL opens url on the device. A URL no installed app opens is
+	// *NoAppForURLError.
 	OpenURL(ctx context.Context, dev Device, url string) error
 	// DeviceLogs reads the device's log, its lines oldest first, bounded
 	// by contract.BoundLogLines.
@@ -49,6 +51,17 @@ type LogQuery struct {
 	// Process keeps only the lines of that process (iOS) or tag
 	// (Android), when not empty.
 	Process string
+}
+
+// NoAppForURLError is an OpenURL of a URL no app on the device opens: a
+// scheme nothing installed claims.
+type NoAppForURLError struct {
+	URL string
+}
+
+func (e *NoAppForURLError) Error() string {
+	scheme, _, _ := strings.Cut(e.URL, ":")
+	return "no app on the device opens " + scheme + ": URLs; install the app that handles them first"
 }
 
 // AppNotInstalledError is a launch of an app the device does not have.

@@ -79,6 +79,7 @@ func ContractError(err error) *contract.Error {
 		instNo  *InstallFailedError
 		tooBig  *FileTooLargeError
 		noApp   *AppNotInstalledError
+		noOpen  *NoAppForURLError
 	)
 	switch {
 	case errors.As(err, &cerr):
@@ -119,6 +120,8 @@ func ContractError(err error) *contract.Error {
 		return contract.Errorf(contract.CodeAppInstallFailed, "%s", instNo.Error())
 	case errors.As(err, &noApp):
 		return contract.Errorf(contract.CodeAppNotInstalled, "%s", noApp.Error()).With("appId", noApp.ID)
+	case errors.As(err, &noOpen):
+		return contract.Errorf(contract.CodeAppNotInstalled, "%s", noOpen.Error()).With("url", contract.Clip(noOpen.URL))
 	case errors.As(err, &tooBig):
 		return contract.Errorf(contract.CodeBodyTooLarge, "%s", tooBig.Error()).With("path", tooBig.Path).With("maxBytes", tooBig.Max)
 	}

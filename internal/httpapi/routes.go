@@ -380,11 +380,11 @@ func routeTable() []route {
 		}},
 		{method: "POST", path: "/v1/leases/{id}/open-url", access: accessAgent, serve: serveTool[openURLBody, *openURLBody, contract.OpenURLResult](contract.OpOpenURL), doc: routeDoc{
 			id: "openURL", tag: "device tools", summary: "Open a URL or deep link on a leased device",
-			description: "Opens the URL (it must have a scheme; at most 4096 bytes, no white space or control characters) with the app that handles it.",
+			description: "Opens the URL (it must have a scheme; at most 4096 bytes, no white space or control characters) with the app that handles it; a URL no app on the device opens is APP_NOT_INSTALLED.",
 			params:      []openapi.Param{leaseID},
 			request:     typeOf[openURLBody](),
 			replies:     []openapi.Response{ok[contract.OpenURLResult]("Opened.")},
-			errors:      toolErrs,
+			errors:      append([]contract.Code{contract.CodeAppNotInstalled}, toolErrs...),
 		}},
 		{method: "GET", path: "/v1/leases/{id}/logs", access: accessAgent, serve: (*Server).getLogs, doc: routeDoc{
 			id: "getDeviceLogs", tag: "device tools", summary: "The last lines of a leased device's log",

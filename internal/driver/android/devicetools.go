@@ -108,8 +108,12 @@ func (d *Driver) OpenURL(ctx context.Context, dev driver.Device, url string) err
 	if err := succeeded(res, err, opTools, "am start"); err != nil {
 		return err
 	}
-	// am says why it started nothing on stdout and still exits 0.
-	if out := outputOf(res); strings.Contains(out, "Error:") {
+	// am says why it started nothing on stdout and still exits 0: an
+	// intent nothing installed resolves is a URL no app opens.
+	switch out := outputOf(res); {
+	case strings.Contains(out, "unable to resolve Intent"):
+		return &driver.NoAppForURLError{URL: url}
+	case strings.Contains(out, "Error:"):
 		return crashf(opTools, "am start: %s", out)
 	}
 	return nil

@@ -170,3 +170,27 @@ func TestDeviceLogsKeepOnlyTheTailOfLogcat(t *testing.T) {
 		t.Errorf("logcat ran %d times, want once", reads)
 	}
 }
+
+// A URL no installed app opens is typed, with the URL, though am exits 0:
+// the caller is told what to install, not that the tool failed.
+func TestOpeningAURLNoAppOpensIsTyped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := newDriver(t, f.opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.OpenURL(ctx, dev, "nohandler://item/1")
+	var none *driver.NoAppForURLError
+	if !errors.As(err, &none) || none.URL != "nohandler://item/1" {
+		t.Fatalf("got %v, want *NoAppForURLError", err)
+	}
+	if ce := driver.ContractError(err); ce.Code != contract.CodeAppNotInstalled || ce.Details["url"] != "nohandler://item/1" {
+		t.Errorf("contract error %v, want APP_NOT_INSTALLED naming the URL", ce)
+	}
+	if err := d.OpenURL(ctx, dev, "https://example.com"); err != nil {
+		t.Errorf("a URL an app opens: %v", err)
+	}
+}

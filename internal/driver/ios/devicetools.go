@@ -87,6 +87,11 @@ func (d *Driver) OpenURL(ctx context.Context, dev driver.Device, url string) err
 		return err
 	}
 	_, err = d.simctl(ctx, opTools, commandTimeout, nil, "openurl", udid, url)
+	// LaunchServices' kLSApplicationNotFoundErr: nothing installed claims
+	// the URL's scheme.
+	if callErr := (*CallError)(nil); errors.As(err, &callErr) && strings.Contains(callErr.Stderr, "OSStatus error -10814") {
+		return &driver.NoAppForURLError{URL: url}
+	}
 	return err
 }
 

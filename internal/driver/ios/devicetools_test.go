@@ -119,3 +119,21 @@ func TestDeviceLogsKeepOnlyTheTailOfLogShow(t *testing.T) {
 		t.Errorf("log show ran %d times, want once", shows)
 	}
 }
+
+// A URL no installed app opens is typed, with the URL: the caller is told
+// what to install, not that the tool failed.
+func TestOpeningAURLNoAppOpensIsTyped(t *testing.T) {
+	h := newHarness(t)
+	dev := h.boot(t, h.provision(t, "iPhone 16", "18.6"))
+	err := h.d.OpenURL(t.Context(), dev, "nohandler://item/1")
+	var none *driver.NoAppForURLError
+	if !errors.As(err, &none) || none.URL != "nohandler://item/1" {
+		t.Fatalf("got %v, want *NoAppForURLError", err)
+	}
+	if ce := driver.ContractError(err); ce.Code != contract.CodeAppNotInstalled || ce.Details["url"] != "nohandler://item/1" {
+		t.Errorf("contract error %v, want APP_NOT_INSTALLED naming the URL", ce)
+	}
+	if err := h.d.OpenURL(t.Context(), dev, "https://example.com"); err != nil {
+		t.Errorf("a URL an app opens: %v", err)
+	}
+}

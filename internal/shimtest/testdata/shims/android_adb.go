@@ -290,6 +290,14 @@ func androidShellOne(e androidEmulator, cmd string) int {
 			return 143
 		case "monkey":
 			return androidMonkey(e, words)
+		case "am":
+			// A view intent of a scheme no app of the stand-in claims: am
+			// says so on stdout and exits 0, as it does.
+			if i := slices.Index(words, "-d"); len(words) > 1 && words[1] == "start" && i >= 0 && i+1 < len(words) && strings.HasPrefix(strings.Trim(words[i+1], "'"), "nohandler:") {
+				u := strings.Trim(words[i+1], "'")
+				fmt.Printf("Starting: Intent { act=android.intent.action.VIEW dat=%s }\nError: Activity not started, unable to resolve Intent { act=android.intent.action.VIEW dat=%s flg=0x10000000 }\n", u, u)
+				return 0
+			}
 		case "logcat":
 			fmt.Println("--------- beginning of main")
 			for i := 1; i <= 3; i++ {

@@ -351,6 +351,12 @@ func iosXcrun(args []string) int {
 		return iosLaunch(set, rest)
 	case "terminate":
 		return iosTerminate(set, rest)
+	case "openurl":
+		// A scheme no app of the stand-in claims: LaunchServices' error.
+		if len(rest) == 2 && strings.HasPrefix(rest[1], "nohandler:") {
+			fmt.Fprintf(os.Stderr, "An error was encountered processing the command (domain=NSOSStatusErrorDomain, code=-10814):\nSimulator device failed to open %s.\nThe operation couldn’t be completed. (OSStatus error -10814.)\n", rest[1])
+			return 1
+		}
 	}
 	if slices.Contains(iosDeviceVerbs, sub) {
 		return iosOnDevice(set, sub, rest)
