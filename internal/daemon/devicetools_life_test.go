@@ -68,21 +68,11 @@ func TestALeasesEndStopsItsDeviceToolCalls(t *testing.T) {
 	if _, err := c.Release(ctx, g.Lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	timeout := time.After(bound)
-	for reclaimed := false; !reclaimed; {
-		select {
-		case ev := <-evs:
-			if ev.Event != "device.reclaimed" {
-				continue
-			}
-			reclaimed = true
-			if !slow.returned.Load() {
-				t.Errorf("the device was cleaned while its lease's device.logs call still ran")
-			}
-		case <-timeout:
-			t.Fatalf("the device of the lease that ended was not cleaned within %s", bound)
+	awaitClean(t, evs, func() {
+		if !slow.returned.Load() {
+			t.Errorf("the device was cleaned while its lease's device.logs call still ran")
 		}
-	}
+	})
 	select {
 	case err := <-done:
 		if code(err) != contract.CodeUnknownLease {

@@ -326,22 +326,30 @@ func TestALeasesEndStopsItsCommands(t *testing.T) {
 	if s := within(t, got, "the command after its lease ended"); s != "term\n" {
 		t.Errorf("the command said %q, want term: it ran on after its lease ended", s)
 	}
+	awaitClean(t, evs, func() {
+		if _, err := os.Stat(ended); err != nil {
+			t.Errorf("the device was cleaned before its lease's command ended")
+		}
+	})
+	if err := <-done; code(err) != contract.CodeUnknownLease {
+		t.Errorf("the exec of a lease that ended: %v, want UNKNOWN_LEASE", err)
+	}
+}
+
+// awaitClean waits, at most bound, for the next device.reclaimed among evs,
+// and runs check as it comes.
+func awaitClean(t *testing.T, evs <-chan contract.Event, check func()) {
+	t.Helper()
 	timeout := time.After(bound)
-	for reclaimed := false; !reclaimed; {
+	for {
 		select {
 		case ev := <-evs:
-			if ev.Event != "device.reclaimed" {
-				continue
-			}
-			reclaimed = true
-			if _, err := os.Stat(ended); err != nil {
-				t.Errorf("the device was cleaned (%s) before its lease's command ended", ev.Event)
+			if ev.Event == "device.reclaimed" {
+				check()
+				return
 			}
 		case <-timeout:
 			t.Fatalf("the device of the lease that ended was not cleaned within %s", bound)
 		}
-	}
-	if err := <-done; code(err) != contract.CodeUnknownLease {
-		t.Errorf("the exec of a lease that ended: %v, want UNKNOWN_LEASE", err)
 	}
 }

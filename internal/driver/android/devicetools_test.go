@@ -22,12 +22,8 @@ import (
 func TestDeviceToolsRunOneAdbCallOnTheLeasedEmulator(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	install(t, d, dev.Address, "com.example.notes")
 	pinned := []string{"-P", strconv.Itoa(f.port), "-s", dev.Address}
 	var logs contract.DeviceLogs
@@ -96,13 +92,9 @@ func TestDeviceToolsRunOneAdbCallOnTheLeasedEmulator(t *testing.T) {
 func TestAndroidLaunchRefusalsAreTyped(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.LaunchApp(ctx, dev, "com.example.absent", nil)
+	_, err := d.LaunchApp(ctx, dev, "com.example.absent", nil)
 	var missing *driver.AppNotInstalledError
 	if !errors.As(err, &missing) || driver.ContractError(err).Code != contract.CodeAppNotInstalled {
 		t.Errorf("launch of an app not installed: got %v, want APP_NOT_INSTALLED", err)
@@ -146,12 +138,8 @@ func TestDeviceLogsKeepOnlyTheTailOfLogcat(t *testing.T) {
 	f := newFixture(t)
 	rec := &recordingRunner{}
 	f.opts.Runner = rec
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := d.DeviceLogs(ctx, dev, driver.LogQuery{Lines: 10, Since: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,13 +164,9 @@ func TestDeviceLogsKeepOnlyTheTailOfLogcat(t *testing.T) {
 func TestOpeningAURLNoAppOpensIsTyped(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = d.OpenURL(ctx, dev, "nohandler://item/1")
+	err := d.OpenURL(ctx, dev, "nohandler://item/1")
 	var none *driver.NoAppForURLError
 	if !errors.As(err, &none) || none.URL != "nohandler://item/1" {
 		t.Fatalf("got %v, want *NoAppForURLError", err)

@@ -108,12 +108,8 @@ func TestFilesReachTheLeasedEmulatorOnly(t *testing.T) {
 func TestFilesRefuseSimlocksMarkAndAppPaths(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	from := len(calls(t, f.shims, "adb"))
 	var refused *driver.PathRefusedError
 	for _, p := range []string{"/data/local/tmp/simlock-mark.json", "@com.example/Documents/x"} {
@@ -147,12 +143,8 @@ func TestFilesRefuseSimlocksMarkAndAppPaths(t *testing.T) {
 func TestAPullIsBoundedWhatever(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := d.PushFile(ctx, dev, stage(t, make([]byte, 3<<20)), "/sdcard/Download/big.bin"); err != nil {
 		t.Fatal(err)
 	}
@@ -191,12 +183,8 @@ func TestAPullIsBoundedWhatever(t *testing.T) {
 func TestAScreenshotIsCutPastItsBound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	d := newDriver(t, f.opts)
+	d, dev := readyPixel(t, f.opts)
 	ctx := t.Context()
-	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd, err := d.Passthrough(driver.Target{Device: dev}, []string{"shell", "echo 'flood' > /system/bin/screencap"})
 	if err != nil {
 		t.Fatal(err)

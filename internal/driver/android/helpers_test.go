@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/simlock/simlock/internal/bintest"
+	"github.com/simlock/simlock/internal/contract"
 	"github.com/simlock/simlock/internal/driver"
 	"github.com/simlock/simlock/internal/driver/android"
 	"github.com/simlock/simlock/internal/ownership"
@@ -94,6 +95,19 @@ func newDriver(t *testing.T, opts android.Options) *android.Driver {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// readyPixel is a pixel_8 made and booted by a new driver with opts; the
+// driver is closed when the test ends.
+func readyPixel(t *testing.T, opts android.Options) (*android.Driver, driver.Device) {
+	t.Helper()
+	d := newDriver(t, opts)
+	ctx := t.Context()
+	dev, err := d.MakeReady(ctx, provision(t, ctx, d, driver.Request{Platform: contract.PlatformAndroid, Model: "pixel_8"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, dev
 }
 
 // provision resolves req and creates the device, failing the test on
