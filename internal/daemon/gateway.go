@@ -62,6 +62,15 @@ func (d *Daemon) startGateway(ctx context.Context, db store.GatewayStore) error 
 	if err := d.leasing.Load(ctx); err != nil {
 		return err
 	}
+	// The metrics count the end of a lease granted before this start by
+	// its platform, as a worker's do (SeedLease).
+	grants, err := db.Grants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range grants {
+		d.metrics.SeedGrant(g.WorkerID, g.WorkerLeaseID, g.Platform)
+	}
 	snap, err := db.Load(ctx)
 	if err != nil {
 		return err

@@ -387,7 +387,7 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 		now := time.Now()
 		rec := store.Grant{Key: gatewayLeaseID(r.WorkerID, g.Lease.ID), WorkerID: r.WorkerID, WorkerLeaseID: g.Lease.ID,
 			DeviceID: g.Lease.DeviceID, OwnerID: w.Owner(), RequesterID: w.Requester(), ChosenID: w.ChosenLeaseID(),
-			RequestID: w.ID(), GrantedAt: now.UnixMilli()}
+			RequestID: w.ID(), GrantedAt: now.UnixMilli(), Platform: w.Platform()}
 		e, err := l.idx.add(rec)
 		if e != nil {
 			// Snapshots read up to now may predate the worker's grant;

@@ -224,6 +224,20 @@ func (m *Metrics) Fold(ev contract.Event) {
 
 func seconds(ms int64) float64 { return float64(ms) / 1000 }
 
+// SeedGrant tells a gateway's fold of a lease it granted through worker
+// workerID before this start (the worker's lease id and the platform its
+// grant record keeps), so that the worker's relayed end of it is counted,
+// as its grant.recorded would have had it; a lease the fold already knows
+// is left as it is.
+func (m *Metrics) SeedGrant(workerID, workerLeaseID string, p contract.Platform) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := leaseKey{workerID, workerLeaseID}
+	if _, ok := m.f.leases[k]; !ok {
+		m.f.leases[k] = platformLabel(string(p))
+	}
+}
+
 // SeedLease tells the fold of a lease granted before this start (its
 // unique key and platform), so that its end is counted by its platform.
 // The daemon calls it once per active lease when its engine has started;

@@ -321,3 +321,19 @@ func (m *Metrics) openEntries() int {
 	defer m.mu.Unlock()
 	return len(m.f.requests) + len(m.f.leases) + len(m.f.starts) + len(m.f.dispatched) + len(m.f.installs)
 }
+
+// A gateway that starts again counts a worker's relayed end of a lease it
+// granted before (SeedGrant), by the platform its grant record keeps; the
+// same lease id on another worker is another lease, and counts nothing.
+func TestAGatewayCountsTheEndOfALeaseGrantedBeforeItStarted(t *testing.T) {
+	m := New(Options{Version: "1.0", Mode: "gateway"})
+	m.SeedGrant("ins_w1", "lse_w1", contract.PlatformAndroid)
+	m.Fold(ev(contract.EvLeaseExpired, 2000, map[string]any{"leaseId": "lse_w1", "workerId": "ins_w2"}))
+	if got := testutil.CollectAndCount(m.ends); got != 0 {
+		t.Errorf("another worker's end of the same lease id made %d series, want 0", got)
+	}
+	m.Fold(ev(contract.EvLeaseExpired, 2000, map[string]any{"leaseId": "lse_w1", "workerId": "ins_w1"}))
+	if got := testutil.ToFloat64(m.ends.WithLabelValues("android", "expired")); got != 1 {
+		t.Errorf("ends{android,expired} = %v, want 1", got)
+	}
+}

@@ -235,6 +235,10 @@ type Grant struct {
 	ChosenID  string
 	RequestID string
 	GrantedAt int64
+	// Platform is the lease's platform: a gateway that starts again counts
+	// the end of a lease granted before it by it ("" in a record written
+	// before grants carried it).
+	Platform contract.Platform
 }
 
 // Check refuses what no backend can store faithfully: a row without an id,

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -120,5 +121,21 @@ func TestAfterAGatewayRestartEveryLeaseRenewsAndEveryWorkerIsBackWithinFiveSecon
 	// One lease per requester holds across the restart.
 	for _, h := range holders {
 		expectFailure(t, f.gw.run("lease", "--platform", "ios", "--agent-id", h, "--detach"), 13, "REQUESTER_ALREADY_LEASED")
+	}
+	// The end of a lease granted before the restarts is counted, by its
+	// platform, as the gateway's metrics count their own grants' ends.
+	if r := f.gw.run("release", "--agent-id", "holder-a", leases["holder-a"]); r.code != 0 {
+		t.Fatalf("release of %s\n%s", leases["holder-a"], r)
+	}
+	const ended = `simlock_lease_ends_total{platform="ios",reason="explicit"} `
+	var scraped string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		scraped = f.gw.run("metrics").stdout
+		if strings.Contains(scraped, ended) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the release of a lease granted before the restarts, the gateway's metrics count no ios end:\n%s", scraped)
+		}
 	}
 }

@@ -55,14 +55,14 @@ func (db *DB) DeleteWorker(ctx context.Context, id string) error {
 
 // Grants returns the gateway's grant records, oldest first, then by key.
 func (db *DB) Grants(ctx context.Context) ([]store.Grant, error) {
-	rows, _ := db.pool.Query(ctx, `SELECT key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at
+	rows, _ := db.pool.Query(ctx, `SELECT key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at, platform
 FROM gateway_grants ORDER BY granted_at, key`)
 	defer rows.Close()
 	var out []store.Grant
 	for rows.Next() {
 		var g store.Grant
 		if err := rows.Scan(&g.Key, &g.WorkerID, &g.WorkerLeaseID, &g.DeviceID, &g.OwnerID, &g.RequesterID, &g.ChosenID,
-			&g.RequestID, &g.GrantedAt); err != nil {
+			&g.RequestID, &g.GrantedAt, &g.Platform); err != nil {
 			return nil, fmt.Errorf("store: grants: %w", err)
 		}
 		out = append(out, g)

@@ -38,7 +38,7 @@ func TestMigrationTwoFoldsTheEventsAlreadyStored(t *testing.T) {
 		t.Fatalf("the figures as committed: %+v, want %d requests and waits", want.Totals, len(evs)/2)
 	}
 	// Back to schema 1, as a database written before the rollups.
-	again := downgradeAndOpen(t, db, url, `DROP TABLE usage_minutes, usage_hours, usage_open, usage_backfill, fleet_identity; ALTER TABLE events DROP COLUMN term; ALTER TABLE gateway_grants DROP COLUMN term; UPDATE schema_version SET version = 1`)
+	again := downgradeAndOpen(t, db, url, `DROP TABLE usage_minutes, usage_hours, usage_open, usage_backfill, fleet_identity; ALTER TABLE events DROP COLUMN term; ALTER TABLE gateway_grants DROP COLUMN term; ALTER TABLE gateway_grants DROP COLUMN platform; UPDATE schema_version SET version = 1`)
 	if got := figures(again); !reflect.DeepEqual(got, want) {
 		t.Errorf("the figures after the backfill:\n%+v\nwant those of the events folded as they committed:\n%+v", got, want)
 	}
@@ -138,7 +138,7 @@ func TestMigrationFiveKeepsTheMinuteCells(t *testing.T) {
 	// Back to schema 4: one row per cell, keyed without a part.
 	again := downgradeAndOpen(t, db, url, `ALTER TABLE usage_minutes DROP CONSTRAINT usage_minutes_pkey;
 ALTER TABLE usage_minutes DROP COLUMN part; ALTER TABLE usage_minutes ADD PRIMARY KEY (minute, worker, platform);
-UPDATE schema_version SET version = 4`)
+ALTER TABLE gateway_grants DROP COLUMN platform; UPDATE schema_version SET version = 4`)
 	var parts []int64
 	rows, _ := again.pool.Query(ctx, `SELECT part FROM usage_minutes`)
 	for rows.Next() {

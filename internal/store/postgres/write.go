@@ -58,11 +58,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (id) DO UPDATE SET requester_id = excluded.requester_id,
 	idempotency_key = excluded.idempotency_key, state = excluded.state,
 	created_at = excluded.created_at, settled_at = excluded.settled_at, record = excluded.record`
-	upsertGrant = `INSERT INTO gateway_grants (key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	upsertGrant = `INSERT INTO gateway_grants (key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at, platform)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (key) DO UPDATE SET worker_id = excluded.worker_id, worker_lease_id = excluded.worker_lease_id,
 	device_id = excluded.device_id, owner_id = excluded.owner_id, requester_id = excluded.requester_id,
-	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at, term = excluded.term`
+	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at, term = excluded.term,
+	platform = excluded.platform`
 	upsertClock = `INSERT INTO clock (id, wall_ms, boot_ns, boot_id) VALUES (1, $1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET wall_ms = excluded.wall_ms, boot_ns = excluded.boot_ns, boot_id = excluded.boot_id`
 	takeSeqs     = `UPDATE event_seq SET last = last + $1 WHERE id = 1 RETURNING last`
@@ -258,7 +259,7 @@ func (db *DB) apply(ctx context.Context, tx pgx.Tx, c store.Change, records [][]
 	}
 	for _, g := range c.Grants {
 		if _, err := tx.Exec(ctx, upsertGrant, g.Key, g.WorkerID, g.WorkerLeaseID, g.DeviceID, g.OwnerID, g.RequesterID,
-			g.ChosenID, g.RequestID, g.GrantedAt); err != nil {
+			g.ChosenID, g.RequestID, g.GrantedAt, string(g.Platform)); err != nil {
 			return nil, fmt.Errorf("grant %s: %w", g.Key, err)
 		}
 	}

@@ -28,13 +28,13 @@ ON CONFLICT (id) DO UPDATE SET label = excluded.label, drained = excluded.draine
 
 	// A gateway's grant records (migration 0015): as many rows as leases
 	// it holds, written with the decisions that grant and end them.
-	selectGrants = `SELECT key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at
+	selectGrants = `SELECT key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at, platform
 FROM gateway_grants ORDER BY granted_at, key`
-	upsertGrant = `INSERT INTO gateway_grants (key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	upsertGrant = `INSERT INTO gateway_grants (key, worker_id, worker_lease_id, device_id, owner_id, requester_id, chosen_id, request_id, granted_at, platform)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET worker_id = excluded.worker_id, worker_lease_id = excluded.worker_lease_id,
 	device_id = excluded.device_id, owner_id = excluded.owner_id, requester_id = excluded.requester_id,
-	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at`
+	chosen_id = excluded.chosen_id, request_id = excluded.request_id, granted_at = excluded.granted_at, platform = excluded.platform`
 	deleteGrant = `DELETE FROM gateway_grants WHERE key = ?`
 )
 
@@ -173,7 +173,7 @@ func (db *DB) Grants(ctx context.Context) ([]store.Grant, error) {
 	for rows.Next() {
 		var g store.Grant
 		if err := rows.Scan(&g.Key, &g.WorkerID, &g.WorkerLeaseID, &g.DeviceID, &g.OwnerID, &g.RequesterID, &g.ChosenID,
-			&g.RequestID, &g.GrantedAt); err != nil {
+			&g.RequestID, &g.GrantedAt, &g.Platform); err != nil {
 			return nil, fmt.Errorf("store: grants: %w", err)
 		}
 		out = append(out, g)
@@ -189,7 +189,7 @@ func (db *DB) Grants(ctx context.Context) ([]store.Grant, error) {
 func putGrants(ctx context.Context, tx *sql.Tx, put []store.Grant, ended []string) error {
 	for _, g := range put {
 		if _, err := tx.ExecContext(ctx, upsertGrant, g.Key, g.WorkerID, g.WorkerLeaseID, g.DeviceID, g.OwnerID, g.RequesterID,
-			g.ChosenID, g.RequestID, g.GrantedAt); err != nil {
+			g.ChosenID, g.RequestID, g.GrantedAt, string(g.Platform)); err != nil {
 			return fmt.Errorf("grant %s: %w", g.Key, err)
 		}
 	}

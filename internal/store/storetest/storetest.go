@@ -463,7 +463,7 @@ func grants(t *testing.T, b Backend) {
 	ctx := context.Background()
 	g := func(key string, at int64) store.Grant {
 		return store.Grant{Key: key, WorkerID: "w1", WorkerLeaseID: key + "-lse", DeviceID: "d", OwnerID: "o", RequesterID: "r",
-			RequestID: "req", GrantedAt: at}
+			RequestID: "req", GrantedAt: at, Platform: contract.PlatformAndroid}
 	}
 	mustCommit(t, b, store.Change{Grants: []store.Grant{g("b", 20), g("a", 20), g("c", 10)}})
 	got, err := b.Grants(ctx)
