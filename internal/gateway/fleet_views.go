@@ -141,6 +141,15 @@ func (f *Fleet) session(id string) (*client.Client, int) {
 	return nil, 0
 }
 
+// viewLists reports whether workerID's view lists the lease the worker
+// names by key (a read or a fold took its grant).
+func (f *Fleet) viewLists(workerID, key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.workers[workerID]
+	return ok && leaseAt(w.view.Leases, key) >= 0
+}
+
 // generation is how many times a worker's view has changed.
 func (f *Fleet) generation(id string) uint64 {
 	f.mu.Lock()

@@ -418,6 +418,12 @@ func (l *Leasing) grant(w *queue.Waiter, r Route, g contract.LeaseGrant, link in
 			tx.Settle(w, contract.Errorf(code, "%v", err), contract.RejectWorkerRefused)
 			return
 		}
+		if l.f.viewLists(r.WorkerID, rec.WorkerLeaseID) {
+			// The view took the grant already (its lease.granted folded
+			// while the grant waited to be judged): it counts the lease,
+			// and no later change of the view need come to end the hold.
+			l.unhold(r.WorkerID, h)
+		}
 		workerRequest, workerGranted := g.RequestID, g.Lease.GrantedAt
 		g.Lease.ID, g.Lease.RequesterID, g.Lease.OwnerID, g.Lease.WorkerID = e.id, w.Requester(), w.Owner(), r.WorkerID
 		g.Lease.IDChosenByRequester, g.Lease.Key = e.chosen != "", e.keyIfChosen()
