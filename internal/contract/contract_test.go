@@ -283,6 +283,9 @@ func TestKeysAreExactAndOnce(t *testing.T) {
 		{`{"extra":{"a":1,"a":2}}`, "a", ""},
 		{`{"id":"1","id":"2"}`, "id", ""},
 		{`{"spec":{"\u0054TLMS":1}}`, "TTLMS", "ttlMs"},
+		// Bytes that are not UTF-8 read as U+FFFD: two such keys the
+		// decoder reads alike are one key, repeated.
+		{"{\"extra\":{\"\xffa\":1,\"\xfea\":2}}", "\ufffda", ""},
 	} {
 		err := CheckKeys([]byte(c.in), typ)
 		ke, ok := err.(*KeyError)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // encoding/json matches object keys to fields in any case and lets the
@@ -176,7 +177,10 @@ func (s *keyScanner) object(t reflect.Type, opaque bool) error {
 			return err
 		}
 		key := raw
-		if escaped {
+		if escaped || !utf8.Valid(raw) {
+			// The key as the decoder reads it: escapes undone, and bytes
+			// that are not UTF-8 replaced (U+FFFD), so that keys it reads
+			// as one are one here too, and a refusal names what it read.
 			var k string
 			if json.Unmarshal(s.b[s.i-len(raw)-2:s.i], &k) != nil {
 				return errMalformed
