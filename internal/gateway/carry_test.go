@@ -55,12 +55,7 @@ func (s *notingStore) saved() []savedCommit {
 // in one commit: the request's record (granted), lease.requested before
 // grant.recorded, and the grant record.
 func TestARequestPlacedAtOnceIsRecordedWithItsGrantInOneCommit(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
-	f.mu.Lock()
-	f.workers["w1"].client = scriptedSession(t, w.answer)
-	f.mu.Unlock()
+	f, _ := grantingFleet(t)
 	l, st := notingLeasing(t, f)
 	g, err := l.Acquire(context.Background(), queue.Caller{Principal: "agent"}, contract.LeaseRequestInput{Platform: contract.PlatformIOS}, nil)
 	if err != nil {

@@ -47,12 +47,7 @@ func (s *heldCommitStore) Commit(ctx context.Context, w queue.Writes, grants []s
 // is answered once its record is committed, so its decision commits on
 // its own; its grant's record is committed after, in a decision of its own.
 func TestAForwardLeavesWhileTheDecisionThatPlacedItCommits(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
-	f.mu.Lock()
-	f.workers["w1"].client = scriptedSession(t, w.answer)
-	f.mu.Unlock()
+	f, w := grantingFleet(t)
 	st := &heldCommitStore{memQueueStore: newQueueStore(), holding: make(chan struct{}), release: make(chan struct{})}
 	l := NewLeasing(f, LeasingOptions{Store: st, DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()

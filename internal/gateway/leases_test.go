@@ -13,13 +13,7 @@ import (
 // worker's next report: until a snapshot shows it, the list shows it as
 // the grant answered it (its TTL included), on a connected worker.
 func TestALeaseIsListedFromItsGrantBeforeItsWorkerReportsIt(t *testing.T) {
-	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
-	f.put(*view("w1", 0, 2))
-	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
-	c := scriptedSession(t, w.answer)
-	f.mu.Lock()
-	f.workers["w1"].client = c
-	f.mu.Unlock()
+	f, _ := grantingFleet(t)
 	l := NewLeasing(f, LeasingOptions{Store: newQueueStore(), DefaultTTL: time.Minute, MaxTTL: time.Hour})
 	defer l.Close()
 	owner := queue.Caller{Principal: "tok_a"}

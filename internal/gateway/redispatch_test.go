@@ -15,6 +15,19 @@ type grantingWorker struct {
 	requests chan contract.LeaseRequestInput
 }
 
+// grantingFleet is a fleet of one connected worker w1 of two free slots,
+// a grantingWorker on its session.
+func grantingFleet(t *testing.T) (*Fleet, *grantingWorker) {
+	t.Helper()
+	f := New(Options{Store: newMemStore(), InstanceID: "ins_gw"})
+	f.put(*view("w1", 0, 2))
+	w := &grantingWorker{requests: make(chan contract.LeaseRequestInput, 4)}
+	f.mu.Lock()
+	f.workers["w1"].client = scriptedSession(t, w.answer)
+	f.mu.Unlock()
+	return f, w
+}
+
 // answer grants a lease.request and tells the test of it.
 func (w *grantingWorker) answer(req contract.Request) any {
 	if req.Op != contract.OpLeaseRequest {
